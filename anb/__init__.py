@@ -1,0 +1,2 @@
+"""anb: build and serve accelerator-aware NAS benchmarks."""
+__version__ = "0.1.0"

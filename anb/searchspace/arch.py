@@ -1,0 +1,211 @@
+"""The immutable architecture value type and its dataset-dict and string forms.
+
+String form: one token per stage, joined by ``-``; a token is ``e{e}k{k}l{l}`` followed by
+``se`` when squeeze-excite is on, e.g. EfficientNet-B0 is
+``e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se``.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
+
+_TOKEN = re.compile(r"e(\d+)k(\d+)l(\d+)(se)?")
+_KEY = re.compile(r"block(\d+)_(e|k|l|se)")
+ID_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class StageChoice:
+    """The four choices of one stage."""
+
+    e: int
+    k: int
+    l: int  # noqa: E741 - the benchmark's own name for the layer count
+    se: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"e": self.e, "k": self.k, "l": self.l, "se": self.se}
+
+    def __str__(self) -> str:
+        return f"e{self.e}k{self.k}l{self.l}{'se' if self.se else ''}"
+
+
+def _as_int(value: Any, where: str) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{where} must be an integer, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise ValueError(f"{where} must be an integer, got {value!r}")
+
+
+def _as_bool(value: Any, where: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer, float, np.floating)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "0", "1"):
+        return value.strip().lower() in ("true", "1")
+    raise ValueError(f"{where} must be true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Arch:
+    """An architecture: one :class:`StageChoice` per stage. Hashable and immutable."""
+
+    stages: tuple[StageChoice, ...]
+
+    # -- constructors ---------------------------------------------------------------------
+    @classmethod
+    def from_stages(
+        cls, stages: Iterable[Mapping[str, Any] | Sequence[Any]], space: SearchSpace = ANB_SPACE
+    ) -> "Arch":
+        """Build from per-stage ``{"e", "k", "l", "se"}`` mappings or ``(e, k, l, se)`` tuples."""
+        built = []
+        for i, stage in enumerate(stages):
+            values = dict(stage) if isinstance(stage, Mapping) else dict(zip(FIELDS, stage))
+            missing = [f for f in FIELDS if f not in values]
+            if missing:
+                raise ValueError(f"stage {i}: missing field(s) {missing}; expected {list(FIELDS)}")
+            unknown = sorted(set(values) - set(FIELDS))
+            if unknown:
+                raise ValueError(f"stage {i}: unknown field(s) {unknown}; expected {list(FIELDS)}")
+            built.append(
+                StageChoice(
+                    e=_as_int(values["e"], f"stage {i} field 'e'"),
+                    k=_as_int(values["k"], f"stage {i} field 'k'"),
+                    l=_as_int(values["l"], f"stage {i} field 'l'"),
+                    se=_as_bool(values["se"], f"stage {i} field 'se'"),
+                )
+            )
+        return space.check(cls(tuple(built)))
+
+    @classmethod
+    def from_anb_dict(cls, d: Mapping[str, Any], space: SearchSpace = ANB_SPACE) -> "Arch":
+        """Build from the dataset's ``block{i}_{e,k,l,se}`` mapping (exactly those keys)."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"architecture must be a mapping of block{{i}}_{{e,k,l,se}} keys, "
+                             f"got {type(d).__name__}")
+        stages: list[dict[str, Any]] = [{} for _ in range(space.num_stages)]
+        for key, value in d.items():
+            match = _KEY.fullmatch(str(key))
+            if not match:
+                raise ValueError(
+                    f"unknown architecture key {key!r}; expected block{{i}}_{{e,k,l,se}} "
+                    f"with i in 0..{space.num_stages - 1}"
+                )
+            stage = int(match.group(1))
+            if stage >= space.num_stages:
+                raise ValueError(
+                    f"architecture key {key!r} names stage {stage}, but space {space.name} "
+                    f"has {space.num_stages} stages (0..{space.num_stages - 1})"
+                )
+            stages[stage][match.group(2)] = value
+        for i, stage in enumerate(stages):
+            missing = [f"block{i}_{f}" for f in FIELDS if f not in stage]
+            if missing:
+                raise ValueError(f"architecture is missing key(s) {missing}")
+        return cls.from_stages(stages, space)
+
+    @classmethod
+    def from_string(cls, text: str, space: SearchSpace = ANB_SPACE) -> "Arch":
+        """Parse the compact string form (see module docstring)."""
+        if not isinstance(text, str):
+            raise ValueError(f"architecture string must be a str, got {type(text).__name__}")
+        tokens = text.strip().split("-")
+        if len(tokens) != space.num_stages:
+            raise ValueError(
+                f"architecture string {text!r} has {len(tokens)} stage token(s); space "
+                f"{space.name} needs {space.num_stages} tokens like 'e6k5l2se' joined by '-'"
+            )
+        stages = []
+        for i, token in enumerate(tokens):
+            match = _TOKEN.fullmatch(token)
+            if not match:
+                raise ValueError(
+                    f"stage {i}: malformed token {token!r} in {text!r}; expected "
+                    "'e<expansion>k<kernel>l<layers>' with an optional 'se' suffix, e.g. 'e6k5l2se'"
+                )
+            e, k, l, se = match.groups()
+            stages.append((int(e), int(k), int(l), se is not None))
+        return cls.from_stages(stages, space)
+
+    @classmethod
+    def from_choices(cls, row: np.ndarray, space: SearchSpace = ANB_SPACE) -> "Arch":
+        """Build from one ``(num_stages, 4)`` row of raw values (se as 0/1)."""
+        row = np.asarray(row)
+        return cls.from_stages([(int(e), int(k), int(l), bool(se)) for e, k, l, se in row], space)
+
+    @classmethod
+    def from_index(cls, index: int, space: SearchSpace = ANB_SPACE) -> "Arch":
+        """The architecture at mixed-radix position ``index`` of ``space``."""
+        return cls.from_choices(space.choices_from_index([index])[0], space)
+
+    # -- views ----------------------------------------------------------------------------
+    def to_anb_dict(self) -> dict[str, Any]:
+        """The dataset's ``block{i}_{e,k,l,se}`` mapping (stage-major key order)."""
+        return {
+            f"block{i}_{field}": value
+            for i, stage in enumerate(self.stages)
+            for field, value in stage.as_dict().items()
+        }
+
+    def to_choices(self) -> np.ndarray:
+        """A ``(num_stages, 4)`` int64 array of raw values (se as 0/1)."""
+        return np.asarray([[s.e, s.k, s.l, int(s.se)] for s in self.stages], dtype=np.int64)
+
+    def index(self, space: SearchSpace = ANB_SPACE) -> int:
+        """Mixed-radix position in ``space`` (a bijection onto ``range(space.size())``)."""
+        return int(space.index_from_choices(self.to_choices()[None])[0])
+
+    @property
+    def id(self) -> str:
+        """Stable content hash: 16 hex digits of SHA-256 over the canonical string."""
+        return hashlib.sha256(f"anb-arch:{self}".encode()).hexdigest()[:ID_LENGTH]
+
+    @property
+    def depth(self) -> int:
+        """Number of MBConv layers."""
+        return sum(stage.l for stage in self.stages)
+
+    def __str__(self) -> str:
+        return "-".join(str(stage) for stage in self.stages)
+
+    def __repr__(self) -> str:
+        return f"Arch('{self}')"
+
+
+#: EfficientNet-B0's own choices, a handy reference point in the space.
+EFFICIENTNET_B0 = Arch.from_string("e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se")
+
+
+def as_arch(obj: Any, space: SearchSpace = ANB_SPACE) -> Arch:
+    """Coerce an Arch, a dataset dict (or a record holding one), or a string into an Arch."""
+    if isinstance(obj, Arch):
+        return space.check(obj)
+    if isinstance(obj, str):
+        return Arch.from_string(obj, space)
+    if isinstance(obj, Mapping):
+        if "architecture" in obj:
+            return Arch.from_anb_dict(obj["architecture"], space)
+        return Arch.from_anb_dict(obj, space)
+    raise ValueError(
+        f"cannot read an architecture from {type(obj).__name__}; give an Arch, a "
+        "block{i}_{e,k,l,se} dict, a dataset record, or a string like 'e6k5l2se-...'"
+    )
+
+
+def archs_to_choices(archs: Sequence[Arch]) -> np.ndarray:
+    """Stack architectures into a ``(n, num_stages, 4)`` array."""
+    if len(archs) == 0:
+        return np.zeros((0, ANB_SPACE.num_stages, 4), dtype=np.int64)
+    return np.stack([a.to_choices() for a in archs])

@@ -1,0 +1,158 @@
+"""Seeded, shardable sampling without replacement.
+
+The stream of a seed is a keyed pseudo-random permutation of the space's index range (a
+Feistel network with cycle walking), so it never repeats an architecture. Shard ``(i, k)``
+takes stream positions ``i, i + k, i + 2k, ...``: shards of one seed are disjoint and,
+interleaved, give back the unsharded stream. Everything is integer arithmetic on
+``uint64`` seeded by SHA-256, hence identical on every machine and Python version.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Iterable
+
+import numpy as np
+
+from anb.searchspace.arch import Arch, as_arch
+from anb.searchspace.space import ANB_SPACE, SearchSpace
+
+_ROUNDS = 6
+_ID_RE = re.compile(r"[0-9a-f]{16}")
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser on a uint64 array."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+class Permutation:
+    """A keyed bijection on ``range(size)``, evaluated on numpy arrays."""
+
+    def __init__(self, size: int, seed: int):
+        if size < 2:
+            raise ValueError(f"permutation size must be >= 2, got {size}")
+        self.size = size
+        self.half = max(1, (int(size - 1).bit_length() + 1) // 2)
+        digest = hashlib.sha256(f"anb-sampler:{int(seed)}".encode()).digest()
+        self.keys = [
+            np.uint64(int.from_bytes(hashlib.sha256(digest + bytes([r])).digest()[:8], "little"))
+            for r in range(_ROUNDS)
+        ]
+
+    def _feistel(self, x: np.ndarray) -> np.ndarray:
+        half = np.uint64(self.half)
+        mask = np.uint64((1 << self.half) - 1)
+        left, right = x >> half, x & mask
+        for key in self.keys:
+            left, right = right, left ^ (_mix(right ^ key) & mask)
+        return (left << half) | right
+
+    def __call__(self, positions: np.ndarray) -> np.ndarray:
+        x = np.asarray(positions, dtype=np.uint64)
+        out = self._feistel(x)
+        outside = out >= np.uint64(self.size)
+        while outside.any():  # cycle walking: stays a bijection on range(size)
+            out[outside] = self._feistel(out[outside])
+            outside = out >= np.uint64(self.size)
+        return out.astype(np.int64)
+
+
+def parse_shard(shard: tuple[int, int] | str | None) -> tuple[int, int]:
+    """Accept ``(i, k)`` or ``"i/k"``; validate ``0 <= i < k``."""
+    if shard is None:
+        return 0, 1
+    if isinstance(shard, str):
+        match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", shard)
+        if not match:
+            raise ValueError(f"shard {shard!r} is malformed; expected 'i/k' like '0/4'")
+        shard = (int(match.group(1)), int(match.group(2)))
+    i, k = shard
+    if k < 1 or not 0 <= i < k:
+        raise ValueError(f"shard ({i}, {k}) is invalid; need k >= 1 and 0 <= i < k")
+    return int(i), int(k)
+
+
+def _excluded_keys(exclude: Iterable[Any], space: SearchSpace) -> tuple[np.ndarray, set[str]]:
+    indices, ids = [], set()
+    for item in exclude:
+        if isinstance(item, str) and _ID_RE.fullmatch(item):
+            ids.add(item)
+        else:
+            indices.append(as_arch(item, space).index(space))
+    return np.asarray(indices, dtype=np.int64), ids
+
+
+class Sampler:
+    """Deterministic uniform sampling without replacement from a space.
+
+    ``sample_indices(n, shard=(i, k), exclude=...)`` returns the first ``n`` architecture
+    indices of shard ``i`` of ``k`` of this seed's stream, skipping excluded architectures
+    (given as Arch, strings, dicts or 16-hex-digit ids).
+    """
+
+    def __init__(self, seed: int = 0, space: SearchSpace = ANB_SPACE, chunk: int = 65536):
+        self.seed = int(seed)
+        self.space = space
+        self.chunk = chunk
+        self.permutation = Permutation(space.size(), self.seed)
+
+    def stream(self, start: int, stop: int) -> np.ndarray:
+        """Architecture indices at stream positions ``start..stop-1`` (unsharded)."""
+        stop = min(stop, self.space.size())
+        return self.permutation(np.arange(start, stop, dtype=np.uint64))
+
+    def sample_indices(
+        self,
+        n: int,
+        shard: tuple[int, int] | str | None = None,
+        exclude: Iterable[Any] = (),
+    ) -> np.ndarray:
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        i, k = parse_shard(shard)
+        excluded_index, excluded_ids = _excluded_keys(exclude, self.space)
+        taken: list[np.ndarray] = []
+        have, step = 0, 0
+        total = self.space.size()
+        while have < n:
+            first = i + step * self.chunk * k
+            if first >= total:
+                break
+            positions = np.arange(first, min(first + self.chunk * k, total), k, dtype=np.uint64)
+            candidates = self.permutation(positions)
+            if excluded_index.size:
+                candidates = candidates[~np.isin(candidates, excluded_index)]
+            if excluded_ids:
+                keep = [a.id not in excluded_ids for a in self._archs(candidates)]
+                candidates = candidates[np.asarray(keep, dtype=bool)]
+            taken.append(candidates[: n - have])
+            have += taken[-1].size
+            step += 1
+        return np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
+
+    def sample_choices(self, n: int, **kwargs: Any) -> np.ndarray:
+        """Like :meth:`sample_indices`, as a ``(n, num_stages, 4)`` array of raw values."""
+        return self.space.choices_from_index(self.sample_indices(n, **kwargs))
+
+    def sample(self, n: int, **kwargs: Any) -> list[Arch]:
+        """Like :meth:`sample_indices`, as :class:`Arch` objects."""
+        return self._archs(self.sample_indices(n, **kwargs))
+
+    def _archs(self, indices: np.ndarray) -> list[Arch]:
+        return [Arch.from_choices(row, self.space) for row in self.space.choices_from_index(indices)]
+
+
+def sample(
+    n: int,
+    seed: int = 0,
+    shard: tuple[int, int] | str | None = None,
+    exclude: Iterable[Any] = (),
+    space: SearchSpace = ANB_SPACE,
+) -> list[Arch]:
+    """The first ``n`` architectures of shard ``shard`` of seed ``seed``'s stream."""
+    return Sampler(seed, space).sample(n, shard=shard, exclude=exclude)

@@ -1,0 +1,220 @@
+"""The macro search space: a fixed skeleton of MBConv stages with per-stage choices.
+
+A :class:`SearchSpace` is a list of :class:`StageSpec` (channels, stride, allowed choices).
+Every architecture in it has a unique mixed-radix *index* in ``[0, size())``, which is the
+basis of the vectorised sampler, encoders and counters: a batch of architectures is a
+``(n, num_stages, 4)`` integer array of raw choice values ``(e, k, l, se)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from anb.searchspace.arch import Arch
+
+FIELDS = ("e", "k", "l", "se")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of the skeleton and the values each of its choices may take."""
+
+    in_channels: int
+    out_channels: int
+    stride: int
+    expansions: tuple[int, ...] = (1, 4, 6)
+    kernels: tuple[int, ...] = (3, 5)
+    layers: tuple[int, ...] = (1, 2, 3)
+    se: tuple[bool, ...] = (True, False)
+
+    def allowed(self, field: str) -> tuple:
+        return {"e": self.expansions, "k": self.kernels, "l": self.layers, "se": self.se}[field]
+
+    @property
+    def radices(self) -> tuple[int, int, int, int]:
+        return tuple(len(self.allowed(f)) for f in FIELDS)  # type: ignore[return-value]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.radices))
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """A macro space of MBConv stages between a fixed stem and head.
+
+    ``dims`` is 2 for images (stem 3x3 stride 2, 224 px) and 1 for the sequence variant.
+    """
+
+    name: str
+    stages: tuple[StageSpec, ...]
+    stem_channels: int = 32
+    head_channels: int = 1280
+    stem_stride: int = 2
+    dims: int = 2
+    version: str = "1"
+
+    @property
+    def num_stages(self) -> int:
+        return len(self.stages)
+
+    def size(self) -> int:
+        """Number of distinct architectures (exact Python int)."""
+        total = 1
+        for stage in self.stages:
+            total *= stage.size
+        return total
+
+    # -- validation ---------------------------------------------------------------------
+    def validate_values(self, stage: int, values: dict) -> None:
+        """Raise ValueError naming stage, field, value and allowed set for any bad choice."""
+        spec = self.stages[stage]
+        for field in FIELDS:
+            value = values[field]
+            allowed = spec.allowed(field)
+            if field == "se":
+                ok = isinstance(value, (bool, np.bool_)) and bool(value) in allowed
+            else:
+                ok = (
+                    isinstance(value, (int, np.integer))
+                    and not isinstance(value, (bool, np.bool_))
+                    and int(value) in allowed
+                )
+            if not ok:
+                raise ValueError(
+                    f"{self.name}: stage {stage} field '{field}' has value {value!r}; "
+                    f"allowed values are {list(allowed)}"
+                )
+
+    def contains(self, arch: "Arch") -> bool:
+        """True when ``arch`` has this space's number of stages and only allowed values."""
+        if len(arch.stages) != self.num_stages:
+            return False
+        try:
+            for i, stage in enumerate(arch.stages):
+                self.validate_values(i, stage.as_dict())
+        except ValueError:
+            return False
+        return True
+
+    def check(self, arch: "Arch") -> "Arch":
+        """Return ``arch`` unchanged, or raise a ValueError saying what is outside the space."""
+        if len(arch.stages) != self.num_stages:
+            raise ValueError(
+                f"{self.name}: expected {self.num_stages} stages, got {len(arch.stages)}"
+            )
+        for i, stage in enumerate(arch.stages):
+            self.validate_values(i, stage.as_dict())
+        return arch
+
+    # -- mixed-radix indexing (vectorised) ------------------------------------------------
+    def _value_tables(self) -> list[list[np.ndarray]]:
+        return [
+            [np.asarray([int(v) for v in spec.allowed(f)], dtype=np.int64) for f in FIELDS]
+            for spec in self.stages
+        ]
+
+    def choices_from_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Decode indices into a ``(n, num_stages, 4)`` array of raw values (se as 0/1)."""
+        rest = np.asarray(index, dtype=np.int64).copy()
+        if rest.ndim != 1:
+            raise ValueError(f"index must be 1-D, got shape {rest.shape}")
+        if rest.size and (rest.min() < 0 or rest.max() >= self.size()):
+            raise ValueError(f"index outside [0, {self.size()}) for space {self.name}")
+        out = np.empty((rest.size, self.num_stages, 4), dtype=np.int64)
+        tables = self._value_tables()
+        for s in reversed(range(self.num_stages)):
+            for f in reversed(range(4)):
+                radix = len(tables[s][f])
+                out[:, s, f] = tables[s][f][rest % radix]
+                rest //= radix
+        return out
+
+    def index_from_choices(self, choices: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`choices_from_index`; raises on values outside the space."""
+        choices = np.asarray(choices, dtype=np.int64)
+        ordinal = self.ordinal(choices)
+        index = np.zeros(choices.shape[0], dtype=np.int64)
+        for s, spec in enumerate(self.stages):
+            for f, radix in enumerate(spec.radices):
+                index = index * radix + ordinal[:, s, f]
+        return index
+
+    def ordinal(self, choices: np.ndarray) -> np.ndarray:
+        """Map raw values to choice positions ``0..radix-1`` (same shape), validating them."""
+        choices = np.asarray(choices, dtype=np.int64)
+        if choices.ndim != 3 or choices.shape[1:] != (self.num_stages, 4):
+            raise ValueError(
+                f"{self.name}: choices must have shape (n, {self.num_stages}, 4), "
+                f"got {choices.shape}"
+            )
+        lookup = _ordinal_lookup(self)
+        width = lookup.shape[-1]
+        inside = (choices >= 0) & (choices < width)
+        offsets = (np.arange(self.num_stages * 4, dtype=np.int64) * width).reshape(
+            self.num_stages, 4
+        )
+        out = lookup.ravel()[offsets + np.where(inside, choices, 0)]
+        out[~inside] = -1
+        if (out < 0).any():
+            _, s, f = (int(v[0]) for v in np.nonzero(out < 0))
+            bad = int(choices[np.nonzero(out < 0)[0][0], s, f])
+            allowed = list(self.stages[s].allowed(FIELDS[f]))
+            raise ValueError(
+                f"{self.name}: stage {s} field '{FIELDS[f]}' has value {bad}; "
+                f"allowed values are {allowed}"
+            )
+        return out
+
+
+@lru_cache(maxsize=None)
+def _ordinal_lookup(space: SearchSpace) -> np.ndarray:
+    """``lookup[stage, field, value]`` = position of ``value`` in the allowed set, or -1."""
+    tables = space._value_tables()
+    width = 1 + max(int(t.max()) for stage in tables for t in stage)
+    lookup = np.full((space.num_stages, 4, width), -1, dtype=np.int64)
+    for s, stage in enumerate(tables):
+        for f, table in enumerate(stage):
+            lookup[s, f, table] = np.arange(table.size)
+    return lookup
+
+
+def _mnasnet_stages() -> tuple[StageSpec, ...]:
+    skeleton = [(32, 16, 1), (16, 24, 2), (24, 40, 2), (40, 80, 2), (80, 112, 1),
+                (112, 192, 2), (192, 320, 1)]
+    return tuple(
+        StageSpec(cin, cout, stride, layers=(1, 2, 3, 4) if i == 5 else (1, 2, 3))
+        for i, (cin, cout, stride) in enumerate(skeleton)
+    )
+
+
+def _seq1d_stages() -> tuple[StageSpec, ...]:
+    skeleton = [(32, 16), (16, 24), (24, 40), (40, 80), (80, 112)]
+    return tuple(StageSpec(cin, cout, 1, se=(False,)) for cin, cout in skeleton)
+
+
+#: The MnasNet / EfficientNet-B0 macro space of Accel-NASBench (36^6 x 48 architectures).
+ANB_SPACE = SearchSpace(name="anb-mnasnet", stages=_mnasnet_stages())
+
+#: The 1-D variant for sequence tasks (5 stride-1 stages, no SE, head 1280).
+SEQ1D_SPACE = SearchSpace(name="anb-seq1d", stages=_seq1d_stages(), stem_stride=1, dims=1)
+
+SPACES = {space.name: space for space in (ANB_SPACE, SEQ1D_SPACE)}
+
+
+def get_space(name: str) -> SearchSpace:
+    """Look up a registered space by name."""
+    if name not in SPACES:
+        raise ValueError(f"unknown search space {name!r}; known spaces are {sorted(SPACES)}")
+    return SPACES[name]
+
+
+def iter_stage_values(space: SearchSpace) -> Iterable[tuple[int, str, tuple]]:
+    """Yield ``(stage, field, allowed_values)`` for every choice of the space."""
+    for i, spec in enumerate(space.stages):
+        for field in FIELDS:
+            yield i, field, spec.allowed(field)
