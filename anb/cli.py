@@ -1,0 +1,15 @@
+"""The ``anb`` command line: one sub-command group per stage."""
+from __future__ import annotations
+
+import typer
+
+from anb.searchspace.cli import app as space_app
+
+app = typer.Typer(
+    name="anb",
+    help="Build and serve accelerator-aware NAS benchmarks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(space_app, name="space")
+# Each stage registers its own group below: app.add_typer(<stage>_app, name="<stage>").

@@ -1,0 +1,217 @@
+"""The per-architecture record: the data contract every stage reads and writes.
+
+A record has the released dataset's JSON shape plus optional provenance::
+
+    {"architecture": {"block0_e": 4, ..., "block6_se": false},
+     "metrics": {"val_top1": 62.05, "val_top5": 84.35, "train_time": 1560.6},
+     "model_info": {"macs": 369.019616, "params": 4.042824},
+     "platform_perf": {"throughput_a100": {"throughput_mean": 11102.8, "throughput_std": 1.7},
+                       "latency_zcu102": {"latency_mean": 4.96, "latency_std": null}, ...},
+     "provenance": {...}}
+
+The flat table form (CSV / Parquet / DataFrame) has one row per record with columns
+``arch_id``, ``arch``, ``block{i}_{e,k,l,se}``, ``val_top1``, ``val_top5``, ``train_time``,
+``macs``, ``params``, ``<kind>_<device>`` (mean) and ``<kind>_<device>_std`` for every
+``platform_perf`` entry, ``source`` (the record's file name) and ``provenance`` (JSON text).
+"""
+from __future__ import annotations
+
+import json
+import re
+import tarfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from anb.io import atomic_write_json
+from anb.searchspace.arch import Arch
+from anb.searchspace.space import ANB_SPACE, SearchSpace
+
+METRIC_KEYS = ("val_top1", "val_top5", "train_time")
+MODEL_INFO_KEYS = ("macs", "params")
+PERF_KINDS = ("throughput", "latency")
+REFERENCE_DEVICES = {
+    "throughput": ("a100", "3090", "tpuv2", "tpuv3", "zcu102", "vck190"),
+    "latency": ("zcu102", "vck190"),
+}
+_PERF_KEY = re.compile(r"(throughput|latency)_([A-Za-z0-9.\-]+)")
+_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+
+
+def perf_key(kind: str, device: str) -> str:
+    """``platform_perf`` key (and flat mean column) for a metric kind on a device."""
+    if kind not in PERF_KINDS:
+        raise ValueError(f"unknown metric kind {kind!r}; allowed kinds are {list(PERF_KINDS)}")
+    if not re.fullmatch(r"[A-Za-z0-9.\-]+", device):
+        raise ValueError(f"device name {device!r} may only hold letters, digits, '.' and '-'")
+    return f"{kind}_{device}"
+
+
+def validate_record(record: Mapping[str, Any], where: str = "record",
+                    space: SearchSpace = ANB_SPACE) -> Arch:
+    """Check a record's shape; return its architecture. Errors name the field and value."""
+    if not isinstance(record, Mapping):
+        raise ValueError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
+    if "architecture" not in record:
+        raise ValueError(f"{where}: missing field 'architecture'")
+    try:
+        arch = Arch.from_anb_dict(record["architecture"], space)
+    except ValueError as err:
+        raise ValueError(f"{where}: field 'architecture': {err}") from None
+    for section in ("metrics", "model_info", "platform_perf", "provenance"):
+        if section in record and record[section] is not None and not isinstance(
+            record[section], Mapping
+        ):
+            raise ValueError(f"{where}: field '{section}' must be an object, "
+                             f"got {type(record[section]).__name__}")
+    for key, entry in (record.get("platform_perf") or {}).items():
+        match = _PERF_KEY.fullmatch(key)
+        if not match:
+            raise ValueError(f"{where}: platform_perf key {key!r} is not "
+                             "'throughput_<device>' or 'latency_<device>'")
+        if not isinstance(entry, Mapping) or f"{match.group(1)}_mean" not in entry:
+            raise ValueError(f"{where}: platform_perf.{key} must hold '{match.group(1)}_mean'")
+    return arch
+
+
+def _sort_key(name: str) -> tuple:
+    digits = re.findall(r"\d+", name)
+    return (int(digits[-1]) if digits else -1, name)
+
+
+def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]:
+    """Read records from a ``.tar.gz`` of JSON files, a folder (searched recursively),
+    a ``.json`` file (one record or a list) or a ``.jsonl`` file. Each record gets
+    ``source`` = its file name. Records are validated; order is by the number in the name.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"dataset path {str(path)!r} does not exist")
+    named: list[tuple[str, Any]] = []
+    if path.is_dir():
+        for file in sorted(path.rglob("*.json")):
+            if not file.name.startswith("."):
+                named.append((file.name, json.loads(file.read_text())))
+    elif path.name.endswith((".tar.gz", ".tgz", ".tar")):
+        with tarfile.open(path) as archive:
+            for member in archive.getmembers():
+                name = Path(member.name).name
+                if member.isfile() and name.endswith(".json") and not name.startswith("."):
+                    named.append((name, json.load(archive.extractfile(member))))
+    elif path.suffix == ".jsonl":
+        for line_no, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip():
+                named.append((f"{path.name}:{line_no}", json.loads(line)))
+    elif path.suffix == ".json":
+        data = json.loads(path.read_text())
+        items = data if isinstance(data, list) else [data]
+        named += [(path.name if len(items) == 1 else f"{path.name}:{i}", r)
+                  for i, r in enumerate(items)]
+    else:
+        raise ValueError(f"cannot read records from {str(path)!r}; give a folder of JSON files, "
+                         "a .tar.gz of them, a .json or a .jsonl file")
+    named.sort(key=lambda item: _sort_key(item[0]))
+    records = []
+    for name, record in named:
+        validate_record(record, where=name, space=space)
+        records.append({**record, "source": record.get("source", name)})
+    return records
+
+
+def records_to_frame(records: Iterable[Mapping[str, Any]],
+                     space: SearchSpace = ANB_SPACE) -> pd.DataFrame:
+    """Flatten records into the table form (see module docstring)."""
+    rows = []
+    for i, record in enumerate(records):
+        arch = validate_record(record, where=str(record.get("source", f"record {i}")), space=space)
+        row: dict[str, Any] = {"arch_id": arch.id, "arch": str(arch)}
+        row.update(arch.to_anb_dict())
+        metrics = record.get("metrics") or {}
+        for key in METRIC_KEYS:
+            row[key] = metrics.get(key)
+        for key, value in metrics.items():
+            if key not in METRIC_KEYS and (value is None or isinstance(value, (int, float))):
+                row.setdefault(key, value)
+        info = record.get("model_info") or {}
+        for key in MODEL_INFO_KEYS:
+            row[key] = info.get(key)
+        for key, entry in (record.get("platform_perf") or {}).items():
+            kind = key.split("_", 1)[0]
+            row[key] = entry.get(f"{kind}_mean")
+            row[f"{key}_std"] = entry.get(f"{kind}_std")
+        row["source"] = record.get("source")
+        provenance = record.get("provenance")
+        row["provenance"] = json.dumps(provenance, sort_keys=True) if provenance else None
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    perf_columns = sorted(c for c in frame.columns if _PERF_KEY.fullmatch(c.removesuffix("_std")))
+    for column in perf_columns:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype(float)
+    return frame
+
+
+def perf_columns(frame: pd.DataFrame) -> list[str]:
+    """The mean columns ``<kind>_<device>`` present in a flat table."""
+    return [c for c in frame.columns if _PERF_KEY.fullmatch(c) and not c.endswith("_std")]
+
+
+def frame_to_records(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE) -> list[dict]:
+    """Inverse of :func:`records_to_frame` (missing values become null)."""
+    block_keys = [f"block{i}_{f}" for i in range(space.num_stages) for f in ("e", "k", "l", "se")]
+    missing = [k for k in block_keys if k not in frame.columns]
+    if missing:
+        raise ValueError(f"table has no architecture column(s) {missing[:4]}"
+                         f"{'...' if len(missing) > 4 else ''}")
+    records = []
+    for i, row in enumerate(frame.to_dict("records")):
+        arch = Arch.from_anb_dict({k: row[k] for k in block_keys}, space)
+        record: dict[str, Any] = {"architecture": arch.to_anb_dict()}
+        record["metrics"] = {k: _clean(row.get(k)) for k in METRIC_KEYS if k in row}
+        record["model_info"] = {k: _clean(row.get(k)) for k in MODEL_INFO_KEYS if k in row}
+        perf = {}
+        for column in perf_columns(frame):
+            kind = column.split("_", 1)[0]
+            perf[column] = {f"{kind}_mean": _clean(row.get(column)),
+                            f"{kind}_std": _clean(row.get(f"{column}_std"))}
+        record["platform_perf"] = perf
+        if _clean(row.get("provenance")):
+            record["provenance"] = json.loads(row["provenance"])
+        if _clean(row.get("source")):
+            record["source"] = row["source"]
+        records.append(record)
+    return records
+
+
+def _clean(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def load_dataset(path: str | Path, space: SearchSpace = ANB_SPACE) -> pd.DataFrame:
+    """Load any dataset form (tarball, folder, JSON, JSONL, CSV, Parquet) as the flat table."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"dataset path {str(path)!r} does not exist")
+    if path.suffix in _TABLE_SUFFIXES:
+        frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+        return records_to_frame(_with_sources(frame_to_records(frame, space), frame), space)
+    return records_to_frame(load_records(path, space), space)
+
+
+def _with_sources(records: list[dict], frame: pd.DataFrame) -> list[dict]:
+    if "source" not in frame.columns:
+        for i, record in enumerate(records):
+            record["source"] = f"row_{i}"
+    return records
+
+
+def write_record(record: Mapping[str, Any], path: str | Path,
+                 space: SearchSpace = ANB_SPACE) -> Path:
+    """Validate and atomically write one record as JSON."""
+    validate_record(record, where=str(path), space=space)
+    return atomic_write_json(path, dict(record))

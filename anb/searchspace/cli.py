@@ -1,0 +1,80 @@
+"""``anb space``: inspect, sample and count architectures of the search space."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+
+from anb.searchspace.arch import as_arch
+from anb.searchspace.counting import count
+from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import get_space
+
+app = typer.Typer(help="Inspect, sample and count architectures of the search space.",
+                  no_args_is_help=True)
+
+SPACE_OPTION = typer.Option("anb-mnasnet", "--space", help="Search space name.")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+@app.command()
+def info(space: str = SPACE_OPTION) -> None:
+    """Print the stages, their allowed choices and the size of the space."""
+    try:
+        spec = get_space(space)
+    except ValueError as err:
+        _fail(str(err))
+    typer.echo(f"{spec.name}: {spec.num_stages} stages, {spec.size():,} architectures")
+    for i, stage in enumerate(spec.stages):
+        typer.echo(f"  stage {i}: {stage.in_channels}->{stage.out_channels} stride {stage.stride}"
+                   f"  e {list(stage.expansions)} k {list(stage.kernels)}"
+                   f" l {list(stage.layers)} se {list(stage.se)}")
+
+
+@app.command("sample")
+def sample_cmd(
+    n: int = typer.Option(10, "-n", "--num", min=0, help="How many architectures."),
+    seed: int = typer.Option(0, help="Stream seed."),
+    shard: str = typer.Option("0/1", help="Shard 'i/k' of the stream (disjoint across i)."),
+    fmt: str = typer.Option("string", "--format", help="string | json | id"),
+    space: str = SPACE_OPTION,
+) -> None:
+    """Print the first N architectures of a seeded, sharded stream."""
+    if fmt not in ("string", "json", "id"):
+        _fail(f"--format {fmt!r} is not one of ['string', 'json', 'id']")
+    try:
+        archs = Sampler(seed, get_space(space)).sample(n, shard=shard)
+    except ValueError as err:
+        _fail(str(err))
+    for arch in archs:
+        if fmt == "json":
+            typer.echo(json.dumps(arch.to_anb_dict()))
+        elif fmt == "id":
+            typer.echo(arch.id)
+        else:
+            typer.echo(str(arch))
+
+
+@app.command("count")
+def count_cmd(
+    archs: Optional[list[str]] = typer.Argument(None, help="Architecture strings (or stdin)."),
+    resolution: int = typer.Option(224, help="Input resolution."),
+    num_classes: int = typer.Option(1000, help="Classifier width."),
+    space: str = SPACE_OPTION,
+) -> None:
+    """Print id, MACs (M) and params (M) of each architecture, benchmark-compatible."""
+    lines = archs or [line.strip() for line in sys.stdin if line.strip()]
+    typer.echo("arch_id,arch,macs,params")
+    for text in lines:
+        try:
+            arch = as_arch(text, get_space(space))
+        except ValueError as err:
+            _fail(str(err))
+        macs, params = count(arch, resolution, num_classes, space=get_space(space))
+        typer.echo(f"{arch.id},{arch},{macs / 1e6:.6f},{params / 1e6:.6f}")
