@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import typer
 
+from anb.pipeline import pipeline
 from anb.searchspace.cli import app as space_app
 
 app = typer.Typer(
@@ -12,4 +13,5 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(space_app, name="space")
+app.command()(pipeline)
 # Each stage registers its own group below: app.add_typer(<stage>_app, name="<stage>").

@@ -204,6 +204,16 @@ def as_arch(obj: Any, space: SearchSpace = ANB_SPACE) -> Arch:
     )
 
 
+def archs_from_choices(choices: np.ndarray, space: SearchSpace = ANB_SPACE) -> list[Arch]:
+    """Build many architectures from a ``(n, num_stages, 4)`` array, validated in one pass."""
+    choices = np.asarray(choices, dtype=np.int64)
+    space.ordinal(choices)
+    return [
+        Arch(tuple(StageChoice(e, k, l, bool(se)) for e, k, l, se in row))
+        for row in choices.tolist()
+    ]
+
+
 def archs_to_choices(archs: Sequence[Arch]) -> np.ndarray:
     """Stack architectures into a ``(n, num_stages, 4)`` array."""
     if len(archs) == 0:

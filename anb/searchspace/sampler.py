@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from anb.searchspace.arch import Arch, as_arch
+from anb.searchspace.arch import Arch, archs_from_choices, as_arch
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 
 _ROUNDS = 6
@@ -144,7 +144,7 @@ class Sampler:
         return self._archs(self.sample_indices(n, **kwargs))
 
     def _archs(self, indices: np.ndarray) -> list[Arch]:
-        return [Arch.from_choices(row, self.space) for row in self.space.choices_from_index(indices)]
+        return archs_from_choices(self.space.choices_from_index(indices), self.space)
 
 
 def sample(

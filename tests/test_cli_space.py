@@ -1,0 +1,54 @@
+"""`anb space` from the shell: output and exit codes."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ANB = [str(Path(sys.executable).with_name("anb"))]
+
+
+def run(*args, stdin=None):
+    return subprocess.run(ANB + list(args), capture_output=True, text=True, input=stdin)
+
+
+def test_help_lists_the_space_group():
+    out = run("--help")
+    assert out.returncode == 0 and "space" in out.stdout
+
+
+def test_info_prints_size_and_stages():
+    out = run("space", "info")
+    assert out.returncode == 0
+    assert "104,485,552,128 architectures" in out.stdout
+    assert "stage 5: 112->192 stride 2" in out.stdout and "l [1, 2, 3, 4]" in out.stdout
+
+
+def test_sample_is_sharded_and_matches_the_library():
+    from anb.searchspace import Sampler
+
+    out = run("space", "sample", "-n", "4", "--seed", "9", "--shard", "1/3")
+    assert out.returncode == 0
+    assert out.stdout.split() == [str(a) for a in Sampler(9).sample(4, shard=(1, 3))]
+    ids = run("space", "sample", "-n", "2", "--format", "id").stdout.split()
+    assert ids == [a.id for a in Sampler(0).sample(2)]
+
+
+def test_count_reads_args_and_stdin():
+    b0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
+    out = run("space", "count", b0)
+    assert out.returncode == 0
+    assert out.stdout.splitlines()[1].endswith(f"{b0},415.145024,5.288548")
+    assert run("space", "count", stdin=b0 + "\n").stdout == out.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["space", "count", "e1k3l1"], "has 1 stage token(s)"),
+    (["space", "sample", "--shard", "5/2"], "shard (5, 2) is invalid"),
+    (["space", "sample", "--format", "xml"], "--format 'xml' is not one of"),
+    (["space", "info", "--space", "nope"], "unknown search space 'nope'"),
+])
+def test_bad_input_exits_non_zero_with_a_message(args, message):
+    out = run(*args)
+    assert out.returncode != 0
+    assert message in out.stderr

@@ -1,0 +1,121 @@
+"""Arch value type: dataset dicts, string form, ids and clear errors on bad input."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from anb.searchspace import ANB_SPACE, EFFICIENTNET_B0, SEQ1D_SPACE, Arch, Sampler, as_arch
+
+B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
+
+
+def test_string_round_trip_and_b0_choices():
+    arch = Arch.from_string(B0)
+    assert str(arch) == B0
+    assert arch == EFFICIENTNET_B0
+    assert [s.e for s in arch.stages] == [1, 6, 6, 6, 6, 6, 6]
+    assert [s.k for s in arch.stages] == [3, 3, 5, 3, 5, 5, 3]
+    assert [s.l for s in arch.stages] == [1, 2, 2, 3, 3, 4, 1]
+    assert all(s.se for s in arch.stages)
+    assert arch.depth == 16
+
+
+def test_dataset_dict_round_trip_on_released_records(released_records):
+    for record in released_records[::50]:
+        arch = Arch.from_anb_dict(record["architecture"])
+        assert arch.to_anb_dict() == record["architecture"]
+        assert Arch.from_string(str(arch)) == arch
+
+
+def test_arch_is_immutable_and_hashable():
+    arch = Arch.from_string(B0)
+    with pytest.raises(AttributeError):
+        arch.stages = ()  # type: ignore[misc]
+    assert len({arch, Arch.from_string(B0)}) == 1
+
+
+def test_id_is_a_stable_content_hash():
+    # Golden value: the id must never change across machines, Python versions or releases.
+    assert EFFICIENTNET_B0.id == "6133be7d089a1e58"
+    ids = {a.id for a in Sampler(3).sample(2000)}
+    assert len(ids) == 2000
+    assert all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
+
+
+def test_id_is_the_same_in_a_fresh_interpreter_with_another_hash_seed():
+    code = f"from anb.searchspace import Arch; print(Arch.from_string('{B0}').id)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONHASHSEED": "12345", "PATH": ""}, check=True)
+    assert out.stdout.strip() == EFFICIENTNET_B0.id
+
+
+def test_index_is_a_bijection_with_choices():
+    archs = Sampler(0).sample(300)
+    for arch in archs[:50]:
+        assert Arch.from_index(arch.index()) == arch
+    indices = ANB_SPACE.index_from_choices(np.stack([a.to_choices() for a in archs]))
+    assert len(set(indices.tolist())) == 300
+    assert indices.min() >= 0 and indices.max() < ANB_SPACE.size()
+    assert Arch.from_index(0) != Arch.from_index(ANB_SPACE.size() - 1)
+
+
+def test_as_arch_accepts_every_form():
+    record = {"architecture": EFFICIENTNET_B0.to_anb_dict(), "metrics": {}}
+    for form in (EFFICIENTNET_B0, B0, EFFICIENTNET_B0.to_anb_dict(), record):
+        assert as_arch(form) == EFFICIENTNET_B0
+    with pytest.raises(ValueError, match="cannot read an architecture from int"):
+        as_arch(42)
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("e1k3l1se-e6k3l2se", "has 2 stage token(s); space anb-mnasnet needs 7"),
+    ("e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1sx", "stage 6: malformed token 'e6k3l1sx'"),
+    ("e1k3l4se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se", "stage 0 field 'l' has value 4; allowed values are [1, 2, 3]"),
+    ("e2k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se", "stage 0 field 'e' has value 2; allowed values are [1, 4, 6]"),
+    ("e1k7l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se", "stage 0 field 'k' has value 7; allowed values are [3, 5]"),
+])
+def test_bad_strings_raise_clear_errors(text, fragment):
+    with pytest.raises(ValueError) as err:
+        Arch.from_string(text)
+    assert fragment in str(err.value)
+
+
+def test_four_layers_allowed_only_in_stage_5():
+    good = EFFICIENTNET_B0.to_anb_dict()
+    assert Arch.from_anb_dict(good).stages[5].l == 4
+    bad = dict(good, block3_l=4)
+    with pytest.raises(ValueError, match=r"stage 3 field 'l' has value 4; allowed values are \[1, 2, 3\]"):
+        Arch.from_anb_dict(bad)
+
+
+def test_bad_dicts_raise_clear_errors():
+    good = EFFICIENTNET_B0.to_anb_dict()
+    with pytest.raises(ValueError, match="unknown architecture key 'block0_x'"):
+        Arch.from_anb_dict({**good, "block0_x": 1})
+    with pytest.raises(ValueError, match="names stage 7, but space anb-mnasnet has 7 stages"):
+        Arch.from_anb_dict({**good, "block7_e": 1})
+    missing = dict(good)
+    del missing["block2_se"]
+    with pytest.raises(ValueError, match=r"missing key\(s\) \['block2_se'\]"):
+        Arch.from_anb_dict(missing)
+    with pytest.raises(ValueError, match="stage 1 field 'se' must be true or false, got 'maybe'"):
+        Arch.from_anb_dict({**good, "block1_se": "maybe"})
+    with pytest.raises(ValueError, match="stage 0 field 'e' must be an integer, got 2.5"):
+        Arch.from_anb_dict({**good, "block0_e": 2.5})
+
+
+def test_wrong_number_of_stages_is_rejected():
+    stages = [s.as_dict() for s in EFFICIENTNET_B0.stages]
+    with pytest.raises(ValueError, match="expected 7 stages, got 6"):
+        Arch.from_stages(stages[:6])
+    assert not ANB_SPACE.contains(Arch(EFFICIENTNET_B0.stages[:6]))
+    assert ANB_SPACE.contains(EFFICIENTNET_B0)
+
+
+def test_seq1d_space_has_no_se_and_five_stages():
+    arch = Arch.from_string("e1k3l1-e4k5l2-e6k3l3-e1k5l1-e4k3l2", SEQ1D_SPACE)
+    assert SEQ1D_SPACE.contains(arch)
+    assert SEQ1D_SPACE.size() == 18**5
+    with pytest.raises(ValueError, match="stage 0 field 'se' has value True; allowed values are \\[False\\]"):
+        Arch.from_string("e1k3l1se-e4k5l2-e6k3l3-e1k5l1-e4k3l2", SEQ1D_SPACE)
