@@ -1,0 +1,212 @@
+"""Sectioned recipe configuration: INI file + ``--section.key value`` command-line overrides.
+
+The layout follows the reference trainer's INI sections. Every key has a typed default here;
+a file or an override may only set known keys (an unknown key is an error naming the allowed
+ones). The resolved configuration is a plain ``{section: {key: value}}`` dict.
+"""
+from __future__ import annotations
+
+import configparser
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+Config = dict[str, dict[str, Any]]
+
+#: section -> key -> (default, help). The type of the default is the key's type.
+SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
+    "logging": {
+        "folder": ("results", "Output folder: records/, skipped/, checkpoints/, config.json."),
+        "wandb_mode": ("disabled", "wandb mode: online, offline or disabled."),
+        "wandb_project": ("anb-accuracy", "wandb project name."),
+        "wandb_entity": ("", "wandb entity (team); empty = default."),
+        "wandb_dir": ("", "wandb run folder root; empty = <folder>/wandb."),
+        "log_artifacts": (True, "Log one artifact (weights + record) per architecture."),
+        "progress": (True, "Show a progress bar on rank 0."),
+    },
+    "model": {
+        "space": ("anb-mnasnet", "Search space: anb-mnasnet (2-D) or anb-seq1d (1-D)."),
+        "num_models": (1, "How many architectures of the sampler stream to train."),
+        "seed": (0, "Sampler seed."),
+        "shard": ("0/1", "Sampler shard 'i/k'."),
+        "archs": ("", "Explicit architecture strings (comma-separated) instead of sampling."),
+        "activation": ("relu", "relu (ReLU/hard-sigmoid, the dataset's) or silu."),
+        "dropout": (0.2, "Dropout before the classifier."),
+        "drop_path": (0.2, "Stochastic depth rate of the last layer."),
+        "mem_budget_gb": (0.0, "Skip designs whose fwd+bwd peak exceeds this (0 = no check)."),
+        "mem_check_batch": (0, "Per-rank batch of the memory check (0 = trainval.batch_size)."),
+    },
+    "dataloader": {
+        "kind": ("digits", "ffcv, folder, digits (bundled) or numpy (1-D tasks)."),
+        "train_path": ("", "Training data: .beton file, image folder or .npz file."),
+        "val_path": ("", "Validation data (same kind as train_path)."),
+        "num_workers": (2, "Loader worker processes per rank."),
+        "image_size": (64, "digits only: side of the upscaled source images."),
+        "task": ("classification", "numpy only: classification, ecg (macro-F1) or "
+                 "multilabel (mean AUROC)."),
+        "in_memory": (True, "ffcv only: load the .beton into memory."),
+    },
+    "trainval": {
+        "epochs": (16, "Training epochs."),
+        "batch_size": (512, "Per-rank training batch size."),
+        "val_batch_size": (256, "Per-rank validation batch size."),
+        "min_res": (160, "Training resolution up to start_ramp."),
+        "max_res": (192, "Training resolution from end_ramp."),
+        "start_ramp": (11, "Last epoch at min_res."),
+        "end_ramp": (13, "First epoch at max_res."),
+        "res_step": (32, "Ramp resolutions are rounded to a multiple of this."),
+        "val_res": (256, "Validation resolution (centre crop of ratio crop_ratio, resized)."),
+        "crop_ratio": (0.875, "Validation centre-crop ratio (224/256)."),
+        "eval_epochs": (3, "Validate in the last this-many epochs; store the best."),
+        "label_smoothing": (0.1, "Label smoothing of the cross-entropy loss."),
+        "max_steps": (0, "Cap on training steps per epoch (0 = full epoch; for smoke runs)."),
+        "max_val_steps": (0, "Cap on validation steps (0 = full set)."),
+        "amp": (True, "fp16 autocast + grad scaler on CUDA (always fp32 on CPU)."),
+        "channels_last": (True, "channels_last memory format on CUDA."),
+    },
+    "optimizer": {
+        "lr": (0.425, "Peak lr at a global batch of lr_batch (scaled linearly)."),
+        "lr_batch": (2048, "Global batch the peak lr refers to."),
+        "lr_peak_epoch": (2.0, "Epoch of the triangular schedule's peak."),
+        "lr_start": (1e-4, "Initial lr as a fraction of the peak."),
+        "momentum": (0.9, "SGD momentum (no Nesterov)."),
+        "weight_decay": (1e-4, "Weight decay on >= 2-D weights (none on BN and biases)."),
+    },
+    "distributed": {
+        "backend": ("auto", "auto (nccl on CUDA, gloo on CPU), nccl or gloo."),
+        "device": ("auto", "auto (CUDA if available), cuda or cpu."),
+        "timeout_s": (1800, "Collective timeout in seconds."),
+    },
+}
+
+CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("logging", "wandb_mode"): ("online", "offline", "disabled"),
+    ("model", "space"): ("anb-mnasnet", "anb-seq1d"),
+    ("model", "activation"): ("relu", "silu"),
+    ("dataloader", "kind"): ("ffcv", "folder", "digits", "numpy"),
+    ("dataloader", "task"): ("classification", "ecg", "multilabel"),
+    ("distributed", "backend"): ("auto", "nccl", "gloo"),
+    ("distributed", "device"): ("auto", "cuda", "cpu"),
+}
+
+#: Keys that define how one architecture is trained (hashed into ``recipe_hash``).
+RECIPE_KEYS = {
+    "model": ("space", "activation", "dropout", "drop_path"),
+    "dataloader": ("kind", "train_path", "val_path", "image_size", "task"),
+    "trainval": tuple(SCHEMA["trainval"]),
+    "optimizer": tuple(SCHEMA["optimizer"]),
+}
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is invalid."""
+
+
+def defaults() -> Config:
+    return {section: {key: d for key, (d, _) in keys.items()} for section, keys in SCHEMA.items()}
+
+
+def _parse(section: str, key: str, raw: Any) -> Any:
+    if section not in SCHEMA:
+        raise ConfigError(f"unknown config section [{section}]; allowed sections are "
+                          f"{list(SCHEMA)}")
+    if key not in SCHEMA[section]:
+        raise ConfigError(f"unknown config key '{section}.{key}' (value {raw!r}); allowed keys "
+                          f"in [{section}] are {list(SCHEMA[section])}")
+    default = SCHEMA[section][key][0]
+    try:
+        if isinstance(default, bool):
+            text = str(raw).strip().lower()
+            if text not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise ValueError
+            value: Any = text in ("true", "1", "yes", "on")
+        elif isinstance(default, int):
+            value = int(str(raw).strip())
+        elif isinstance(default, float):
+            value = float(str(raw).strip())
+        else:
+            value = str(raw).strip()
+    except ValueError:
+        raise ConfigError(f"config key '{section}.{key}': value {raw!r} is not a valid "
+                          f"{type(default).__name__}") from None
+    allowed = CHOICES.get((section, key))
+    if allowed and value not in allowed:
+        raise ConfigError(f"config key '{section}.{key}': value {value!r} is not allowed; "
+                          f"allowed values are {list(allowed)}")
+    return value
+
+
+def _key_owner(key: str) -> str:
+    owners = [s for s, keys in SCHEMA.items() if key in keys]
+    if len(owners) != 1:
+        every = sorted(f"{s}.{k}" for s, keys in SCHEMA.items() for k in keys)
+        raise ConfigError(f"unknown config key {key!r}; allowed keys are {every}")
+    return owners[0]
+
+
+def parse_overrides(args: Sequence[str]) -> list[tuple[str, str, str]]:
+    """``--section.key value``, ``--section.key=value`` or ``--key value`` -> triples."""
+    out, i = [], 0
+    args = list(args)
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--"):
+            raise ConfigError(f"unexpected argument {arg!r}; overrides look like "
+                              "--section.key value or --key value")
+        name = arg[2:].replace("-", "_")
+        if "=" in name:
+            name, value = name.split("=", 1)
+            value = arg.split("=", 1)[1]
+        elif i + 1 < len(args):
+            value = args[i + 1]
+            i += 1
+        else:
+            raise ConfigError(f"override {arg!r} has no value")
+        section, key = name.split(".", 1) if "." in name else (_key_owner(name), name)
+        out.append((section, key, value))
+        i += 1
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -> Config:
+    """Defaults <- INI file <- overrides, parsed, checked and returned as a dict."""
+    config = defaults()
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.optionxform = str  # keep key case
+        try:
+            parser.read(path)
+        except configparser.Error as err:
+            raise ConfigError(f"config file {str(path)!r} is not valid INI: {err}") from None
+        for section in parser.sections():
+            for key, raw in parser.items(section):
+                config.setdefault(section, {})[key] = _parse(section, key, raw)
+    for section, key, raw in parse_overrides(overrides):
+        config[section][key] = _parse(section, key, raw)
+    return config
+
+
+def to_ini(config: Config) -> str:
+    """The config as INI text (round-trips through :func:`load_config`)."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str
+    for section, keys in config.items():
+        parser[section] = {k: str(v) for k, v in keys.items()}
+    lines: list[str] = []
+
+    class _Sink:
+        def write(self, text: str) -> None:
+            lines.append(text)
+
+    parser.write(_Sink())
+    return "".join(lines)
+
+
+def recipe_hash(config: Config) -> str:
+    """16 hex digits of SHA-256 over the keys that define how an architecture is trained."""
+    subset = {s: {k: config[s][k] for k in keys} for s, keys in RECIPE_KEYS.items()}
+    return hashlib.sha256(json.dumps(subset, sort_keys=True).encode()).hexdigest()[:16]

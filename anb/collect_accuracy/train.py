@@ -1,0 +1,372 @@
+"""The torchrun entry point: train a stream of sampled architectures with the proxified recipe.
+
+    torchrun --nproc_per_node 2 -m anb.collect_accuracy.train \\
+        --config configs/accuracy/digits_tiny.ini --num_models 3
+
+Each architecture's state is checkpointed atomically after every epoch. Rerunning the same
+command after a crash, kill or preemption skips finished (and skipped) architectures, continues
+the interrupted one from its last epoch and then the rest of the stream: nothing is lost,
+nothing is trained twice. Rank 0 decides and broadcasts the plan, and alone writes files.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from anb.collect_accuracy import checkpoint, memcheck, provenance, recipe
+from anb.collect_accuracy.config import Config, ConfigError, load_config, recipe_hash, to_ini
+from anb.collect_accuracy.data import Loaders, make_loaders, seed_of
+from anb.collect_accuracy.distributed import (DistInfo, all_gather, all_reduce_sum,
+                                              barrier, broadcast_object, setup, teardown)
+from anb.collect_accuracy.wandb_log import WandbRun, run_id
+from anb.io import atomic_write_text
+from anb.searchspace.arch import Arch
+from anb.searchspace.model import build_model
+from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import SearchSpace, get_space
+
+
+def architectures(config: Config, space: SearchSpace) -> list[Arch]:
+    """The explicit ``model.archs`` list, else the first ``num_models`` of the seeded shard."""
+    model = config["model"]
+    if model["archs"]:
+        out = []
+        for text in (t.strip() for t in model["archs"].split(",") if t.strip()):
+            try:
+                out.append(Arch.from_string(text, space))
+            except ValueError as err:
+                raise ConfigError(f"config key 'model.archs': architecture {text!r} is not in "
+                                  f"space {space.name!r}: {err}") from None
+        return out
+    if model["num_models"] < 1:
+        raise ConfigError(f"config key 'model.num_models': value {model['num_models']} must "
+                          "be >= 1")
+    try:
+        return Sampler(model["seed"], space).sample(model["num_models"], shard=model["shard"])
+    except ValueError as err:
+        raise ConfigError(f"config key 'model.shard': {err}") from None
+
+
+def check_compatible(config: Config, space: SearchSpace) -> None:
+    kind = config["dataloader"]["kind"]
+    if (space.dims == 1) != (kind == "numpy"):
+        raise ConfigError(f"config key 'dataloader.kind': value {kind!r} does not fit space "
+                          f"{space.name!r}; the 1-D space takes 'numpy', the 2-D space "
+                          "takes ffcv, folder or digits")
+    tv = config["trainval"]
+    if not 0 < tv["eval_epochs"] <= tv["epochs"]:
+        raise ConfigError(f"config key 'trainval.eval_epochs': value {tv['eval_epochs']} must "
+                          f"be in 1..trainval.epochs ({tv['epochs']})")
+
+
+class Trainer:
+    """Trains one architecture after another on this rank's share of the data."""
+
+    def __init__(self, config: Config, dist: DistInfo, loaders: Loaders, space: SearchSpace):
+        self.config, self.dist, self.loaders, self.space = config, dist, loaders, space
+        self.folder = Path(config["logging"]["folder"])
+        self.hash = recipe_hash(config)
+        self.tv, self.opt = config["trainval"], config["optimizer"]
+        self.cuda = dist.device.type == "cuda"
+        self.amp = self.tv["amp"] and self.cuda
+        self.channels_last = self.tv["channels_last"] and self.cuda and space.dims == 2
+        steps = loaders.train_steps()
+        self.steps = min(steps, self.tv["max_steps"]) if self.tv["max_steps"] else steps
+        if self.cuda:
+            torch.backends.cudnn.benchmark = True
+
+    # -- the stream ---------------------------------------------------------------------
+    def status(self, arch: Arch) -> str:
+        """done / skipped / todo, decided by rank 0 from the results folder."""
+        if provenance.record_path(self.folder, arch).exists():
+            state = "done"
+        elif provenance.skipped_path(self.folder, arch).exists():
+            state = "skipped"
+        else:
+            state = "todo"
+        return broadcast_object(state if self.dist.is_main else None, self.dist.world_size)
+
+    def run(self, archs: list[Arch]) -> dict[str, int]:
+        counts = {"done": 0, "skipped": 0, "trained": 0}
+        show = self.dist.is_main and self.config["logging"]["progress"]
+        for index, arch in enumerate(tqdm(archs, desc="architectures", disable=not show)):
+            state = self.status(arch)
+            if state == "todo":
+                state = self.train_arch(arch, index, len(archs))
+            else:
+                self._say(f"arch {index + 1}/{len(archs)} {arch.id} already {state}")
+                if self.dist.is_main:  # a kill between record and cleanup leaves a checkpoint
+                    self._ckpt(arch).unlink(missing_ok=True)
+            counts[state] += 1
+        return counts
+
+    # -- one architecture ----------------------------------------------------------------
+    def _ckpt(self, arch: Arch) -> Path:
+        return self.folder / "checkpoints" / f"{arch.id}.pt"
+
+    def _say(self, text: str) -> None:
+        if self.dist.is_main:
+            tqdm.write(f"[anb.train] {text}", file=sys.stdout)
+            sys.stdout.flush()
+
+    def _load_state(self, arch: Arch) -> dict[str, Any] | None:
+        result: Any = None
+        if self.dist.is_main:
+            try:
+                result = checkpoint.load(self._ckpt(arch), str(arch), self.hash)
+            except checkpoint.CheckpointError as err:
+                result = err
+        result = broadcast_object(result, self.dist.world_size)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def _fits(self, arch: Arch) -> tuple[bool, float]:
+        model_cfg = self.config["model"]
+        verdict: Any = None
+        if self.dist.is_main:
+            size = getattr(self.loaders, "length", None) or max(self.tv["max_res"],
+                                                                 self.tv["min_res"])
+            verdict = memcheck.check(
+                arch, self.space, self.loaders.num_classes, self.loaders.in_channels,
+                model_cfg["mem_check_batch"] or self.tv["batch_size"], size,
+                model_cfg["mem_budget_gb"], self.dist.device, self.amp, model_cfg["activation"])
+        return broadcast_object(verdict, self.dist.world_size)
+
+    def train_arch(self, arch: Arch, index: int, total: int) -> str:
+        started = time.time()
+        prov = provenance.base_provenance(arch, self.config, self.hash, index,
+                                          self.dist.world_size, self.dist.device)
+        state = self._load_state(arch)
+        if state is None:
+            fits, peak = self._fits(arch)
+            if not fits:
+                reason = (f"forward+backward peak {peak:.2f} GB > budget "
+                          f"{self.config['model']['mem_budget_gb']} GB")
+                self._say(f"arch {index + 1}/{total} {arch.id} skipped: {reason}")
+                if self.dist.is_main:
+                    provenance.save_skipped(self.folder, arch, reason,
+                                            {**prov, "job_ids": [self.dist.job_id]})
+                barrier()
+                return "skipped"
+        mc = self.config["model"]
+        torch.manual_seed(seed_of(mc["seed"], index))
+        model = build_model(arch, num_classes=self.loaders.num_classes,
+                            activation=mc["activation"], dropout=mc["dropout"],
+                            drop_path=mc["drop_path"], in_channels=self.loaders.in_channels,
+                            space=self.space)
+        optimizer = recipe.make_optimizer(model, self.config)
+        scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
+        history: list[dict[str, float]] = []
+        train_time, wall_time, job_ids, start_epoch = 0.0, 0.0, [], 0
+        if state is not None:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scaler.load_state_dict(state["scaler"])
+            history, train_time = list(state["history"]), float(state["train_time"])
+            wall_time, job_ids = float(state["wall_time"]), list(state["job_ids"])
+            start_epoch = int(state["epoch"])
+            self._say(f"arch {index + 1}/{total} {arch.id} resuming from epoch {start_epoch}")
+        job_ids.append(self.dist.job_id)
+        model = model.to(self.dist.device)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        optimizer.load_state_dict(optimizer.state_dict())  # move momentum to the device
+        net: nn.Module = model
+        if self.dist.world_size > 1:
+            net = DistributedDataParallel(
+                model, device_ids=[self.dist.device.index] if self.cuda else None)
+        loss_fn = recipe.make_loss(self.config)
+        peak = recipe.peak_lr(self.config, self.dist.world_size)
+        wb = WandbRun(self.config, arch.id, self.hash,
+                      {"arch": str(arch), "arch_id": arch.id, "stream_index": index,
+                       "job_id": self.dist.job_id, "world_size": self.dist.world_size},
+                      self.dist.is_main)
+        epochs = self.tv["epochs"]
+        try:
+            for epoch in range(start_epoch, epochs):
+                epoch_start = time.time()
+                res = recipe.resolution(epoch, self.tv)
+                loss, lr, seconds = self._train_epoch(net, optimizer, scaler, loss_fn, epoch, res,
+                                                      peak, f"{index + 1}/{total} e{epoch}")
+                train_time += seconds
+                metrics: dict[str, float] = {"epoch": epoch, "train_loss": loss, "lr": lr,
+                                             "resolution": res, "train_time": train_time}
+                if epoch >= epochs - self.tv["eval_epochs"]:
+                    val = self.evaluate(net, loss_fn)
+                    history.append({"epoch": epoch, **val})
+                    metrics.update(val)
+                wall_time += time.time() - epoch_start
+                if self.dist.is_main:
+                    checkpoint.save(self._ckpt(arch), {
+                        "arch": str(arch), "recipe_hash": self.hash, "epoch": epoch + 1,
+                        "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                        "scaler": scaler.state_dict(), "history": history,
+                        "train_time": train_time, "wall_time": wall_time, "job_ids": job_ids})
+                wb.log_epoch(metrics)
+                self._say(f"arch {index + 1}/{total} {arch.id} epoch {epoch + 1}/{epochs} "
+                          + " ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k != "epoch"))
+                barrier()
+        except BaseException:
+            wb.abort()
+            raise
+        record = self._record(arch, history, train_time, wall_time, time.time() - started,
+                              job_ids, prov)
+        if self.dist.is_main:
+            provenance.save_record(self.folder, record, arch, self.space)
+            wb.finish(record, model.state_dict(),
+                      self.config["logging"]["log_artifacts"])
+            self._ckpt(arch).unlink(missing_ok=True)
+        self._say(f"arch {index + 1}/{total} {arch.id} finished: "
+                  + " ".join(f"{k}={v}" for k, v in record["metrics"].items()))
+        barrier()
+        return "trained"
+
+    def _train_epoch(self, net: nn.Module, optimizer: torch.optim.Optimizer,
+                     scaler: torch.amp.GradScaler, loss_fn: nn.Module, epoch: int, res: int,
+                     peak: float, label: str) -> tuple[float, float, float]:
+        net.train()
+        start = time.time()
+        total, count, lr = 0.0, 0, 0.0
+        show = self.dist.is_main and self.config["logging"]["progress"]
+        bar = tqdm(total=self.steps, desc=f"train {label} {res}px", leave=False,
+                   disable=not show)
+        for step, (x, y) in enumerate(self.loaders.train(epoch, res)):
+            if step >= self.steps:
+                break
+            lr = recipe.lr_at(epoch * self.steps + step, self.steps, self.tv["epochs"], peak,
+                              self.opt)
+            recipe.set_lr(optimizer, lr)
+            optimizer.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.float16, enabled=self.amp):
+                loss = loss_fn(net(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            total += float(loss.detach())
+            count += 1
+            bar.update()
+        bar.close()
+        if self.cuda:
+            torch.cuda.synchronize()
+        mean_loss = all_reduce_sum([total, count], self.dist.device)
+        return mean_loss[0] / max(1.0, mean_loss[1]), lr, time.time() - start
+
+    @torch.no_grad()
+    def evaluate(self, net: nn.Module, loss_fn: nn.Module) -> dict[str, float]:
+        """Top-1 / top-5 (%) and loss over the whole validation set, summed over ranks; the
+        1-D tasks add macro-F1 (ecg) or mean AUROC (multilabel)."""
+        net.eval()
+        task = self.config["dataloader"]["task"] if self.space.dims == 1 else "classification"
+        top1 = top5 = loss_sum = n = 0.0
+        outputs, targets = [], []
+        for step, (x, y) in enumerate(self.loaders.val()):
+            if self.tv["max_val_steps"] and step >= self.tv["max_val_steps"]:
+                break
+            with torch.autocast("cuda", dtype=torch.float16, enabled=self.amp):
+                logits = net(x).float()
+            loss_sum += float(loss_fn(logits, y)) * len(y)
+            n += len(y)
+            if task == "multilabel":
+                outputs.append(torch.sigmoid(logits).cpu().numpy())
+            else:
+                k = min(5, logits.shape[1])
+                hits = logits.topk(k, 1).indices.eq(y[:, None])
+                top1 += float(hits[:, 0].sum())
+                top5 += float(hits.any(1).sum())
+                outputs.append(logits.argmax(1).cpu().numpy())
+            targets.append(y.cpu().numpy())
+        top1, top5, loss_sum, n = all_reduce_sum([top1, top5, loss_sum, n], self.dist.device)
+        out: dict[str, float] = {"val_loss": loss_sum / max(n, 1.0)}
+        if task != "multilabel":
+            out["val_top1"] = round(100.0 * top1 / max(n, 1.0), 3)
+            out["val_top5"] = round(100.0 * top5 / max(n, 1.0), 3)
+        if task in ("ecg", "multilabel"):
+            gathered = all_gather((np.concatenate(outputs) if outputs else None,
+                                   np.concatenate(targets) if targets else None))
+            pred = np.concatenate([g[0] for g in gathered if g[0] is not None])
+            true = np.concatenate([g[1] for g in gathered if g[1] is not None])
+            out.update(task_metric(task, pred, true))
+        return out
+
+    def _record(self, arch: Arch, history: list[dict], train_time: float, wall_time: float,
+                session_time: float, job_ids: list[str], prov: dict) -> dict[str, Any]:
+        key = primary_metric(self.config, self.space)
+        best = max(history, key=lambda h: h[key])
+        metrics = {k: v for k, v in best.items() if k not in ("epoch", "val_loss")}
+        metrics.setdefault("val_top1", None)
+        metrics.setdefault("val_top5", None)
+        metrics["train_time"] = round(train_time, 3)
+        info = provenance.model_info(arch, self.space, self.loaders.num_classes,
+                                     self.loaders.in_channels, getattr(self.loaders, "length", None))
+        return provenance.make_record(arch, metrics, info, {
+            **prov, "best_epoch": best["epoch"], "val_history": history,
+            "wall_time": round(wall_time, 3), "job_ids": job_ids,
+            "run_id": run_id(arch.id, self.hash), "config": self.config})
+
+
+def primary_metric(config: Config, space: SearchSpace) -> str:
+    """The metric the best-of-last-epochs choice maximises."""
+    task = config["dataloader"]["task"] if space.dims == 1 else "classification"
+    return {"classification": "val_top1", "ecg": "val_macro_f1",
+            "multilabel": "val_auroc"}[task]
+
+
+def task_metric(task: str, pred: np.ndarray, true: np.ndarray) -> dict[str, float]:
+    """Macro-F1 (%) of class predictions, or mean per-label AUROC (%) of probabilities."""
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    if task == "ecg":
+        return {"val_macro_f1": round(100.0 * f1_score(true, pred, average="macro"), 3)}
+    aucs = [roc_auc_score(true[:, j], pred[:, j]) for j in range(true.shape[1])
+            if 0 < true[:, j].sum() < len(true)]
+    return {"val_auroc": round(100.0 * float(np.mean(aucs)), 3) if aucs else float("nan")}
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[str | None, list[str]]:
+    parser = argparse.ArgumentParser(
+        prog="anb.collect_accuracy.train", description=__doc__.split("\n\n")[0],
+        epilog="Any config key can be overridden: --section.key value or --key value.")
+    parser.add_argument("--config", help="INI recipe (configs/accuracy/*.ini).")
+    args, rest = parser.parse_known_args(argv)
+    return args.config, rest
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point for torchrun / ``anb train``; returns the exit status."""
+    try:
+        config_path, overrides = parse_args(argv)
+        config = load_config(config_path, overrides)
+        space = get_space(config["model"]["space"])
+        check_compatible(config, space)
+        archs = architectures(config, space)
+        dist = setup(config)
+    except (ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        loaders = make_loaders(config, dist.rank, dist.world_size, dist.device)
+        trainer = Trainer(config, dist, loaders, space)
+        if dist.is_main:
+            atomic_write_text(trainer.folder / f"config-{trainer.hash}.ini", to_ini(config))
+        counts = trainer.run(archs)
+        trainer._say(f"stream complete: {counts}")
+        return 0
+    except (ConfigError, checkpoint.CheckpointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        teardown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""wandb logging: one run per architecture (config, per-epoch metrics, summary, artifact).
+
+Run ids are derived from the architecture and the recipe hash, so a resumed architecture
+continues its own run and two architectures never share an id. Modes: online, offline,
+disabled. Only rank 0 logs.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from anb.collect_accuracy.config import Config
+
+
+def run_id(arch_id: str, recipe_hash: str) -> str:
+    return f"{arch_id}-{recipe_hash[:8]}"
+
+
+def artifact_name(arch_id: str, recipe_hash: str) -> str:
+    return f"arch-{arch_id}-{recipe_hash[:8]}"
+
+
+def flat_config(config: Config) -> dict[str, Any]:
+    return {f"{s}.{k}": v for s, keys in config.items() for k, v in keys.items()}
+
+
+class WandbRun:
+    """A wandb run for one architecture; a no-op when disabled or not on rank 0."""
+
+    def __init__(self, config: Config, arch_id: str, recipe_hash: str, extra: dict[str, Any],
+                 active: bool):
+        log = config["logging"]
+        self.run = None
+        self.recipe_hash = recipe_hash
+        if not active or log["wandb_mode"] == "disabled":
+            return
+        import wandb
+
+        root = Path(log["wandb_dir"] or Path(log["folder"]) / "wandb")
+        root.mkdir(parents=True, exist_ok=True)
+        self.run = wandb.init(
+            project=log["wandb_project"], entity=log["wandb_entity"] or None,
+            mode=log["wandb_mode"], dir=str(root), id=run_id(arch_id, recipe_hash),
+            name=f"{extra.get('arch', arch_id)}", group=f"seed{config['model']['seed']}",
+            job_type="train-arch", resume="allow",
+            config={**flat_config(config), **extra, "recipe_hash": recipe_hash},
+            settings=wandb.Settings(console="off", x_disable_stats=True),
+        )
+
+    def log_epoch(self, metrics: dict[str, Any]) -> None:
+        if self.run is not None:
+            self.run.log(metrics, step=int(metrics["epoch"]))
+
+    def finish(self, record: dict[str, Any], weights: dict[str, Any] | None,
+               log_artifact: bool) -> None:
+        """Summary (final metrics + the record as JSON), the artifact, and close the run."""
+        if self.run is None:
+            return
+        import wandb
+
+        self.run.summary.update({**record["metrics"], **record["model_info"],
+                                 "status": "finished", "record": json.dumps(record)})
+        if log_artifact:
+            arch_id = record["provenance"]["arch_id"]
+            artifact = wandb.Artifact(artifact_name(arch_id, self.recipe_hash), type="anb-arch",
+                                      metadata={"arch": record["provenance"]["arch"],
+                                                **record["metrics"]})
+            folder = Path(self.run.dir)
+            record_file = folder / "record.json"
+            record_file.write_text(json.dumps(record, indent=2))
+            artifact.add_file(str(record_file), name="record.json")
+            if weights is not None:
+                torch.save(weights, folder / "weights.pt")
+                artifact.add_file(str(folder / "weights.pt"), name="weights.pt")
+            self.run.log_artifact(artifact)
+        self.run.finish()
+        self.run = None
+
+    def abort(self) -> None:
+        """Close the run as failed (the architecture will be resumed later)."""
+        if self.run is not None:
+            self.run.finish(exit_code=1)
+            self.run = None
