@@ -195,6 +195,9 @@ class Trainer:
         try:
             for epoch in range(start_epoch, epochs):
                 epoch_start = time.time()
+                # dropout / drop-path randomness per (arch, epoch, rank): a resumed epoch
+                # replays exactly what an uninterrupted run would have done
+                torch.manual_seed(seed_of(mc["seed"], index, epoch, self.dist.rank))
                 res = recipe.resolution(epoch, self.tv)
                 loss, lr, seconds = self._train_epoch(net, optimizer, scaler, loss_fn, epoch, res,
                                                       peak, f"{index + 1}/{total} e{epoch}")
