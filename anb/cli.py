@@ -15,3 +15,5 @@ app = typer.Typer(
 app.add_typer(space_app, name="space")
 app.command()(pipeline)
 # Each stage registers its own group below: app.add_typer(<stage>_app, name="<stage>").
+from anb.collect_throughput.cli import register as register_throughput  # noqa: E402
+register_throughput(app)

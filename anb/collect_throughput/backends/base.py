@@ -1,0 +1,49 @@
+"""The back-end interface: prepare a model for a protocol, then step it under a clock."""
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from anb.collect_throughput.protocol import Protocol
+from anb.collect_throughput.timing import Clock
+from anb.searchspace.arch import Arch
+
+
+@dataclass
+class Session:
+    """A prepared model: ``step()`` runs one forward pass on the next input batch."""
+
+    step: Callable[[], None]
+    clock: Clock
+    environment: dict[str, Any]
+    compile_count: Callable[[], int] | None = None
+    finish: Callable[[], dict[str, Any]] = lambda: {}
+    """Called after timing; returns extra result fields (e.g. fallback ops)."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def cycling(batches: Sequence[Any], run: Callable[[Any], Any]) -> Callable[[], None]:
+    """A step function feeding ``batches`` to ``run`` round-robin (one batch: no indexing)."""
+    if len(batches) == 1:
+        only = batches[0]
+        return lambda: run(only)
+    feed = itertools.cycle(batches)
+    return lambda: run(next(feed))
+
+
+class Backend(ABC):
+    """Turns (architecture, protocol) into a :class:`Session`."""
+
+    name: str = ""
+
+    def check(self, protocol: Protocol) -> None:
+        """Reject protocols this back-end cannot run (clear error naming the field)."""
+        if protocol.backend != self.name:
+            raise ValueError(f"backend={protocol.backend!r} given to the {self.name!r} back-end")
+
+    @abstractmethod
+    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
+        """Build the model and inputs for ``protocol`` (files may be cached in ``workdir``)."""

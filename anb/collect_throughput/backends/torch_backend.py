@@ -1,0 +1,64 @@
+"""PyTorch eager back-end (CPU here; :mod:`.cuda` reuses it on a GPU).
+
+eval + inference mode, optional channels_last, fp16/bf16 autocast and ``torch.compile``;
+threads pinned with ``torch.set_num_threads``.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from anb.collect_throughput.backends.base import Backend, Session, cycling
+from anb.collect_throughput.environment import host_environment
+from anb.collect_throughput.inputs import make_inputs
+from anb.collect_throughput.protocol import Protocol
+from anb.collect_throughput.timing import Clock, CpuClock
+from anb.searchspace.arch import Arch
+from anb.searchspace.model import build_model
+
+AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+class TorchBackend(Backend):
+    """Eager PyTorch on ``device`` (``cpu``)."""
+
+    name = "torch"
+    device = "cpu"
+
+    def check(self, protocol: Protocol) -> None:
+        super().check(protocol)
+        if protocol.precision not in ("fp32", "fp16", "bf16"):
+            raise ValueError(f"precision={protocol.precision!r} is not run by the {self.name!r} "
+                             "back-end; allowed: ['fp32', 'fp16', 'bf16']")
+
+    def clock(self, protocol: Protocol) -> Clock:
+        return CpuClock(kind=protocol.clock)
+
+    def environment(self, protocol: Protocol) -> dict[str, Any]:
+        return {**host_environment(), "device_name": "cpu", "torch_threads": torch.get_num_threads()}
+
+    def setup(self, protocol: Protocol) -> None:
+        torch.set_num_threads(protocol.threads)
+
+    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
+        self.check(protocol)
+        self.setup(protocol)
+        memory_format = (torch.channels_last if protocol.layout == "channels_last"
+                         else torch.contiguous_format)
+        model = build_model(arch).eval().to(self.device, memory_format=memory_format)
+        if protocol.compile:
+            model = torch.compile(model)
+        batches = [torch.from_numpy(x).to(self.device).contiguous(memory_format=memory_format)
+                   for x in make_inputs(protocol)]
+        autocast = (torch.autocast(self.device, dtype=AUTOCAST[protocol.precision])
+                    if protocol.precision in AUTOCAST else contextlib.nullcontext())
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            with torch.inference_mode(), autocast:
+                return model(x)
+
+        return Session(step=cycling(batches, run), clock=self.clock(protocol),
+                       environment=self.environment(protocol))

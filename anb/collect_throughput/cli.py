@@ -1,0 +1,86 @@
+"""``anb measure``, ``anb merge`` and ``anb quant-report`` (registered on the root app)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _overrides(resolution: Optional[int], batch: Optional[int], threads: Optional[int],
+               clock: Optional[str], budget: Optional[float]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in (("resolution", resolution), ("batch", batch), ("threads", threads),
+                        ("clock", clock)):
+        if value is not None:
+            out[name] = value
+    if budget is not None:
+        out["stopping"] = {"budget_seconds": budget}
+    return out
+
+
+def measure_cmd(
+    device: str = typer.Argument(..., help="Device config name (configs/devices/*.toml) or path."),
+    archs: str = typer.Option(..., "--archs", help="Dataset path, text file of architecture "
+                              "strings, 'sample:N[:seed]' or comma-separated strings."),
+    out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
+    shard: str = typer.Option("0/1", "--shard", help="Shard 'i/k' of the architecture list."),
+    resolution: Optional[int] = typer.Option(None, help="Override the input resolution."),
+    batch: Optional[int] = typer.Option(None, help="Override the throughput batch size."),
+    threads: Optional[int] = typer.Option(None, help="Override the pinned thread count."),
+    clock: Optional[str] = typer.Option(None, help="Override the clock: wall | cpu."),
+    budget: Optional[float] = typer.Option(None, help="Override the timing budget (s)."),
+    workdir: Optional[Path] = typer.Option(None, help="Cache for exported models."),
+    keep_going: bool = typer.Option(False, help="Record failing architectures and go on."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+) -> None:
+    """Measure latency/throughput of architectures on a device (resumable, shardable)."""
+    from anb.collect_throughput.driver import measure_archs, read_arch_list
+    from anb.collect_throughput.protocol import load_device
+
+    try:
+        config = load_device(device, _overrides(resolution, batch, threads, clock, budget))
+        arch_list = read_arch_list(archs)
+        summary = measure_archs(config, arch_list, out, shard=shard, workdir=workdir,
+                                progress=progress, keep_going=keep_going)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        _fail(str(err))
+    typer.echo(f"{config.name}: measured {len(summary.measured)}, skipped "
+               f"{len(summary.skipped)} (already done), failed {len(summary.failed)} -> "
+               f"{Path(out) / config.name}")
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+def merge_cmd(
+    results: list[Path] = typer.Argument(..., help="Result folders written by 'anb measure'."),
+    out: Path = typer.Option(..., "--out", help="Output folder (records/, dataset.csv/.parquet)."),
+    accuracy: Optional[Path] = typer.Option(None, "--accuracy", help="Accuracy dataset "
+                                            "(tarball, folder, JSON/JSONL)."),
+    on_conflict: str = typer.Option("keep-existing", help="keep-existing | replace | error"),
+) -> None:
+    """Join accuracy and device results by architecture id; report conflicts and gaps."""
+    from anb.collect_throughput.merge import merge
+
+    try:
+        report = merge(accuracy, results, out, on_conflict)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    typer.echo(f"merged {report.merged_records} records ({report.accuracy_records} accuracy, "
+               f"{report.device_records} device results); added keys {report.keys_added}; "
+               f"conflicts {len(report.conflicts)}; device-only {len(report.device_only)}")
+    for key, n in sorted(report.gaps.items()):
+        typer.echo(f"  gap: {key} missing for {n} architecture(s)")
+    typer.echo(f"-> {out} (report: {Path(out) / 'merge_report.json'})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the throughput commands to the root ``anb`` app."""
+    app.command("measure")(measure_cmd)
+    app.command("merge")(merge_cmd)

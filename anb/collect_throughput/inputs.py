@@ -1,0 +1,66 @@
+"""Model inputs: synthetic on-device tensors (default) or ImageNet-val images at 256 px.
+
+Both are produced before timing starts, so data loading is never inside the clock. The
+ImageNet option follows the reference pass: resize the short side to ``resolution / 0.875``
+(256 for 224), centre crop ``resolution``, ImageNet mean/std normalisation; ``max_batches``
+batches are preloaded and cycled.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from anb.collect_throughput.protocol import Protocol
+
+MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+
+
+def synthetic_batch(batch: int, resolution: int, seed: int = 0) -> np.ndarray:
+    """A fixed standard-normal NCHW float32 batch."""
+    return np.random.default_rng(seed).standard_normal((batch, 3, resolution, resolution),
+                                                       dtype=np.float32)
+
+
+def preprocess_image(path: Path, resolution: int) -> np.ndarray:
+    """Resize short side to ``resolution / 0.875``, centre crop, normalise; CHW float32."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+        short = round(resolution / 0.875)
+        w, h = image.size
+        scale = short / min(w, h)
+        image = image.resize((max(short, round(w * scale)), max(short, round(h * scale))),
+                             Image.BILINEAR)
+        w, h = image.size
+        left, top = (w - resolution) // 2, (h - resolution) // 2
+        image = image.crop((left, top, left + resolution, top + resolution))
+        array = np.asarray(image, dtype=np.float32) / 255.0
+    return ((array - MEAN) / STD).transpose(2, 0, 1)
+
+
+def image_batches(folder: str | Path, batch: int, resolution: int, max_batches: int = 8,
+                  ) -> list[np.ndarray]:
+    """Up to ``max_batches`` full batches of preprocessed images from ``folder`` (recursive)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"imagenet_dir={str(folder)!r} is not a folder of images")
+    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    if len(files) < batch:
+        raise ValueError(f"imagenet_dir={str(folder)!r} holds {len(files)} images; "
+                         f"need at least batch={batch}")
+    batches = []
+    for start in range(0, min(len(files), batch * max_batches) - batch + 1, batch):
+        batches.append(np.stack([preprocess_image(p, resolution)
+                                 for p in files[start:start + batch]]))
+    return batches
+
+
+def make_inputs(protocol: Protocol, seed: int = 0) -> list[np.ndarray]:
+    """The batches a measurement cycles through (NCHW float32)."""
+    if protocol.inputs == "imagenet":
+        return image_batches(protocol.imagenet_dir, protocol.batch, protocol.resolution)
+    return [synthetic_batch(protocol.batch, protocol.resolution, seed)]

@@ -1,0 +1,185 @@
+"""``anb merge``: join accuracy records and device results by architecture id.
+
+Every accuracy record (duplicates of an architecture included, as in the released dataset) keeps
+its own ``platform_perf`` entries and gets those measured for its architecture. A key measured
+twice with different means, or measured for a key the accuracy record already holds with a
+different mean, is a conflict; ``on_conflict`` decides: ``keep-existing`` (first seen: the accuracy record, then
+result folders in the order given), ``replace`` (last seen wins) or ``error``. Gaps are the
+(architecture, key) pairs some architectures have and others lack; device results with no
+accuracy record are kept as records without metrics and listed as ``device_only``.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from anb.io import atomic_write, atomic_write_json
+from anb.records import load_records, records_to_frame, validate_record
+
+ON_CONFLICT = ("keep-existing", "replace", "error")
+
+
+@dataclass
+class MergeReport:
+    accuracy_records: int = 0
+    device_records: int = 0
+    merged_records: int = 0
+    duplicate_accuracy_archs: list[str] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    gaps: dict[str, int] = field(default_factory=dict)
+    gap_archs: dict[str, list[str]] = field(default_factory=dict)
+    device_only: list[str] = field(default_factory=list)
+    keys_added: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class MergeConflict(ValueError):
+    """Two sources disagree on one (architecture, key) and ``on_conflict='error'``."""
+
+
+def _mean(entry: dict, key: str) -> float | None:
+    value = entry.get(f"{key.split('_', 1)[0]}_mean")
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _same(a: dict, b: dict, key: str) -> bool:
+    x, y = _mean(a, key), _mean(b, key)
+    if x is None or y is None:
+        return x is y
+    return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _arch_id(record: dict) -> str:
+    return validate_record(record, where=str(record.get("source", "record"))).id
+
+
+def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: str = "keep-existing",
+                  ) -> tuple[list[dict], MergeReport]:
+    """Merge in memory; return (merged records, report). Inputs are not modified."""
+    if on_conflict not in ON_CONFLICT:
+        raise ValueError(f"on_conflict={on_conflict!r} is invalid; allowed: {list(ON_CONFLICT)}")
+    report = MergeReport(accuracy_records=len(accuracy))
+    measured: dict[str, dict[str, tuple[dict, str]]] = {}
+    templates: dict[str, dict] = {}
+
+    def add(arch_id: str, key: str, entry: dict, source: str) -> None:
+        held = measured.setdefault(arch_id, {})
+        if key in held and not _same(held[key][0], entry, key):
+            report.conflicts.append({
+                "arch_id": arch_id, "key": key, "sources": [held[key][1], source],
+                "values": [_mean(held[key][0], key), _mean(entry, key)],
+                "kept": source if on_conflict == "replace" else held[key][1]})
+            if on_conflict == "replace":
+                held[key] = (entry, source)
+        elif key not in held:
+            held[key] = (entry, source)
+
+    seen: dict[str, int] = {}
+    ids = [_arch_id(record) for record in accuracy]
+    for arch_id in ids:
+        seen[arch_id] = seen.get(arch_id, 0) + 1
+    report.duplicate_accuracy_archs = sorted(a for a, n in seen.items() if n > 1)
+    released_keys = {k for r in accuracy for k in (r.get("platform_perf") or {})}
+    for record in results:
+        report.device_records += 1
+        arch_id = _arch_id(record)
+        templates.setdefault(arch_id, record)
+        for key, entry in (record.get("platform_perf") or {}).items():
+            add(arch_id, key, entry, str(record.get("source", "results")))
+
+    merged = []
+    for arch_id, record in zip(ids, accuracy):
+        out = copy.deepcopy(record)
+        perf = out.setdefault("platform_perf", {})
+        for key, (entry, source) in measured.get(arch_id, {}).items():
+            if key in perf and not _same(perf[key], entry, key):
+                report.conflicts.append({
+                    "arch_id": arch_id, "key": key,
+                    "sources": [str(record.get("source", "accuracy")), source],
+                    "values": [_mean(perf[key], key), _mean(entry, key)],
+                    "kept": source if on_conflict == "replace" else str(record.get("source"))})
+                if on_conflict != "replace":
+                    continue
+            perf[key] = copy.deepcopy(entry)
+        merged.append(out)
+    if report.conflicts and on_conflict == "error":
+        first = report.conflicts[0]
+        raise MergeConflict(f"{len(report.conflicts)} conflict(s); first: architecture "
+                            f"{first['arch_id']} key {first['key']!r} is {first['values'][0]} in "
+                            f"{first['sources'][0]} and {first['values'][1]} in "
+                            f"{first['sources'][1]}")
+    for arch_id in sorted(set(templates) - set(seen)):
+        report.device_only.append(arch_id)
+        merged.append({"architecture": templates[arch_id]["architecture"], "metrics": {},
+                       "model_info": {}, "source": f"{arch_id}.json",
+                       "platform_perf": {k: copy.deepcopy(v[0])
+                                         for k, v in measured[arch_id].items()}})
+        ids.append(arch_id)
+    all_keys = sorted({k for r in merged for k in r["platform_perf"]})
+    report.keys_added = sorted(set(all_keys) - released_keys)
+    for key in all_keys:
+        lacking = sorted({i for i, r in zip(ids, merged)
+                          if _mean(r["platform_perf"].get(key, {}), key) is None})
+        if lacking:
+            report.gaps[key] = len(lacking)
+            report.gap_archs[key] = lacking
+    report.merged_records = len(merged)
+    return merged, report
+
+
+def load_results(paths: Iterable[str | Path]) -> list[dict]:
+    """Per-architecture result records from ``anb measure`` output folders (or any record form)."""
+    records: list[dict] = []
+    for path in paths:
+        records += load_records(path)
+    return records
+
+
+def write_merged(records: list[dict], report: MergeReport, out: str | Path) -> Path:
+    """Write ``out/records/*.json``, ``out/dataset.csv``, ``out/dataset.parquet`` and
+    ``out/merge_report.json``; the records folder is swapped in whole (never half-written)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".records.", dir=out))
+    try:
+        names: set[str] = set()
+        for record in records:
+            name = Path(str(record.get("source") or f"{_arch_id(record)}.json")).name
+            if name in names or not name.endswith(".json"):
+                name = f"{_arch_id(record)}_{len(names)}.json"
+            names.add(name)
+            body = {k: v for k, v in record.items() if k != "source"}
+            (staging / name).write_text(json.dumps(body) + "\n")
+        final = out / "records"
+        if final.exists():
+            old = out / f".records.old.{staging.name}"
+            final.rename(old)
+            staging.rename(final)
+            shutil.rmtree(old)
+        else:
+            staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    frame = records_to_frame(records)
+    atomic_write(out / "dataset.csv", lambda tmp: frame.to_csv(tmp, index=False))
+    atomic_write(out / "dataset.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
+    atomic_write_json(out / "merge_report.json", report.as_dict())
+    return out
+
+
+def merge(accuracy: str | Path | None, results: Iterable[str | Path], out: str | Path,
+          on_conflict: str = "keep-existing") -> MergeReport:
+    """Load, merge and write (see :func:`merge_records` and :func:`write_merged`)."""
+    acc = load_records(accuracy) if accuracy else []
+    merged, report = merge_records(acc, load_results(results), on_conflict)
+    write_merged(merged, report, out)
+    return report

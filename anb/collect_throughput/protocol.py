@@ -1,0 +1,238 @@
+"""Measurement protocols: what is measured (device, batch, precision, ...) and the stopping rule.
+
+A device is described by a TOML file in ``configs/devices/`` (or any path)::
+
+    name = "cpu-ort"            # used in the record keys throughput_<name> / latency_<name>
+    backend = "onnxruntime"     # torch | onnxruntime | onnxruntime-int8 | cuda | xla
+    precision = "fp32"
+    threads = 1
+    resolution = 224
+    [latency]                   # one table per measured kind; each may override the settings
+    batch = 1
+    [throughput]
+    batch = 8
+    [warmup]                    # WarmupRule fields
+    [stopping]                  # StoppingRule fields
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+BACKENDS = ("torch", "onnxruntime", "onnxruntime-int8", "cuda", "xla", "vart")
+KINDS = ("latency", "throughput")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")
+LAYOUTS = ("nchw", "channels_last")
+INPUTS = ("synthetic", "imagenet")
+CLOCKS = ("wall", "cpu")
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "devices"
+
+
+def _fail(field_name: str, value: Any, allowed: str) -> None:
+    raise ValueError(f"{field_name}={value!r} is invalid; allowed: {allowed}")
+
+
+def _positive(field_name: str, value: Any, integer: bool = True, zero: bool = False) -> None:
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind) or value < 0 or (value == 0 and not zero):
+        _fail(field_name, value, f"a {'' if zero else 'positive '}{'integer' if integer else 'number'}"
+              f"{' >= 0' if zero else ''}")
+
+
+@dataclass(frozen=True)
+class WarmupRule:
+    """Warm up until the per-step time is stable (and no compilation happens any more).
+
+    Stable: the median of the last ``window`` steps is within ``tolerance`` (relative) of the
+    median of the ``window`` steps before, and the compile counter (XLA) did not grow during the
+    last ``window`` steps. Bounded by ``max_steps`` and ``max_seconds``.
+    """
+
+    min_steps: int = 3
+    window: int = 3
+    tolerance: float = 0.05
+    max_steps: int = 200
+    max_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("min_steps", "window", "max_steps"):
+            _positive(f"warmup.{name}", getattr(self, name))
+        for name in ("tolerance", "max_seconds"):
+            _positive(f"warmup.{name}", getattr(self, name), integer=False)
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """Repeat until the confidence interval of the (trimmed) mean is within ``rel_ci``.
+
+    A repetition times ``inner`` back-to-back steps, ``inner`` chosen after warm-up so that one
+    repetition lasts at least ``min_rep_seconds``. Stops when ``n >= min_reps`` and the
+    half-width of the ``confidence`` interval of the ``trim``-trimmed mean is at most ``rel_ci``
+    of it, or when ``budget_seconds`` or ``max_reps`` is reached (the reason is recorded).
+    """
+
+    min_reps: int = 5
+    max_reps: int = 1000
+    rel_ci: float = 0.01
+    confidence: float = 0.95
+    trim: float = 0.1
+    budget_seconds: float = 10.0
+    min_rep_seconds: float = 0.05
+
+    def __post_init__(self) -> None:
+        for name in ("min_reps", "max_reps"):
+            _positive(f"stopping.{name}", getattr(self, name))
+        for name in ("rel_ci", "budget_seconds"):
+            _positive(f"stopping.{name}", getattr(self, name), integer=False)
+        _positive("stopping.min_rep_seconds", self.min_rep_seconds, integer=False, zero=True)
+        if not 0 < self.confidence < 1:
+            _fail("stopping.confidence", self.confidence, "a number in (0, 1)")
+        if not 0 <= self.trim < 0.5:
+            _fail("stopping.trim", self.trim, "a number in [0, 0.5)")
+        if self.max_reps < self.min_reps:
+            _fail("stopping.max_reps", self.max_reps, f">= stopping.min_reps ({self.min_reps})")
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One measurement: a kind on a device at a batch size, precision, resolution."""
+
+    device: str
+    backend: str
+    kind: str = "latency"
+    batch: int = 1
+    resolution: int = 224
+    precision: str = "fp32"
+    threads: int = 1
+    layout: str = "nchw"
+    inputs: str = "synthetic"
+    clock: str = "wall"
+    """``wall``: elapsed time (device-synchronised). ``cpu``: the calling thread's CPU time, for
+    single-threaded CPU back-ends on a shared machine (excludes preemption by other work)."""
+    imagenet_dir: str | None = None
+    compile: bool = False
+    cudnn_benchmark: bool = True
+    allow_fallbacks: bool = False
+    calibration_images: int = 64
+    warmup: WarmupRule = field(default_factory=WarmupRule)
+    stopping: StoppingRule = field(default_factory=StoppingRule)
+
+    def __post_init__(self) -> None:
+        from anb.records import perf_key  # validates the device name
+
+        perf_key(self.kind if self.kind in KINDS else "latency", self.device)
+        for name, allowed in (("backend", BACKENDS), ("kind", KINDS), ("precision", PRECISIONS),
+                              ("layout", LAYOUTS), ("inputs", INPUTS), ("clock", CLOCKS)):
+            if getattr(self, name) not in allowed:
+                _fail(name, getattr(self, name), str(list(allowed)))
+        for name in ("batch", "resolution", "threads", "calibration_images"):
+            _positive(name, getattr(self, name))
+        if self.resolution < 32:
+            _fail("resolution", self.resolution, "an integer >= 32 (the network downsamples 32x)")
+        if self.clock == "cpu" and (self.threads != 1 or self.backend in ("cuda", "xla", "vart")):
+            _fail("clock", self.clock, "'wall' unless threads=1 on a CPU back-end")
+        if self.inputs == "imagenet" and not self.imagenet_dir:
+            _fail("imagenet_dir", self.imagenet_dir, "a folder of images when inputs='imagenet'")
+        if (self.precision == "int8") != (self.backend in ("onnxruntime-int8", "vart")):
+            _fail("precision", self.precision, "'int8' exactly with the onnxruntime-int8/vart "
+                  "back-ends")
+
+    @property
+    def key(self) -> str:
+        """The ``platform_perf`` key this measurement fills."""
+        from anb.records import perf_key
+
+        return perf_key(self.kind, self.device)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "Protocol":
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class DeviceConfig:
+    """A device and the protocols measured on it (one per kind)."""
+
+    name: str
+    protocols: tuple[Protocol, ...]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(p.key for p in self.protocols)
+
+
+_PROTOCOL_FIELDS = {f.name for f in dataclasses.fields(Protocol)} - {"device", "kind", "warmup",
+                                                                    "stopping"}
+
+
+def _rule(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, Mapping):
+        _fail(where, data, "a table of " + ", ".join(f.name for f in dataclasses.fields(cls)))
+    allowed = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        _fail(f"{where}.{unknown[0]}", data[unknown[0]], f"a known field {sorted(allowed)}")
+    return cls(**data)
+
+
+def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
+                        ) -> DeviceConfig:
+    """Build a :class:`DeviceConfig` from a parsed TOML table (see module docstring).
+
+    ``overrides`` (e.g. ``{"resolution": 64, "stopping": {"budget_seconds": 1}}``) apply to
+    every protocol.
+    """
+    data = dict(data)
+    overrides = dict(overrides or {})
+    if "name" not in data:
+        _fail("name", None, "a device name such as 'cpu-ort'")
+    name = data.pop("name")
+    kinds = {k: dict(data.pop(k) or {}) for k in KINDS if k in data}
+    if not kinds:
+        _fail("kinds", None, f"at least one of the tables {list(KINDS)}")
+    warmup = {**data.pop("warmup", {}), **overrides.pop("warmup", {})}
+    stopping = {**data.pop("stopping", {}), **overrides.pop("stopping", {})}
+    unknown = sorted(set(data) - _PROTOCOL_FIELDS)
+    if unknown:
+        _fail(unknown[0], data[unknown[0]], f"a known setting {sorted(_PROTOCOL_FIELDS)}")
+    protocols = []
+    for kind, table in kinds.items():
+        kind_warmup, kind_stopping = table.pop("warmup", {}), table.pop("stopping", {})
+        settings = {**data, **table, **{k: v for k, v in overrides.items() if k != "batch"}}
+        if kind == "throughput" and "batch" in overrides:
+            settings["batch"] = overrides["batch"]
+        bad = sorted(set(settings) - _PROTOCOL_FIELDS)
+        if bad:
+            _fail(f"{kind}.{bad[0]}", settings[bad[0]], f"a known setting {sorted(_PROTOCOL_FIELDS)}")
+        protocols.append(Protocol(
+            device=name, kind=kind,
+            warmup=_rule(WarmupRule, {**warmup, **kind_warmup}, "warmup"),
+            stopping=_rule(StoppingRule, {**stopping, **kind_stopping}, "stopping"),
+            **settings,
+        ))
+    return DeviceConfig(name=name, protocols=tuple(protocols))
+
+
+def available_devices() -> list[str]:
+    """Names of the shipped device configs."""
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.toml"))
+
+
+def load_device(name_or_path: str | Path, overrides: Mapping[str, Any] | None = None,
+                ) -> DeviceConfig:
+    """Load a shipped device config by name (``cpu-ort``) or a TOML file by path."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = CONFIG_DIR / f"{name_or_path}.toml"
+    if not path.is_file():
+        _fail("device", str(name_or_path), f"a TOML file or one of {available_devices()}")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
+    return device_from_mapping(data, overrides)

@@ -1,0 +1,139 @@
+"""The timing loop shared by every back-end: warm up until stable, then timed repetitions
+until the confidence interval of the mean is tight enough (see :mod:`.protocol`).
+
+A back-end supplies ``step()`` (enqueue one forward pass) and a :class:`Clock` whose ``stop``
+waits for the device before reading the time (CUDA events, XLA ``wait_device_ops``, or nothing
+on the CPU). An optional ``compile_count()`` (XLA) is watched: warm-up also waits for it to stop
+growing, and it must not grow while timing.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol as TypingProtocol
+
+import numpy as np
+
+from anb.collect_throughput.protocol import StoppingRule, WarmupRule
+from anb.collect_throughput.stats import relative_ci
+
+
+class Clock(TypingProtocol):
+    """Start/stop a device-synchronised timer; ``stop`` returns elapsed seconds."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> float: ...
+
+
+class CpuClock:
+    """Host clock for synchronous back-ends; ``sync`` runs before each reading.
+
+    ``kind="wall"`` reads ``perf_counter``; ``kind="cpu"`` reads the calling thread's CPU time
+    (``thread_time``), which preemption by other processes does not inflate.
+    """
+
+    def __init__(self, sync: Callable[[], None] | None = None, kind: str = "wall"):
+        if kind not in ("wall", "cpu"):
+            raise ValueError(f"clock={kind!r} is invalid; allowed: ['wall', 'cpu']")
+        self.sync = sync or (lambda: None)
+        self.read = time.perf_counter if kind == "wall" else time.thread_time
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self.sync()
+        self._t0 = self.read()
+
+    def stop(self) -> float:
+        self.sync()
+        return self.read() - self._t0
+
+
+class CompilationDuringTiming(RuntimeError):
+    """The compile counter grew while timed repetitions ran (shapes were not static)."""
+
+
+@dataclass
+class LoopResult:
+    """Raw outcome of one timing loop: per-step seconds of every repetition and how it ended."""
+
+    times: list[float]
+    warmup_times: list[float]
+    inner: int
+    stop_reason: str
+    elapsed_seconds: float
+    warmup_compiles: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def warmup_is_stable(times: list[float], rule: WarmupRule, compiles: list[int] | None = None,
+                     ) -> bool:
+    """Median of the last window within tolerance of the one before, no compilation in it."""
+    w = rule.window
+    if len(times) < max(rule.min_steps, 2 * w):
+        return False
+    if compiles is not None and compiles[-1] != compiles[-w - 1]:
+        return False
+    last, before = np.median(times[-w:]), np.median(times[-2 * w: -w])
+    return abs(last - before) <= rule.tolerance * before
+
+
+def warm_up(step: Callable[[], None], clock: Clock, rule: WarmupRule,
+            compile_count: Callable[[], int] | None = None) -> tuple[list[float], int, str]:
+    """Run steps until stable; return (step times, compilations seen, reason it ended)."""
+    times: list[float] = []
+    counts = [compile_count()] if compile_count else None
+    began = time.perf_counter()
+    while True:
+        clock.start()
+        step()
+        times.append(clock.stop())
+        if counts is not None:
+            counts.append(compile_count())
+        if warmup_is_stable(times, rule, counts):
+            reason = "stable"
+            break
+        if len(times) >= rule.max_steps:
+            reason = "max_steps"
+            break
+        if time.perf_counter() - began >= rule.max_seconds:
+            reason = "max_seconds"
+            break
+    compiled = counts[-1] - counts[0] if counts is not None else 0
+    return times, compiled, reason
+
+
+def run_loop(step: Callable[[], None], clock: Clock, warmup: WarmupRule, stopping: StoppingRule,
+             compile_count: Callable[[], int] | None = None) -> LoopResult:
+    """Warm up, calibrate the inner count, then repeat until the stopping rule says so."""
+    began = time.perf_counter()
+    warm_times, compiled, warm_reason = warm_up(step, clock, warmup, compile_count)
+    per_step = float(np.median(warm_times[-warmup.window:]))
+    inner = max(1, math.ceil(stopping.min_rep_seconds / per_step)) if per_step > 0 else 1
+    before = compile_count() if compile_count else 0
+    times: list[float] = []
+    timed_began = time.perf_counter()
+    while True:
+        clock.start()
+        for _ in range(inner):
+            step()
+        times.append(clock.stop() / inner)
+        if compile_count and compile_count() != before:
+            raise CompilationDuringTiming(
+                f"{compile_count() - before} compilation(s) happened during timed repetitions; "
+                "inputs must keep one static shape")
+        n = len(times)
+        if n >= stopping.min_reps and relative_ci(times, stopping.trim,
+                                                  stopping.confidence) <= stopping.rel_ci:
+            reason = "converged"
+            break
+        if n >= stopping.max_reps:
+            reason = "max_reps"
+            break
+        if time.perf_counter() - timed_began >= stopping.budget_seconds and n >= 3:
+            reason = "budget"
+            break
+    return LoopResult(times=times, warmup_times=warm_times, inner=inner, stop_reason=reason,
+                      elapsed_seconds=time.perf_counter() - began, warmup_compiles=compiled,
+                      extra={"warmup_stop_reason": warm_reason})
