@@ -1,0 +1,133 @@
+"""Config parsing, the recipe's schedules, and clear errors on bad input (in-process)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from anb.collect_accuracy import recipe
+from anb.collect_accuracy.config import (ConfigError, load_config, recipe_hash, to_ini)
+from anb.collect_accuracy.train import main
+from anb.searchspace import EFFICIENTNET_B0
+from anb.searchspace.model import build_model
+
+from tests.test_train_torchrun import CONFIG, REPO
+
+IMAGENET = REPO / "configs" / "accuracy" / "imagenet_proxy.ini"
+TINY = ["--progress", "false", "--num_models", "1", "--epochs", "1", "--eval_epochs", "1",
+        "--max_steps", "2", "--max_val_steps", "1", "--min_res", "32", "--max_res", "32",
+        "--val_res", "32"]
+
+
+def test_imagenet_recipe_file_matches_the_reference():
+    config = load_config(IMAGENET)
+    assert set(config) == {"logging", "model", "dataloader", "trainval", "optimizer",
+                           "distributed"}
+    tv, opt = config["trainval"], config["optimizer"]
+    assert [recipe.resolution(e, tv) for e in range(16)] == [160] * 12 + [192] * 4
+    assert recipe.peak_lr(config, world_size=4) == pytest.approx(0.425)
+    assert recipe.peak_lr(config, world_size=8) == pytest.approx(0.85)
+    steps = 100
+    assert recipe.lr_at(0, steps, 16, 0.425, opt) == pytest.approx(0.425e-4)
+    assert recipe.lr_at(2 * steps, steps, 16, 0.425, opt) == pytest.approx(0.425)
+    assert recipe.lr_at(9 * steps, steps, 16, 0.425, opt) == pytest.approx(0.425 / 2)
+    assert recipe.lr_at(16 * steps, steps, 16, 0.425, opt) == 0.0
+    assert config["trainval"]["label_smoothing"] == 0.1 and opt["momentum"] == 0.9
+
+
+def test_weight_decay_only_on_weights_with_two_or_more_dims():
+    model = build_model(EFFICIENTNET_B0, num_classes=10)
+    decay, no_decay = recipe.param_groups(model, 1e-4)
+    assert decay["weight_decay"] == 1e-4 and no_decay["weight_decay"] == 0.0
+    assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
+    bn = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)][0]
+    assert any(p is bn.weight for p in no_decay["params"])
+    assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))
+
+
+def test_overrides_file_and_round_trip(tmp_path):
+    config = load_config(CONFIG, ["--trainval.epochs", "5", "--lr=0.3", "--wandb_mode", "offline"])
+    assert config["trainval"]["epochs"] == 5 and config["optimizer"]["lr"] == 0.3
+    assert config["logging"]["wandb_mode"] == "offline"
+    path = tmp_path / "resolved.ini"
+    path.write_text(to_ini(config))
+    assert load_config(path) == config
+    assert recipe_hash(load_config(path)) == recipe_hash(config)
+    assert recipe_hash(config) != recipe_hash(load_config(CONFIG, ["--epochs", "6"]))
+    # logging / distributed settings do not change the recipe
+    assert recipe_hash(config) == recipe_hash(load_config(path, ["--folder", "elsewhere"]))
+
+
+@pytest.mark.parametrize("override, message", [
+    (["--trainval.epoch", "3"], "unknown config key 'trainval.epoch'"),
+    (["--nonsense", "3"], "unknown config key 'nonsense'"),
+    (["--epochs", "three"], "'trainval.epochs': value 'three' is not a valid int"),
+    (["--wandb_mode", "cloud"], "allowed values are ['online', 'offline', 'disabled']"),
+    (["--epochs"], "has no value"),
+])
+def test_bad_overrides_name_the_field(override, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(CONFIG, override)
+    assert message in str(err.value)
+
+
+def test_unknown_key_in_file(tmp_path):
+    bad = tmp_path / "bad.ini"
+    bad.write_text("[trainval]\nepochz = 3\n")
+    with pytest.raises(ConfigError, match="unknown config key 'trainval.epochz'.*allowed keys"):
+        load_config(bad)
+
+
+def _run(tmp_path, capsys, *extra: str) -> tuple[int, str]:
+    code = main(["--config", str(CONFIG), "--folder", str(tmp_path / "out"), *TINY, *extra])
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--kind", "folder", "--train_path", "/no/such/train"],
+     "'dataloader.train_path': dataset path '/no/such/train' does not exist"),
+    (["--kind", "ffcv", "--train_path", "/no/train.beton", "--val_path", "/no/val.beton"],
+     "'dataloader.train_path': dataset path '/no/train.beton' does not exist"),
+    (["--archs", "e1k3l1-e9k3l1"], "'model.archs': architecture 'e1k3l1-e9k3l1'"),
+    (["--shard", "3/2"], "'model.shard'"),
+    (["--no_such_key", "1"], "unknown config key 'no_such_key'"),
+    (["--kind", "numpy"], "does not fit space 'anb-mnasnet'"),
+    (["--config", "/no/such.ini"], "config file '/no/such.ini' does not exist"),
+])
+def test_bad_input_exits_non_zero_with_a_clear_message(tmp_path, capsys, extra, message):
+    code, err = _run(tmp_path, capsys, *extra)
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "out" / "records").exists()
+
+
+def test_corrupted_checkpoint_is_an_error_and_finished_work_is_untouched(tmp_path, capsys):
+    archs = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1," \
+            "e4k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
+    code, err = _run(tmp_path, capsys, "--archs", archs.split(",")[0])
+    assert code == 0, err
+    out = tmp_path / "out"
+    finished = {p.name: p.read_bytes() for p in (out / "records").glob("*.json")}
+    assert len(finished) == 1
+    from anb.searchspace import Arch
+
+    second = Arch.from_string(archs.split(",")[1])
+    (out / "checkpoints").mkdir(exist_ok=True)
+    (out / "checkpoints" / f"{second.id}.pt").write_bytes(b"\x00garbage, not a checkpoint")
+    code, err = _run(tmp_path, capsys, "--archs", archs)
+    assert code == 2 and "is corrupted" in err and second.id in err
+    assert {p.name: p.read_bytes() for p in (out / "records").glob("*.json")} == finished
+    assert (out / "checkpoints" / f"{second.id}.pt").read_bytes().startswith(b"\x00garbage")
+
+
+def test_checkpoint_of_another_recipe_is_refused(tmp_path, capsys):
+    from anb.collect_accuracy import checkpoint
+
+    arch = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
+    out = tmp_path / "out"
+    from anb.searchspace import Arch
+
+    checkpoint.save(out / "checkpoints" / f"{Arch.from_string(arch).id}.pt",
+                    {"arch": arch, "recipe_hash": "0" * 16, "epoch": 1})
+    code, err = _run(tmp_path, capsys, "--archs", arch)
+    assert code == 2 and "field 'recipe_hash'" in err and "0000000000000000" in err
