@@ -52,3 +52,22 @@ def test_bad_input_exits_non_zero_with_a_message(args, message):
     out = run(*args)
     assert out.returncode != 0
     assert message in out.stderr
+
+
+def test_onnx_and_configspace_exports(tmp_path):
+    from ConfigSpace import ConfigurationSpace
+
+    from anb.searchspace.onnx_export import run_onnx
+
+    onnx = tmp_path / "b.onnx"
+    out = run("space", "onnx", "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1", str(onnx),
+              "--num-classes", "10", "--resolution", "64")
+    assert out.returncode == 0, out.stderr
+    import numpy as np
+    assert run_onnx(onnx, np.zeros((2, 3, 64, 64), np.float32)).shape == (2, 10)
+    cs_path = tmp_path / "cs.json"
+    assert run("space", "configspace", str(cs_path)).returncode == 0
+    assert len(ConfigurationSpace.from_json(cs_path)) == 28
+    bad = run("space", "onnx", "e1k3l1", str(tmp_path / "bad.onnx"))
+    assert bad.returncode != 0 and "stage token" in bad.stderr
+    assert not (tmp_path / "bad.onnx").exists()

@@ -3,12 +3,17 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
 
+from anb.io import atomic_write
 from anb.searchspace.arch import as_arch
+from anb.searchspace.configspace import to_configspace
 from anb.searchspace.counting import count
+from anb.searchspace.model import build_model
+from anb.searchspace.onnx_export import export_onnx
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import get_space
 
@@ -78,3 +83,35 @@ def count_cmd(
             _fail(str(err))
         macs, params = count(arch, resolution, num_classes, space=get_space(space))
         typer.echo(f"{arch.id},{arch},{macs / 1e6:.6f},{params / 1e6:.6f}")
+
+
+@app.command("onnx")
+def onnx_cmd(
+    arch: str = typer.Argument(..., help="Architecture string."),
+    out: Path = typer.Argument(..., help="Output .onnx file."),
+    resolution: int = typer.Option(224, help="Example input resolution (axes stay dynamic)."),
+    num_classes: int = typer.Option(1000, help="Classifier width."),
+    activation: str = typer.Option("relu", help="relu (benchmark, FPGA-safe) | silu"),
+    space: str = SPACE_OPTION,
+) -> None:
+    """Build an architecture's network and export it to ONNX (batch and size dynamic)."""
+    try:
+        spec = get_space(space)
+        model = build_model(as_arch(arch, spec), num_classes, activation, space=spec)
+    except ValueError as err:
+        _fail(str(err))
+    typer.echo(export_onnx(model, out, resolution=resolution))
+
+
+@app.command("configspace")
+def configspace_cmd(
+    out: Path = typer.Argument(..., help="Output JSON file (ConfigSpace's own format)."),
+    space: str = SPACE_OPTION,
+) -> None:
+    """Write the space as a ConfigSpace configuration space (JSON)."""
+    try:
+        cs = to_configspace(get_space(space))
+    except ValueError as err:
+        _fail(str(err))
+    atomic_write(out, lambda tmp: cs.to_json(tmp))
+    typer.echo(out)
