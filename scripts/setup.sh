@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip 2>/dev/null || true
 .venv/bin/python -m pip install --quiet -r requirements.txt
-.venv/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
+.venv/bin/python -m pip install --quiet --no-deps -e .
 
 # Stage-specific system set-up (apt packages, optional extras), each script idempotent.
 for script in scripts/ci/*.sh; do
