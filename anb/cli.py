@@ -17,3 +17,5 @@ app.command()(pipeline)
 # Each stage registers its own group below: app.add_typer(<stage>_app, name="<stage>").
 from anb.collect_throughput.cli import register as register_throughput  # noqa: E402
 register_throughput(app)
+from anb.collect_accuracy.cli import register as register_accuracy  # noqa: E402
+register_accuracy(app)

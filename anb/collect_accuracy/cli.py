@@ -1,0 +1,77 @@
+"""``anb train``, ``anb export`` and ``anb write-ffcv``."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from anb.searchspace.space import get_space
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the accuracy-collection commands to the ``anb`` root app."""
+
+    @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def train(ctx: typer.Context,
+              config: Optional[Path] = typer.Option(None, help="INI recipe file.")) -> None:
+        """Train the configured stream of architectures (resumable). Extra arguments override
+        config keys: --section.key value or --key value. Launch several processes with
+        `torchrun --nproc_per_node N --no-python anb train ...` or
+        `torchrun ... -m anb.collect_accuracy.train ...`."""
+        from anb.collect_accuracy.train import main
+
+        argv = (["--config", str(config)] if config else []) + list(ctx.args)
+        raise typer.Exit(main(argv))
+
+    @app.command("export")
+    def export_cmd(
+        out: Path = typer.Option(..., "--out", "-o", help="Output CSV (Parquet beside it)."),
+        local: List[Path] = typer.Option([], "--local", help="Trainer results folder(s)."),
+        wandb_dir: List[Path] = typer.Option([], "--wandb-dir",
+                                             help="Folder(s) holding offline wandb runs."),
+        project: List[str] = typer.Option([], "--project",
+                                          help="wandb 'entity/project' read through wandb.Api."),
+        duplicates: str = typer.Option("first", help="Duplicate rule: first or mean."),
+        space: str = typer.Option("anb-mnasnet", help="Search space name."),
+        parquet: bool = typer.Option(True, help="Also write Parquet."),
+    ) -> None:
+        """Build one dataset (one row per architecture) from results folders and wandb."""
+        from anb.collect_accuracy.export import export
+
+        if not (local or wandb_dir or project):
+            _fail("nothing to export; give --local, --wandb-dir and/or --project")
+        try:
+            api = None
+            if project:
+                import wandb
+
+                api = wandb.Api()
+            summary = export(out, local, wandb_dir, api, project, duplicates, get_space(space),
+                             parquet)
+        except (FileNotFoundError, ValueError) as err:
+            _fail(str(err))
+        typer.echo(json.dumps(summary))
+
+    @app.command("write-ffcv")
+    def write_ffcv_cmd(
+        source: Path = typer.Argument(..., help="ImageNet-style folder: <class>/<image>."),
+        out: Path = typer.Argument(..., help="Output .beton file."),
+        max_side: int = typer.Option(400, help="Longest side after resizing."),
+        quality: int = typer.Option(90, help="JPEG quality."),
+        workers: int = typer.Option(8, help="Writer processes."),
+    ) -> None:
+        """Write an image folder as an FFCV file (max side 400, JPEG quality 90)."""
+        from anb.collect_accuracy.ffcv_io import write_beton
+
+        try:
+            count = write_beton(source, out, max_side, quality, workers)
+        except (FileNotFoundError, ValueError, ImportError) as err:
+            _fail(str(err))
+        typer.echo(f"wrote {count} images to {out}")

@@ -1,0 +1,190 @@
+"""``anb export``: one CSV / Parquet dataset (one row per architecture) from local results
+folders, offline wandb run folders and a wandb project (through ``wandb.Api``).
+
+Finished records are merged by architecture id; duplicates are reported and merged by a fixed
+rule (``first``: the earliest finished, ties broken by source; ``mean``: metrics averaged).
+Crashed, partial and skipped architectures are listed beside the dataset, never dropped
+silently. The table is exactly :func:`anb.records.records_to_frame` of the merged records,
+so it loads back with :func:`anb.records.load_dataset`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+import torch
+
+from anb.io import atomic_write
+from anb.records import METRIC_KEYS, load_records, records_to_frame, validate_record
+from anb.searchspace.space import ANB_SPACE, SearchSpace
+
+ARTIFACT_TYPE = "anb-arch"
+DUPLICATE_RULES = ("first", "mean")
+
+
+@dataclass
+class Collected:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    incomplete: list[dict[str, Any]] = field(default_factory=list)
+
+    def extend(self, other: "Collected") -> None:
+        self.records += other.records
+        self.incomplete += other.incomplete
+
+
+def _arch_fields(record: dict, space: SearchSpace) -> dict[str, str]:
+    arch = validate_record(record, space=space)
+    return {"arch_id": arch.id, "arch": str(arch)}
+
+
+def from_local(folder: Path, space: SearchSpace = ANB_SPACE) -> Collected:
+    """``records/``, ``skipped/`` and in-progress ``checkpoints/`` of a trainer folder."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"results folder {str(folder)!r} does not exist")
+    out = Collected()
+    if (folder / "records").is_dir():
+        for record in load_records(folder / "records", space):
+            out.records.append({**record, "source": f"local:{folder / 'records' / record['source']}"})
+    for path in sorted((folder / "skipped").glob("*.json")):
+        entry = json.loads(path.read_text())
+        out.incomplete.append({**_arch_fields(entry, space), "status": "skipped",
+                               "reason": entry.get("reason", ""), "source": f"local:{path}"})
+    for path in sorted((folder / "checkpoints").glob("*.pt")):
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            reason, arch = f"stopped after epoch {state['epoch']}", state["arch"]
+        except Exception as err:  # a damaged checkpoint is still worth listing
+            reason, arch = f"unreadable checkpoint: {type(err).__name__}", ""
+        out.incomplete.append({"arch_id": path.stem, "arch": arch, "status": "partial",
+                               "reason": reason, "source": f"local:{path}"})
+    return out
+
+
+def _run_entry(run_id: str, config: dict, status: str, reason: str, source: str) -> dict:
+    return {"arch_id": str(config.get("arch_id", "")), "arch": str(config.get("arch", "")),
+            "status": status, "reason": reason, "source": source, "run_id": run_id}
+
+
+def from_wandb_offline(root: Path, space: SearchSpace = ANB_SPACE) -> Collected:
+    """Offline run folders under ``root`` (read with :mod:`.wandb_offline`)."""
+    from anb.collect_accuracy.wandb_offline import find_runs, read_run
+
+    if not root.exists():
+        raise FileNotFoundError(f"wandb folder {str(root)!r} does not exist")
+    out = Collected()
+    for run_file in find_runs(root):
+        run = read_run(run_file)
+        source = f"wandb-offline:{run.path}"
+        record = _record_from(run.summary, [a for a in run.artifacts if a["type"] == ARTIFACT_TYPE])
+        if run.exit_code == 0 and record is not None:
+            validate_record(record, where=source, space=space)
+            out.records.append({**record, "source": source})
+        else:
+            reason = ("killed (no exit record)" if run.exit_code is None
+                      else f"exit code {run.exit_code}")
+            out.incomplete.append(_run_entry(run.run_id, run.config, "crashed", reason, source))
+    return out
+
+
+def _record_from(summary: dict, artifacts: list[dict]) -> dict | None:
+    if isinstance(summary.get("record"), str):
+        return json.loads(summary["record"])
+    for artifact in artifacts:
+        local = artifact["files"].get("record.json")
+        if local and Path(local).exists():
+            return json.loads(Path(local).read_text())
+    return None
+
+
+def from_wandb_api(api: Any, path: str, space: SearchSpace = ANB_SPACE) -> Collected:
+    """Runs of ``entity/project`` through the public ``wandb.Api`` (``api.runs``): the record
+    from the run summary, else from the run's ``anb-arch`` artifact."""
+    out = Collected()
+    for run in api.runs(path):
+        source = f"wandb:{path}/{run.id}"
+        record = None
+        if run.state == "finished":
+            summary = dict(run.summary)
+            record = _record_from(summary, [])
+            if record is None:
+                for artifact in run.logged_artifacts():
+                    if artifact.type == ARTIFACT_TYPE:
+                        folder = Path(artifact.download())
+                        record = json.loads((folder / "record.json").read_text())
+                        break
+        if record is not None:
+            validate_record(record, where=source, space=space)
+            out.records.append({**record, "source": source})
+        else:
+            out.incomplete.append(_run_entry(run.id, dict(run.config), str(run.state),
+                                             f"run state {run.state!r}, no record", source))
+    return out
+
+
+def _finished_at(record: dict) -> float:
+    return float((record.get("provenance") or {}).get("finished_at") or float("inf"))
+
+
+def merge(records: Iterable[dict], rule: str = "first",
+          space: SearchSpace = ANB_SPACE) -> tuple[list[dict], pd.DataFrame]:
+    """One record per architecture, sorted by id; and the duplicate report."""
+    if rule not in DUPLICATE_RULES:
+        raise ValueError(f"duplicate rule {rule!r} is unknown; allowed are {list(DUPLICATE_RULES)}")
+    groups: dict[str, list[dict]] = {}
+    for record in records:
+        groups.setdefault(validate_record(record, space=space).id, []).append(record)
+    merged, report = [], []
+    for arch_id in sorted(groups):
+        group = sorted(groups[arch_id], key=lambda r: (_finished_at(r), r.get("source", "")))
+        chosen = dict(group[0])
+        if len(group) > 1:
+            top1 = [(r.get("metrics") or {}).get("val_top1") for r in group]
+            report.append({"arch_id": arch_id, "count": len(group), "rule": rule,
+                           "val_top1": json.dumps(top1),
+                           "sources": json.dumps([r.get("source") for r in group])})
+            if rule == "mean":
+                metrics = dict(chosen.get("metrics") or {})
+                for key in METRIC_KEYS:
+                    values = [(r.get("metrics") or {}).get(key) for r in group]
+                    values = [v for v in values if v is not None]
+                    metrics[key] = round(sum(values) / len(values), 6) if values else None
+                chosen["metrics"] = metrics
+            chosen["provenance"] = {**(chosen.get("provenance") or {}),
+                                    "merged_from": [r.get("source") for r in group]}
+        merged.append(chosen)
+    columns = ["arch_id", "count", "rule", "val_top1", "sources"]
+    return merged, pd.DataFrame(report, columns=columns)
+
+
+def export(out: Path, local: Iterable[Path] = (), wandb_dirs: Iterable[Path] = (),
+           api: Any = None, projects: Iterable[str] = (), rule: str = "first",
+           space: SearchSpace = ANB_SPACE, parquet: bool = True) -> dict[str, Any]:
+    """Collect, merge and write ``out`` (.csv) plus ``.parquet``, ``.duplicates.csv`` and
+    ``.incomplete.csv`` beside it. Returns a summary."""
+    collected = Collected()
+    for folder in local:
+        collected.extend(from_local(Path(folder), space))
+    for root in wandb_dirs:
+        collected.extend(from_wandb_offline(Path(root), space))
+    for project in projects:
+        collected.extend(from_wandb_api(api, project, space))
+    merged, duplicates = merge(collected.records, rule, space)
+    finished = {validate_record(r, space=space).id for r in merged}
+    incomplete = pd.DataFrame(
+        [{**e, "finished_elsewhere": e["arch_id"] in finished} for e in collected.incomplete],
+        columns=["arch_id", "arch", "status", "reason", "source", "run_id",
+                 "finished_elsewhere"])
+    frame = records_to_frame(merged, space)
+    out = Path(out)
+    stem = out.with_suffix("")
+    atomic_write(out, lambda tmp: frame.to_csv(tmp, index=False))
+    if parquet:
+        atomic_write(stem.with_suffix(".parquet"), lambda tmp: frame.to_parquet(tmp, index=False))
+    atomic_write(Path(f"{stem}.duplicates.csv"), lambda tmp: duplicates.to_csv(tmp, index=False))
+    atomic_write(Path(f"{stem}.incomplete.csv"), lambda tmp: incomplete.to_csv(tmp, index=False))
+    return {"rows": len(frame), "records": len(collected.records),
+            "duplicates": len(duplicates), "incomplete": len(incomplete),
+            "unresolved": int((~incomplete["finished_elsewhere"]).sum()), "out": str(out)}
