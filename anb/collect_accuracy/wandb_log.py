@@ -61,8 +61,10 @@ class WandbRun:
             return
         import wandb
 
-        self.run.summary.update({**record["metrics"], **record["model_info"],
-                                 "status": "finished", "record": json.dumps(record)})
+        # "best_" keys: plain metric names would be overwritten by the last history row
+        self.run.summary.update({**{f"best_{k}": v for k, v in record["metrics"].items()},
+                                 **record["model_info"], "status": "finished",
+                                 "record": json.dumps(record)})
         if log_artifact:
             arch_id = record["provenance"]["arch_id"]
             artifact = wandb.Artifact(artifact_name(arch_id, self.recipe_hash), type="anb-arch",

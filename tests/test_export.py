@@ -1,0 +1,186 @@
+"""wandb offline logging checked against what the trainer logged, and the exporter's round
+trip from local folders, offline wandb run folders and a stand-in of ``wandb.Api``."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from anb.cli import app
+from anb.collect_accuracy.export import export, from_wandb_offline
+from anb.collect_accuracy.train import main
+from anb.collect_accuracy.wandb_offline import find_runs, read_run
+from anb.records import load_dataset, records_to_frame
+from anb.searchspace import Arch
+
+from tests.test_train_torchrun import CONFIG
+
+ARCHS = ["e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1",
+         "e4k5l1-e1k3l1-e1k3l2-e1k3l1-e1k3l1-e1k3l1-e1k3l1"]
+TINY = ["--progress", "false", "--epochs", "2", "--eval_epochs", "2", "--max_steps", "2",
+        "--max_val_steps", "1", "--min_res", "32", "--max_res", "32", "--val_res", "32",
+        "--wandb_mode", "offline", "--wandb_project", "anb-test"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """Two architectures trained in-process with wandb in offline mode."""
+    folder = tmp_path_factory.mktemp("trained")
+    assert main(["--config", str(CONFIG), "--folder", str(folder), "--archs", ",".join(ARCHS),
+                 *TINY]) == 0
+    return folder
+
+
+def test_wandb_offline_files_match_what_was_logged(trained):
+    runs = {r.run_id: r for r in map(read_run, find_runs(trained / "wandb"))}
+    records = {p.stem: json.loads(p.read_text()) for p in (trained / "records").glob("*.json")}
+    assert sorted(records) == sorted(Arch.from_string(a).id for a in ARCHS)
+    for arch_id, record in records.items():
+        prov = record["provenance"]
+        run = runs[prov["run_id"]]
+        assert run.exit_code == 0 and run.project == "anb-test"
+        assert run.config["arch"] == prov["arch"] and run.config["recipe_hash"] == prov["recipe_hash"]
+        assert run.config["trainval.epochs"] == 2 and run.config["model.archs"] == ",".join(ARCHS)
+        assert [h["epoch"] for h in run.history] == [0, 1]
+        logged = {h["epoch"]: h for h in run.history}
+        for val in prov["val_history"]:
+            assert logged[val["epoch"]]["val_top1"] == val["val_top1"]
+            assert logged[val["epoch"]]["val_top5"] == val["val_top5"]
+        assert logged[1]["train_time"] == pytest.approx(record["metrics"]["train_time"], abs=1e-3)
+        assert json.loads(run.summary["record"]) == record
+        assert run.summary["best_val_top1"] == record["metrics"]["val_top1"]
+        (artifact,) = run.artifacts
+        assert artifact["type"] == "anb-arch" and artifact["name"] == f"arch-{run.run_id}"
+        assert set(artifact["files"]) == {"record.json", "weights.pt"}
+
+
+def test_export_local_round_trip_and_cli(trained, tmp_path):
+    result = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "ds.csv"),
+                                      "--local", str(trained)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["rows"] == 2 and summary["duplicates"] == 0 and summary["unresolved"] == 0
+    frame = pd.read_csv(tmp_path / "ds.csv")
+    assert sorted(frame["arch_id"]) == sorted(Arch.from_string(a).id for a in ARCHS)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ds.parquet"), frame,
+                                  check_dtype=False)
+    back = load_dataset(tmp_path / "ds.csv")  # loads into the surrogate stage as is
+    pd.testing.assert_frame_equal(back.drop(columns="provenance"),
+                                  frame.drop(columns="provenance"), check_dtype=False)
+    for column in ("val_top1", "val_top5", "train_time", "macs", "params"):
+        assert back[column].notna().all()
+
+
+def test_duplicates_partials_and_skips_are_reported_deterministically(trained, tmp_path):
+    other = tmp_path / "node2"
+    shutil.copytree(trained / "records", other / "records")
+    record_file = sorted((other / "records").glob("*.json"))[0]
+    record = json.loads(record_file.read_text())
+    record["metrics"]["val_top1"] = 99.0
+    record["provenance"]["finished_at"] += 10.0  # finished later than the original
+    record_file.write_text(json.dumps(record))
+    (other / "checkpoints").mkdir()
+    (other / "checkpoints" / "0123456789abcdef.pt").write_bytes(b"not a checkpoint")
+    (other / "skipped").mkdir()
+    big = Arch.from_string("e6k5l3se-" * 6 + "e6k5l3se")
+    (other / "skipped" / f"{big.id}.json").write_text(json.dumps(
+        {"architecture": big.to_anb_dict(), "status": "skipped", "reason": "over budget"}))
+
+    outputs = []
+    for rule, name in (("first", "a"), ("first", "b"), ("mean", "c")):
+        summary = export(tmp_path / f"{name}.csv", local=[other, trained], rule=rule)
+        assert summary["rows"] == 2 and summary["duplicates"] == 2
+        outputs.append((tmp_path / f"{name}.csv").read_bytes())
+    assert outputs[0] == outputs[1]  # deterministic, whatever the input order
+    dup = pd.read_csv(tmp_path / "a.duplicates.csv")
+    assert sorted(dup["arch_id"]) == sorted(Arch.from_string(a).id for a in ARCHS)
+    first = pd.read_csv(tmp_path / "a.csv").set_index("arch_id")
+    mean = pd.read_csv(tmp_path / "c.csv").set_index("arch_id")
+    original = json.loads((trained / "records" / record_file.name).read_text())
+    assert first.loc[record_file.stem, "val_top1"] == original["metrics"]["val_top1"]
+    assert mean.loc[record_file.stem, "val_top1"] == pytest.approx(
+        (original["metrics"]["val_top1"] + 99.0) / 2)
+    incomplete = pd.read_csv(tmp_path / "a.incomplete.csv")
+    assert set(incomplete["status"]) == {"partial", "skipped"}
+    assert incomplete.set_index("status").loc["skipped", "arch_id"] == big.id
+
+
+def test_export_from_offline_wandb_folders(trained, tmp_path):
+    summary = export(tmp_path / "w.csv", wandb_dirs=[trained / "wandb"])
+    assert summary["rows"] == 2 and summary["unresolved"] == 0
+    local = export(tmp_path / "l.csv", local=[trained])
+    a = pd.read_csv(tmp_path / "w.csv").drop(columns="source")
+    b = pd.read_csv(tmp_path / "l.csv").drop(columns="source")
+    pd.testing.assert_frame_equal(a, b)
+    assert local["rows"] == 2
+
+
+def test_crashed_offline_run_is_listed(trained, tmp_path):
+    run_dir = find_runs(trained / "wandb")[0].parent
+    crashed = tmp_path / "wandb" / run_dir.name
+    shutil.copytree(run_dir, crashed)
+    log = next(crashed.glob("run-*.wandb"))
+    log.write_bytes(log.read_bytes()[:1500])  # the tail of a killed run is missing
+    collected = from_wandb_offline(tmp_path / "wandb")
+    assert collected.records == []
+    (entry,) = collected.incomplete
+    assert entry["status"] == "crashed" and "killed" in entry["reason"]
+
+
+class StandInApi:
+    """Stand-in for ``wandb.Api`` (no wandb server is reachable from the tests): serves the
+    offline runs through the same attributes the public Api's Run objects have (id, state,
+    summary, config, logged_artifacts() -> objects with type and download())."""
+
+    def __init__(self, runs: list[SimpleNamespace]):
+        self._runs = runs
+        self.paths: list[str] = []
+
+    def runs(self, path: str) -> list[SimpleNamespace]:
+        self.paths.append(path)
+        return self._runs
+
+
+def _stand_in_run(offline, tmp_path: Path, with_summary: bool, state: str) -> SimpleNamespace:
+    folder = tmp_path / f"artifact-{offline.run_id}"
+    folder.mkdir()
+    shutil.copy(offline.artifacts[0]["files"]["record.json"], folder / "record.json")
+    artifact = SimpleNamespace(type="anb-arch", download=lambda root=None: str(folder))
+    summary = dict(offline.summary) if with_summary else {"val_top1": 1.0}
+    return SimpleNamespace(id=offline.run_id, state=state, summary=summary,
+                           config=dict(offline.config), logged_artifacts=lambda: [artifact])
+
+
+def test_export_through_the_wandb_api(trained, tmp_path):
+    offline = [read_run(p) for p in find_runs(trained / "wandb")]
+    runs = [_stand_in_run(offline[0], tmp_path, True, "finished"),
+            _stand_in_run(offline[1], tmp_path, False, "finished"),  # record from the artifact
+            SimpleNamespace(id="zz-crashed", state="crashed", summary={},
+                            config={"arch": ARCHS[0], "arch_id": "x"},
+                            logged_artifacts=lambda: [])]
+    api = StandInApi(runs)
+    summary = export(tmp_path / "api.csv", api=api, projects=["team/anb"])
+    assert api.paths == ["team/anb"]
+    assert summary["rows"] == 2 and summary["incomplete"] == 1
+    frame = pd.read_csv(tmp_path / "api.csv")
+    assert all(s.startswith("wandb:team/anb/") for s in frame["source"])
+    local = records_to_frame(json.loads(p.read_text())
+                             for p in sorted((trained / "records").glob("*.json")))
+    assert sorted(frame["val_top1"]) == sorted(local["val_top1"])
+    incomplete = pd.read_csv(tmp_path / "api.incomplete.csv")
+    assert incomplete.loc[0, "status"] == "crashed" and incomplete.loc[0, "run_id"] == "zz-crashed"
+
+
+def test_export_errors(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", "--out", str(tmp_path / "x.csv"),
+                                 "--local", str(tmp_path / "missing")])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    result = runner.invoke(app, ["export", "--out", str(tmp_path / "x.csv")])
+    assert result.exit_code == 2 and "nothing to export" in result.output
+    assert not (tmp_path / "x.csv").exists()
