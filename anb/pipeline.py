@@ -14,14 +14,15 @@ from rich.console import Console
 
 from anb.io import atomic_write_json, atomic_write_text
 from anb.searchspace import ANB_SPACE, Sampler, count
-from anb.searchspace.model import build_model
-from anb.searchspace.onnx_export import export_onnx
 
 console = Console()
 
 
 def stage_space(out: Path, num_archs: int, seed: int) -> list[str]:
     """Sample architectures, write their strings, ids and counts, and export the first to ONNX."""
+    from anb.searchspace.model import build_model
+    from anb.searchspace.onnx_export import export_onnx
+
     folder = out / "space"
     archs = Sampler(seed).sample(num_archs)
     rows = []

@@ -10,10 +10,7 @@ import typer
 
 from anb.io import atomic_write
 from anb.searchspace.arch import as_arch
-from anb.searchspace.configspace import to_configspace
 from anb.searchspace.counting import count
-from anb.searchspace.model import build_model
-from anb.searchspace.onnx_export import export_onnx
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import get_space
 
@@ -95,6 +92,9 @@ def onnx_cmd(
     space: str = SPACE_OPTION,
 ) -> None:
     """Build an architecture's network and export it to ONNX (batch and size dynamic)."""
+    from anb.searchspace.model import build_model
+    from anb.searchspace.onnx_export import export_onnx
+
     try:
         spec = get_space(space)
         model = build_model(as_arch(arch, spec), num_classes, activation, space=spec)
@@ -109,6 +109,8 @@ def configspace_cmd(
     space: str = SPACE_OPTION,
 ) -> None:
     """Write the space as a ConfigSpace configuration space (JSON)."""
+    from anb.searchspace.configspace import to_configspace
+
     try:
         cs = to_configspace(get_space(space))
     except ValueError as err:
