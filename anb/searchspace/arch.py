@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -20,9 +20,8 @@ _KEY = re.compile(r"block(\d+)_(e|k|l|se)")
 ID_LENGTH = 16
 
 
-@dataclass(frozen=True)
-class StageChoice:
-    """The four choices of one stage."""
+class StageChoice(NamedTuple):
+    """The four choices of one stage (an immutable named tuple)."""
 
     e: int
     k: int
