@@ -14,7 +14,8 @@ import numpy as np
 
 
 def t_quantile(p: float, df: int) -> float:
-    """Student-t quantile (Cornish-Fisher expansion; within 1e-3 of exact for df >= 3)."""
+    """Student-t quantile (Cornish-Fisher expansion; within 1 % of exact for df >= 3, 0.2 % for
+    df >= 5; the trimmed CI of >= 5 repetitions has df >= 4)."""
     z = NormalDist().inv_cdf(p)
     if df <= 0:
         return math.inf

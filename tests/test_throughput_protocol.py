@@ -1,0 +1,154 @@
+"""Protocol/config validation, robust statistics and the stopping rule of the timing loop."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from anb.collect_throughput.protocol import (Protocol, StoppingRule, WarmupRule, available_devices,
+                                             device_from_mapping, load_device)
+from anb.collect_throughput.stats import relative_ci, summarize, t_quantile, trimmed_mean
+from anb.collect_throughput.timing import CompilationDuringTiming, run_loop, warm_up
+
+
+class ScriptedClock:
+    """A clock that returns scripted step durations: drives the rule deterministically."""
+
+    def __init__(self, durations):
+        self.durations = iter(durations)
+        self.steps = 0
+
+    def step(self):
+        self.steps += 1
+
+    def start(self):
+        self.steps = 0
+
+    def stop(self):
+        return sum(next(self.durations) for _ in range(self.steps))
+
+
+def test_every_shipped_device_config_loads():
+    names = available_devices()
+    assert {"cpu-ort", "cpu-torch", "cpu-int8", "a100", "tpuv3"} <= set(names)
+    for name in names:
+        config = load_device(name)
+        assert config.protocols and all(p.device == config.name for p in config.protocols)
+        assert all(k.endswith(f"_{config.name}") for k in config.keys)
+
+
+def test_overrides_apply_and_batch_only_to_throughput():
+    config = load_device("cpu-ort", {"resolution": 64, "batch": 4, "stopping": {"budget_seconds": 1}})
+    by_kind = {p.kind: p for p in config.protocols}
+    assert by_kind["latency"].batch == 1 and by_kind["throughput"].batch == 4
+    assert all(p.resolution == 64 and p.stopping.budget_seconds == 1 for p in config.protocols)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"precision": "fp8"}, "precision"), ({"batch": 0}, "batch"), ({"kind": "power"}, "kind"),
+    ({"resolution": 16}, "resolution"), ({"backend": "tensorrt"}, "backend"),
+    ({"precision": "int8"}, "precision"), ({"clock": "cpu", "threads": 2}, "clock"),
+    ({"inputs": "imagenet"}, "imagenet_dir"), ({"device": "a b"}, "device name"),
+])
+def test_bad_protocol_names_field_and_value(changes, field):
+    with pytest.raises(ValueError) as err:
+        Protocol(**{"device": "cpu-ort", "backend": "onnxruntime", **changes})
+    assert field in str(err.value)
+
+
+def test_bad_rules_and_config_tables_are_named():
+    with pytest.raises(ValueError, match="stopping.rel_ci"):
+        StoppingRule(rel_ci=-1)
+    with pytest.raises(ValueError, match="stopping.max_reps"):
+        StoppingRule(min_reps=10, max_reps=5)
+    with pytest.raises(ValueError, match="warmup.window"):
+        WarmupRule(window=0)
+    with pytest.raises(ValueError, match="stopping.typo"):
+        device_from_mapping({"name": "x", "backend": "torch", "latency": {},
+                             "stopping": {"typo": 1}})
+    with pytest.raises(ValueError, match="at least one of the tables"):
+        device_from_mapping({"name": "x", "backend": "torch"})
+    with pytest.raises(ValueError, match="'nope'"):
+        load_device("nope")
+
+
+def test_t_quantile_matches_scipy():
+    for df in (3, 5, 10, 30, 200):
+        for p in (0.9, 0.975, 0.995):
+            assert t_quantile(p, df) == pytest.approx(sps.t.ppf(p, df), rel=1e-2 if df < 5 else 2e-3)
+
+
+def test_trimmed_statistics_resist_preempted_repetitions():
+    rng = np.random.default_rng(0)
+    clean = 10 + rng.normal(0, 0.05, 60)
+    spiky = clean.copy()
+    spiky[::10] *= 3  # every tenth repetition preempted
+    assert trimmed_mean(spiky, 0.1) == pytest.approx(clean.mean(), rel=5e-3)
+    assert relative_ci(spiky, 0.1) < 0.01 < relative_ci(spiky, 0.0)
+    s = summarize(spiky)
+    assert s["n"] == 60 and s["median"] == pytest.approx(np.median(spiky))
+    assert s["cv"] == pytest.approx(s["trimmed_std"] / s["trimmed_mean"])
+    assert math.isinf(relative_ci([1.0, 2.0]))
+
+
+def test_warmup_waits_for_stable_step_time():
+    durations = [1.0, 0.5, 0.3, 0.2, 0.11, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1]
+    clock = ScriptedClock(durations)
+    times, _, reason = warm_up(clock.step, clock, WarmupRule(min_steps=3, window=3, tolerance=0.05))
+    assert reason == "stable"
+    # stable once the median of the last 3 (0.1) is within 5 % of the 3 before (0.11, 0.1, 0.1)
+    assert times == durations[:10]
+
+
+def test_warmup_waits_for_compilation_to_stop():
+    compiles = iter([0, 1, 2, 3, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5])
+    count = [0]
+
+    def compile_count():
+        return count[0]
+
+    clock = ScriptedClock([0.1] * 50)
+
+    def step():
+        clock.step()
+        count[0] = next(compiles)
+
+    times, compiled, reason = warm_up(step, clock, WarmupRule(min_steps=3, window=3), compile_count)
+    assert reason == "stable" and compiled == 5
+    assert len(times) >= 8  # steady times alone would have stopped at 6
+
+
+def test_loop_converges_on_quiet_steps_and_stops_on_budget_when_noisy():
+    rng = np.random.default_rng(1)
+    quiet = ScriptedClock(list(1e-3 * (1 + 0.001 * rng.standard_normal(10_000))))
+    result = run_loop(quiet.step, quiet, WarmupRule(), StoppingRule(min_reps=5, rel_ci=0.01,
+                                                                     min_rep_seconds=0))
+    assert result.stop_reason == "converged" and len(result.times) == 5
+    noisy = ScriptedClock(list(1e-3 * rng.lognormal(0, 1.0, 100_000)))
+    result = run_loop(noisy.step, noisy, WarmupRule(max_steps=10),
+                      StoppingRule(min_reps=5, max_reps=40, rel_ci=1e-4, min_rep_seconds=0))
+    assert result.stop_reason == "max_reps" and len(result.times) == 40
+
+
+def test_loop_calibrates_inner_repetitions_to_min_rep_seconds():
+    clock = ScriptedClock([0.01] * 10_000)
+    result = run_loop(clock.step, clock, WarmupRule(), StoppingRule(min_rep_seconds=0.05))
+    assert result.inner == 5
+    assert result.times[0] == pytest.approx(0.01)  # per-step time, not per repetition
+
+
+def test_compilation_while_timing_is_an_error():
+    state = {"n": 0, "steps": 0}
+    clock = ScriptedClock([0.01] * 1000)
+
+    def step():
+        clock.step()
+        state["steps"] += 1
+        if state["steps"] == 8:  # a new shape appears after warm-up (stable after 6 steps)
+            state["n"] += 1
+
+    with pytest.raises(CompilationDuringTiming, match="1 compilation"):
+        run_loop(step, clock, WarmupRule(), StoppingRule(min_rep_seconds=0, rel_ci=1e-9),
+                 lambda: state["n"])
