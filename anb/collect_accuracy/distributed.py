@@ -52,14 +52,13 @@ def pick_device(config: Config, local_rank: int) -> torch.device:
 
 
 def job_id() -> str:
-    """A job id unique per launch and node: the scheduler's id where there is one (SLURM job +
-    array task, torchrun's rendezvous id), else host + a random suffix."""
-    parts = [os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_ARRAY_TASK_ID")]
-    if parts[0]:
-        return "slurm-" + "-".join(p for p in parts if p)
-    run = os.environ.get("TORCHELASTIC_RUN_ID")
-    if run and run != "none":
-        return f"torchrun-{run}"
+    """A job id unique per launch: SLURM job (+ array task) + requeue count where there is one,
+    else host + a random suffix (torchrun's default rendezvous id is the constant 'none')."""
+    slurm = os.environ.get("SLURM_JOB_ID")
+    if slurm:
+        array = os.environ.get("SLURM_ARRAY_TASK_ID")
+        restart = os.environ.get("SLURM_RESTART_COUNT", "0")
+        return f"slurm-{slurm}{f'_{array}' if array else ''}-r{restart}"
     return f"local-{socket.gethostname()}-{uuid.uuid4().hex[:8]}"
 
 

@@ -1,0 +1,156 @@
+"""The sbatch template on a real single-node SLURM cluster on localhost (slurmctld + slurmd +
+munge, started and stopped here): a 2-process CPU run on the bundled digits, and a requeue
+(what preemption does) in the middle of the stream that the job resumes from."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from anb.searchspace import Sampler
+
+from tests.test_train_torchrun import CONFIG, REPO, TORCHRUN
+
+TEMPLATE = REPO / "configs" / "slurm" / "train.sbatch"
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue")
+ARGS = ["--epochs", "2", "--eval_epochs", "1", "--progress", "false", "--seed", "3"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+class Cluster:
+    """A throw-away SLURM cluster of this host, configured in ``root``."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.env = {**os.environ, "SLURM_CONF": str(root / "slurm.conf")}
+        self.pids: list[Path] = []
+
+    def start(self) -> None:
+        root, host = self.root, socket.gethostname()
+        for name in ("state", "spool", "log"):
+            (root / name).mkdir(parents=True)
+        shutil.copy("/etc/munge/munge.key", root / "munge.key")
+        os.chmod(root / "munge.key", 0o600)
+        sock = root / "munge.sock"
+        subprocess.run(["munged", "--force", f"--socket={sock}", f"--key-file={root / 'munge.key'}",
+                        f"--pid-file={root / 'munged.pid'}", f"--log-file={root / 'log/munged.log'}",
+                        f"--seed-file={root / 'munged.seed'}"], check=True)
+        self.pids.append(root / "munged.pid")
+        (root / "slurm.conf").write_text("\n".join([
+            "ClusterName=anbtest", f"SlurmctldHost={host}", "SlurmUser=root", "SlurmdUser=root",
+            "AuthType=auth/munge", f"AuthInfo=socket={sock}", "CredType=cred/munge",
+            f"SlurmctldPort={free_port()}", f"SlurmdPort={free_port()}",
+            f"StateSaveLocation={root / 'state'}", f"SlurmdSpoolDir={root / 'spool'}",
+            f"SlurmctldPidFile={root / 'slurmctld.pid'}", f"SlurmdPidFile={root / 'slurmd.pid'}",
+            f"SlurmctldLogFile={root / 'log/slurmctld.log'}",
+            f"SlurmdLogFile={root / 'log/slurmd.log'}",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none", "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU", "ReturnToService=2", "MpiDefault=none",
+            f"NodeName={host} CPUs=2 State=UNKNOWN",
+            f"PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP "
+            "OverSubscribe=YES", ""]))
+        subprocess.run(["slurmctld", "-c"], env=self.env, check=True)
+        self.pids.append(root / "slurmctld.pid")
+        subprocess.run(["slurmd"], env=self.env, check=True)
+        self.pids.append(root / "slurmd.pid")
+        deadline = time.time() + 60
+        while "idle" not in self.run("sinfo", "-h", "-o", "%T").stdout:
+            assert time.time() < deadline, (root / "log/slurmctld.log").read_text()[-2000:]
+            time.sleep(0.5)
+
+    def run(self, *cmd: str) -> subprocess.CompletedProcess:
+        return subprocess.run(list(cmd), env=self.env, capture_output=True, text=True,
+                              timeout=60)
+
+    def job_state(self, job_id: str) -> str:
+        return self.run("scontrol", "show", "job", job_id).stdout.split("JobState=")[1].split()[0]
+
+    def stop(self) -> None:
+        for pid_file in reversed(self.pids):  # only the daemons this fixture started
+            if pid_file.exists():
+                try:
+                    os.kill(int(pid_file.read_text().split()[0]), 15)
+                except (ProcessLookupError, ValueError):
+                    pass
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    missing = [d for d in DAEMONS if shutil.which(d) is None]
+    if missing:
+        pytest.fail(f"SLURM/munge not installed ({missing}); run scripts/ci/accuracy.sh")
+    cluster = Cluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def submit(cluster: Cluster, folder: Path, *extra: str, wait: bool) -> str:
+    env = {"ANB_CONFIG": str(CONFIG), "ANB_TORCHRUN": str(TORCHRUN),
+           "ANB_NPROC_PER_NODE": "2", "ANB_RDZV_PORT": str(free_port()),
+           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    cmd = ["sbatch", "--parsable", f"--chdir={REPO}", f"--output={folder}/slurm-%j.out",
+           *(["--wait"] if wait else []), str(TEMPLATE), "--folder", str(folder), *ARGS, *extra]
+    proc = subprocess.run(cmd, env={**cluster.env, **env}, capture_output=True, text=True,
+                          timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr + _logs(folder)
+    return proc.stdout.strip().split(";")[0]
+
+
+def _logs(folder: Path) -> str:
+    return "".join(p.read_text()[-3000:] for p in folder.glob("slurm-*.out"))
+
+
+def _records(folder: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (folder / "records").glob("*.json")}
+
+
+def test_sbatch_template_runs_two_processes(cluster, tmp_path):
+    job = submit(cluster, tmp_path, "--num_models", "2", wait=True)
+    ids = [a.id for a in Sampler(3).sample(2)]
+    found = _records(tmp_path)
+    assert sorted(found) == sorted(ids), _logs(tmp_path)
+    for record in found.values():
+        assert record["provenance"]["world_size"] == 2
+        assert record["provenance"]["job_ids"] == [f"slurm-{job}-r0"]
+    assert f"anb: job {job} restart 0 on 1 node(s) x 2 process(es)" in _logs(tmp_path)
+
+
+def test_requeue_mid_stream_resumes_without_loss_or_repeat(cluster, tmp_path):
+    ids = [a.id for a in Sampler(3).sample(3)]
+    job = submit(cluster, tmp_path, "--num_models", "3", wait=False)
+    ckpt = tmp_path / "checkpoints" / f"{ids[1]}.pt"
+    deadline = time.time() + 300
+    while not ckpt.exists():  # second architecture mid-training
+        assert time.time() < deadline and cluster.job_state(job) in ("PENDING", "RUNNING"), \
+            _logs(tmp_path)
+        time.sleep(0.1)
+    requeue = cluster.run("scontrol", "requeue", job)
+    assert requeue.returncode == 0, requeue.stderr
+    while cluster.job_state(job) != "COMPLETED":
+        state = cluster.job_state(job)
+        assert time.time() < deadline + 300 and state not in ("FAILED", "CANCELLED"), \
+            state + _logs(tmp_path)
+        time.sleep(1)
+    found = _records(tmp_path)
+    assert sorted(found) == sorted(ids), _logs(tmp_path)
+    assert found[ids[0]]["provenance"]["job_ids"] == [f"slurm-{job}-r0"]
+    assert found[ids[1]]["provenance"]["job_ids"] == [f"slurm-{job}-r0", f"slurm-{job}-r1"]
+    assert found[ids[2]]["provenance"]["job_ids"] == [f"slurm-{job}-r1"]
+    logs = _logs(tmp_path)
+    assert f"{ids[0]} already done" in logs and f"{ids[1]} resuming from epoch 1" in logs
