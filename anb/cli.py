@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import typer
 
+from anb.nas.cli import search
 from anb.pipeline import pipeline
 from anb.searchspace.cli import app as space_app
 
@@ -14,6 +15,7 @@ app = typer.Typer(
 )
 app.add_typer(space_app, name="space")
 app.command()(pipeline)
+app.command()(search)
 # Each stage registers its own group below: app.add_typer(<stage>_app, name="<stage>").
 from anb.collect_throughput.cli import register as register_throughput  # noqa: E402
 register_throughput(app)

@@ -1,0 +1,47 @@
+"""``anb search``: run a NAS algorithm on a surrogate benchmark (or the analytic counters)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def search(
+    objective: list[str] = typer.Option(..., "--objective", "-o",
+                                        help="metric[:max|min], repeat for multi-objective."),
+    constraint: Optional[list[str]] = typer.Option(None, "--constraint", "-c",
+                                                   help="e.g. 'latency_zcu102<=5'."),
+    benchmark: Optional[Path] = typer.Option(None, help="Fitted surrogate benchmark folder; "
+                                             "without it only macs/params/depth are known."),
+    algorithm: str = typer.Option("re", help="random | re (regularized evolution) | nsga2"),
+    budget: int = typer.Option(1000, min=1, help="Evaluations."),
+    seed: int = typer.Option(0),
+    noise: bool = typer.Option(False, help="Query plausible noisy observations, not means."),
+    out: Path = typer.Option(Path("outputs/search"), help="Results folder."),
+) -> None:
+    """Search the space for the best architectures under objectives and constraints."""
+    from anb.nas.evaluators import combined, surrogate_evaluator
+    from anb.nas.objectives import Constraint, Objective
+    from anb.nas.report import write_report
+    from anb.nas.search import ALGORITHMS, Problem
+
+    try:
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"--algorithm {algorithm!r} is not one of {sorted(ALGORITHMS)}")
+        surrogate = None
+        if benchmark is not None:
+            from anb.surrogates import load
+
+            surrogate = surrogate_evaluator(load(benchmark), noise=noise, seed=seed)
+        problem = Problem(combined(surrogate), [Objective.parse(o) for o in objective],
+                          [Constraint.parse(c) for c in constraint or []])
+        result = ALGORITHMS[algorithm](problem, budget, seed=seed, progress=True)
+    except (ValueError, FileNotFoundError) as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2)
+    summary = write_report(result, out)
+    best = summary["best"]
+    typer.echo(f"{algorithm}: {summary['evaluations']} evaluations, best {best['arch']} "
+               + " ".join(f"{m}={best[m]:.4g}" for m in problem.metrics)
+               + f"; Pareto front {summary['pareto_size']}; results in {out}")

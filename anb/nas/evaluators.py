@@ -1,0 +1,63 @@
+"""Evaluators: map a ``(n, stages, 4)`` choices array to metric name -> values.
+
+``analytic``: exact MACs / true MACs / params (millions) and depth from the counters.
+``surrogate``: a fitted benchmark's predictions (optionally one seeded noisy draw per query).
+:func:`combined` answers analytic metrics exactly and sends the rest to the surrogate.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from anb.nas.objectives import Evaluator
+from anb.searchspace.counting import cost_table
+
+ANALYTIC_METRICS = ("macs", "true_macs", "params", "depth")
+
+
+def analytic_evaluator(resolution: int = 224) -> Evaluator:
+    """Exact architecture costs; see :data:`ANALYTIC_METRICS`."""
+
+    def evaluate(choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
+        unknown = sorted(set(metrics) - set(ANALYTIC_METRICS))
+        if unknown:
+            raise ValueError(f"unknown metric(s) {unknown}; the analytic evaluator knows "
+                             f"{list(ANALYTIC_METRICS)}")
+        table = cost_table(choices, resolution=resolution)
+        known = {name: table.total(name) / 1e6 for name in ("macs", "true_macs", "params")}
+        known["depth"] = choices[:, :, 2].sum(axis=1).astype(float)
+        return {m: known[m] for m in metrics}
+
+    return evaluate
+
+
+def surrogate_evaluator(benchmark: Any, noise: bool = False, seed: int = 0) -> Evaluator:
+    """Predictions of a fitted benchmark (``anb.surrogates.load``); with ``noise`` each call
+    draws plausible observed values from a seeded stream."""
+    rng = np.random.default_rng(seed)
+
+    def evaluate(choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
+        call_seed = int(rng.integers(2**31)) if noise else None
+        frame = benchmark.query(choices, metrics=list(metrics), noise=noise, seed=call_seed)
+        return {m: frame[benchmark.resolve(m)[0]].to_numpy(dtype=float) for m in metrics}
+
+    return evaluate
+
+
+def combined(surrogate: Evaluator | None, resolution: int = 224) -> Evaluator:
+    """Analytic metrics exactly, everything else from ``surrogate`` (if given)."""
+    analytic = analytic_evaluator(resolution)
+
+    def evaluate(choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
+        exact = [m for m in metrics if m in ANALYTIC_METRICS]
+        rest = [m for m in metrics if m not in ANALYTIC_METRICS]
+        out = dict(analytic(choices, exact)) if exact else {}
+        if rest:
+            if surrogate is None:
+                raise ValueError(f"metric(s) {rest} need a surrogate benchmark; the analytic "
+                                 f"metrics are {list(ANALYTIC_METRICS)}")
+            out.update(surrogate(choices, rest))
+        return out
+
+    return evaluate

@@ -1,0 +1,65 @@
+"""Pareto utilities on score matrices where larger is better in every column."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def dominates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``out[i, j]``: row ``i`` of ``a`` dominates row ``j`` of ``b``."""
+    ge = (a[:, None, :] >= b[None, :, :]).all(axis=2)
+    gt = (a[:, None, :] > b[None, :, :]).any(axis=2)
+    return ge & gt
+
+
+def pareto_mask(scores: np.ndarray) -> np.ndarray:
+    """True for rows no other row dominates."""
+    scores = np.asarray(scores, dtype=float)
+    return ~dominates(scores, scores).any(axis=0)
+
+
+def non_dominated_fronts(scores: np.ndarray) -> np.ndarray:
+    """Front number of every row (0 = Pareto front), by repeated peeling."""
+    scores = np.asarray(scores, dtype=float)
+    dom = dominates(scores, scores)
+    rank = np.full(len(scores), -1)
+    remaining = np.ones(len(scores), dtype=bool)
+    front = 0
+    while remaining.any():
+        dominated = dom[remaining][:, remaining].any(axis=0)
+        current = np.nonzero(remaining)[0][~dominated]
+        rank[current] = front
+        remaining[current] = False
+        front += 1
+    return rank
+
+
+def crowding_distance(scores: np.ndarray) -> np.ndarray:
+    """NSGA-II crowding distance within one front (boundary points get infinity)."""
+    scores = np.asarray(scores, dtype=float)
+    n, m = scores.shape
+    distance = np.zeros(n)
+    if n <= 2:
+        return np.full(n, np.inf)
+    for j in range(m):
+        order = np.argsort(scores[:, j], kind="stable")
+        column = scores[order, j]
+        span = column[-1] - column[0]
+        distance[order[[0, -1]]] = np.inf
+        if span > 0:
+            distance[order[1:-1]] += (column[2:] - column[:-2]) / span
+    return distance
+
+
+def hypervolume_2d(scores: np.ndarray, reference: np.ndarray) -> float:
+    """Area dominated by a set of 2-objective scores (larger is better) above ``reference``."""
+    points = np.asarray(scores, dtype=float)
+    points = points[(points > reference).all(axis=1)]
+    if not len(points):
+        return 0.0
+    points = points[pareto_mask(points)]
+    points = points[np.argsort(-points[:, 0])]
+    area, last_y = 0.0, reference[1]
+    for x, y in points:
+        area += (x - reference[0]) * (y - last_y)
+        last_y = y
+    return float(area)

@@ -1,0 +1,46 @@
+"""Write a search's results: history CSV, best / Pareto front, a plot and a summary JSON."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from anb.io import atomic_write, atomic_write_json  # noqa: E402
+from anb.nas.search import SearchResult  # noqa: E402
+
+
+def write_report(result: SearchResult, out: Path) -> dict:
+    """Write ``history.csv``, ``pareto.csv``, ``search.png`` and ``summary.json`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    history = result.history()
+    atomic_write(out / "history.csv", lambda tmp: history.to_csv(tmp, index=False))
+    front = result.pareto_front()
+    atomic_write(out / "pareto.csv", lambda tmp: front.to_csv(tmp, index=False))
+    best = result.best()
+    objectives = result.problem.objectives
+    summary = {
+        "algorithm": result.algorithm, "seed": result.seed, "evaluations": len(history),
+        "objectives": [str(o) for o in objectives],
+        "constraints": [str(c) for c in result.problem.constraints],
+        "feasible_share": float(history["feasible"].mean()),
+        "best": json.loads(best.to_json()), "pareto_size": len(front), **result.info,
+    }
+    atomic_write_json(out / "summary.json", summary)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if len(objectives) == 1:
+        ax.plot(result.incumbent_trace())
+        ax.set(xlabel="evaluations", ylabel=f"best {objectives[0]}", title=result.algorithm)
+    else:
+        x, y = objectives[0].metric, objectives[1].metric
+        ax.scatter(history[x], history[y], s=3, alpha=0.3, label="evaluated")
+        ax.scatter(front[x], front[y], s=12, color="C3", label="Pareto front")
+        ax.set(xlabel=str(objectives[0]), ylabel=str(objectives[1]), title=result.algorithm)
+        ax.legend()
+    fig.tight_layout()
+    atomic_write(out / "search.png", lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    plt.close(fig)
+    return summary

@@ -1,0 +1,221 @@
+"""Search algorithms that run on an evaluator (a surrogate benchmark or the analytic counters).
+
+- :func:`random_search`: uniform samples, the baseline every NAS paper reports.
+- :func:`regularized_evolution`: aging evolution (Real et al., 2019) with tournament
+  selection and one-choice mutations; ``batch`` children per step for cheap batched queries.
+- :func:`nsga2`: multi-objective search (non-dominated sorting + crowding distance).
+
+Constraints are handled by feasibility first: a feasible architecture beats an infeasible one;
+two infeasible ones compare by total violation. Every evaluated architecture is kept in the
+result's history, in evaluation order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from anb.nas.mutation import mutate, random_choices
+from anb.nas.objectives import Constraint, Evaluator, Objective
+from anb.nas.pareto import crowding_distance, non_dominated_fronts, pareto_mask
+from anb.searchspace.arch import archs_from_choices
+from anb.searchspace.space import ANB_SPACE, SearchSpace
+
+
+@dataclass
+class Problem:
+    """What to optimise: an evaluator, objectives and constraints over a space."""
+
+    evaluator: Evaluator
+    objectives: Sequence[Objective]
+    constraints: Sequence[Constraint] = ()
+    space: SearchSpace = ANB_SPACE
+
+    def __post_init__(self) -> None:
+        if not self.objectives:
+            raise ValueError("a search needs at least one objective, e.g. 'val_top1:max'")
+        self.metrics = list(dict.fromkeys(
+            [o.metric for o in self.objectives] + [c.metric for c in self.constraints]))
+
+    def evaluate(self, choices: np.ndarray) -> dict[str, np.ndarray]:
+        values = self.evaluator(choices, self.metrics)
+        return {m: np.asarray(values[m], dtype=float) for m in self.metrics}
+
+    def scores(self, values: dict[str, np.ndarray]) -> np.ndarray:
+        """``(n, objectives)``, larger is better."""
+        return np.stack([o.score(values[o.metric]) for o in self.objectives], axis=1)
+
+    def violation(self, values: dict[str, np.ndarray]) -> np.ndarray:
+        n = len(next(iter(values.values())))
+        total = np.zeros(n)
+        for c in self.constraints:
+            total += c.violation(values[c.metric])
+        return total
+
+
+@dataclass
+class SearchResult:
+    """Every evaluation of a search, in order, and the summaries people ask for."""
+
+    problem: Problem
+    choices: np.ndarray
+    values: dict[str, np.ndarray]
+    algorithm: str
+    seed: int
+    info: dict = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return self.problem.violation(self.values) == 0
+
+    def history(self) -> pd.DataFrame:
+        archs = archs_from_choices(self.choices, self.problem.space)
+        frame = pd.DataFrame({"step": np.arange(len(archs)), "arch_id": [a.id for a in archs],
+                              "arch": [str(a) for a in archs]})
+        for metric, values in self.values.items():
+            frame[metric] = values
+        frame["feasible"] = self.feasible
+        return frame
+
+    def best(self) -> pd.Series:
+        """The best feasible evaluation of the first objective (the least violating if none)."""
+        frame = self.history()
+        score = self.problem.scores(self.values)[:, 0]
+        key = np.where(self.feasible, score, -np.inf)
+        if not self.feasible.any():
+            key = -self.problem.violation(self.values)
+        return frame.iloc[int(np.argmax(key))]
+
+    def incumbent_trace(self) -> np.ndarray:
+        """Best feasible first-objective value after each evaluation (NaN before any)."""
+        objective = self.problem.objectives[0]
+        score = np.where(self.feasible, objective.score(self.values[objective.metric]), -np.inf)
+        best = np.maximum.accumulate(score)
+        trace = np.where(np.isfinite(best), best, np.nan)
+        return trace if objective.maximise else -trace
+
+    def pareto_front(self) -> pd.DataFrame:
+        """Feasible, non-dominated evaluations (unique architectures)."""
+        frame = self.history()
+        keep = self.feasible.copy()
+        scores = self.problem.scores(self.values)
+        mask = np.zeros(len(frame), dtype=bool)
+        if keep.any():
+            idx = np.nonzero(keep)[0]
+            mask[idx[pareto_mask(scores[idx])]] = True
+        return frame[mask].drop_duplicates("arch_id").reset_index(drop=True)
+
+
+def _fitness(problem: Problem, values: dict[str, np.ndarray]) -> np.ndarray:
+    """Scalar fitness for single-objective selection: feasible first, then score."""
+    violation = problem.violation(values)
+    score = problem.scores(values)[:, 0]
+    return np.where(violation == 0, score, -1e12 - violation)
+
+
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def random_search(problem: Problem, budget: int, seed: int = 0, batch: int = 1024,
+                  progress: bool = False) -> SearchResult:
+    """Evaluate ``budget`` uniform samples in batches."""
+    _check_budget(budget)
+    rng = np.random.default_rng(seed)
+    chunks, values = [], []
+    for start in tqdm(range(0, budget, batch), disable=not progress, desc="random search"):
+        choices = random_choices(min(batch, budget - start), rng, problem.space)
+        chunks.append(choices)
+        values.append(problem.evaluate(choices))
+    return SearchResult(problem, np.concatenate(chunks), _concat(values), "random", seed)
+
+
+def regularized_evolution(problem: Problem, budget: int, seed: int = 0, population: int = 64,
+                          sample: int = 16, batch: int = 1,
+                          progress: bool = False) -> SearchResult:
+    """Aging evolution: each step, ``batch`` tournaments of ``sample`` members pick parents,
+    each parent yields one mutated child, and the ``batch`` oldest members die."""
+    _check_budget(budget)
+    if not 1 <= sample <= population:
+        raise ValueError(f"sample={sample} must be in 1..population ({population})")
+    rng = np.random.default_rng(seed)
+    pop = random_choices(min(population, budget), rng, problem.space)
+    pop_values = problem.evaluate(pop)
+    chunks, values = [pop], [pop_values]
+    fitness = _fitness(problem, pop_values)
+    done = len(pop)
+    bar = tqdm(total=budget, initial=done, disable=not progress, desc="regularized evolution")
+    while done < budget:
+        n = min(batch, budget - done)
+        contenders = rng.integers(0, len(pop), size=(n, sample))
+        winners = contenders[np.arange(n), np.argmax(fitness[contenders], axis=1)]
+        children = mutate(pop[winners], rng, problem.space)
+        child_values = problem.evaluate(children)
+        chunks.append(children)
+        values.append(child_values)
+        pop = np.concatenate([pop[n:], children])
+        fitness = np.concatenate([fitness[n:], _fitness(problem, child_values)])
+        done += n
+        bar.update(n)
+    bar.close()
+    return SearchResult(problem, np.concatenate(chunks), _concat(values), "regularized_evolution",
+                        seed, {"population": population, "sample": sample, "batch": batch})
+
+
+def _nsga2_rank(problem: Problem, values: dict[str, np.ndarray]) -> np.ndarray:
+    """Sort key (ascending = better): infeasible last, then front, then -crowding."""
+    scores = problem.scores(values)
+    violation = problem.violation(values)
+    fronts = non_dominated_fronts(scores)
+    crowd = np.zeros(len(scores))
+    for f in np.unique(fronts):
+        members = np.nonzero(fronts == f)[0]
+        crowd[members] = crowding_distance(scores[members])
+    return np.lexsort((-crowd, fronts, violation))
+
+
+def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 64,
+          progress: bool = False) -> SearchResult:
+    """Multi-objective evolution: binary tournaments, stage-wise crossover + one mutation,
+    elitist survival by (feasibility, front, crowding distance)."""
+    _check_budget(budget)
+    rng = np.random.default_rng(seed)
+    pop = random_choices(min(population, budget), rng, problem.space)
+    pop_values = problem.evaluate(pop)
+    chunks, values = [pop], [pop_values]
+    done = len(pop)
+    bar = tqdm(total=budget, initial=done, disable=not progress, desc="nsga2")
+    while done < budget:
+        n = min(population, budget - done)
+        order = _nsga2_rank(problem, pop_values)
+        position = np.empty(len(order), dtype=np.int64)
+        position[order] = np.arange(len(order))
+        pairs = rng.integers(0, len(pop), size=(2 * n, 2))
+        parents = np.where(position[pairs[:, 0]] < position[pairs[:, 1]], pairs[:, 0], pairs[:, 1])
+        mothers, fathers = pop[parents[:n]], pop[parents[n:]]
+        take = rng.random((n, problem.space.num_stages, 1)) < 0.5
+        children = mutate(np.where(take, mothers, fathers), rng, problem.space)
+        child_values = problem.evaluate(children)
+        chunks.append(children)
+        values.append(child_values)
+        merged = np.concatenate([pop, children])
+        merged_values = _concat([pop_values, child_values])
+        keep = _nsga2_rank(problem, merged_values)[:population]
+        pop = merged[keep]
+        pop_values = {k: v[keep] for k, v in merged_values.items()}
+        done += n
+        bar.update(n)
+    bar.close()
+    return SearchResult(problem, np.concatenate(chunks), _concat(values), "nsga2", seed,
+                        {"population": population})
+
+
+ALGORITHMS = {"random": random_search, "re": regularized_evolution, "nsga2": nsga2}
+
+
+def _check_budget(budget: int) -> None:
+    if budget < 1:
+        raise ValueError(f"budget must be >= 1 evaluation, got {budget}")

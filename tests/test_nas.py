@@ -1,0 +1,114 @@
+"""NAS on the benchmark: objectives, mutation, Pareto tools and the search algorithms."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from anb.nas import (Constraint, Objective, Problem, analytic_evaluator, nsga2, random_search,
+                     regularized_evolution)
+from anb.nas.mutation import mutate, random_choices
+from anb.nas.pareto import crowding_distance, hypervolume_2d, non_dominated_fronts, pareto_mask
+from anb.searchspace import ANB_SPACE, Arch, count
+
+LARGEST = Arch.from_string("-".join(["e6k5l3se"] * 5 + ["e6k5l4se", "e6k5l3se"]))
+
+
+def test_objective_and_constraint_parsing():
+    assert Objective.parse("val_top1") == Objective("val_top1", True)
+    assert Objective.parse("latency_zcu102") == Objective("latency_zcu102", False)
+    assert Objective.parse("throughput_a100:min") == Objective("throughput_a100", False)
+    c = Constraint.parse("latency_zcu102 <= 5")
+    assert (c.metric, c.upper, c.bound) == ("latency_zcu102", True, 5.0)
+    assert c.satisfied(np.array([4.0, 6.0])).tolist() == [True, False]
+    assert c.violation(np.array([4.0, 6.5])).tolist() == [0.0, 1.5]
+    with pytest.raises(ValueError, match="sense 'best' is not 'max' or 'min'"):
+        Objective.parse("val_top1:best")
+    with pytest.raises(ValueError, match="constraint 'macs < 3' is malformed"):
+        Constraint.parse("macs < 3")
+
+
+def test_mutation_changes_exactly_one_choice_within_the_space():
+    rng = np.random.default_rng(0)
+    parents = random_choices(2000, rng)
+    children = mutate(parents, rng)
+    assert ((children != parents).sum(axis=(1, 2)) == 1).all()
+    ANB_SPACE.ordinal(children)  # raises if any value left the space
+    changed_fields = np.argwhere(children != parents)[:, 2]
+    assert set(changed_fields.tolist()) == {0, 1, 2, 3}
+
+
+def test_pareto_tools_on_a_small_example():
+    scores = np.array([[1, 5], [2, 4], [3, 3], [2, 2], [1, 1], [3, 3]], dtype=float)
+    assert pareto_mask(scores).tolist() == [True, True, True, False, False, True]
+    assert non_dominated_fronts(scores).tolist() == [0, 0, 0, 1, 2, 0]
+    crowd = crowding_distance(scores[:3])
+    assert np.isinf(crowd[[0, 2]]).all() and crowd[1] == pytest.approx(2.0)
+    assert hypervolume_2d(scores, np.array([0.0, 0.0])) == pytest.approx(1 * 5 + 1 * 4 + 1 * 3)
+
+
+def test_evolution_finds_the_known_optimum_that_random_search_misses():
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max")])
+    optimum = count(LARGEST).params / 1e6
+    evolved = regularized_evolution(problem, 1500, seed=0, population=32, sample=8, batch=4)
+    random = random_search(problem, 1500, seed=0)
+    assert evolved.best()["params"] == pytest.approx(optimum)
+    assert evolved.best()["arch"] == str(LARGEST)
+    assert random.best()["params"] < 0.97 * optimum
+    trace = evolved.incumbent_trace()
+    assert (np.diff(trace) >= 0).all() and len(trace) == 1500
+
+
+def test_constraints_are_respected_and_runs_are_reproducible():
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max")],
+                      [Constraint.parse("macs<=250")])
+    a = regularized_evolution(problem, 600, seed=3, batch=8)
+    b = regularized_evolution(problem, 600, seed=3, batch=8)
+    assert a.history().equals(b.history())
+    best = a.best()
+    assert best["feasible"] and best["macs"] <= 250
+    assert best["params"] >= random_search(problem, 600, seed=3).best()["params"] * 0.98
+
+
+def test_nsga2_front_beats_random_search_in_hypervolume():
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"), Objective.parse("macs")])
+    reference = np.array([0.0, -800.0])
+
+    def volume(result):
+        front = result.pareto_front()
+        return hypervolume_2d(problem.scores({m: front[m].to_numpy() for m in problem.metrics}),
+                              reference)
+
+    evolved, random = nsga2(problem, 1500, seed=1), random_search(problem, 1500, seed=1)
+    assert volume(evolved) > 1.05 * volume(random)
+    front = evolved.pareto_front()
+    assert pareto_mask(problem.scores({m: front[m].to_numpy() for m in problem.metrics})).all()
+
+
+def test_bad_problems_are_rejected():
+    with pytest.raises(ValueError, match="at least one objective"):
+        Problem(analytic_evaluator(), [])
+    problem = Problem(analytic_evaluator(), [Objective.parse("val_top1")])
+    with pytest.raises(ValueError, match=r"unknown metric\(s\) \['val_top1'\]"):
+        random_search(problem, 10)
+    with pytest.raises(ValueError, match="budget must be >= 1"):
+        random_search(Problem(analytic_evaluator(), [Objective.parse("macs")]), 0)
+
+
+def test_search_command_writes_results_and_rejects_bad_input(tmp_path):
+    anb = str(Path(sys.executable).with_name("anb"))
+    out = tmp_path / "s"
+    run = subprocess.run([anb, "search", "-o", "params:max", "-o", "macs", "--algorithm", "nsga2",
+                          "--budget", "200", "--out", str(out)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["evaluations"] == 200 and summary["pareto_size"] > 3
+    assert (out / "search.png").stat().st_size > 1000
+    bad = subprocess.run([anb, "search", "-o", "val_top1", "--out", str(tmp_path / "b")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "need a surrogate benchmark" in bad.stderr
+    bad = subprocess.run([anb, "search", "-o", "macs", "--algorithm", "bohb"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "--algorithm 'bohb' is not one of" in bad.stderr
