@@ -144,6 +144,8 @@ def test_requeue_mid_stream_resumes_without_loss_or_repeat(cluster, tmp_path):
     assert requeue.returncode == 0, requeue.stderr
     while cluster.job_state(job) != "COMPLETED":
         state = cluster.job_state(job)
+        if state == "PENDING":  # SLURM holds requeued jobs ~2 min; release it now
+            cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
         assert time.time() < deadline + 300 and state not in ("FAILED", "CANCELLED"), \
             state + _logs(tmp_path)
         time.sleep(1)
