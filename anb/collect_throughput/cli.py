@@ -80,7 +80,31 @@ def merge_cmd(
     typer.echo(f"-> {out} (report: {Path(out) / 'merge_report.json'})")
 
 
+def quant_report_cmd(
+    arch: str = typer.Argument(..., help="Architecture string, e.g. 'e6k5l1-...-e6k5l1se'."),
+    out: Path = typer.Option(..., "--out", help="Folder for layers.csv, layers.png, summary.json."),
+    resolution: int = typer.Option(32, help="Digits image size (>= 32)."),
+    calibration: int = typer.Option(64, help="Calibration images."),
+    eval_images: int = typer.Option(100, help="Test images for the accuracy change."),
+    cos_threshold: float = typer.Option(0.99, help="Flag layers with cosine below this."),
+    sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
+) -> None:
+    """Per-layer float-vs-int8 agreement and the accuracy change on the digits dataset."""
+    from anb.collect_throughput.quant_report import quant_report
+
+    try:
+        s = quant_report(arch, out, resolution, calibration, eval_images, cos_threshold,
+                         sqnr_threshold)
+    except (ValueError, RuntimeError) as err:
+        _fail(str(err))
+    typer.echo(f"{s['arch']}: top-1 {s['float_top1']:.1f} -> {s['int8_top1']:.1f} % "
+               f"(agreement {100 * s['top1_agreement']:.1f} %, logits SQNR "
+               f"{s['logits_sqnr_db']:.1f} dB); {len(s['layers_below_threshold'])} of "
+               f"{s['layers']} layers below threshold, worst {s['worst_layer']} -> {out}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the throughput commands to the root ``anb`` app."""
     app.command("measure")(measure_cmd)
     app.command("merge")(merge_cmd)
+    app.command("quant-report")(quant_report_cmd)
