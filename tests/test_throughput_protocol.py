@@ -50,7 +50,7 @@ def test_overrides_apply_and_batch_only_to_throughput():
     ({"precision": "fp8"}, "precision"), ({"batch": 0}, "batch"), ({"kind": "power"}, "kind"),
     ({"resolution": 16}, "resolution"), ({"backend": "tensorrt"}, "backend"),
     ({"precision": "int8"}, "precision"), ({"clock": "cpu", "threads": 2}, "clock"),
-    ({"inputs": "imagenet"}, "imagenet_dir"), ({"device": "a b"}, "device name"),
+    ({"inputs": "imagenet"}, "imagenet_dir"), ({"device": "a b"}, "device"),
 ])
 def test_bad_protocol_names_field_and_value(changes, field):
     with pytest.raises(ValueError) as err:

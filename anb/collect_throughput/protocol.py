@@ -17,7 +17,7 @@ A device is described by a TOML file in ``configs/devices/`` (or any path)::
 from __future__ import annotations
 
 import dataclasses
-import tomllib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -28,6 +28,7 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 LAYOUTS = ("nchw", "channels_last")
 INPUTS = ("synthetic", "imagenet")
 CLOCKS = ("wall", "cpu")
+_DEVICE_NAME = re.compile(r"[A-Za-z0-9.\-]+")  # as anb.records.perf_key
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "devices"
 
 
@@ -121,9 +122,8 @@ class Protocol:
     stopping: StoppingRule = field(default_factory=StoppingRule)
 
     def __post_init__(self) -> None:
-        from anb.records import perf_key  # validates the device name
-
-        perf_key(self.kind if self.kind in KINDS else "latency", self.device)
+        if not isinstance(self.device, str) or not _DEVICE_NAME.fullmatch(self.device):
+            _fail("device", self.device, "a device name of letters, digits, '.' and '-'")
         for name, allowed in (("backend", BACKENDS), ("kind", KINDS), ("precision", PRECISIONS),
                               ("layout", LAYOUTS), ("inputs", INPUTS), ("clock", CLOCKS)):
             if getattr(self, name) not in allowed:
@@ -142,10 +142,8 @@ class Protocol:
 
     @property
     def key(self) -> str:
-        """The ``platform_perf`` key this measurement fills."""
-        from anb.records import perf_key
-
-        return perf_key(self.kind, self.device)
+        """The ``platform_perf`` key this measurement fills: ``<kind>_<device>``."""
+        return f"{self.kind}_{self.device}"
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -226,6 +224,8 @@ def available_devices() -> list[str]:
 def load_device(name_or_path: str | Path, overrides: Mapping[str, Any] | None = None,
                 ) -> DeviceConfig:
     """Load a shipped device config by name (``cpu-ort``) or a TOML file by path."""
+    import tomllib  # Python >= 3.11; the rest of this module also runs on a board's older Python
+
     path = Path(name_or_path)
     if not path.suffix:
         path = CONFIG_DIR / f"{name_or_path}.toml"
