@@ -1,0 +1,81 @@
+"""CUDA back-end: the PyTorch back-end on a GPU with the reference protocol's idioms.
+
+eval + inference mode, channels_last, fp16/bf16 autocast, ``cudnn.benchmark``, optional
+``torch.compile``, synthetic inputs already on the device, and a clock of CUDA events: the
+stop event is recorded after the steps and synchronised before the elapsed time is read.
+Records GPU name, compute capability, memory, driver, CUDA, cuDNN and torch versions.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from typing import Any
+
+import torch
+
+from anb.collect_throughput.backends.torch_backend import TorchBackend
+from anb.collect_throughput.environment import host_environment
+from anb.collect_throughput.protocol import Protocol
+from anb.collect_throughput.timing import Clock
+
+
+class CudaEventClock:
+    """Elapsed device time between two CUDA events, synchronised before reading."""
+
+    def __init__(self) -> None:
+        self.begin = torch.cuda.Event(enable_timing=True)
+        self.end = torch.cuda.Event(enable_timing=True)
+
+    def start(self) -> None:
+        torch.cuda.synchronize()
+        self.begin.record()
+
+    def stop(self) -> float:
+        self.end.record()
+        self.end.synchronize()
+        return self.begin.elapsed_time(self.end) / 1e3
+
+
+def driver_version() -> str | None:
+    """NVIDIA driver version from ``nvidia-smi`` (None when it is not on PATH)."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True, timeout=30)
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout else None
+
+
+def gpu_environment(index: int = 0) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(index)
+    return {
+        "device_name": props.name,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "gpu_memory_gib": round(props.total_memory / 2**30, 1),
+        "driver": driver_version(),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "torch": torch.__version__,
+    }
+
+
+class CudaBackend(TorchBackend):
+    """PyTorch on the first CUDA device."""
+
+    name = "cuda"
+    device = "cuda"
+
+    def check(self, protocol: Protocol) -> None:
+        super().check(protocol)
+        if not torch.cuda.is_available():
+            raise RuntimeError("backend='cuda' needs a CUDA GPU; torch.cuda.is_available() is "
+                               f"False (torch {torch.__version__}, CUDA {torch.version.cuda})")
+
+    def setup(self, protocol: Protocol) -> None:
+        torch.backends.cudnn.benchmark = protocol.cudnn_benchmark
+
+    def clock(self, protocol: Protocol) -> Clock:
+        return CudaEventClock()
+
+    def environment(self, protocol: Protocol) -> dict[str, Any]:
+        return {**host_environment(), **gpu_environment(),
+                "cudnn_benchmark": torch.backends.cudnn.benchmark}
