@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="throughput batch")
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"])
     parser.add_argument("--budget", type=float, default=2.0, help="timing budget per measurement")
+    parser.add_argument("--interleave", type=int, default=1,
+                        help="time blocks of this many architectures round-robin")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
@@ -50,14 +52,16 @@ def main() -> None:
     passes, seconds = [], []
     for p in range(2):
         began = time.perf_counter()
-        measure_archs(config, archs, out / f"pass{p + 1}", workdir=out / "models", progress=True)
+        measure_archs(config, archs, out / f"pass{p + 1}", workdir=out / "models", progress=True,
+                      interleave=args.interleave)
         seconds.append(time.perf_counter() - began)
         passes.append({a.id: json.loads((out / f"pass{p + 1}" / config.name / f"{a.id}.json")
                                         .read_text())["platform_perf"] for a in archs})
     load_after = os.getloadavg()
 
     summary = {"n": args.n, "device": config.name, "resolution": args.resolution,
-               "clock": args.clock, "budget_s": args.budget, "keys": {},
+               "clock": args.clock, "budget_s": args.budget, "interleave": args.interleave,
+               "keys": {},
                "seconds_per_arch": [s / args.n for s in seconds],
                "load_average_before": load_before, "load_average_after": load_after,
                "cpu_count": os.cpu_count()}

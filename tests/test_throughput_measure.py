@@ -109,3 +109,19 @@ def test_killed_job_keeps_finished_work_and_resumes(tmp_path):
     for arch_id, record in first.items():  # nothing measured before the kill was redone
         for key, entry in record["platform_perf"].items():
             assert final[arch_id]["platform_perf"][key] == entry
+
+
+def test_interleaved_blocks_measure_everything_once(tmp_path):
+    archs = ",".join(map(str, ARCHS[:3]))
+    result = _measure("--archs", archs, "--out", str(tmp_path), "--interleave", "2")
+    assert result.exit_code == 0, result.output
+    assert "measured 3, skipped 0" in result.output
+    done = _done(tmp_path)
+    assert set(done) == {a.id for a in ARCHS[:3]}
+    together = [r["platform_perf"]["latency_cpu-ort"]["interleaved_with"] for r in done.values()
+                if "interleaved_with" in r["platform_perf"]["latency_cpu-ort"]]
+    assert sorted(together) == [2, 2]  # the block of two; the third ran alone
+    assert "measured 0, skipped 3" in _measure("--archs", archs, "--out", str(tmp_path),
+                                               "--interleave", "2").output
+    bad = _measure("--archs", archs, "--out", str(tmp_path), "--interleave", "0")
+    assert bad.exit_code == 2 and "interleave=0" in bad.output

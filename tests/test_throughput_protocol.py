@@ -10,7 +10,8 @@ from scipy import stats as sps
 from anb.collect_throughput.protocol import (Protocol, StoppingRule, WarmupRule, available_devices,
                                              device_from_mapping, load_device)
 from anb.collect_throughput.stats import relative_ci, summarize, t_quantile, trimmed_mean
-from anb.collect_throughput.timing import CompilationDuringTiming, run_loop, warm_up
+from anb.collect_throughput.timing import (CompilationDuringTiming, run_interleaved, run_loop,
+                                          warm_up)
 
 
 class ScriptedClock:
@@ -152,3 +153,22 @@ def test_compilation_while_timing_is_an_error():
     with pytest.raises(CompilationDuringTiming, match="1 compilation"):
         run_loop(step, clock, WarmupRule(), StoppingRule(min_rep_seconds=0, rel_ci=1e-9),
                  lambda: state["n"])
+
+
+def test_interleaved_rounds_time_every_model_equally_often():
+    rng = np.random.default_rng(2)
+    clocks = [ScriptedClock(list(base * (1 + 0.001 * rng.standard_normal(5000))))
+              for base in (1e-3, 2e-3, 3e-3)]
+    results = run_interleaved([c.step for c in clocks], clocks, WarmupRule(),
+                              StoppingRule(min_reps=6, rel_ci=0.01, min_rep_seconds=0))
+    assert [r.stop_reason for r in results] == ["converged"] * 3
+    assert len({len(r.times) for r in results}) == 1 and len(results[0].times) == 6
+    for r, base in zip(results, (1e-3, 2e-3, 3e-3)):
+        assert np.median(r.times) == pytest.approx(base, rel=0.01)
+        assert r.extra["interleaved_with"] == 3
+    # one noisy model keeps all of them going until max_reps
+    clocks = [ScriptedClock([1e-3] * 5000), ScriptedClock(list(1e-3 * rng.lognormal(0, 1, 5000)))]
+    results = run_interleaved([c.step for c in clocks], clocks, WarmupRule(max_steps=10),
+                              StoppingRule(min_reps=5, max_reps=15, rel_ci=1e-3,
+                                           min_rep_seconds=0))
+    assert all(r.stop_reason == "max_reps" and len(r.times) == 15 for r in results)

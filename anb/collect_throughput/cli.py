@@ -38,6 +38,8 @@ def measure_cmd(
     budget: Optional[float] = typer.Option(None, help="Override the timing budget (s)."),
     workdir: Optional[Path] = typer.Option(None, help="Cache for exported models."),
     keep_going: bool = typer.Option(False, help="Record failing architectures and go on."),
+    interleave: int = typer.Option(1, help="Time blocks of this many architectures "
+                                   "round-robin (robust ranks on a shared machine)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Measure latency/throughput of architectures on a device (resumable, shardable)."""
@@ -48,7 +50,8 @@ def measure_cmd(
         config = load_device(device, _overrides(resolution, batch, threads, clock, budget))
         arch_list = read_arch_list(archs)
         summary = measure_archs(config, arch_list, out, shard=shard, workdir=workdir,
-                                progress=progress, keep_going=keep_going)
+                                progress=progress, keep_going=keep_going,
+                                interleave=interleave)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         _fail(str(err))
     typer.echo(f"{config.name}: measured {len(summary.measured)}, skipped "

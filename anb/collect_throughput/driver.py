@@ -4,6 +4,8 @@ Results go to ``<out>/<device>/<arch_id>.json``, one per-architecture record per
 atomically after every measurement; a (architecture, key) already in that file is skipped, so
 an interrupted job picks up where it stopped and loses at most the measurement in flight.
 Shard ``i/k`` takes positions ``i, i + k, ...`` of the de-duplicated list, like the sampler.
+With ``interleave=K`` blocks of K architectures are timed round-robin (robust ranks on a shared
+machine); each block's records are written when the block is done.
 """
 from __future__ import annotations
 
@@ -81,40 +83,56 @@ class MeasureSummary:
 
 def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
                   shard: str | tuple[int, int] | None = None, workdir: str | Path | None = None,
-                  progress: bool = True, keep_going: bool = False) -> MeasureSummary:
+                  progress: bool = True, keep_going: bool = False, interleave: int = 1,
+                  ) -> MeasureSummary:
     """Measure every protocol of ``device`` on this shard of ``archs`` (see module docstring).
 
-    With ``keep_going`` a failing architecture is logged in the summary and the job moves on;
-    otherwise the error propagates (everything measured before it is already on disk).
+    With ``keep_going`` a failing architecture (or block) is logged in the summary and the job
+    moves on; otherwise the error propagates (everything measured before is already on disk).
     """
     from tqdm import tqdm
 
     from anb.collect_throughput.backends import get_backend
-    from anb.collect_throughput.measure import measure
+    from anb.collect_throughput.measure import measure_interleaved
 
+    if interleave < 1:
+        raise ValueError(f"interleave={interleave} is invalid; allowed: an integer >= 1")
     todo = shard_of(list(archs), shard)
     summary = MeasureSummary()
     backends = {p.backend: get_backend(p.backend) for p in device.protocols}
     workdir = Path(workdir) if workdir else Path(out) / device.name / ".work"
-    bar = tqdm(todo, desc=f"measure {device.name}", unit="arch", disable=not progress)
-    for arch in bar:
-        path = result_path(out, device.name, arch)
-        record = read_result(path) or arch_record(arch, [])
-        missing = [p for p in device.protocols if p.key not in record["platform_perf"]]
-        if not missing:
+    records = {}
+    for arch in todo:
+        record = read_result(result_path(out, device.name, arch)) or arch_record(arch, [])
+        if all(p.key in record["platform_perf"] for p in device.protocols):
             summary.skipped.append(arch.id)
-            continue
+        else:
+            records[arch.id] = (arch, record)
+    pending = list(records.values())
+    bar = tqdm(total=len(pending), desc=f"measure {device.name}", unit="arch",
+               disable=not progress)
+    for start in range(0, len(pending), interleave):
+        block = pending[start:start + interleave]
         try:
-            for protocol in missing:
-                m = measure(arch, protocol, workdir, backends[protocol.backend])
-                record["platform_perf"][m.key] = m.to_perf_entry()
-                atomic_write_json(path, record)
-                bar.set_postfix_str(f"{m.key}={m.value:.4g} cv={m.cv:.3f}")
-        except Exception as err:  # noqa: BLE001 - reported per architecture with keep_going
+            for protocol in device.protocols:
+                missing = [(a, r) for a, r in block if protocol.key not in r["platform_perf"]]
+                if not missing:
+                    continue
+                ms = measure_interleaved([a for a, _ in missing], protocol, workdir,
+                                         backends[protocol.backend])
+                for (arch, record), m in zip(missing, ms):
+                    record["platform_perf"][m.key] = m.to_perf_entry()
+                    atomic_write_json(result_path(out, device.name, arch), record)
+                bar.set_postfix_str(f"{ms[-1].key}={ms[-1].value:.4g} cv={ms[-1].cv:.3f}")
+        except Exception as err:  # noqa: BLE001 - reported per block with keep_going
             if not keep_going:
                 raise
-            summary.failed[arch.id] = f"{type(err).__name__}: {err}"
-            log.warning("architecture %s failed: %s", arch, err)
+            for arch, _ in block:
+                summary.failed[arch.id] = f"{type(err).__name__}: {err}"
+            log.warning("architectures %s failed: %s", [str(a) for a, _ in block], err)
+            bar.update(len(block))
             continue
-        summary.measured.append(arch.id)
+        summary.measured += [a.id for a, _ in block]
+        bar.update(len(block))
+    bar.close()
     return summary

@@ -1,27 +1,25 @@
-"""Measure one architecture under one protocol: prepare -> warm up -> timed repetitions -> record."""
+"""Measure architectures under one protocol: prepare -> warm up -> timed repetitions -> record.
+
+:func:`measure` times one architecture on its own; :func:`measure_interleaved` times a block of
+architectures round-robin (see :func:`anb.collect_throughput.timing.run_interleaved`).
+"""
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
-from anb.collect_throughput.backends import Backend, get_backend
+from anb.collect_throughput.backends import Backend, Session, get_backend
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.result import Measurement
-from anb.collect_throughput.timing import run_loop
+from anb.collect_throughput.timing import LoopResult, run_interleaved, run_loop
 from anb.searchspace.arch import Arch, as_arch
 
 
-def measure(arch: Arch | str, protocol: Protocol, workdir: str | Path | None = None,
-            backend: Backend | None = None) -> Measurement:
-    """Run ``protocol`` on ``arch`` and return its :class:`Measurement`."""
-    arch = as_arch(arch)
-    backend = backend or get_backend(protocol.backend)
-    with tempfile.TemporaryDirectory(prefix="anb-measure-") as scratch:
-        session = backend.prepare(arch, protocol, Path(workdir or scratch))
-        loop = run_loop(session.step, session.clock, protocol.warmup, protocol.stopping,
-                        session.compile_count)
-        extra = {**session.extra, **loop.extra, "warmup_compiles": loop.warmup_compiles,
-                 "elapsed_seconds": loop.elapsed_seconds, **session.finish()}
+def _measurement(arch: Arch, protocol: Protocol, session: Session, loop: LoopResult,
+                 ) -> Measurement:
+    extra = {**session.extra, **loop.extra, "warmup_compiles": loop.warmup_compiles,
+             "elapsed_seconds": loop.elapsed_seconds, **session.finish()}
     return Measurement(
         arch=str(arch), arch_id=arch.id, device=protocol.device, kind=protocol.kind,
         batch=protocol.batch, resolution=protocol.resolution, precision=protocol.precision,
@@ -29,3 +27,28 @@ def measure(arch: Arch | str, protocol: Protocol, workdir: str | Path | None = N
         stop_reason=loop.stop_reason, protocol=protocol.as_dict(),
         environment=session.environment, extra=extra,
     )
+
+
+def measure(arch: Arch | str, protocol: Protocol, workdir: str | Path | None = None,
+            backend: Backend | None = None) -> Measurement:
+    """Run ``protocol`` on ``arch`` and return its :class:`Measurement`."""
+    return measure_interleaved([arch], protocol, workdir, backend)[0]
+
+
+def measure_interleaved(archs: Sequence[Arch | str], protocol: Protocol,
+                        workdir: str | Path | None = None, backend: Backend | None = None,
+                        ) -> list[Measurement]:
+    """Run ``protocol`` on every architecture of ``archs`` (one alone: :func:`run_loop`)."""
+    archs = [as_arch(a) for a in archs]
+    backend = backend or get_backend(protocol.backend)
+    with tempfile.TemporaryDirectory(prefix="anb-measure-") as scratch:
+        sessions = [backend.prepare(a, protocol, Path(workdir or scratch)) for a in archs]
+        if len(sessions) == 1:
+            s = sessions[0]
+            loops = [run_loop(s.step, s.clock, protocol.warmup, protocol.stopping,
+                              s.compile_count)]
+        else:
+            loops = run_interleaved([s.step for s in sessions], [s.clock for s in sessions],
+                                    protocol.warmup, protocol.stopping,
+                                    sessions[0].compile_count)
+        return [_measurement(a, protocol, s, loop) for a, s, loop in zip(archs, sessions, loops)]

@@ -137,3 +137,51 @@ def run_loop(step: Callable[[], None], clock: Clock, warmup: WarmupRule, stoppin
     return LoopResult(times=times, warmup_times=warm_times, inner=inner, stop_reason=reason,
                       elapsed_seconds=time.perf_counter() - began, warmup_compiles=compiled,
                       extra={"warmup_stop_reason": warm_reason})
+
+
+def run_interleaved(steps: list[Callable[[], None]], clocks: list[Clock], warmup: WarmupRule,
+                    stopping: StoppingRule, compile_count: Callable[[], int] | None = None,
+                    seed: int = 0) -> list[LoopResult]:
+    """Time several models round-robin so they share the machine's load over time.
+
+    Each model is warmed up and its inner count calibrated as in :func:`run_loop`; then every
+    round times one repetition of each model, in a fresh random order. Rounds go on until every
+    model meets the stopping rule (or ``max_reps``), or ``budget_seconds`` times the number of
+    models has passed. On a shared machine this keeps a burst of load from landing on one
+    architecture only, which is what ranks need.
+    """
+    began = time.perf_counter()
+    warm = [warm_up(s, c, warmup, compile_count) for s, c in zip(steps, clocks)]
+    inner = []
+    for times, _, _ in warm:
+        per_step = float(np.median(times[-warmup.window:]))
+        inner.append(max(1, math.ceil(stopping.min_rep_seconds / per_step)) if per_step > 0 else 1)
+    before = compile_count() if compile_count else 0
+    rng = np.random.default_rng(seed)
+    times: list[list[float]] = [[] for _ in steps]
+    budget = stopping.budget_seconds * len(steps)
+    timed_began = time.perf_counter()
+    reason = "max_reps"
+    for _ in range(stopping.max_reps):
+        for i in rng.permutation(len(steps)):
+            clocks[i].start()
+            for _ in range(inner[i]):
+                steps[i]()
+            times[i].append(clocks[i].stop() / inner[i])
+        if compile_count and compile_count() != before:
+            raise CompilationDuringTiming(
+                f"{compile_count() - before} compilation(s) happened during timed repetitions")
+        n = len(times[0])
+        if n >= stopping.min_reps and all(
+                relative_ci(t, stopping.trim, stopping.confidence) <= stopping.rel_ci
+                for t in times):
+            reason = "converged"
+            break
+        if time.perf_counter() - timed_began >= budget and n >= 3:
+            reason = "budget"
+            break
+    elapsed = time.perf_counter() - began
+    return [LoopResult(times=t, warmup_times=w[0], inner=k, stop_reason=reason,
+                       elapsed_seconds=elapsed / len(steps), warmup_compiles=w[1],
+                       extra={"warmup_stop_reason": w[2], "interleaved_with": len(steps)})
+            for t, w, k in zip(times, warm, inner)]
