@@ -1,0 +1,136 @@
+"""FFCV: the writer (image folder -> ``.beton``, max side 400, JPEG quality 90) and the
+production loader (random-resized-crop + flip decoded in FFCV's JIT pipeline)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from anb.collect_accuracy.config import Config, ConfigError
+from anb.collect_accuracy.data import IMAGENET_MEAN, IMAGENET_STD, Batch, Loaders
+
+
+def _ffcv():
+    try:
+        import ffcv  # noqa: F401
+    except ImportError as err:
+        raise ImportError("FFCV is not installed; `pip install anb[ffcv]` (needs libturbojpeg "
+                          "and OpenCV, see scripts/ci/accuracy.sh), or use "
+                          f"dataloader.kind = folder ({err})") from None
+
+
+class _FolderSource:
+    """Indexed (PIL image, label) pairs of an image folder, as the FFCV writer wants."""
+
+    def __init__(self, root: Path):
+        from anb.collect_accuracy.imagefolder import scan
+
+        self.paths, self.labels, self.classes = scan(root)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int):
+        from PIL import Image
+
+        with Image.open(self.paths[index]) as image:
+            return image.convert("RGB"), self.labels[index]
+
+
+def write_beton(source: Path, out: Path, max_side: int = 400, quality: int = 90,
+                workers: int = 8) -> int:
+    """Write the image folder ``source`` (``<class>/<image>``) as the FFCV file ``out``:
+    images resized to at most ``max_side`` px, stored as JPEG at ``quality``. Atomic."""
+    _ffcv()
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+
+    from anb.io import atomic_write
+
+    source = Path(source)
+    if not source.is_dir():
+        raise FileNotFoundError(f"image folder {str(source)!r} does not exist")
+    if not 1 <= quality <= 100 or max_side < 8:
+        raise ValueError(f"quality must be 1..100 and max_side >= 8, got {quality}, {max_side}")
+    dataset = _FolderSource(source)
+
+    def write(tmp: Path) -> None:
+        writer = DatasetWriter(str(tmp), {
+            "image": RGBImageField(write_mode="jpg", max_resolution=max_side,
+                                   jpeg_quality=quality),
+            "label": IntField()}, num_workers=workers)
+        writer.from_indexed_dataset(dataset)
+
+    atomic_write(out, write)
+    return len(dataset)
+
+
+class FFCVLoaders(Loaders):
+    """FFCV loaders; per-rank shards via FFCV's ``distributed`` mode."""
+
+    def __init__(self, config: Config, rank: int, world: int, device: torch.device):
+        _ffcv()
+        from ffcv.fields.basics import IntDecoder
+        from ffcv.fields.rgb_image import (CenterCropRGBImageDecoder,
+                                           RandomResizedCropRGBImageDecoder)
+        from ffcv.loader import Loader, OrderOption
+        from ffcv.transforms import (NormalizeImage, RandomHorizontalFlip, Squeeze, ToDevice,
+                                     ToTensor, ToTorchImage)
+
+        dl, tv = config["dataloader"], config["trainval"]
+        cuda = device.type == "cuda"
+        channels_last = tv["channels_last"] and cuda
+        dtype = np.float16 if cuda and tv["amp"] else np.float32
+        mean, std = np.array(IMAGENET_MEAN), np.array(IMAGENET_STD)
+        self.decoder = RandomResizedCropRGBImageDecoder((tv["min_res"], tv["min_res"]))
+
+        def label_pipe():
+            return [IntDecoder(), ToTensor(), Squeeze(), ToDevice(device, non_blocking=True)]
+
+        def image_tail():
+            if cuda:  # ffcv-imagenet's order: normalise on the GPU
+                return [ToTensor(), ToDevice(device, non_blocking=True),
+                        ToTorchImage(channels_last=channels_last),
+                        NormalizeImage(mean, std, dtype)]
+            # on CPU NormalizeImage is a JIT (numpy) stage: keep it in the first JIT group, as
+            # ffcv 1.0.2's stage grouping loops forever on JIT -> torch -> JIT pipelines
+            return [NormalizeImage(mean, std, dtype), ToTensor(),
+                    ToTorchImage(channels_last=False), ToDevice(device)]
+
+        common = {"num_workers": dl["num_workers"], "distributed": world > 1,
+                  "seed": config["model"]["seed"]}
+        try:
+            self.train_loader = Loader(
+                dl["train_path"], batch_size=tv["batch_size"], drop_last=True,
+                order=OrderOption.RANDOM if dl["in_memory"] else OrderOption.QUASI_RANDOM,
+                os_cache=dl["in_memory"], **common,
+                pipelines={"image": [self.decoder, RandomHorizontalFlip(), *image_tail()],
+                           "label": label_pipe()})
+            self.val_loader = Loader(
+                dl["val_path"], batch_size=tv["val_batch_size"], drop_last=False,
+                order=OrderOption.SEQUENTIAL, **common,
+                pipelines={"image": [CenterCropRGBImageDecoder((tv["val_res"], tv["val_res"]),
+                                                               ratio=tv["crop_ratio"]),
+                                     *image_tail()],
+                           "label": label_pipe()})
+        except (ValueError, OSError, AssertionError) as err:
+            raise ConfigError(f"config key 'dataloader.train_path' / 'val_path': cannot open "
+                              f"FFCV files {dl['train_path']!r}, {dl['val_path']!r}: {err}") from None
+        reader = self.train_loader.reader
+        labels = reader.metadata[f"f{reader.field_names.index('label')}"]
+        self.num_classes = int(labels.max()) + 1
+
+    def train_steps(self) -> int:
+        return len(self.train_loader)
+
+    def train(self, epoch: int, res: int) -> Iterator[Batch]:
+        # regenerate the pipeline (buffers are sized by the decoder) only when res changes
+        self.train_loader.recompile = self.decoder.output_size != (res, res)
+        self.decoder.output_size = (res, res)
+        self.train_loader.next_epoch = epoch  # shuffle of epoch e, also after a resume
+        return iter(self.train_loader)
+
+    def val(self) -> Iterator[Batch]:
+        return iter(self.val_loader)
