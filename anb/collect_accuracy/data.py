@@ -167,7 +167,7 @@ class ArrayLoaders(Loaders):
         dtype = np.float32 if multilabel else np.int64
         self.y_train = torch.from_numpy(np.asarray(arrays["y_train"], dtype))
         self.y_val = torch.from_numpy(np.asarray(arrays["y_val"], dtype))
-        self.in_channels = int(self.x_train.shape[1])
+        self.in_channels, self.length = int(self.x_train.shape[1]), int(self.x_train.shape[2])
         self.num_classes = (int(self.y_train.shape[1]) if multilabel
                             else int(max(self.y_train.max(), self.y_val.max())) + 1)
         tv = config["trainval"]
