@@ -73,7 +73,7 @@ class FolderDataset(Dataset):
                 side = min(w, h) * self.crop_ratio
                 box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
                 image = image.resize((self.res, self.res), Image.BILINEAR, box=box)
-            return np.asarray(image, dtype=np.uint8), self.labels[index]
+            return np.array(image, dtype=np.uint8), self.labels[index]
 
 
 class FolderLoaders(Loaders):

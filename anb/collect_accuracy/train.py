@@ -239,7 +239,7 @@ class Trainer:
                      peak: float, label: str) -> tuple[float, float, float]:
         net.train()
         start = time.time()
-        total, count, lr = 0.0, 0, 0.0
+        total, count, lr = torch.zeros((), device=self.dist.device), 0, 0.0
         show = self.dist.is_main and self.config["logging"]["progress"]
         bar = tqdm(total=self.steps, desc=f"train {label} {res}px", leave=False,
                    disable=not show)
@@ -249,19 +249,14 @@ class Trainer:
             lr = recipe.lr_at(epoch * self.steps + step, self.steps, self.tv["epochs"], peak,
                               self.opt)
             recipe.set_lr(optimizer, lr)
-            optimizer.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=torch.float16, enabled=self.amp):
-                loss = loss_fn(net(x), y)
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            total += float(loss.detach())
+            loss = train_step(net, optimizer, scaler, loss_fn, x, y, self.amp)
+            total += loss.float()  # stays on the device: no sync per step
             count += 1
             bar.update()
         bar.close()
         if self.cuda:
             torch.cuda.synchronize()
-        mean_loss = all_reduce_sum([total, count], self.dist.device)
+        mean_loss = all_reduce_sum([float(total), count], self.dist.device)
         return mean_loss[0] / max(1.0, mean_loss[1]), lr, time.time() - start
 
     @torch.no_grad()
@@ -315,6 +310,18 @@ class Trainer:
             **prov, "best_epoch": best["epoch"], "val_history": history,
             "wall_time": round(wall_time, 3), "job_ids": job_ids,
             "run_id": run_id(arch.id, self.hash), "config": self.config})
+
+
+def train_step(net: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+               loss_fn: nn.Module, x: torch.Tensor, y: torch.Tensor, amp: bool) -> torch.Tensor:
+    """One optimiser step (fp16 autocast + grad scaling when ``amp``); the detached loss."""
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+        loss = loss_fn(net(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    return loss.detach()
 
 
 def primary_metric(config: Config, space: SearchSpace) -> str:
