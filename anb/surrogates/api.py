@@ -1,0 +1,112 @@
+"""One-call workflows behind the CLI: fit (with optional HPO) + save, and evaluate."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+from anb.surrogates.artifact import load, save
+from anb.surrogates.fit import (FitConfig, Prepared, TargetConfig, evaluate, fit_benchmark,
+                                prepare, to_model_space)
+from anb.surrogates.benchmark import SurrogateBenchmark
+from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.report import markdown_table, parity_plots, write_report
+
+
+def tune_config(prepared: Prepared, config: FitConfig, seconds: float, seed: int = 0
+                ) -> FitConfig:
+    """Run Optuna per target (``seconds`` each) and return the config with the chosen params."""
+    from anb.surrogates.hpo import tune
+
+    train, val = prepared.masks["train"], prepared.masks["val"]
+    layer_cost = LayerCostModel().fit(
+        prepared.choices[train],
+        {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()}
+    ) if config.layer_cost else None
+    builder = FeatureBuilder(config.feature_set, layer_cost)
+    X = builder.transform(prepared.choices)
+    per_target = dict(config.per_target)
+    for target, lab in prepared.labels.items():
+        spec = config.for_target(target)
+        tr, va = lab.present & train, lab.present & val
+        y = to_model_space(target, lab.values)
+        base = X[:, builder.column(f"lc_{target}")] if layer_cost is not None else 0.0
+        params = tune(spec.family, X[tr], (y - base)[tr], X[va], (y - base)[va], seconds,
+                      fixed=spec.params, seed=seed)
+        per_target[target] = TargetConfig(spec.family, params, spec.n_members)
+    return replace(config, per_target=per_target)
+
+
+def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path | FitConfig |
+        None = None, targets: Sequence[str] | None = None, split: str | None = None,
+        split_dir: str | Path | None = None, members: int | None = None,
+        hpo_seconds: float = 0.0, seed: int | None = None, n_jobs: int = 1,
+        progress: bool = True) -> tuple[SurrogateBenchmark, str]:
+    """Fit the benchmark (optionally tuned), score it on val/test, save it; return a report."""
+    if isinstance(config, (str, Path)):
+        config = FitConfig.from_file(config)
+    config = config or FitConfig()
+    changes = {k: v for k, v in {"targets": list(targets) if targets else None, "split": split,
+                                 "seed": seed}.items() if v is not None}
+    config = replace(config, **changes)
+    if members is not None:
+        config = replace(config, default=replace(config.default, n_members=members),
+                         per_target={k: replace(v, n_members=members)
+                                     for k, v in config.per_target.items()})
+    config = _with_jobs(config, n_jobs)
+    prepared = prepare(dataset, config.targets, config.split, config.seed, split_dir)
+    missing = {t: lab.n_missing for t, lab in prepared.labels.items() if lab.n_missing}
+    if hpo_seconds > 0:
+        config = tune_config(prepared, config, hpo_seconds, config.seed)
+    bench = fit_benchmark(prepared, config, progress=progress)
+    scores = {name: evaluate(bench, prepared, name) for name in ("val", "test")
+              if prepared.masks[name].any()}
+    for target, info in bench.info["targets"].items():
+        info["metrics"] = {name: frame.loc[target].to_dict() for name, frame in scores.items()
+                           if target in frame.index}
+    bench.info["hpo"] = {"seconds_per_target": hpo_seconds, "library": "optuna"} \
+        if hpo_seconds > 0 else None
+    save(bench, out)
+    lines = [f"skipped missing labels: {missing}" if missing else "no missing labels"]
+    for name, frame in scores.items():
+        lines += [f"\n{name} split:", markdown_table(frame)]
+    return bench, "\n".join(lines)
+
+
+def _with_jobs(config: FitConfig, n_jobs: int) -> FitConfig:
+    def jobs(spec: TargetConfig) -> TargetConfig:
+        if spec.family in ("xgboost", "lightgbm", "random_forest"):
+            return replace(spec, params={**spec.params, "n_jobs": n_jobs})
+        return spec
+
+    return replace(config, default=jobs(config.default),
+                   per_target={k: jobs(v) for k, v in config.per_target.items()})
+
+
+def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
+                      split: str = "published", split_dir: str | Path | None = None,
+                      on: str = "test", report: str | Path | None = None,
+                      baseline: bool = False, n_jobs: int = 1, seed: int = 0) -> str:
+    """Score a saved benchmark on a split; optionally write a report and compare to baselines."""
+    from anb.surrogates.baseline import comparison_table, evaluate_baselines
+
+    bench = load(model)
+    prepared = prepare(dataset, [t for t in bench.metrics], split, seed, split_dir)
+    if on not in prepared.masks:
+        raise ValueError(f"unknown split part {on!r}; allowed: {list(prepared.masks)}")
+    metrics = evaluate(bench, prepared, on)
+    text = [f"{on} split:", markdown_table(metrics)]
+    comparison = comparison_table(
+        metrics, evaluate_baselines(prepared, list(metrics.index), n_jobs, split=on)
+        if baseline else None)
+    text += ["comparison (R^2 / Kendall tau vs baselines; to_goal = tau - goal):",
+             markdown_table(comparison)]
+    if report is not None:
+        folder = Path(report)
+        write_report(metrics, folder, "metrics")
+        write_report(comparison, folder, "comparison")
+        parity_plots(bench, prepared, folder, on)
+        text.append(f"report written to {folder}")
+    return "\n".join(text)

@@ -1,0 +1,164 @@
+"""Saving and loading surrogate benchmarks without pickle.
+
+An artifact is a folder: native model files (XGBoost JSON, LightGBM text, ``.npz`` arrays) and
+``manifest.json`` with the search-space version, feature schema, per-target transform and model
+spec, library versions, training-data hash, metrics and a SHA-256 per file. Loading verifies every
+checksum and compatibility field before reading any model; nothing in the artifact is executed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from anb.io import atomic_write_json, sha256_file
+from anb.searchspace.space import get_space
+from anb.surrogates.benchmark import SurrogateBenchmark
+from anb.surrogates.ensemble import TargetSurrogate
+from anb.surrogates.features import FeatureBuilder, LayerCostModel
+
+FORMAT = "anb-surrogate"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+LAYER_COST_FILE = "layer_cost.npz"
+_FAMILY_LIBRARY = {"xgboost": "xgboost", "random_forest": "xgboost", "lightgbm": "lightgbm"}
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries whose formats an artifact depends on."""
+    out = {}
+    for name in ("anb", "numpy", "xgboost", "lightgbm", "scikit-learn", "torch"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _digest(manifest: dict[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def save(bench: SurrogateBenchmark, path: str | Path) -> Path:
+    """Write ``bench`` to the folder ``path`` (replaced as a whole, never half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        files: list[Path] = []
+        if bench.builder.layer_cost is not None:
+            bench.builder.layer_cost.save(tmp / LAYER_COST_FILE)
+            files.append(tmp / LAYER_COST_FILE)
+        targets = {}
+        for name, model in bench.models.items():
+            paths = model.save(tmp, name)
+            files += paths
+            targets[name] = {**bench.info.get("targets", {}).get(name, {}),
+                             "transform": bench.transforms[name], "model": model.spec(),
+                             "files": [p.name for p in paths]}
+        manifest = {
+            **{k: v for k, v in bench.info.items() if k not in ("targets", "manifest_sha256")},
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "space": {"name": bench.space.name, "version": bench.space.version},
+            "feature_schema": {"feature_set": bench.builder.feature_set,
+                               "names": bench.builder.names(),
+                               "layer_cost": LAYER_COST_FILE if bench.builder.layer_cost else None},
+            "targets": targets,
+            "libraries": library_versions(),
+            "files": {p.name: sha256_file(p) for p in files},
+        }
+        manifest["manifest_sha256"] = _digest(manifest)
+        atomic_write_json(tmp / MANIFEST, manifest)
+        old = None
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """Read and verify the manifest and every file checksum of an artifact folder."""
+    path = Path(path)
+    file = path / MANIFEST
+    if not file.is_file():
+        raise ValueError(f"{str(path)!r} is not a surrogate artifact: no {MANIFEST}")
+    try:
+        manifest = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{str(file)!r} is corrupted: not valid JSON ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError(f"{str(file)!r} is not an {FORMAT} manifest")
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"artifact format_version {manifest.get('format_version')!r} is not "
+                         f"supported; this anb reads version {FORMAT_VERSION}")
+    if manifest.get("manifest_sha256") != _digest(manifest):
+        raise ValueError(f"{str(file)!r} was modified after it was written "
+                         "(manifest checksum mismatch)")
+    for name, expected in manifest["files"].items():
+        member = path / name
+        if Path(name).name != name or not member.is_file():
+            raise ValueError(f"artifact file {name!r} listed in the manifest is missing")
+        actual = sha256_file(member)
+        if actual != expected:
+            raise ValueError(f"artifact file {name!r} is corrupted or tampered with: "
+                             f"sha256 {actual[:12]}... != manifest {expected[:12]}...")
+    return manifest
+
+
+def _check_compatible(manifest: dict[str, Any]) -> None:
+    space_info = manifest["space"]
+    space = get_space(space_info["name"])
+    if space.version != space_info["version"]:
+        raise ValueError(f"artifact was made for search space {space_info['name']!r} version "
+                         f"{space_info['version']!r}; this anb has version {space.version!r}")
+    schema = manifest["feature_schema"]
+    builder = FeatureBuilder(schema["feature_set"], None, space)
+    ours = builder.names()
+    theirs = [n for n in schema["names"] if not n.startswith("lc_")]
+    if ours != theirs:
+        raise ValueError(f"artifact feature schema {schema['feature_set']!r} does not match this "
+                         f"anb's ({len(theirs)} vs {len(ours)} columns, first difference at "
+                         f"{next((a, b) for a, b in zip(theirs + [''], ours + ['']) if a != b)})")
+    installed = library_versions()
+    for name, spec in manifest["targets"].items():
+        library = _FAMILY_LIBRARY.get(spec["model"]["family"])
+        if library is None:
+            continue
+        made, have = manifest["libraries"].get(library), installed.get(library)
+        if have is None:
+            raise ValueError(f"target {name!r} needs {library} (artifact made with {made}); "
+                             "it is not installed")
+        if made and made.split(".")[0] != have.split(".")[0]:
+            raise ValueError(f"target {name!r} was saved with {library} {made}; installed "
+                             f"{library} {have} has another major version")
+
+
+def load(path: str | Path) -> SurrogateBenchmark:
+    """Load a surrogate benchmark folder written by :func:`save` (verified, no code executed)."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    _check_compatible(manifest)
+    space = get_space(manifest["space"]["name"])
+    schema = manifest["feature_schema"]
+    layer_cost = LayerCostModel.load(path / schema["layer_cost"]) if schema["layer_cost"] else None
+    builder = FeatureBuilder(schema["feature_set"], layer_cost, space)
+    if builder.names() != schema["names"]:
+        raise ValueError("artifact layer-cost targets do not match its feature schema")
+    models, transforms = {}, {}
+    for name, spec in manifest["targets"].items():
+        models[name] = TargetSurrogate.from_spec(spec["model"], [path / f for f in spec["files"]])
+        transforms[name] = spec["transform"]
+    return SurrogateBenchmark(builder, models, transforms, info=manifest, space=space)

@@ -1,0 +1,146 @@
+"""The query object: architectures in, per-metric predicted mean and std out."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from anb.searchspace.encoding import to_choices
+from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.surrogates.compiled import PackedForest
+from anb.surrogates.ensemble import TargetSurrogate
+from anb.surrogates.features import FeatureBuilder
+
+#: Friendly names accepted by ``query(metrics=...)``.
+ALIASES = {"accuracy": "val_top1", "top1": "val_top1"}
+#: Batches up to this size use the packed numpy forest; larger ones the native predictor.
+SMALL_BATCH = 64
+
+
+class SurrogateBenchmark:
+    """A fitted surrogate benchmark (see :func:`anb.surrogates.load`)."""
+
+    def __init__(self, builder: FeatureBuilder, models: dict[str, TargetSurrogate],
+                 transforms: dict[str, str], info: dict[str, Any] | None = None,
+                 space: SearchSpace = ANB_SPACE):
+        self.builder = builder
+        self.models = models
+        self.transforms = transforms
+        self.info = dict(info or {})
+        self.space = space
+        self._packed: PackedForest | None = None
+        self._packed_slots: dict[str, list[int]] = {}
+
+    # ------------------------------------------------------------ metadata
+    @property
+    def metrics(self) -> list[str]:
+        """The metrics this benchmark predicts (``val_top1``, ``throughput_a100``, ...)."""
+        return list(self.models)
+
+    @property
+    def devices(self) -> list[str]:
+        return sorted({m.split("_", 1)[1] for m in self.models if "_" in m and m != "val_top1"})
+
+    def resolve(self, metrics: str | Sequence[str] | None) -> list[str]:
+        """Validate metric names (aliases allowed); ``None`` means all."""
+        if metrics is None:
+            return self.metrics
+        out = []
+        for name in [metrics] if isinstance(metrics, str) else metrics:
+            full = ALIASES.get(name, name)
+            if full not in self.models:
+                raise ValueError(f"unknown metric {name!r}; this benchmark knows {self.metrics} "
+                                 f"(aliases {sorted(ALIASES)})")
+            out.append(full)
+        return out
+
+    # ------------------------------------------------------------ input
+    def choices(self, archs: Any) -> np.ndarray:
+        """Raw choices ``(n, stages, 4)`` from Arch / dict / str (or lists), a raw-choice
+        array, or an ordinal-encoded ``(n, 4 * stages)`` array."""
+        if isinstance(archs, np.ndarray) and archs.ndim == 2:
+            width = 4 * self.space.num_stages
+            if archs.shape[1] != width:
+                raise ValueError(f"an encoded array must have {width} ordinal columns, "
+                                 f"got shape {archs.shape}")
+            return self._from_ordinal(archs)
+        if isinstance(archs, np.ndarray) and archs.ndim == 1 and archs.dtype.kind in "iuf":
+            return self.choices(archs[None, :])
+        if isinstance(archs, pd.DataFrame):
+            archs = archs.to_dict("records")
+        return to_choices(archs, self.space)
+
+    def _from_ordinal(self, positions: np.ndarray) -> np.ndarray:
+        pos = np.asarray(positions)
+        if not np.all(pos == np.round(pos)):
+            raise ValueError("an ordinal-encoded array must hold whole numbers")
+        pos = pos.astype(np.int64).reshape(len(pos), self.space.num_stages, 4)
+        out = np.empty_like(pos)
+        for s, stage in enumerate(self.space._value_tables()):
+            for f, table in enumerate(stage):
+                col = pos[:, s, f]
+                if col.size and (col.min() < 0 or col.max() >= len(table)):
+                    bad = int(col[(col < 0) | (col >= len(table))][0])
+                    raise ValueError(f"ordinal column b{s}_{'ekl'[f] if f < 3 else 'se'} has "
+                                     f"value {bad}; allowed positions are 0..{len(table) - 1}")
+                out[:, s, f] = table[col]
+        return out
+
+    # ------------------------------------------------------------ prediction
+    def _packed_forest(self) -> PackedForest | None:
+        if self._packed is None:
+            boosters, slot = [], 0
+            for name, model in self.models.items():
+                if model.family in ("xgboost", "random_forest"):
+                    boosters += [m.booster_ for m in model.members_]
+                    self._packed_slots[name] = list(range(slot, slot + len(model.members_)))
+                    slot += len(model.members_)
+            self._packed = PackedForest(boosters)
+        return self._packed
+
+    def _member_predictions(self, X: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        packed = self._packed_forest() if len(X) <= SMALL_BATCH else None
+        margins = packed.predict(X) if packed is not None and packed.n_boosters else None
+        for name in names:
+            model = self.models[name]
+            if margins is not None and name in self._packed_slots:
+                out[name] = model._base(X)[:, None] + margins[:, self._packed_slots[name]]
+            else:
+                out[name] = model.member_predictions(X)
+        return out
+
+    def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None
+                            ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Mean and predictive std in each target's model space (log for device metrics)."""
+        names = self.resolve(metrics)
+        X = self.builder.transform(self.choices(archs))
+        result = {}
+        for name, preds in self._member_predictions(X, names).items():
+            noise = self.models[name].noise_std_
+            result[name] = (preds.mean(1), np.sqrt(preds.var(1) + noise**2))
+        return result
+
+    def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,
+              seed: int | None = None) -> pd.DataFrame:
+        """Predict ``metrics`` (default: all) for one or many architectures.
+
+        Returns a DataFrame with ``<metric>`` (mean, or with ``noise=True`` one seeded draw of
+        a plausible observed value) and ``<metric>_std`` (predictive std) per metric.
+        """
+        dist = self.predict_transformed(archs, metrics)
+        rng = np.random.default_rng(seed) if noise else None
+        columns: dict[str, np.ndarray] = {}
+        for name, (mu, sigma) in dist.items():
+            draw = mu + sigma * rng.standard_normal(len(mu)) if rng is not None else mu
+            if self.transforms[name] == "log":
+                columns[name] = np.exp(draw)
+                columns[f"{name}_std"] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
+            else:
+                columns[name] = draw
+                columns[f"{name}_std"] = sigma
+        return pd.DataFrame(columns)
+
+    def __repr__(self) -> str:
+        return f"SurrogateBenchmark(metrics={self.metrics})"

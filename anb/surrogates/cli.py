@@ -1,0 +1,124 @@
+"""Top-level ``anb fit``, ``anb evaluate`` and ``anb query`` commands."""
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from anb.io import atomic_write_text
+
+
+def _fail(err: Exception) -> None:
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(code=2)
+
+
+def read_archs(text: str) -> list[Any]:
+    """Architectures from text: JSON (list or one), JSON lines, CSV with ``block{i}_*``
+    columns, or one architecture string per line."""
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("no architectures given (empty input)")
+    if stripped[0] in "[{":
+        try:
+            data = json.loads(stripped)
+            return data if isinstance(data, list) else [data]
+        except json.JSONDecodeError:
+            return [json.loads(line) for line in stripped.splitlines() if line.strip()]
+    first = stripped.splitlines()[0]
+    if "block0_e" in first:
+        import pandas as pd
+
+        return pd.read_csv(io.StringIO(stripped)).to_dict("records")
+    return [line.strip() for line in stripped.splitlines() if line.strip()]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``fit``, ``evaluate`` and ``query`` to the root ``anb`` app."""
+
+    @app.command("fit")
+    def fit_cmd(
+        dataset: Path = typer.Argument(..., help="dataset: tarball, folder of JSON, CSV, Parquet"),
+        out: Path = typer.Option(..., "--out", "-o", help="artifact folder to write"),
+        config: Optional[Path] = typer.Option(None, help="FitConfig JSON (configs/surrogates/)"),
+        targets: Optional[str] = typer.Option(None, help="comma-separated targets (default all)"),
+        split: str = typer.Option("published", help="published | random | kfold:<k>:<i>"),
+        split_dir: Optional[Path] = typer.Option(None, help="folder of {train,val,test}_paths.json"),
+        members: Optional[int] = typer.Option(None, help="ensemble members per target"),
+        hpo_seconds: float = typer.Option(0.0, help="Optuna budget per target on val (0: none)"),
+        seed: int = typer.Option(0),
+        jobs: int = typer.Option(1, help="threads per model"),
+    ) -> None:
+        """Fit a surrogate per target and save the artifact."""
+        from anb.surrogates.api import fit
+
+        try:
+            bench, report = fit(dataset, out, config=config, targets=_split_list(targets),
+                                split=split, split_dir=split_dir, members=members,
+                                hpo_seconds=hpo_seconds, seed=seed, n_jobs=jobs)
+        except (ValueError, FileNotFoundError) as err:
+            _fail(err)
+        typer.echo(report)
+        typer.echo(f"wrote {out}")
+
+    @app.command("evaluate")
+    def evaluate_cmd(
+        model: Path = typer.Argument(..., help="artifact folder written by `anb fit`"),
+        dataset: Path = typer.Argument(..., help="dataset the split files refer to"),
+        split_dir: Optional[Path] = typer.Option(None),
+        split: str = typer.Option("published"),
+        on: str = typer.Option("test", help="which part of the split to score"),
+        report: Optional[Path] = typer.Option(None, help="folder for tables and parity plots"),
+        baseline: bool = typer.Option(False, help="also fit the reference XGBoost/LightGBM recipe "
+                                                  "and print the comparison table"),
+        jobs: int = typer.Option(1),
+    ) -> None:
+        """Score an artifact (R^2, Kendall tau, sparse tau, Spearman, MAE, RMSE, coverage)."""
+        from anb.surrogates.api import evaluate_artifact
+
+        try:
+            text = evaluate_artifact(model, dataset, split=split, split_dir=split_dir, on=on,
+                                     report=report, baseline=baseline, n_jobs=jobs)
+        except (ValueError, FileNotFoundError) as err:
+            _fail(err)
+        typer.echo(text)
+
+    @app.command("query")
+    def query_cmd(
+        model: Path = typer.Argument(..., help="artifact folder written by `anb fit`"),
+        archs: str = typer.Argument("-", help="file of architectures, or '-' for stdin"),
+        metrics: Optional[str] = typer.Option(None, help="comma-separated metrics (default all)"),
+        noise: bool = typer.Option(False, help="sample plausible observed values"),
+        seed: Optional[int] = typer.Option(None),
+        out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV file (default stdout)"),
+    ) -> None:
+        """Predict metrics for architectures (strings, JSON records or CSV); writes CSV."""
+        from anb.surrogates.artifact import load
+
+        try:
+            text = sys.stdin.read() if archs == "-" else Path(archs).read_text()
+            items = read_archs(text)
+            bench = load(model)
+            frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
+            frame.insert(0, "arch", [str(a) for a in _as_archs(bench, items)])
+        except (ValueError, FileNotFoundError) as err:
+            _fail(err)
+        csv = frame.to_csv(index=False, float_format="%.6g")
+        if out is None:
+            typer.echo(csv, nl=False)
+        else:
+            atomic_write_text(out, csv)
+
+
+def _as_archs(bench, items):
+    from anb.searchspace.arch import archs_from_choices
+
+    return archs_from_choices(bench.choices(items), bench.space)
+
+
+def _split_list(text: Optional[str]) -> Optional[list[str]]:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None

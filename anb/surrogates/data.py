@@ -1,0 +1,136 @@
+"""Training tables for surrogates: targets, label extraction and reproducible splits."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from anb.records import load_dataset, perf_columns
+from anb.searchspace.encoding import to_choices
+from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
+
+ACCURACY_TARGET = "val_top1"
+SPLIT_NAMES = ("train", "val", "test")
+DEFAULT_SPLIT_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "anb" / "splits"
+
+
+def target_columns(frame: pd.DataFrame) -> list[str]:
+    """Every target a table holds: top-1 accuracy first, then each device metric."""
+    targets = [ACCURACY_TARGET] if ACCURACY_TARGET in frame.columns else []
+    return targets + sorted(perf_columns(frame))
+
+
+def transform_for(target: str) -> str:
+    """The label transform a target is modelled in: ``log`` for device speed, else ``identity``."""
+    return "log" if target.startswith(("throughput_", "latency_")) else "identity"
+
+
+def load_table(path: str | Path, space: SearchSpace = ANB_SPACE) -> pd.DataFrame:
+    """Load any dataset form ``anb.records.load_dataset`` reads (tarball, folder, JSON, CSV...)."""
+    frame = load_dataset(path, space)
+    if frame.empty:
+        raise ValueError(f"dataset {str(path)!r} holds no records")
+    return frame
+
+
+def frame_choices(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE) -> np.ndarray:
+    """The ``(n, num_stages, 4)`` raw choices of a table's ``block{i}_{field}`` columns."""
+    keys = [f"block{i}_{f}" for i in range(space.num_stages) for f in FIELDS]
+    return to_choices([dict(zip(keys, row)) for row in frame[keys].itertuples(index=False)], space)
+
+
+@dataclass(frozen=True)
+class Labels:
+    """One target's labels with the rows that hold a value."""
+
+    target: str
+    values: np.ndarray
+    present: np.ndarray
+
+    @property
+    def n_missing(self) -> int:
+        return int((~self.present).sum())
+
+
+def labels(frame: pd.DataFrame, target: str) -> Labels:
+    """Labels of ``target``; missing (null / non-finite) values are flagged, not dropped."""
+    allowed = target_columns(frame)
+    if target not in allowed:
+        raise ValueError(f"unknown target {target!r}; this dataset has {allowed}")
+    values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
+    present = np.isfinite(values)
+    if transform_for(target) == "log":
+        present &= values > 0
+    return Labels(target, values, present)
+
+
+def data_hash(frame: pd.DataFrame, targets: Sequence[str]) -> str:
+    """SHA-256 of the architectures and target values a model was trained on (order-free)."""
+    cols = ["arch"] + list(targets)
+    text = frame[cols].sort_values(cols).to_csv(index=False, float_format="%.9g")
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- splits
+def published_split(frame: pd.DataFrame, split_dir: str | Path | None = None) -> dict[str, np.ndarray]:
+    """Boolean masks from the benchmark's ``{train,val,test}_paths.json`` (matched on file name)."""
+    split_dir = Path(split_dir) if split_dir is not None else DEFAULT_SPLIT_DIR
+    masks = {}
+    for name in SPLIT_NAMES:
+        file = split_dir / f"{name}_paths.json"
+        if not file.exists():
+            raise FileNotFoundError(f"split file {str(file)!r} does not exist")
+        names = {Path(p).name for p in json.loads(file.read_text())}
+        masks[name] = frame["source"].astype(str).map(lambda s: Path(s).name).isin(names).to_numpy()
+    if not masks["train"].any():
+        raise ValueError(f"no record of this dataset is in the train split of {str(split_dir)!r}")
+    return masks
+
+
+def _unit_hash(keys: Sequence[str], seed: int) -> np.ndarray:
+    """A per-key uniform number in [0, 1) that depends only on the key and the seed."""
+    out = np.empty(len(keys))
+    for i, key in enumerate(keys):
+        digest = hashlib.blake2b(f"{seed}:{key}".encode(), digest_size=8).digest()
+        out[i] = int.from_bytes(digest, "little") / 2**64
+    return out
+
+
+def random_split(frame: pd.DataFrame, seed: int = 0,
+                 fractions: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> dict[str, np.ndarray]:
+    """Seeded split by architecture id (duplicates stay together); the same on every machine."""
+    if len(fractions) != 3 or abs(sum(fractions) - 1) > 1e-9 or min(fractions) < 0:
+        raise ValueError(f"fractions must be 3 non-negative numbers summing to 1, got {fractions}")
+    u = _unit_hash(frame["arch_id"].astype(str).tolist(), seed)
+    cut1, cut2 = fractions[0], fractions[0] + fractions[1]
+    return {"train": u < cut1, "val": (u >= cut1) & (u < cut2), "test": u >= cut2}
+
+
+def kfold_splits(frame: pd.DataFrame, k: int = 5, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Seeded k-fold by architecture id: fold ``i`` is the test set, fold ``i+1`` validation."""
+    if k < 3:
+        raise ValueError(f"k must be at least 3 (train, val and test folds), got {k}")
+    fold = np.floor(_unit_hash(frame["arch_id"].astype(str).tolist(), seed) * k).astype(int)
+    return [{"train": (fold != i) & (fold != (i + 1) % k), "val": fold == (i + 1) % k,
+             "test": fold == i} for i in range(k)]
+
+
+def make_split(frame: pd.DataFrame, split: str = "published", seed: int = 0,
+               split_dir: str | Path | None = None) -> dict[str, np.ndarray]:
+    """``published`` (default), ``random`` or ``kfold:<k>:<i>`` masks."""
+    if split == "published":
+        return published_split(frame, split_dir)
+    if split == "random":
+        return random_split(frame, seed)
+    if split.startswith("kfold:"):
+        try:
+            _, k, i = split.split(":")
+            return kfold_splits(frame, int(k), seed)[int(i)]
+        except (ValueError, IndexError):
+            pass
+    raise ValueError(f"unknown split {split!r}; allowed: 'published', 'random', 'kfold:<k>:<i>'")

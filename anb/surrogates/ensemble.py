@@ -1,0 +1,112 @@
+"""One target's surrogate: bagged members of one family plus an estimated label-noise term.
+
+Members are trained on bootstrap resamples of the training rows (seeded), optionally as a
+correction of a base feature (the layer-cost prediction). The predictive variance is the
+members' spread plus a noise variance estimated on the validation split, so that intervals
+cover observed labels, not only the model's own disagreement.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from anb.surrogates.estimators import Family, make_family, FAMILIES
+
+
+class TargetSurrogate:
+    """Bagged ensemble for one (transformed) target with mean / std prediction."""
+
+    def __init__(self, family: str = "xgboost", params: dict[str, Any] | None = None,
+                 n_members: int = 5, bootstrap: bool = True, base_column: int | None = None,
+                 random_state: int = 0):
+        self.family = family
+        self.params = params
+        self.n_members = n_members
+        self.bootstrap = bootstrap
+        self.base_column = base_column
+        self.random_state = random_state
+
+    def _base(self, X: np.ndarray) -> np.ndarray:
+        return X[:, self.base_column].astype(np.float64) if self.base_column is not None \
+            else np.zeros(len(X))
+
+    def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
+            y_val: np.ndarray | None = None,
+            progress: Callable[[], None] | None = None) -> "TargetSurrogate":
+        """Fit the members on ``(X, y)``; early stopping and the noise estimate use the val set."""
+        if len(X) == 0:
+            raise ValueError("empty training set: no labelled rows are left after filtering")
+        if self.n_members < 1:
+            raise ValueError(f"n_members must be >= 1, got {self.n_members}")
+        make_family(self.family, self.params)  # validates names before any work
+        rng = np.random.default_rng(self.random_state)
+        resid = y - self._base(X)
+        resid_val = None if X_val is None else y_val - self._base(X_val)
+        self.members_: list[Family] = []
+        for i in range(self.n_members):
+            rows = rng.integers(0, len(X), len(X)) if self.bootstrap and self.n_members > 1 \
+                else np.arange(len(X))
+            member = make_family(self.family, self._member_params(i))
+            self.members_.append(member.fit(X[rows], resid[rows], X_val, resid_val))
+            if progress is not None:
+                progress()
+        self.noise_std_ = self._estimate_noise(X_val, y_val) if X_val is not None and len(X_val) > 1 \
+            else 0.0
+        return self
+
+    def _member_params(self, i: int) -> dict[str, Any]:
+        params = dict(self.params or {})
+        if "random_state" in FAMILIES[self.family]._param_names:
+            params["random_state"] = self.random_state * 1000 + i
+        return params
+
+    def _estimate_noise(self, X_val: np.ndarray, y_val: np.ndarray) -> float:
+        mean, spread = self.predict_members(X_val)
+        excess = np.mean((y_val - mean) ** 2) - np.mean(spread**2)
+        return float(np.sqrt(max(excess, 0.0)))
+
+    def member_predictions(self, X: np.ndarray) -> np.ndarray:
+        """``(n, n_members)`` predictions in the transformed target space."""
+        base = self._base(X)
+        return np.stack([base + m.predict(X) for m in self.members_], axis=1)
+
+    def predict_members(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and spread (std) over members."""
+        preds = self.member_predictions(X)
+        return preds.mean(1), preds.std(1)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.predict_members(X)[0]
+
+    def predict_dist(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and std (members' spread combined with the label noise)."""
+        mean, spread = self.predict_members(X)
+        return mean, np.sqrt(spread**2 + self.noise_std_**2)
+
+    # ------------------------------------------------------------ persistence
+    def save(self, folder: Path, stem: str) -> list[Path]:
+        """Write the members as ``<stem>.m<i><suffix>``; return the paths."""
+        paths = []
+        for i, member in enumerate(self.members_):
+            path = folder / f"{stem}.m{i}{member.suffix}"
+            member.save(path)
+            paths.append(path)
+        return paths
+
+    def spec(self) -> dict[str, Any]:
+        """JSON-able description for the manifest (everything but the member files)."""
+        return {"family": self.family, "params": self.params or {}, "n_members": self.n_members,
+                "bootstrap": self.bootstrap, "base_column": self.base_column,
+                "random_state": self.random_state, "noise_std": self.noise_std_,
+                "member_params": [m.get_params() for m in self.members_]}
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any], paths: list[Path]) -> "TargetSurrogate":
+        model = cls(spec["family"], spec["params"], spec["n_members"], spec["bootstrap"],
+                    spec["base_column"], spec["random_state"])
+        family = FAMILIES[spec["family"]]
+        model.members_ = [family.load(p, params) for p, params in zip(paths, spec["member_params"])]
+        model.noise_std_ = float(spec["noise_std"])
+        return model

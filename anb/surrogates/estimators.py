@@ -1,0 +1,329 @@
+"""Model families behind one estimator interface.
+
+Every family follows the scikit-learn convention (hyper-parameters in ``__init__``, ``fit`` /
+``predict``), accepts an optional validation set for early stopping, and saves itself in a
+native, code-free format: XGBoost / LightGBM model files, or ``.npz`` arrays read with
+``allow_pickle=False`` (SVR, MLP).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from anb.io import atomic_write, atomic_write_text
+
+
+class Family:
+    """Interface shared by all model families (one regression output)."""
+
+    name: ClassVar[str]
+    suffix: ClassVar[str]
+    _param_names: ClassVar[tuple[str, ...]]
+
+    def get_params(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self._param_names}
+
+    def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
+            y_val: np.ndarray | None = None) -> "Family":
+        raise NotImplementedError
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def save(self, path: Path) -> None:
+        """Write the fitted model to ``path`` (atomically)."""
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, path: Path, params: dict[str, Any]) -> "Family":
+        raise NotImplementedError
+
+
+class XGBoostFamily(Family):
+    """Gradient-boosted trees (XGBoost, ``hist``), early stopping on the validation set."""
+
+    name, suffix = "xgboost", ".json"
+    _param_names = ("n_estimators", "max_depth", "learning_rate", "subsample", "colsample_bytree",
+                    "min_child_weight", "reg_lambda", "reg_alpha", "early_stopping_rounds",
+                    "random_state", "n_jobs")
+
+    def __init__(self, n_estimators: int = 2000, max_depth: int = 4, learning_rate: float = 0.03,
+                 subsample: float = 0.8, colsample_bytree: float = 0.8,
+                 min_child_weight: float = 1.0, reg_lambda: float = 1.0, reg_alpha: float = 0.0,
+                 early_stopping_rounds: int = 100, random_state: int = 0, n_jobs: int = 1):
+        self.n_estimators, self.max_depth, self.learning_rate = n_estimators, max_depth, learning_rate
+        self.subsample, self.colsample_bytree = subsample, colsample_bytree
+        self.min_child_weight, self.reg_lambda, self.reg_alpha = min_child_weight, reg_lambda, reg_alpha
+        self.early_stopping_rounds, self.random_state, self.n_jobs = (
+            early_stopping_rounds, random_state, n_jobs)
+
+    def _regressor(self):
+        import xgboost as xgb
+
+        return xgb.XGBRegressor(**{k: v for k, v in self.get_params().items()
+                                   if k != "early_stopping_rounds"}, tree_method="hist")
+
+    def fit(self, X, y, X_val=None, y_val=None):
+        model = self._regressor()
+        if X_val is not None and len(X_val) and self.early_stopping_rounds:
+            model.set_params(early_stopping_rounds=self.early_stopping_rounds)
+            model.fit(X, y, eval_set=[(X_val, y_val)], verbose=False)
+            booster = model.get_booster()[: model.best_iteration + 1]
+        else:
+            model.fit(X, y, verbose=False)
+            booster = model.get_booster()
+        booster.set_param({"nthread": self.n_jobs})
+        self.booster_ = booster
+        return self
+
+    def predict(self, X):
+        return self.booster_.inplace_predict(np.asarray(X, dtype=np.float32))
+
+    def save(self, path):
+        raw = bytes(self.booster_.save_raw("json"))
+        atomic_write(path, lambda tmp: tmp.write_bytes(raw))
+
+    @classmethod
+    def load(cls, path, params):
+        import xgboost as xgb
+
+        model = cls(**params)
+        model.booster_ = xgb.Booster(model_file=str(path))
+        model.booster_.set_param({"nthread": model.n_jobs})
+        return model
+
+
+class RandomForestFamily(XGBoostFamily):
+    """Random forest (XGBoost's ``XGBRFRegressor``: one round of bagged, column-sampled trees)."""
+
+    name = "random_forest"
+    _param_names = ("n_estimators", "max_depth", "subsample", "colsample_bynode",
+                    "min_child_weight", "random_state", "n_jobs")
+
+    def __init__(self, n_estimators: int = 300, max_depth: int = 12, subsample: float = 0.8,
+                 colsample_bynode: float = 0.6, min_child_weight: float = 1.0,
+                 random_state: int = 0, n_jobs: int = 1):
+        self.n_estimators, self.max_depth, self.subsample = n_estimators, max_depth, subsample
+        self.colsample_bynode, self.min_child_weight = colsample_bynode, min_child_weight
+        self.random_state, self.n_jobs = random_state, n_jobs
+        self.early_stopping_rounds = 0
+
+    def _regressor(self):
+        import xgboost as xgb
+
+        return xgb.XGBRFRegressor(**self.get_params(), tree_method="hist")
+
+
+class LightGBMFamily(Family):
+    """Gradient-boosted trees (LightGBM), early stopping on the validation set."""
+
+    name, suffix = "lightgbm", ".txt"
+    _param_names = ("n_estimators", "num_leaves", "learning_rate", "subsample", "colsample_bytree",
+                    "min_child_samples", "reg_lambda", "early_stopping_rounds", "random_state",
+                    "n_jobs")
+
+    def __init__(self, n_estimators: int = 3000, num_leaves: int = 15, learning_rate: float = 0.02,
+                 subsample: float = 0.8, colsample_bytree: float = 0.7,
+                 min_child_samples: int = 10, reg_lambda: float = 0.0,
+                 early_stopping_rounds: int = 100, random_state: int = 0, n_jobs: int = 1):
+        self.n_estimators, self.num_leaves, self.learning_rate = n_estimators, num_leaves, learning_rate
+        self.subsample, self.colsample_bytree = subsample, colsample_bytree
+        self.min_child_samples, self.reg_lambda = min_child_samples, reg_lambda
+        self.early_stopping_rounds, self.random_state, self.n_jobs = (
+            early_stopping_rounds, random_state, n_jobs)
+
+    def fit(self, X, y, X_val=None, y_val=None):
+        import lightgbm as lgb
+
+        params = {k: v for k, v in self.get_params().items() if k != "early_stopping_rounds"}
+        model = lgb.LGBMRegressor(**params, subsample_freq=1, verbose=-1)
+        callbacks = []
+        kwargs: dict[str, Any] = {}
+        if X_val is not None and len(X_val) and self.early_stopping_rounds:
+            kwargs = {"eval_X": (X_val,), "eval_y": (y_val,)}
+            callbacks.append(lgb.early_stopping(self.early_stopping_rounds, verbose=False))
+        model.fit(X, y, callbacks=callbacks, **kwargs)
+        best = model.best_iteration_ or None
+        self.booster_ = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=best))
+        return self
+
+    def predict(self, X):
+        return self.booster_.predict(np.asarray(X, dtype=np.float64), num_threads=self.n_jobs)
+
+    def save(self, path):
+        atomic_write_text(path, self.booster_.model_to_string())
+
+    @classmethod
+    def load(cls, path, params):
+        import lightgbm as lgb
+
+        model = cls(**params)
+        model.booster_ = lgb.Booster(model_file=str(path))
+        return model
+
+
+class _Standardised(Family):
+    """Shared input/label standardisation for the array-backed families (SVR, MLP)."""
+
+    suffix = ".npz"
+
+    def _fit_scaling(self, X, y):
+        self.x_mean_, self.x_scale_ = X.mean(0), X.std(0) + 1e-8
+        self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std() + 1e-12)
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        return {"x_mean": self.x_mean_, "x_scale": self.x_scale_,
+                "y_stats": np.array([self.y_mean_, self.y_scale_])}
+
+    def _set_arrays(self, data) -> None:
+        self.x_mean_, self.x_scale_ = data["x_mean"], data["x_scale"]
+        self.y_mean_, self.y_scale_ = (float(v) for v in data["y_stats"])
+
+    def save(self, path):
+        arrays = self._arrays()
+        atomic_write(path, lambda tmp: _savez(tmp, arrays))
+
+    @classmethod
+    def load(cls, path, params):
+        model = cls(**params)
+        with np.load(path, allow_pickle=False) as data:
+            model._set_arrays(data)
+        return model
+
+
+def _savez(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
+    with open(tmp, "wb") as handle:
+        np.savez(handle, **arrays)
+
+
+class SVRFamily(_Standardised):
+    """RBF support-vector regression (scikit-learn fit, numpy predict from saved arrays)."""
+
+    name = "svr"
+    _param_names = ("C", "epsilon", "gamma")
+
+    def __init__(self, C: float = 3.0, epsilon: float = 0.02, gamma: float | None = None):
+        self.C, self.epsilon, self.gamma = C, epsilon, gamma
+
+    def fit(self, X, y, X_val=None, y_val=None):
+        from sklearn.svm import SVR
+
+        X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
+        self._fit_scaling(X, y)
+        Z = (X - self.x_mean_) / self.x_scale_
+        self.gamma_ = float(self.gamma if self.gamma is not None else 1.0 / Z.shape[1])
+        svr = SVR(C=self.C, epsilon=self.epsilon, gamma=self.gamma_)
+        svr.fit(Z, (y - self.y_mean_) / self.y_scale_)
+        self.support_, self.dual_ = svr.support_vectors_, svr.dual_coef_.ravel()
+        self.intercept_ = float(svr.intercept_[0])
+        return self
+
+    def predict(self, X):
+        Z = (np.asarray(X, np.float64) - self.x_mean_) / self.x_scale_
+        sq = (Z**2).sum(1)[:, None] + (self.support_**2).sum(1)[None] - 2 * Z @ self.support_.T
+        out = np.exp(-self.gamma_ * np.maximum(sq, 0)) @ self.dual_ + self.intercept_
+        return out * self.y_scale_ + self.y_mean_
+
+    def _arrays(self):
+        return {**super()._arrays(), "support": self.support_, "dual": self.dual_,
+                "scalars": np.array([self.gamma_, self.intercept_])}
+
+    def _set_arrays(self, data):
+        super()._set_arrays(data)
+        self.support_, self.dual_ = data["support"], data["dual"]
+        self.gamma_, self.intercept_ = (float(v) for v in data["scalars"])
+
+
+class MLPFamily(_Standardised):
+    """Fully connected network (torch training, numpy inference from saved weights)."""
+
+    name = "mlp"
+    _param_names = ("hidden", "epochs", "learning_rate", "weight_decay", "batch_size",
+                    "patience", "random_state")
+
+    def __init__(self, hidden: tuple[int, ...] = (256, 256), epochs: int = 400,
+                 learning_rate: float = 1e-3, weight_decay: float = 1e-4, batch_size: int = 128,
+                 patience: int = 40, random_state: int = 0):
+        self.hidden, self.epochs, self.learning_rate = tuple(hidden), epochs, learning_rate
+        self.weight_decay, self.batch_size, self.patience = weight_decay, batch_size, patience
+        self.random_state = random_state
+
+    def fit(self, X, y, X_val=None, y_val=None):
+        import torch
+
+        X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
+        self._fit_scaling(X, y)
+        gen = torch.Generator().manual_seed(self.random_state)
+        torch.manual_seed(self.random_state)
+        sizes = [X.shape[1], *self.hidden, 1]
+        layers: list[torch.nn.Module] = []
+        for i in range(len(sizes) - 1):
+            layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+            if i < len(sizes) - 2:
+                layers.append(torch.nn.ReLU())
+        net = torch.nn.Sequential(*layers).double()
+        opt = torch.optim.AdamW(net.parameters(), lr=self.learning_rate,
+                                weight_decay=self.weight_decay)
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, self.epochs)
+        xt = torch.from_numpy((X - self.x_mean_) / self.x_scale_)
+        yt = torch.from_numpy((y - self.y_mean_) / self.y_scale_)
+        has_val = X_val is not None and len(X_val) > 0
+        if has_val:
+            xv = torch.from_numpy((np.asarray(X_val, np.float64) - self.x_mean_) / self.x_scale_)
+            yv = torch.from_numpy((np.asarray(y_val, np.float64) - self.y_mean_) / self.y_scale_)
+        best, best_state, since = np.inf, None, 0
+        for _ in range(self.epochs):
+            net.train()
+            for idx in torch.randperm(len(xt), generator=gen).split(self.batch_size):
+                opt.zero_grad()
+                loss = torch.mean((net(xt[idx]).squeeze(1) - yt[idx]) ** 2)
+                loss.backward()
+                opt.step()
+            sched.step()
+            if has_val:
+                with torch.no_grad():
+                    val = float(torch.mean((net(xv).squeeze(1) - yv) ** 2))
+                if val < best:
+                    best, since = val, 0
+                    best_state = [p.detach().clone() for p in net.parameters()]
+                elif (since := since + 1) >= self.patience:
+                    break
+        params = best_state or [p.detach() for p in net.parameters()]
+        self.weights_ = [p.numpy().copy() for p in params]
+        return self
+
+    def predict(self, X):
+        h = (np.asarray(X, np.float64) - self.x_mean_) / self.x_scale_
+        n_layers = len(self.weights_) // 2
+        for i in range(n_layers):
+            h = h @ self.weights_[2 * i].T + self.weights_[2 * i + 1]
+            if i < n_layers - 1:
+                h = np.maximum(h, 0)
+        return h[:, 0] * self.y_scale_ + self.y_mean_
+
+    def _arrays(self):
+        return {**super()._arrays(), **{f"w{i}": w for i, w in enumerate(self.weights_)}}
+
+    def _set_arrays(self, data):
+        super()._set_arrays(data)
+        self.weights_ = [data[f"w{i}"] for i in range(len([k for k in data.files if k[0] == "w"]))]
+
+
+FAMILIES: dict[str, type[Family]] = {
+    f.name: f for f in (XGBoostFamily, LightGBMFamily, RandomForestFamily, SVRFamily, MLPFamily)
+}
+
+
+def make_family(name: str, params: dict[str, Any] | None = None) -> Family:
+    """Instantiate a family by name with hyper-parameters; errors list what is allowed."""
+    if name not in FAMILIES:
+        raise ValueError(f"unknown model family {name!r}; allowed families are {sorted(FAMILIES)}")
+    cls = FAMILIES[name]
+    params = dict(params or {})
+    unknown = sorted(set(params) - set(cls._param_names))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {unknown} for family {name!r}; "
+                         f"allowed: {list(cls._param_names)}")
+    return cls(**params)

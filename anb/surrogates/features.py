@@ -1,0 +1,124 @@
+"""Feature sets for surrogates: the search-space encodings plus a learned per-layer cost model.
+
+Device time is close to a sum of per-layer times, and every layer of a stage after the first is
+identical. :class:`LayerCostModel` fits that structure per target by least squares: the cost
+(``1/throughput``, ``latency`` or accuracy) is a sum over stages of a first-layer term and
+``(layers - 1)`` times a later-layer term, each chosen by the stage's ``(e, k, se)``. Its
+predictions (in the target's transformed space) are extra features and the base the tree models
+correct. Weights are plain arrays (saved as ``.npz`` without pickle).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from anb.searchspace.encoding import encode, encoding_names
+from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.surrogates.data import transform_for
+
+
+def layer_design(choices: np.ndarray, space: SearchSpace = ANB_SPACE) -> np.ndarray:
+    """Per stage: one-hot of the first layer's ``(e, k, se)`` and the count of later layers."""
+    pos = space.ordinal(choices)
+    n = len(choices)
+    blocks = []
+    for s, spec in enumerate(space.stages):
+        radix_e, radix_k, _, radix_se = spec.radices
+        width = radix_e * radix_k * radix_se
+        combo = (pos[:, s, 0] * radix_k + pos[:, s, 1]) * radix_se + pos[:, s, 3]
+        first = np.zeros((n, width))
+        first[np.arange(n), combo] = 1.0
+        blocks += [first, first * (choices[:, s, 2] - 1)[:, None]]
+    return np.concatenate(blocks + [np.ones((n, 1))], axis=1)
+
+
+def to_cost(target: str, y: np.ndarray) -> np.ndarray:
+    """The additive quantity of a target: time per image for throughput, else the label."""
+    return 1.0 / y if target.startswith("throughput_") else y
+
+
+def cost_to_feature(target: str, cost: np.ndarray, floor: float) -> np.ndarray:
+    """Map a predicted cost into the target's transformed space (log for device metrics)."""
+    if transform_for(target) != "log":
+        return cost
+    value = np.log(np.maximum(cost, floor))
+    return -value if target.startswith("throughput_") else value
+
+
+class LayerCostModel:
+    """Ridge-regularised additive per-layer cost model, one weight vector per target."""
+
+    def __init__(self, alpha: float = 1e-6):
+        self.alpha = alpha
+
+    def fit(self, choices: np.ndarray, targets: Mapping[str, tuple[np.ndarray, np.ndarray]],
+            space: SearchSpace = ANB_SPACE) -> "LayerCostModel":
+        """``targets`` maps a name to ``(labels, present mask)`` over the rows of ``choices``."""
+        design = layer_design(choices, space)
+        self.targets_ = list(targets)
+        self.weights_ = np.zeros((len(self.targets_), design.shape[1]))
+        self.floors_ = np.zeros(len(self.targets_))
+        for i, (name, (y, present)) in enumerate(targets.items()):
+            if present.sum() < 2:
+                raise ValueError(f"target {name!r} has {int(present.sum())} labelled rows; need >= 2")
+            a, c = design[present], to_cost(name, y[present])
+            scale = a.T @ a
+            self.weights_[i] = np.linalg.solve(scale + self.alpha * np.trace(scale)
+                                               / len(scale) * np.eye(len(scale)), a.T @ c)
+            self.floors_[i] = 0.1 * np.abs(c).min() if transform_for(name) == "log" else 0.0
+        return self
+
+    def transform(self, choices: np.ndarray, space: SearchSpace = ANB_SPACE) -> np.ndarray:
+        """Predictions of every target in its transformed space, ``(n, n_targets)``."""
+        cost = layer_design(choices, space) @ self.weights_.T
+        return np.stack([cost_to_feature(t, cost[:, i], self.floors_[i])
+                         for i, t in enumerate(self.targets_)], axis=1) if self.targets_ \
+            else np.zeros((len(choices), 0))
+
+    def names(self) -> list[str]:
+        return [f"lc_{t}" for t in self.targets_]
+
+    def save(self, path: str | Path) -> None:
+        np.savez(path, weights=self.weights_, floors=self.floors_,
+                 targets=np.array(self.targets_, dtype=np.str_), alpha=np.array(self.alpha))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "LayerCostModel":
+        with np.load(path, allow_pickle=False) as data:
+            model = cls(alpha=float(data["alpha"]))
+            model.weights_ = data["weights"]
+            model.floors_ = data["floors"]
+            model.targets_ = [str(t) for t in data["targets"]]
+        return model
+
+
+class FeatureBuilder:
+    """``encode(archs, feature_set)`` followed by the layer-cost predictions of every target."""
+
+    def __init__(self, feature_set: str = "features", layer_cost: LayerCostModel | None = None,
+                 space: SearchSpace = ANB_SPACE):
+        self.feature_set = feature_set
+        self.layer_cost = layer_cost
+        self.space = space
+
+    def names(self) -> list[str]:
+        names = list(encoding_names(self.feature_set, self.space))
+        return names + (self.layer_cost.names() if self.layer_cost is not None else [])
+
+    def transform(self, choices: np.ndarray) -> np.ndarray:
+        parts = [encode(choices, self.feature_set, self.space)]
+        if self.layer_cost is not None:
+            parts.append(self.layer_cost.transform(choices, self.space).astype(np.float32))
+        return np.concatenate(parts, axis=1).astype(np.float32)
+
+    def column(self, name: str) -> int:
+        names = self.names()
+        if name not in names:
+            raise ValueError(f"unknown feature {name!r}; features are {names[:6]}...")
+        return names.index(name)
+
+
+def feature_columns(names: Sequence[str], prefix: str) -> list[int]:
+    return [i for i, n in enumerate(names) if n.startswith(prefix)]

@@ -1,0 +1,165 @@
+"""Fit a whole surrogate benchmark from a dataset, and score it on a split."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.surrogates.benchmark import SurrogateBenchmark
+from anb.surrogates.data import (Labels, data_hash, frame_choices, labels, load_table, make_split,
+                                 target_columns, transform_for)
+from anb.surrogates.ensemble import TargetSurrogate
+from anb.surrogates.estimators import make_family
+from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.metrics import interval_coverage, regression_metrics
+
+
+@dataclass
+class TargetConfig:
+    """How one target is modelled."""
+
+    family: str = "xgboost"
+    params: dict[str, Any] = field(default_factory=dict)
+    n_members: int = 5
+
+
+@dataclass
+class FitConfig:
+    """Everything ``fit_benchmark`` needs besides the data (JSON-serialisable)."""
+
+    targets: list[str] | None = None
+    feature_set: str = "features"
+    layer_cost: bool = True
+    split: str = "published"
+    seed: int = 0
+    default: TargetConfig = field(default_factory=TargetConfig)
+    per_target: dict[str, TargetConfig] = field(default_factory=dict)
+
+    def for_target(self, target: str) -> TargetConfig:
+        return self.per_target.get(target, self.default)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FitConfig":
+        allowed = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ValueError(f"unknown config field(s) {unknown}; allowed: {sorted(allowed)}")
+        data = dict(data)
+        if "default" in data:
+            data["default"] = _target_config(data["default"], "default")
+        data["per_target"] = {k: _target_config(v, f"per_target.{k}")
+                              for k, v in (data.get("per_target") or {}).items()}
+        return cls(**data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "FitConfig":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _target_config(data: Any, where: str) -> TargetConfig:
+    if not isinstance(data, dict):
+        raise ValueError(f"config field {where!r} must be an object, got {data!r}")
+    unknown = sorted(set(data) - set(TargetConfig.__dataclass_fields__))
+    if unknown:
+        raise ValueError(f"unknown field(s) {unknown} in config {where!r}; "
+                         f"allowed: {sorted(TargetConfig.__dataclass_fields__)}")
+    config = TargetConfig(**data)
+    make_family(config.family, config.params)
+    return config
+
+
+@dataclass
+class Prepared:
+    """A dataset made ready for fitting: table, choices, split masks and labels."""
+
+    frame: pd.DataFrame
+    choices: np.ndarray
+    masks: dict[str, np.ndarray]
+    labels: dict[str, Labels]
+
+
+def prepare(data: str | Path | pd.DataFrame, targets: Sequence[str] | None = None,
+            split: str = "published", seed: int = 0, split_dir: str | Path | None = None,
+            space: SearchSpace = ANB_SPACE) -> Prepared:
+    """Load the data, split it, and pick the targets (all present by default)."""
+    frame = data if isinstance(data, pd.DataFrame) else load_table(data, space)
+    masks = make_split(frame, split, seed, split_dir)
+    names = list(targets) if targets else target_columns(frame)
+    return Prepared(frame, frame_choices(frame, space), masks,
+                    {t: labels(frame, t) for t in names})
+
+
+def to_model_space(target: str, y: np.ndarray) -> np.ndarray:
+    return np.log(y) if transform_for(target) == "log" else y
+
+
+def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress: bool = True,
+                  space: SearchSpace = ANB_SPACE) -> SurrogateBenchmark:
+    """Fit one bagged surrogate per target on the train split (val for early stopping/noise)."""
+    from tqdm.auto import tqdm
+
+    config = config or FitConfig()
+    train, val = prepared.masks["train"], prepared.masks["val"]
+    for target, lab in prepared.labels.items():
+        if not (lab.present & train).any():
+            raise ValueError(f"target {target!r}: empty training set after filtering "
+                             f"({lab.n_missing} of {len(lab.values)} labels are missing)")
+    layer_cost = None
+    if config.layer_cost:
+        layer_cost = LayerCostModel().fit(
+            prepared.choices[train],
+            {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
+            space)
+    builder = FeatureBuilder(config.feature_set, layer_cost, space)
+    X = builder.transform(prepared.choices)
+    total = sum(config.for_target(t).n_members for t in prepared.labels)
+    bar = tqdm(total=total, desc="fitting surrogates", disable=not progress, unit="member")
+    models, info = {}, {}
+    for target, lab in prepared.labels.items():
+        spec = config.for_target(target)
+        tr, va = lab.present & train, lab.present & val
+        y = to_model_space(target, lab.values)
+        base = builder.column(f"lc_{target}") if layer_cost is not None else None
+        model = TargetSurrogate(spec.family, spec.params, spec.n_members, True, base, config.seed)
+        models[target] = model.fit(X[tr], y[tr], X[va], y[va], progress=bar.update)
+        info[target] = {"n_train": int(tr.sum()), "n_val": int(va.sum()),
+                        "n_missing": lab.n_missing}
+    bar.close()
+    transforms = {t: transform_for(t) for t in models}
+    manifest_info = {
+        "fit_config": config.to_dict(),
+        "training_data": {"sha256": data_hash(prepared.frame, list(prepared.labels)),
+                          "n_records": len(prepared.frame), "split": config.split},
+        "targets": info,
+    }
+    return SurrogateBenchmark(builder, models, transforms, manifest_info, space)
+
+
+def evaluate(bench: SurrogateBenchmark, prepared: Prepared, split: str = "test"
+             ) -> pd.DataFrame:
+    """Per-target metrics on one split in original units, plus 90 % interval coverage."""
+    mask = prepared.masks[split]
+    rows = []
+    names = [t for t in bench.metrics if t in prepared.labels]
+    if not names:
+        raise ValueError(f"the data has none of the benchmark's metrics {bench.metrics}")
+    frame = bench.query(prepared.choices[mask], names)
+    for target in names:
+        lab = prepared.labels[target]
+        present = lab.present[mask]
+        if present.sum() < 2:
+            continue
+        y, pred = lab.values[mask][present], frame[target].to_numpy()[present]
+        std = frame[f"{target}_std"].to_numpy()[present]
+        rows.append({"target": target, "n": int(present.sum()),
+                     "n_missing": int((~present).sum()), **regression_metrics(y, pred),
+                     "coverage90": interval_coverage(y, pred, std)})
+    return pd.DataFrame(rows).set_index("target")

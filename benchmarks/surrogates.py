@@ -1,0 +1,161 @@
+"""Surrogate benchmark: accuracy vs baselines, uncertainty, fit time and query speed.
+
+    nice .venv/bin/python benchmarks/surrogates.py [--config configs/surrogates/default.json]
+        [--out /tmp/anb-surrogates] [--report /tmp/anb-surrogates-report] [--jobs 2]
+
+Fits the full benchmark from the released dataset on the published split, re-measures the
+reference recipe (XGBoost and LightGBM on the ordinal encoding) in the same run, and prints our
+test metrics beside both and beside the REFERENCE.md numbers, the distance to each Kendall-tau
+goal, interval coverage, and query timings (medians) against the baseline's models.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from anb.searchspace import Sampler
+from anb.searchspace.encoding import encode
+from anb.surrogates import FitConfig, evaluate, fit_benchmark, load, prepare, save
+from anb.surrogates.baseline import (REFERENCE_BASELINES, TAU_GOALS, baseline_families,
+                                     comparison_table, evaluate_baselines)
+from anb.surrogates.metrics import interval_coverage
+from anb.surrogates.report import markdown_table, parity_plots, write_report
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "anb" / "anb_dataset_jsons.tar.gz"
+
+
+def median_time(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def required_check(comp: pd.DataFrame) -> pd.DataFrame:
+    """The issue's required bar: >= the better baseline (re-measured and REFERENCE) in R^2 and
+    tau, and +0.01 tau on tpuv3, zcu102 and vck190 throughput."""
+    rows = []
+    for target, row in comp.iterrows():
+        extra = 0.01 if target in ("throughput_tpuv3", "throughput_zcu102",
+                                   "throughput_vck190") else 0.0
+        rows.append({"target": target, "r2_ok": row["d_r2_vs_best"] >= 0,
+                     "tau_ok": row["d_tau_vs_best"] >= extra,
+                     "tau_goal_ok": row["to_goal"] >= 0})
+    return pd.DataFrame(rows).set_index("target")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--config", default=str(ROOT / "configs/surrogates/default.json"))
+    parser.add_argument("--out", default="/tmp/anb-surrogates")
+    parser.add_argument("--report", default=None)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--skip-baseline", action="store_true")
+    args = parser.parse_args()
+    pd.set_option("display.width", 220)
+    pd.set_option("display.max_columns", 30)
+
+    prepared = prepare(args.data)
+    config = FitConfig.from_file(args.config)
+    from anb.surrogates.api import _with_jobs
+
+    config = _with_jobs(config, args.jobs)
+    start = time.perf_counter()
+    bench = fit_benchmark(prepared, config)
+    fit_seconds = time.perf_counter() - start
+    save(bench, args.out)
+    bench = load(args.out)
+    ours = evaluate(bench, prepared, "test")
+
+    baselines, base_seconds = None, float("nan")
+    if not args.skip_baseline:
+        start = time.perf_counter()
+        baselines = evaluate_baselines(prepared, list(ours.index), n_jobs=args.jobs)
+        base_seconds = time.perf_counter() - start
+    comp = comparison_table(ours, baselines)
+
+    print("\n== test split: our models ==")
+    print(ours.round(4).to_string())
+    if baselines is not None:
+        print("\n== test split: baselines re-measured in this run (ordinal encoding) ==")
+        print(baselines[["r2", "kendall_tau", "sparse_kendall_tau", "mae"]].round(4).to_string())
+    print("\n== comparison (ours vs best of re-measured and REFERENCE; to_goal = tau - goal) ==")
+    print(comp.round(4).to_string())
+    print("\n== required bar and goals ==")
+    print(required_check(comp).to_string())
+
+    # ---------------------------------------------------------------- uncertainty
+    test = prepared.masks["test"]
+    X = bench.builder.transform(prepared.choices[test])
+    rows = []
+    for target, model in bench.models.items():
+        lab = prepared.labels[target]
+        ok = lab.present[test]
+        y = np.log(lab.values[test][ok]) if bench.transforms[target] == "log" \
+            else lab.values[test][ok]
+        mean, spread = model.predict_members(X[ok])
+        rows.append({"target": target, "noise_std": model.noise_std_,
+                     "median_spread": float(np.median(spread)),
+                     "coverage90_spread_only": interval_coverage(y, mean, spread),
+                     "coverage90_ours": interval_coverage(
+                         y, mean, np.sqrt(spread**2 + model.noise_std_**2))})
+    print("\n== uncertainty on test (model space: log for device metrics, pp for accuracy) ==")
+    print(pd.DataFrame(rows).set_index("target").round(4).to_string())
+    frame = prepared.frame
+    dup = frame[frame["arch_id"].duplicated(keep=False)]
+    diffs = dup.groupby("arch_id")["val_top1"].agg(lambda v: v.iloc[0] - v.iloc[1])
+    print(f"accuracy: 13 architectures trained twice -> per-run noise std "
+          f"{np.sqrt(np.mean(diffs**2) / 2):.3f} pp (robust: "
+          f"{1.4826 * np.median(np.abs(diffs)) / np.sqrt(2):.3f} pp); "
+          f"our noise term {bench.models['val_top1'].noise_std_:.3f} pp")
+
+    # ---------------------------------------------------------------- speed
+    many = Sampler(seed=0).sample_choices(10_000)
+    one = many[:1]
+    bench.query(many)
+    bench.query(one)
+    t_many = median_time(lambda: bench.query(many), 5)
+    t_one = median_time(lambda: bench.query(one), 200)
+    x1 = encode(one, "ordinal")
+    base_one = []
+    base_many = []
+    for target in ours.index:
+        lab = prepared.labels[target]
+        tr, va = prepared.masks["train"] & lab.present, prepared.masks["val"] & lab.present
+        Xo = encode(prepared.choices, "ordinal")
+        model = baseline_families(1)["xgboost"].fit(Xo[tr], lab.values[tr], Xo[va], lab.values[va])
+        model.booster_.predict  # noqa: B018 - warm attribute
+        model.predict(x1)
+        base_one.append(median_time(lambda: model.predict(x1), 50))
+        base_many.append(median_time(lambda: model.predict(encode(many, "ordinal")), 3))
+    print("\n== query speed (medians, this machine) ==")
+    print(f"ours: 10,000 archs x {len(bench.metrics)} targets with std: {t_many:.3f} s "
+          f"(goal < 1 s); one arch, all targets: {1000 * t_one:.2f} ms (goal < 5 ms)")
+    print(f"baseline (one XGBoost per target, no ensemble): 10,000 archs all targets "
+          f"{sum(base_many):.3f} s; one arch all targets {1000 * sum(base_one):.2f} ms "
+          f"(per target {1000 * min(base_one):.2f}-{1000 * max(base_one):.2f} ms)")
+    print(f"ratios ours/baseline: batch {t_many / sum(base_many):.2f}x, "
+          f"single {t_one / sum(base_one):.2f}x")
+    print(f"\nfit time, all {len(bench.metrics)} targets from scratch (no HPO): "
+          f"{fit_seconds:.1f} s (goal < 600 s); baselines: {base_seconds:.1f} s")
+    if args.report:
+        write_report(ours, args.report, "metrics")
+        write_report(comp, args.report, "comparison")
+        parity_plots(bench, prepared, Path(args.report))
+        print(f"report: {args.report}")
+    print(f"REFERENCE numbers used: {len(REFERENCE_BASELINES)} targets; goals {TAU_GOALS}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "2")
+    main()

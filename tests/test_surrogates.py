@@ -1,0 +1,302 @@
+"""Surrogates on the real released dataset (small budgets; full-size runs are benchmarks)."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from anb.searchspace import EFFICIENTNET_B0, Sampler
+from anb.searchspace.encoding import encode
+from anb.surrogates import (FitConfig, TargetConfig, evaluate, fit_benchmark, load,
+                            load_ensemble, make_family, prepare, read_manifest, save)
+from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
+from anb.surrogates.metrics import interval_coverage, regression_metrics
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb"
+TARBALL = DATA / "anb_dataset_jsons.tar.gz"
+pytestmark = pytest.mark.skipif(not TARBALL.exists(), reason="released dataset not available")
+
+SMALL_TARGETS = ["val_top1", "throughput_a100", "throughput_tpuv3", "latency_zcu102"]
+SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 3)
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    return prepare(TARBALL)
+
+
+@pytest.fixture(scope="module")
+def small_config():
+    return FitConfig(targets=SMALL_TARGETS, default=SMALL)
+
+
+@pytest.fixture(scope="module")
+def bench(prepared, small_config):
+    sub = prepare(prepared.frame, SMALL_TARGETS)
+    return fit_benchmark(sub, small_config, progress=False)
+
+
+@pytest.fixture(scope="module")
+def artifact(bench, tmp_path_factory):
+    return save(bench, tmp_path_factory.mktemp("art") / "bench")
+
+
+# ------------------------------------------------------------------ data and splits
+def test_targets_and_missing_counts_match_the_release(prepared):
+    assert target_columns(prepared.frame) == [
+        "val_top1", "latency_vck190", "latency_zcu102", "throughput_3090", "throughput_a100",
+        "throughput_tpuv2", "throughput_tpuv3", "throughput_vck190", "throughput_zcu102"]
+    missing = {t: lab.n_missing for t, lab in prepared.labels.items()}
+    assert missing["throughput_3090"] == 3 and missing["throughput_tpuv2"] == 37
+    assert missing["throughput_tpuv3"] == 44 and missing["latency_vck190"] == 2
+    assert missing["throughput_a100"] == 0 and missing["val_top1"] == 0
+
+
+def test_published_split_sizes(prepared):
+    sizes = {k: int(v.sum()) for k, v in prepared.masks.items()}
+    assert sizes == {"train": 4100, "val": 512, "test": 512}
+    assert not (prepared.masks["train"] & prepared.masks["test"]).any()
+
+
+def test_random_and_kfold_splits_are_reproducible_across_processes(prepared):
+    masks = random_split(prepared.frame, seed=3)
+    code = ("import sys, numpy as np; from anb.surrogates.fit import prepare; "
+            "from anb.surrogates.data import random_split; "
+            f"p = prepare({str(TARBALL)!r}, ['val_top1']); "
+            "sys.stdout.write(''.join('1' if v else '0' for v in random_split(p.frame, 3)['test']))")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={**os.environ, "PYTHONHASHSEED": "123"}).stdout
+    assert other == "".join("1" if v else "0" for v in masks["test"])
+    assert 0.07 < masks["test"].mean() < 0.13
+    # duplicates (same architecture trained twice) never straddle train and test
+    dup = prepared.frame["arch_id"].duplicated(keep=False).to_numpy()
+    for arch_id in prepared.frame.loc[dup, "arch_id"].unique():
+        rows = (prepared.frame["arch_id"] == arch_id).to_numpy()
+        assert len({bool(v) for v in masks["test"][rows]}) == 1
+    folds = kfold_splits(prepared.frame, k=5, seed=0)
+    assert np.array_equal(sum(f["test"].astype(int) for f in folds), np.ones(len(prepared.frame)))
+    assert random_split(prepared.frame, seed=4)["test"].tolist() != masks["test"].tolist()
+
+
+def test_unknown_split_and_target_are_clear_errors(prepared):
+    with pytest.raises(ValueError, match="unknown split 'halves'"):
+        prepare(prepared.frame, split="halves")
+    with pytest.raises(ValueError, match="unknown target 'throughput_h100'"):
+        labels(prepared.frame, "throughput_h100")
+
+
+# ------------------------------------------------------------------ metrics
+def test_metrics_values():
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    perfect = regression_metrics(y, y)
+    assert perfect["r2"] == 1.0 and perfect["kendall_tau"] == 1.0 and perfect["mae"] == 0.0
+    flipped = regression_metrics(y, y[::-1].copy())
+    assert flipped["kendall_tau"] == -1.0 and flipped["rmse"] == pytest.approx(np.sqrt(5))
+    # sparse tau: differences below 0.1 are ties
+    sparse = regression_metrics(np.array([1.0, 1.01, 2.0]), np.array([1.02, 1.0, 2.0]))
+    assert sparse["kendall_tau"] < 1.0 and sparse["sparse_kendall_tau"] == pytest.approx(1.0)
+    assert interval_coverage(y, y + 1, np.full(4, 1.0)) == 1.0
+    assert interval_coverage(y, y + 2, np.full(4, 1.0)) == 0.0
+
+
+# ------------------------------------------------------------------ model families
+@pytest.mark.parametrize("family,params", [
+    ("xgboost", {"n_estimators": 100, "learning_rate": 0.1}),
+    ("lightgbm", {"n_estimators": 100, "learning_rate": 0.1}),
+    ("random_forest", {"n_estimators": 30, "max_depth": 8}),
+    ("svr", {}),
+    ("mlp", {"hidden": (64,), "epochs": 40, "patience": 10}),
+])
+def test_family_learns_and_round_trips_without_pickle(prepared, tmp_path, family, params):
+    X = encode(prepared.choices, "features")
+    lab = prepared.labels["throughput_a100"]
+    y = np.log(lab.values)
+    tr = np.flatnonzero(prepared.masks["train"])[:1500]
+    va, te = prepared.masks["val"], prepared.masks["test"]
+    model = make_family(family, params).fit(X[tr], y[tr], X[va], y[va])
+    pred = model.predict(X[te])
+    assert regression_metrics(y[te], pred)["r2"] > 0.9
+    path = tmp_path / f"m{model.suffix}"
+    model.save(path)
+    again = type(model).load(path, model.get_params())
+    np.testing.assert_allclose(again.predict(X[te]), pred, rtol=1e-5, atol=1e-6)
+    if model.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:  # plain arrays only
+            assert all(data[k].dtype != object for k in data.files)
+
+
+def test_unknown_family_and_parameter_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown model family 'catboost'"):
+        make_family("catboost")
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['depth'\]"):
+        make_family("xgboost", {"depth": 3})
+
+
+# ------------------------------------------------------------------ benchmark fit and quality
+def test_small_benchmark_beats_plain_ordinal_model(bench, prepared):
+    scores = evaluate(bench, prepared, "test")
+    assert list(scores.index) == SMALL_TARGETS
+    assert scores.loc["throughput_a100", "kendall_tau"] > 0.99
+    assert scores.loc["latency_zcu102", "kendall_tau"] > 0.985
+    assert scores.loc["val_top1", "kendall_tau"] > 0.90
+    assert scores.loc["val_top1", "r2"] > 0.97
+    assert scores.loc["throughput_tpuv3", "n_missing"] > 0  # missing labels skipped, counted
+
+
+def test_uncertainty_covers_observed_labels(bench, prepared):
+    scores = evaluate(bench, prepared, "test")
+    # 90 % intervals: the spread alone would cover far less on accuracy
+    for target in SMALL_TARGETS:
+        assert 0.8 <= scores.loc[target, "coverage90"] <= 0.98, target
+    acc = bench.models["val_top1"]
+    X = bench.builder.transform(prepared.choices[prepared.masks["test"]])
+    _, spread = acc.predict_members(X)
+    assert acc.noise_std_ > np.median(spread)
+    # the architectures trained twice: noise std is of the order of their disagreement
+    frame = prepared.frame
+    dup = frame[frame["arch_id"].duplicated(keep=False)]
+    diffs = dup.groupby("arch_id")["val_top1"].agg(lambda v: v.iloc[0] - v.iloc[1])
+    pair_std = float(np.sqrt(np.mean(diffs**2) / 2))
+    assert 0.5 * pair_std < acc.noise_std_ < 4 * pair_std
+
+
+def test_query_accepts_every_input_form(bench, prepared):
+    row = prepared.frame.iloc[7]
+    record = {k: row[k] for k in prepared.frame.columns if k.startswith("block")}
+    arch = EFFICIENTNET_B0
+    forms = [arch, str(arch), arch.to_anb_dict(), {"architecture": arch.to_anb_dict()},
+             arch.to_choices()[None], encode([arch], "ordinal")]
+    frames = [bench.query(f) for f in forms]
+    for frame in frames[1:]:
+        pd.testing.assert_frame_equal(frame, frames[0])
+    assert list(frames[0].columns) == [c for t in SMALL_TARGETS for c in (t, f"{t}_std")]
+    assert (frames[0].filter(like="_std") > 0).all().all()
+    assert len(bench.query([record, arch], metrics=["accuracy"])) == 2
+
+
+def test_small_and_large_batches_agree(bench):
+    choices = Sampler(seed=1).sample_choices(200)
+    big = bench.query(choices)  # native predictor
+    small = pd.concat([bench.query(choices[i:i + 50]) for i in range(0, 200, 50)],
+                      ignore_index=True)  # packed numpy forest
+    pd.testing.assert_frame_equal(big, small, rtol=1e-5)
+
+
+def test_noise_samples_are_seeded_and_plausible(bench):
+    choices = Sampler(seed=2).sample_choices(2000)
+    mean = bench.query(choices, "val_top1")
+    a = bench.query(choices, "val_top1", noise=True, seed=5)
+    b = bench.query(choices, "val_top1", noise=True, seed=5)
+    pd.testing.assert_frame_equal(a, b)
+    z = (a["val_top1"] - mean["val_top1"]) / mean["val_top1_std"]
+    assert 0.9 < z.std() < 1.1 and abs(z.mean()) < 0.1
+    assert not bench.query(choices, "val_top1", noise=True, seed=6).equals(a)
+
+
+def test_bad_query_inputs_are_clear_errors(bench):
+    with pytest.raises(ValueError, match="unknown metric 'throughput_h100'"):
+        bench.query(EFFICIENTNET_B0, "throughput_h100")
+    bad = EFFICIENTNET_B0.to_choices()[None].copy()
+    bad[0, 0, 1] = 7
+    with pytest.raises(ValueError, match="field 'k' has value 7"):
+        bench.query(bad)
+    with pytest.raises(ValueError):
+        bench.query("e9k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se")
+    with pytest.raises(ValueError, match="ordinal column b0_e has value 5"):
+        bench.query(np.full((1, 28), 5.0))
+
+
+def test_empty_training_set_is_a_clear_error(prepared):
+    frame = prepared.frame.copy()
+    frame["throughput_a100"] = np.nan
+    sub = prepare(frame, ["throughput_a100"])
+    with pytest.raises(ValueError, match="empty training set"):
+        fit_benchmark(sub, FitConfig(default=SMALL), progress=False)
+
+
+# ------------------------------------------------------------------ artifacts
+def test_artifact_round_trip_and_manifest(bench, artifact):
+    files = sorted(p.name for p in artifact.iterdir())
+    assert "manifest.json" in files and not any(f.endswith((".pkl", ".pickle", ".joblib"))
+                                                for f in files)
+    manifest = read_manifest(artifact)
+    assert manifest["space"] == {"name": "mnasnet", "version": bench.space.version} or \
+        manifest["space"]["version"] == bench.space.version
+    assert manifest["targets"]["throughput_a100"]["transform"] == "log"
+    assert manifest["libraries"]["xgboost"] and len(manifest["training_data"]["sha256"]) == 64
+    assert set(manifest["files"]) == set(files) - {"manifest.json"}
+    loaded = load(artifact)
+    choices = Sampler(seed=9).sample_choices(300)
+    pd.testing.assert_frame_equal(loaded.query(choices), bench.query(choices))
+    assert loaded.metrics == SMALL_TARGETS and "a100" in loaded.devices
+
+
+def _copy(artifact: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(artifact, tmp_path / "copy"))
+
+
+def test_tampered_member_file_fails_checksum(artifact, tmp_path):
+    art = _copy(artifact, tmp_path)
+    member = next(art.glob("throughput_a100.m0.*"))
+    member.write_bytes(member.read_bytes().replace(b"split_conditions", b"split_conditionz", 1))
+    with pytest.raises(ValueError, match="corrupted or tampered"):
+        load(art)
+
+
+def test_edited_manifest_fails(artifact, tmp_path):
+    art = _copy(artifact, tmp_path)
+    manifest = json.loads((art / "manifest.json").read_text())
+    manifest["targets"]["val_top1"]["transform"] = "log"
+    (art / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="manifest checksum mismatch"):
+        load(art)
+
+
+def _rewrite(art: Path, change) -> None:
+    from anb.surrogates.artifact import _digest
+
+    manifest = json.loads((art / "manifest.json").read_text())
+    change(manifest)
+    manifest["manifest_sha256"] = _digest(manifest)
+    (art / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_incompatible_space_schema_or_library_fail_clearly(artifact, tmp_path):
+    art = _copy(artifact, tmp_path)
+    _rewrite(art, lambda m: m["space"].update(version="99"))
+    with pytest.raises(ValueError, match="search space .* version '99'"):
+        load(art)
+    _rewrite(art, lambda m: (m["space"].update(version=load(artifact).space.version),
+                             m["feature_schema"]["names"].insert(0, "extra")))
+    with pytest.raises(ValueError, match="feature schema"):
+        load(art)
+    _rewrite(art, lambda m: (m["feature_schema"]["names"].pop(0),
+                             m["libraries"].update(xgboost="1.7.6")))
+    with pytest.raises(ValueError, match="xgboost 1.7.6; installed xgboost .* another major"):
+        load(art)
+
+
+def test_not_an_artifact(tmp_path):
+    with pytest.raises(ValueError, match="no manifest.json"):
+        load(tmp_path)
+
+
+def test_compat_ensemble_api(artifact):
+    ens = load_ensemble(artifact, "throughput", "a100")
+    mean, std = ens.query([EFFICIENTNET_B0, EFFICIENTNET_B0])
+    assert mean.shape == (2,) and (std > 0).all() and 1000 < mean[0] < 50000
+    draw = ens.query_noise(EFFICIENTNET_B0, seed=1)
+    assert draw.shape == (1,) and np.array_equal(draw, ens.query_noise(EFFICIENTNET_B0, seed=1))
+    with pytest.raises(ValueError, match="unknown device 'h100'"):
+        load_ensemble(artifact, "throughput", "h100")
