@@ -21,3 +21,5 @@ from anb.collect_throughput.cli import register as register_throughput  # noqa: 
 register_throughput(app)
 from anb.collect_accuracy.cli import register as register_accuracy  # noqa: E402
 register_accuracy(app)
+from anb.surrogates.cli import register as register_surrogates  # noqa: E402
+register_surrogates(app)
