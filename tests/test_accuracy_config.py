@@ -131,3 +131,27 @@ def test_checkpoint_of_another_recipe_is_refused(tmp_path, capsys):
                     {"arch": arch, "recipe_hash": "0" * 16, "epoch": 1})
     code, err = _run(tmp_path, capsys, "--archs", arch)
     assert code == 2 and "field 'recipe_hash'" in err and "0000000000000000" in err
+
+
+def test_anb_train_command(tmp_path):
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    runner = CliRunner()
+    bad = runner.invoke(app, ["train", "--config", str(CONFIG), "--trainval.epoks", "1"])
+    assert bad.exit_code == 2
+    out = tmp_path / "cli"
+    good = runner.invoke(app, ["train", "--config", str(CONFIG), "--folder", str(out), *TINY])
+    assert good.exit_code == 0, good.output
+    assert len(list((out / "records").glob("*.json"))) == 1
+
+
+def test_folder_of_another_recipe_is_refused(tmp_path, capsys):
+    arch = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
+    code, err = _run(tmp_path, capsys, "--archs", arch)
+    assert code == 0, err
+    record = next((tmp_path / "out" / "records").glob("*.json")).read_bytes()
+    code, err = _run(tmp_path, capsys, "--archs", arch, "--label_smoothing", "0.2")
+    assert code == 2 and "use one folder per recipe" in err
+    assert next((tmp_path / "out" / "records").glob("*.json")).read_bytes() == record

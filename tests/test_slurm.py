@@ -19,7 +19,8 @@ from tests.test_train_torchrun import CONFIG, REPO, TORCHRUN
 
 TEMPLATE = REPO / "configs" / "slurm" / "train.sbatch"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue")
-ARGS = ["--epochs", "2", "--eval_epochs", "1", "--progress", "false", "--seed", "3"]
+ARGS = ["--epochs", "2", "--eval_epochs", "1", "--progress", "false", "--seed", "3",
+        "--batch_size", "16", "--max_steps", "3", "--max_val_steps", "1", "--val_batch_size", "64"]
 
 
 def free_port() -> int:

@@ -21,7 +21,8 @@ TORCHRUN = Path(sys.executable).with_name("torchrun")
 CONFIG = REPO / "configs" / "accuracy" / "digits_tiny.ini"
 NUM_MODELS = 3
 ARGS = ["--num_models", str(NUM_MODELS), "--epochs", "3", "--eval_epochs", "2",
-        "--progress", "false", "--seed", "7"]
+        "--progress", "false", "--seed", "7", "--batch_size", "16", "--max_steps", "3",
+        "--val_batch_size", "60"]
 
 
 def child_env() -> dict[str, str]:
@@ -128,3 +129,28 @@ def test_kill_minus_9_mid_stream_then_rerun_resumes(uninterrupted, tmp_path):
     for arch_id in ids:
         assert done[arch_id]["metrics"]["val_top1"] == reference[arch_id]["metrics"]["val_top1"]
     assert not list((folder / "checkpoints").glob("*"))
+
+
+def test_two_nodes_with_c10d_rendezvous_use_global_ranks(tmp_path):
+    """Two single-process 'nodes' (LOCAL_RANK is 0 on both): only global rank 0 writes."""
+    port = _free_port()
+    folder = tmp_path / "multinode"
+    cmd = [str(TORCHRUN), "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+           "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "anb-test", "-m",
+           "anb.collect_accuracy.train", "--config", str(CONFIG), "--folder", str(folder),
+           *ARGS, "--num_models", "1", "--epochs", "1", "--eval_epochs", "1"]
+    nodes = [subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+    outputs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(o[-2000:] for o in outputs)
+    (record,) = records(folder).values()
+    assert record["provenance"]["world_size"] == 2
+    assert sum(o.count("finished:") for o in outputs) == 1
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

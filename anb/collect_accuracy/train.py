@@ -11,6 +11,7 @@ nothing is trained twice. Rank 0 decides and broadcasts the plan, and alone writ
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -86,14 +87,25 @@ class Trainer:
 
     # -- the stream ---------------------------------------------------------------------
     def status(self, arch: Arch) -> str:
-        """done / skipped / todo, decided by rank 0 from the results folder."""
-        if provenance.record_path(self.folder, arch).exists():
-            state = "done"
-        elif provenance.skipped_path(self.folder, arch).exists():
-            state = "skipped"
-        else:
-            state = "todo"
-        return broadcast_object(state if self.dist.is_main else None, self.dist.world_size)
+        """done / skipped / todo, decided by rank 0 from the results folder. A record of
+        another recipe in the folder is an error (one folder holds one recipe)."""
+        state: Any = None
+        if self.dist.is_main:
+            for name, path in (("done", provenance.record_path(self.folder, arch)),
+                               ("skipped", provenance.skipped_path(self.folder, arch))):
+                if path.exists():
+                    other = json.loads(path.read_text()).get("provenance", {}).get("recipe_hash")
+                    state = name if other in (None, self.hash) else ConfigError(
+                        f"config key 'logging.folder': {str(self.folder)!r} holds {path.name} "
+                        f"of recipe {other}, this run's recipe is {self.hash}; use one folder "
+                        "per recipe")
+                    break
+            else:
+                state = "todo"
+        state = broadcast_object(state, self.dist.world_size)
+        if isinstance(state, Exception):
+            raise state
+        return state
 
     def run(self, archs: list[Arch]) -> dict[str, int]:
         counts = {"done": 0, "skipped": 0, "trained": 0}
