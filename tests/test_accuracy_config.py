@@ -155,3 +155,11 @@ def test_folder_of_another_recipe_is_refused(tmp_path, capsys):
     code, err = _run(tmp_path, capsys, "--archs", arch, "--label_smoothing", "0.2")
     assert code == 2 and "use one folder per recipe" in err
     assert next((tmp_path / "out" / "records").glob("*.json")).read_bytes() == record
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "configs" / "accuracy").glob("*.ini")),
+                         ids=lambda p: p.name)
+def test_shipped_recipes_load(path):
+    config = load_config(path)
+    assert config["dataloader"]["kind"] in ("ffcv", "folder", "digits", "numpy")
+    assert (config["model"]["space"] == "anb-seq1d") == (config["dataloader"]["kind"] == "numpy")

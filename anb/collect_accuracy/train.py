@@ -115,7 +115,7 @@ class Trainer:
             if state == "todo":
                 state = self.train_arch(arch, index, len(archs))
             else:
-                self._say(f"arch {index + 1}/{len(archs)} {arch.id} already {state}")
+                self.say(f"arch {index + 1}/{len(archs)} {arch.id} already {state}")
                 if self.dist.is_main:  # a kill between record and cleanup leaves a checkpoint
                     self._ckpt(arch).unlink(missing_ok=True)
             counts[state] += 1
@@ -125,7 +125,7 @@ class Trainer:
     def _ckpt(self, arch: Arch) -> Path:
         return self.folder / "checkpoints" / f"{arch.id}.pt"
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         if self.dist.is_main:
             tqdm.write(f"[anb.train] {text}", file=sys.stdout)
             sys.stdout.flush()
@@ -164,7 +164,7 @@ class Trainer:
             if not fits:
                 reason = (f"forward+backward peak {peak:.2f} GB > budget "
                           f"{self.config['model']['mem_budget_gb']} GB")
-                self._say(f"arch {index + 1}/{total} {arch.id} skipped: {reason}")
+                self.say(f"arch {index + 1}/{total} {arch.id} skipped: {reason}")
                 if self.dist.is_main:
                     provenance.save_skipped(self.folder, arch, reason,
                                             {**prov, "job_ids": [self.dist.job_id]})
@@ -187,7 +187,7 @@ class Trainer:
             history, train_time = list(state["history"]), float(state["train_time"])
             wall_time, job_ids = float(state["wall_time"]), list(state["job_ids"])
             start_epoch = int(state["epoch"])
-            self._say(f"arch {index + 1}/{total} {arch.id} resuming from epoch {start_epoch}")
+            self.say(f"arch {index + 1}/{total} {arch.id} resuming from epoch {start_epoch}")
         job_ids.append(self.dist.job_id)
         model = model.to(self.dist.device)
         if self.channels_last:
@@ -228,7 +228,7 @@ class Trainer:
                         "scaler": scaler.state_dict(), "history": history,
                         "train_time": train_time, "wall_time": wall_time, "job_ids": job_ids})
                 wb.log_epoch(metrics)
-                self._say(f"arch {index + 1}/{total} {arch.id} epoch {epoch + 1}/{epochs} "
+                self.say(f"arch {index + 1}/{total} {arch.id} epoch {epoch + 1}/{epochs} "
                           + " ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k != "epoch"))
                 barrier()
         except BaseException:
@@ -241,7 +241,7 @@ class Trainer:
             wb.finish(record, model.state_dict(),
                       self.config["logging"]["log_artifacts"])
             self._ckpt(arch).unlink(missing_ok=True)
-        self._say(f"arch {index + 1}/{total} {arch.id} finished: "
+        self.say(f"arch {index + 1}/{total} {arch.id} finished: "
                   + " ".join(f"{k}={v}" for k, v in record["metrics"].items()))
         barrier()
         return "trained"
@@ -381,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if dist.is_main:
             atomic_write_text(trainer.folder / f"config-{trainer.hash}.ini", to_ini(config))
         counts = trainer.run(archs)
-        trainer._say(f"stream complete: {counts}")
+        trainer.say(f"stream complete: {counts}")
         return 0
     except (ConfigError, checkpoint.CheckpointError) as err:
         print(f"error: {err}", file=sys.stderr)
