@@ -175,24 +175,22 @@ class Trainer:
         model = build_model(arch, num_classes=self.loaders.num_classes,
                             activation=mc["activation"], dropout=mc["dropout"],
                             drop_path=mc["drop_path"], in_channels=self.loaders.in_channels,
-                            space=self.space)
+                            space=self.space).to(self.dist.device)
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
         optimizer = recipe.make_optimizer(model, self.config)
         scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         history: list[dict[str, float]] = []
         train_time, wall_time, job_ids, start_epoch = 0.0, 0.0, [], 0
         if state is not None:
             model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
+            optimizer.load_state_dict(state["optimizer"])  # moves momentum to the device
             scaler.load_state_dict(state["scaler"])
             history, train_time = list(state["history"]), float(state["train_time"])
             wall_time, job_ids = float(state["wall_time"]), list(state["job_ids"])
             start_epoch = int(state["epoch"])
             self.say(f"arch {index + 1}/{total} {arch.id} resuming from epoch {start_epoch}")
         job_ids.append(self.dist.job_id)
-        model = model.to(self.dist.device)
-        if self.channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        optimizer.load_state_dict(optimizer.state_dict())  # move momentum to the device
         net: nn.Module = model
         if self.dist.world_size > 1:
             net = DistributedDataParallel(
