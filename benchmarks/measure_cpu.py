@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="throughput batch")
     parser.add_argument("--clock", default="wall", choices=["wall", "cpu"])
     parser.add_argument("--budget", type=float, default=2.0, help="timing budget per measurement")
+    parser.add_argument("--min-rep-seconds", type=float, default=None,
+                        help="shortest repetition (steps are batched up to it)")
     parser.add_argument("--interleave", type=int, default=1,
                         help="time blocks of this many architectures round-robin")
     parser.add_argument("--out", type=Path, default=None)
@@ -47,7 +49,9 @@ def main() -> None:
     archs = Sampler(args.seed).sample(args.n)
     config = load_device(args.device, {"resolution": args.resolution, "batch": args.batch,
                                        "clock": args.clock,
-                                       "stopping": {"budget_seconds": args.budget}})
+                                       "stopping": {"budget_seconds": args.budget, **(
+                                           {"min_rep_seconds": args.min_rep_seconds}
+                                           if args.min_rep_seconds is not None else {})}})
     load_before = os.getloadavg()
     passes, seconds = [], []
     for p in range(2):
@@ -61,6 +65,7 @@ def main() -> None:
 
     summary = {"n": args.n, "device": config.name, "resolution": args.resolution,
                "clock": args.clock, "budget_s": args.budget, "interleave": args.interleave,
+               "min_rep_seconds": config.protocols[0].stopping.min_rep_seconds,
                "keys": {},
                "seconds_per_arch": [s / args.n for s in seconds],
                "load_average_before": load_before, "load_average_after": load_after,
