@@ -93,6 +93,8 @@ def _run(tmp_path, capsys, *extra: str) -> tuple[int, str]:
     (["--shard", "3/2"], "'model.shard'"),
     (["--no_such_key", "1"], "unknown config key 'no_such_key'"),
     (["--kind", "numpy"], "does not fit space 'anb-mnasnet'"),
+    (["--space", "anb-seq1d", "--kind", "numpy", "--train_path", "/no/ecg.npz"],
+     "numpy data file '/no/ecg.npz' does not exist"),
     (["--config", "/no/such.ini"], "config file '/no/such.ini' does not exist"),
 ])
 def test_bad_input_exits_non_zero_with_a_clear_message(tmp_path, capsys, extra, message):
