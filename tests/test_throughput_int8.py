@@ -47,11 +47,12 @@ def test_static_int8_model_is_qdq_per_channel_and_close_to_float(tmp_path):
     assert cosine(f, q) > 0.5 and not np.array_equal(f, q)
 
 
-def test_int8_device_measures_and_records_scheme(tmp_path):
+@pytest.mark.parametrize("arch", [ARCH, *Sampler(6).sample(2)], ids=str)
+def test_int8_device_measures_and_records_scheme(arch, tmp_path):
     config = load_device("cpu-int8", {"resolution": 64, "calibration_images": 16,
                                       "stopping": {"budget_seconds": 0.3}})
     latency = next(p for p in config.protocols if p.kind == "latency")
-    m = measure(ARCH, latency, tmp_path)
+    m = measure(arch, latency, tmp_path)
     entry = m.to_perf_entry()
     assert m.key == "latency_cpu-int8" and entry["precision"] == "int8" and m.value > 0
     q = entry["quantization"]
