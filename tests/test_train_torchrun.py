@@ -54,7 +54,7 @@ def records(folder: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     folder = tmp_path_factory.mktemp("uninterrupted")
-    return folder, run_torchrun(folder)
+    return folder, run_torchrun(folder, "--wandb_mode", "offline")
 
 
 def test_two_process_run_writes_one_record_per_architecture(uninterrupted):
@@ -74,6 +74,12 @@ def test_two_process_run_writes_one_record_per_architecture(uninterrupted):
     assert proc.stdout.count("finished:") == NUM_MODELS
     assert not list(folder.rglob("*.tmp")) and not list((folder / "checkpoints").glob("*"))
     assert len(list(folder.glob("config-*.ini"))) == 1
+    # wandb: one offline run per architecture, from rank 0 only
+    from anb.collect_accuracy.wandb_offline import find_runs, read_run
+
+    runs = [read_run(p) for p in find_runs(folder / "wandb")]
+    assert sorted(r.run_id for r in runs) == sorted(r["provenance"]["run_id"] for r in found.values())
+    assert all(r.exit_code == 0 and r.config["world_size"] == 2 for r in runs)
     frame = load_dataset(folder / "records")
     assert sorted(frame["arch_id"]) == sorted(expected_ids())
 
