@@ -2,7 +2,7 @@
 int8 stand-in (``OrtStandInRunner``) where the board would use ``vart.Runner``."""
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,7 +123,7 @@ def test_compile_checks_the_dpu_subgraph_count(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "vai_c_xir"
-    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     for count, ok in ((1, True), (3, False)):
         fake.write_text(f"#!/bin/sh\necho 'Total device subgraph number 5, DPU subgraph number "
                         f"{count}'\n")
@@ -137,5 +137,5 @@ def test_compile_checks_the_dpu_subgraph_count(tmp_path, monkeypatch):
     result = subprocess.run([sys.executable, str(REPO / "fpga_code/host/compile_xmodel.py"),
                              "--xmodel", "m", "--board", "zcu102", "--out", str(tmp_path / "c"),
                              "--name", "n"], capture_output=True, text=True,
-                            env={**__import__("os").environ, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+                            env={**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"})
     assert result.returncode == 1 and result.stderr.startswith("error: 3 DPU subgraphs")
