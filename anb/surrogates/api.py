@@ -30,12 +30,14 @@ def tune_config(prepared: Prepared, config: FitConfig, seconds: float, seed: int
     per_target = dict(config.per_target)
     for target, lab in prepared.labels.items():
         spec = config.for_target(target)
+        if not isinstance(spec.family, str):
+            continue  # mixed-family ensembles keep their configured settings
         tr, va = lab.present & train, lab.present & val
         y = to_model_space(target, lab.values)
         base = X[:, builder.column(f"lc_{target}")] if layer_cost is not None else 0.0
         params = tune(spec.family, X[tr], (y - base)[tr], X[va], (y - base)[va], seconds,
                       fixed=spec.params, seed=seed)
-        per_target[target] = TargetConfig(spec.family, params, spec.n_members)
+        per_target[target] = replace(spec, params=params)
     return replace(config, per_target=per_target)
 
 
@@ -76,10 +78,19 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
 
 
 def _with_jobs(config: FitConfig, n_jobs: int) -> FitConfig:
+    """Set ``n_jobs`` on every tree-family member of the config."""
+    def with_jobs(family: str, params: dict) -> dict:
+        threaded = family in ("xgboost", "lightgbm", "random_forest")
+        return {**params, "n_jobs": n_jobs} if threaded else params
+
     def jobs(spec: TargetConfig) -> TargetConfig:
-        if spec.family in ("xgboost", "lightgbm", "random_forest"):
-            return replace(spec, params={**spec.params, "n_jobs": n_jobs})
-        return spec
+        if isinstance(spec.family, str):
+            return replace(spec, params=with_jobs(spec.family, dict(spec.params)))
+        params = spec.params if isinstance(spec.params, list) else [spec.params] * len(spec.family)
+        if len(params) != len(spec.family):
+            raise ValueError(f"params must be one object per family ({len(spec.family)}), "
+                             f"got {len(params)}")
+        return replace(spec, params=[with_jobs(f, dict(p)) for f, p in zip(spec.family, params)])
 
     return replace(config, default=jobs(config.default),
                    per_target={k: jobs(v) for k, v in config.per_target.items()})

@@ -92,10 +92,15 @@ class SurrogateBenchmark:
         if self._packed is None:
             boosters, slot = [], 0
             for name, model in self.models.items():
-                if model.family in ("xgboost", "random_forest"):
-                    boosters += [m.booster_ for m in model.members_]
-                    self._packed_slots[name] = list(range(slot, slot + len(model.members_)))
-                    slot += len(model.members_)
+                slots = []
+                for member in model.members_:
+                    if member.name in ("xgboost", "random_forest"):
+                        boosters.append(member.booster_)
+                        slots.append(slot)
+                        slot += 1
+                    else:
+                        slots.append(-1)
+                self._packed_slots[name] = slots
             self._packed = PackedForest(boosters)
         return self._packed
 
@@ -105,10 +110,13 @@ class SurrogateBenchmark:
         margins = packed.predict(X) if packed is not None and packed.n_boosters else None
         for name in names:
             model = self.models[name]
-            if margins is not None and name in self._packed_slots:
-                out[name] = model._base(X)[:, None] + margins[:, self._packed_slots[name]]
-            else:
+            if margins is None:
                 out[name] = model.member_predictions(X)
+                continue
+            base = model._base(X)
+            out[name] = np.stack([base + (margins[:, slot] if slot >= 0 else member.predict(X))
+                                  for slot, member in zip(self._packed_slots[name],
+                                                          model.members_)], axis=1)
         return out
 
     def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None

@@ -1,7 +1,8 @@
-"""One target's surrogate: bagged members of one family plus an estimated label-noise term.
+"""One target's surrogate: an ensemble of members plus an estimated label-noise term.
 
-Members are trained on bootstrap resamples of the training rows (seeded), optionally as a
-correction of a base feature (the layer-cost prediction). The predictive variance is the
+Members cycle through one or more families (e.g. XGBoost, LightGBM and SVR) with their own seeds,
+optionally on bootstrap resamples of the training rows, and optionally as a correction of a base
+feature (the layer-cost prediction). The predictive variance is the
 members' spread plus a noise variance estimated on the validation split, so that intervals
 cover observed labels, not only the model's own disagreement.
 """
@@ -18,8 +19,9 @@ from anb.surrogates.estimators import Family, make_family, FAMILIES
 class TargetSurrogate:
     """Bagged ensemble for one (transformed) target with mean / std prediction."""
 
-    def __init__(self, family: str = "xgboost", params: dict[str, Any] | None = None,
-                 n_members: int = 5, bootstrap: bool = True, base_column: int | None = None,
+    def __init__(self, family: str | list[str] = "xgboost",
+                 params: dict[str, Any] | list[dict[str, Any]] | None = None,
+                 n_members: int = 3, bootstrap: bool = False, base_column: int | None = None,
                  random_state: int = 0):
         self.family = family
         self.params = params
@@ -38,9 +40,7 @@ class TargetSurrogate:
         """Fit the members on ``(X, y)``; early stopping and the noise estimate use the val set."""
         if len(X) == 0:
             raise ValueError("empty training set: no labelled rows are left after filtering")
-        if self.n_members < 1:
-            raise ValueError(f"n_members must be >= 1, got {self.n_members}")
-        make_family(self.family, self.params)  # validates names before any work
+        self.validate()
         rng = np.random.default_rng(self.random_state)
         resid = y - self._base(X)
         resid_val = None if X_val is None else y_val - self._base(X_val)
@@ -48,7 +48,7 @@ class TargetSurrogate:
         for i in range(self.n_members):
             rows = rng.integers(0, len(X), len(X)) if self.bootstrap and self.n_members > 1 \
                 else np.arange(len(X))
-            member = make_family(self.family, self._member_params(i))
+            member = make_family(self.member_family(i), self._member_params(i))
             self.members_.append(member.fit(X[rows], resid[rows], X_val, resid_val))
             if progress is not None:
                 progress()
@@ -56,9 +56,24 @@ class TargetSurrogate:
             else 0.0
         return self
 
+    def validate(self) -> None:
+        """Check family names and parameters before any work (clear ValueErrors)."""
+        if self.n_members < 1:
+            raise ValueError(f"n_members must be >= 1, got {self.n_members}")
+        for i in range(self.n_members):
+            make_family(self.member_family(i), self._member_params(i))
+
+    def member_family(self, i: int) -> str:
+        """Family of member ``i`` (members cycle through a list of families)."""
+        return self.family if isinstance(self.family, str) else self.family[i % len(self.family)]
+
     def _member_params(self, i: int) -> dict[str, Any]:
-        params = dict(self.params or {})
-        if "random_state" in FAMILIES[self.family]._param_names:
+        params = self.params or {}
+        if isinstance(params, list):
+            params = params[i % len(params)] if params else {}
+        params = dict(params)
+        family = FAMILIES.get(self.member_family(i))
+        if family is not None and "random_state" in family._param_names:
             params["random_state"] = self.random_state * 1000 + i
         return params
 
@@ -106,7 +121,7 @@ class TargetSurrogate:
     def from_spec(cls, spec: dict[str, Any], paths: list[Path]) -> "TargetSurrogate":
         model = cls(spec["family"], spec["params"], spec["n_members"], spec["bootstrap"],
                     spec["base_column"], spec["random_state"])
-        family = FAMILIES[spec["family"]]
-        model.members_ = [family.load(p, params) for p, params in zip(paths, spec["member_params"])]
+        model.members_ = [FAMILIES[model.member_family(i)].load(p, params)
+                          for i, (p, params) in enumerate(zip(paths, spec["member_params"]))]
         model.noise_std_ = float(spec["noise_std"])
         return model

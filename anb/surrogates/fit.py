@@ -14,7 +14,6 @@ from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.data import (Labels, data_hash, frame_choices, labels, load_table, make_split,
                                  target_columns, transform_for)
 from anb.surrogates.ensemble import TargetSurrogate
-from anb.surrogates.estimators import make_family
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 
@@ -23,9 +22,10 @@ from anb.surrogates.metrics import interval_coverage, regression_metrics
 class TargetConfig:
     """How one target is modelled."""
 
-    family: str = "xgboost"
-    params: dict[str, Any] = field(default_factory=dict)
-    n_members: int = 5
+    family: str | list[str] = "xgboost"
+    params: dict[str, Any] | list[dict[str, Any]] = field(default_factory=dict)
+    n_members: int = 3
+    bootstrap: bool = False
 
 
 @dataclass
@@ -72,7 +72,7 @@ def _target_config(data: Any, where: str) -> TargetConfig:
         raise ValueError(f"unknown field(s) {unknown} in config {where!r}; "
                          f"allowed: {sorted(TargetConfig.__dataclass_fields__)}")
     config = TargetConfig(**data)
-    make_family(config.family, config.params)
+    TargetSurrogate(config.family, config.params, config.n_members).validate()
     return config
 
 
@@ -128,7 +128,8 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
         tr, va = lab.present & train, lab.present & val
         y = to_model_space(target, lab.values)
         base = builder.column(f"lc_{target}") if layer_cost is not None else None
-        model = TargetSurrogate(spec.family, spec.params, spec.n_members, True, base, config.seed)
+        model = TargetSurrogate(spec.family, spec.params, spec.n_members, spec.bootstrap, base,
+                                config.seed)
         models[target] = model.fit(X[tr], y[tr], X[va], y[va], progress=bar.update)
         info[target] = {"n_train": int(tr.sum()), "n_val": int(va.sum()),
                         "n_missing": lab.n_missing}
