@@ -40,7 +40,8 @@ def test_weight_decay_only_on_weights_with_two_or_more_dims():
     model = build_model(EFFICIENTNET_B0, num_classes=10)
     decay, no_decay = recipe.param_groups(model, 1e-4)
     assert decay["weight_decay"] == 1e-4 and no_decay["weight_decay"] == 0.0
-    assert all(p.ndim >= 2 for p in decay["params"]) and all(p.ndim == 1 for p in no_decay["params"])
+    assert all(p.ndim >= 2 for p in decay["params"])
+    assert all(p.ndim == 1 for p in no_decay["params"])
     bn = [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)][0]
     assert any(p is bn.weight for p in no_decay["params"])
     assert len(decay["params"]) + len(no_decay["params"]) == len(list(model.parameters()))

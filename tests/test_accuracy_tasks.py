@@ -76,7 +76,8 @@ def _sequences(path: Path, channels: int, length: int, labels: str) -> Path:
     n = 160
     cls = rng.integers(0, 4, n)
     t = np.arange(length) / length
-    x = np.sin(2 * np.pi * (cls[:, None, None] + 1) * 3 * t) + 0.3 * rng.normal(size=(n, channels, length))
+    x = np.sin(2 * np.pi * (cls[:, None, None] + 1) * 3 * t)
+    x = x + 0.3 * rng.normal(size=(n, channels, length))
     y = cls if labels == "class" else np.stack([cls == 0, cls == 1, cls >= 2], 1).astype(np.float32)
     np.savez(path, x_train=x[:128].astype(np.float32), y_train=y[:128],
              x_val=x[128:].astype(np.float32), y_val=y[128:])

@@ -44,7 +44,8 @@ def test_wandb_offline_files_match_what_was_logged(trained):
         prov = record["provenance"]
         run = runs[prov["run_id"]]
         assert run.exit_code == 0 and run.project == "anb-test"
-        assert run.config["arch"] == prov["arch"] and run.config["recipe_hash"] == prov["recipe_hash"]
+        assert run.config["arch"] == prov["arch"]
+        assert run.config["recipe_hash"] == prov["recipe_hash"]
         assert run.config["trainval.epochs"] == 2 and run.config["model.archs"] == ",".join(ARCHS)
         assert [h["epoch"] for h in run.history] == [0, 1]
         logged = {h["epoch"]: h for h in run.history}

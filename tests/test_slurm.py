@@ -45,7 +45,8 @@ class Cluster:
         os.chmod(root / "munge.key", 0o600)
         sock = root / "munge.sock"
         subprocess.run(["munged", "--force", f"--socket={sock}", f"--key-file={root / 'munge.key'}",
-                        f"--pid-file={root / 'munged.pid'}", f"--log-file={root / 'log/munged.log'}",
+                        f"--pid-file={root / 'munged.pid'}",
+                        f"--log-file={root / 'log/munged.log'}",
                         f"--seed-file={root / 'munged.seed'}"], check=True)
         self.pids.append(root / "munged.pid")
         (root / "slurm.conf").write_text("\n".join([

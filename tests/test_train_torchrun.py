@@ -78,7 +78,8 @@ def test_two_process_run_writes_one_record_per_architecture(uninterrupted):
     from anb.collect_accuracy.wandb_offline import find_runs, read_run
 
     runs = [read_run(p) for p in find_runs(folder / "wandb")]
-    assert sorted(r.run_id for r in runs) == sorted(r["provenance"]["run_id"] for r in found.values())
+    run_ids = sorted(r["provenance"]["run_id"] for r in found.values())
+    assert sorted(r.run_id for r in runs) == run_ids
     assert all(r.exit_code == 0 and r.config["world_size"] == 2 for r in runs)
     frame = load_dataset(folder / "records")
     assert sorted(frame["arch_id"]) == sorted(expected_ids())

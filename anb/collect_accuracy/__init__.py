@@ -4,6 +4,6 @@ Modules (one job each): ``config`` (sectioned INI + command-line overrides), ``r
 (optimiser, lr and resolution schedules, loss), ``data`` / ``imagefolder`` / ``ffcv_io``
 (loaders behind one interface), ``distributed`` (launcher env, process group), ``checkpoint``
 (atomic per-epoch state), ``provenance`` (records), ``wandb_log``, ``wandb_offline`` (reads
-offline run folders), ``memcheck``, ``export``,
-``train`` (the torchrun entry point) and ``cli`` (``anb train``, ``anb export``, ``anb write-ffcv``).
+offline run folders), ``memcheck``, ``export``, ``train`` (the torchrun entry point) and
+``cli`` (``anb train``, ``anb export``, ``anb write-ffcv``).
 """

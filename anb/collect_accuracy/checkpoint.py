@@ -37,10 +37,10 @@ def load(path: Path, arch: str, recipe_hash: str) -> dict[str, Any] | None:
         raise CheckpointError(
             f"checkpoint {str(path)!r} is corrupted ({type(err).__name__}: {err}); "
             "remove it to retrain this architecture from epoch 0") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
+    found = state.get("format") if isinstance(state, dict) else None
+    if found != FORMAT:
         raise CheckpointError(f"checkpoint {str(path)!r} has an unknown format "
-                              f"(field 'format' = {state.get('format') if isinstance(state, dict) else None!r}, "
-                              f"expected {FORMAT})")
+                              f"(field 'format' = {found!r}, expected {FORMAT})")
     for key, want in (("arch", arch), ("recipe_hash", recipe_hash)):
         if state.get(key) != want:
             raise CheckpointError(f"checkpoint {str(path)!r}: field {key!r} is "

@@ -17,7 +17,8 @@ Config = dict[str, dict[str, Any]]
 #: section -> key -> (default, help). The type of the default is the key's type.
 SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
     "logging": {
-        "folder": ("results", "Output folder: records/, skipped/, checkpoints/, config.json."),
+        "folder": ("results", "Output folder: records/, skipped/, checkpoints/, "
+                              "config-<hash>.ini."),
         "wandb_mode": ("disabled", "wandb mode: online, offline or disabled."),
         "wandb_project": ("anb-accuracy", "wandb project name."),
         "wandb_entity": ("", "wandb entity (team); empty = default."),
@@ -188,6 +189,18 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     for section, key, raw in parse_overrides(overrides):
         config[section][key] = _parse(section, key, raw)
     return config
+
+
+def describe() -> str:
+    """Every key with its default and meaning (for ``--help``)."""
+    lines = []
+    for section, keys in SCHEMA.items():
+        lines.append(f"[{section}]")
+        for key, (default, text) in keys.items():
+            allowed = CHOICES.get((section, key))
+            extra = f" ({'/'.join(allowed)})" if allowed else ""
+            lines.append(f"  --{section}.{key} (default {default!r}){extra}: {text}")
+    return "\n".join(lines)
 
 
 def to_ini(config: Config) -> str:

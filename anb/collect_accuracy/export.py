@@ -47,7 +47,8 @@ def from_local(folder: Path, space: SearchSpace = ANB_SPACE) -> Collected:
     out = Collected()
     if (folder / "records").is_dir():
         for record in load_records(folder / "records", space):
-            out.records.append({**record, "source": f"local:{folder / 'records' / record['source']}"})
+            source = f"local:{folder / 'records' / record['source']}"
+            out.records.append({**record, "source": source})
     for path in sorted((folder / "skipped").glob("*.json")):
         entry = json.loads(path.read_text())
         out.incomplete.append({**_arch_fields(entry, space), "status": "skipped",

@@ -117,7 +117,8 @@ class FFCVLoaders(Loaders):
                            "label": label_pipe()})
         except (ValueError, OSError, AssertionError) as err:
             raise ConfigError(f"config key 'dataloader.train_path' / 'val_path': cannot open "
-                              f"FFCV files {dl['train_path']!r}, {dl['val_path']!r}: {err}") from None
+                              f"FFCV files {dl['train_path']!r}, {dl['val_path']!r}: {err}"
+                              ) from None
         reader = self.train_loader.reader
         labels = reader.metadata[f"f{reader.field_names.index('label')}"]
         self.num_classes = int(labels.max()) + 1

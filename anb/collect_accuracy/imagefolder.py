@@ -89,7 +89,8 @@ class FolderLoaders(Loaders):
         self.val_set = FolderDataset(val_paths, val_labels, False, tv["val_res"],
                                      tv["crop_ratio"], seed)
         self.num_classes = len(classes)
-        self.batch, self.val_batch, self.workers = tv["batch_size"], tv["val_batch_size"], dl["num_workers"]
+        self.batch, self.val_batch = tv["batch_size"], tv["val_batch_size"]
+        self.workers = dl["num_workers"]
         self.rank, self.world, self.device, self.seed = rank, world, device, seed
         self.channels_last = tv["channels_last"] and device.type == "cuda"
         if self.train_steps() < 1:

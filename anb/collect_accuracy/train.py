@@ -24,7 +24,8 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from anb.collect_accuracy import checkpoint, memcheck, provenance, recipe
-from anb.collect_accuracy.config import Config, ConfigError, load_config, recipe_hash, to_ini
+from anb.collect_accuracy.config import (Config, ConfigError, describe, load_config, recipe_hash,
+                                         to_ini)
 from anb.collect_accuracy.data import Loaders, make_loaders, seed_of
 from anb.collect_accuracy.distributed import (DistInfo, all_gather, all_reduce_sum,
                                               barrier, broadcast_object, setup, teardown)
@@ -315,7 +316,8 @@ class Trainer:
         metrics.setdefault("val_top5", None)
         metrics["train_time"] = round(train_time, 3)
         info = provenance.model_info(arch, self.space, self.loaders.num_classes,
-                                     self.loaders.in_channels, getattr(self.loaders, "length", None))
+                                     self.loaders.in_channels,
+                                     getattr(self.loaders, "length", None))
         return provenance.make_record(arch, metrics, info, {
             **prov, "best_epoch": best["epoch"], "val_history": history,
             "wall_time": round(wall_time, 3), "job_ids": job_ids,
@@ -355,7 +357,9 @@ def task_metric(task: str, pred: np.ndarray, true: np.ndarray) -> dict[str, floa
 def parse_args(argv: Sequence[str] | None) -> tuple[str | None, list[str]]:
     parser = argparse.ArgumentParser(
         prog="anb.collect_accuracy.train", description=__doc__.split("\n\n")[0],
-        epilog="Any config key can be overridden: --section.key value or --key value.")
+        allow_abbrev=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Config keys, overridable as --section.key value or --key value:\n" + describe())
     parser.add_argument("--config", help="INI recipe (configs/accuracy/*.ini).")
     args, rest = parser.parse_known_args(argv)
     return args.config, rest
