@@ -95,11 +95,12 @@ def test_duplicates_partials_and_skips_are_reported_deterministically(trained, t
     outputs = []
     for rule, name in (("first", "a"), ("first", "b"), ("mean", "c")):
         summary = export(tmp_path / f"{name}.csv", local=[other, trained], rule=rule)
-        assert summary["rows"] == 2 and summary["duplicates"] == 2
+        # the untouched copy is the same result seen twice; the edited one is a duplicate
+        assert summary["rows"] == 2 and summary["duplicates"] == 1
         outputs.append((tmp_path / f"{name}.csv").read_bytes())
     assert outputs[0] == outputs[1]  # deterministic, whatever the input order
     dup = pd.read_csv(tmp_path / "a.duplicates.csv")
-    assert sorted(dup["arch_id"]) == sorted(Arch.from_string(a).id for a in ARCHS)
+    assert list(dup["arch_id"]) == [record_file.stem] and dup.loc[0, "count"] == 2
     first = pd.read_csv(tmp_path / "a.csv").set_index("arch_id")
     mean = pd.read_csv(tmp_path / "c.csv").set_index("arch_id")
     original = json.loads((trained / "records" / record_file.name).read_text())
@@ -185,3 +186,10 @@ def test_export_errors(tmp_path):
     result = runner.invoke(app, ["export", "--out", str(tmp_path / "x.csv")])
     assert result.exit_code == 2 and "nothing to export" in result.output
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_same_result_from_several_sources_is_not_a_duplicate(trained, tmp_path):
+    summary = export(tmp_path / "both.csv", local=[trained], wandb_dirs=[trained / "wandb"])
+    assert summary["records"] == 4 and summary["rows"] == 2 and summary["duplicates"] == 0
+    frame = pd.read_csv(tmp_path / "both.csv")
+    assert all(s.startswith("local:") for s in frame["source"])  # the earliest-sorted source

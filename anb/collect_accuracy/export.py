@@ -129,9 +129,18 @@ def _finished_at(record: dict) -> float:
     return float((record.get("provenance") or {}).get("finished_at") or float("inf"))
 
 
+def _result_key(record: dict) -> str:
+    """Identity of one training result: the same run seen through several sources (local
+    folder, offline wandb, wandb server) is one result, not a duplicate."""
+    prov = record.get("provenance") or {}
+    return json.dumps([prov.get("run_id"), prov.get("finished_at"), record.get("metrics")],
+                      sort_keys=True)
+
+
 def merge(records: Iterable[dict], rule: str = "first",
           space: SearchSpace = ANB_SPACE) -> tuple[list[dict], pd.DataFrame]:
-    """One record per architecture, sorted by id; and the duplicate report."""
+    """One record per architecture, sorted by id; and the duplicate report (distinct
+    results of one architecture; the same result from several sources counts once)."""
     if rule not in DUPLICATE_RULES:
         raise ValueError(f"duplicate rule {rule!r} is unknown; allowed are {list(DUPLICATE_RULES)}")
     groups: dict[str, list[dict]] = {}
@@ -140,6 +149,7 @@ def merge(records: Iterable[dict], rule: str = "first",
     merged, report = [], []
     for arch_id in sorted(groups):
         group = sorted(groups[arch_id], key=lambda r: (_finished_at(r), r.get("source", "")))
+        group = list({_result_key(r): r for r in reversed(group)}.values())[::-1]
         chosen = dict(group[0])
         if len(group) > 1:
             top1 = [(r.get("metrics") or {}).get("val_top1") for r in group]
