@@ -10,8 +10,11 @@ goal, interval coverage, and query timings (medians) against the baseline's mode
 """
 from __future__ import annotations
 
-import argparse
 import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
 import statistics
 import time
 from pathlib import Path
@@ -22,10 +25,10 @@ import pandas as pd
 from anb.searchspace import Sampler
 from anb.searchspace.encoding import encode
 from anb.surrogates import FitConfig, evaluate, fit_benchmark, load, prepare, save
-from anb.surrogates.baseline import (REFERENCE_BASELINES, TAU_GOALS, baseline_families,
-                                     comparison_table, evaluate_baselines)
+from anb.surrogates.baseline import (REFERENCE_BASELINES, TAU_GOALS, comparison_table,
+                                     evaluate_baselines)
 from anb.surrogates.metrics import interval_coverage
-from anb.surrogates.report import markdown_table, parity_plots, write_report
+from anb.surrogates.report import parity_plots, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "anb" / "anb_dataset_jsons.tar.gz"
@@ -59,7 +62,8 @@ def main() -> None:
     parser.add_argument("--config", default=str(ROOT / "configs/surrogates/default.json"))
     parser.add_argument("--out", default="/tmp/anb-surrogates")
     parser.add_argument("--report", default=None)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="threads per model (1 is fastest on a shared 2-core machine)")
     parser.add_argument("--skip-baseline", action="store_true")
     args = parser.parse_args()
     pd.set_option("display.width", 220)
@@ -77,10 +81,11 @@ def main() -> None:
     bench = load(args.out)
     ours = evaluate(bench, prepared, "test")
 
-    baselines, base_seconds = None, float("nan")
+    baselines, base_seconds, fitted = None, float("nan"), {}
     if not args.skip_baseline:
         start = time.perf_counter()
-        baselines = evaluate_baselines(prepared, list(ours.index), n_jobs=args.jobs)
+        baselines = evaluate_baselines(prepared, list(ours.index), n_jobs=args.jobs,
+                                       fitted=fitted)
         base_seconds = time.perf_counter() - start
     comp = comparison_table(ours, baselines)
 
@@ -126,26 +131,23 @@ def main() -> None:
     bench.query(one)
     t_many = median_time(lambda: bench.query(many), 5)
     t_one = median_time(lambda: bench.query(one), 200)
-    x1 = encode(one, "ordinal")
-    base_one = []
-    base_many = []
-    for target in ours.index:
-        lab = prepared.labels[target]
-        tr, va = prepared.masks["train"] & lab.present, prepared.masks["val"] & lab.present
-        Xo = encode(prepared.choices, "ordinal")
-        model = baseline_families(1)["xgboost"].fit(Xo[tr], lab.values[tr], Xo[va], lab.values[va])
-        model.booster_.predict  # noqa: B018 - warm attribute
-        model.predict(x1)
-        base_one.append(median_time(lambda: model.predict(x1), 50))
-        base_many.append(median_time(lambda: model.predict(encode(many, "ordinal")), 3))
     print("\n== query speed (medians, this machine) ==")
     print(f"ours: 10,000 archs x {len(bench.metrics)} targets with std: {t_many:.3f} s "
           f"(goal < 1 s); one arch, all targets: {1000 * t_one:.2f} ms (goal < 5 ms)")
-    print(f"baseline (one XGBoost per target, no ensemble): 10,000 archs all targets "
-          f"{sum(base_many):.3f} s; one arch all targets {1000 * sum(base_one):.2f} ms "
-          f"(per target {1000 * min(base_one):.2f}-{1000 * max(base_one):.2f} ms)")
-    print(f"ratios ours/baseline: batch {t_many / sum(base_many):.2f}x, "
-          f"single {t_one / sum(base_one):.2f}x")
+    if fitted:
+        x1 = encode(one, "ordinal")
+        base_one, base_many = [], []
+        for (target, family), model in fitted.items():
+            if family != "xgboost":
+                continue
+            model.predict(x1)
+            base_one.append(median_time(lambda: model.predict(x1), 50))
+            base_many.append(median_time(lambda: model.predict(encode(many, "ordinal")), 3))
+        print(f"baseline (one XGBoost per target, no uncertainty): 10,000 archs all targets "
+              f"{sum(base_many):.3f} s; one arch all targets {1000 * sum(base_one):.2f} ms "
+              f"(per target {1000 * min(base_one):.2f}-{1000 * max(base_one):.2f} ms)")
+        print(f"ratios ours/baseline: batch {t_many / sum(base_many):.2f}x, "
+              f"single {t_one / sum(base_one):.2f}x")
     print(f"\nfit time, all {len(bench.metrics)} targets from scratch (no HPO): "
           f"{fit_seconds:.1f} s (goal < 600 s); baselines: {base_seconds:.1f} s")
     if args.report:
@@ -157,5 +159,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OMP_NUM_THREADS", "2")
     main()

@@ -36,7 +36,8 @@ def prepared():
 
 @pytest.fixture(scope="module")
 def small_config():
-    return FitConfig(targets=SMALL_TARGETS, default=SMALL)
+    mixed = TargetConfig(["xgboost", "svr"], [SMALL.params, {"C": 3.0}], 2)
+    return FitConfig(targets=SMALL_TARGETS, default=SMALL, per_target={"val_top1": mixed})
 
 
 @pytest.fixture(scope="module")
@@ -300,3 +301,28 @@ def test_compat_ensemble_api(artifact):
     assert draw.shape == (1,) and np.array_equal(draw, ens.query_noise(EFFICIENTNET_B0, seed=1))
     with pytest.raises(ValueError, match="unknown device 'h100'"):
         load_ensemble(artifact, "throughput", "h100")
+
+
+def test_exported_tables_and_new_devices_are_targets(prepared, tmp_path):
+    frame = prepared.frame.copy()
+    rng = np.random.default_rng(0)
+    frame["throughput_cpu"] = frame["throughput_a100"] / 300 * rng.normal(1, 0.005, len(frame))
+    frame["throughput_cpu_std"] = np.nan
+    frame.loc[frame.index[:10], "throughput_cpu"] = np.nan
+    path = tmp_path / "merged.parquet"
+    frame.to_parquet(path)
+    sub = prepare(path, ["throughput_cpu"])
+    assert "throughput_cpu" in target_columns(sub.frame)
+    assert sub.labels["throughput_cpu"].n_missing == 10
+    assert {k: int(v.sum()) for k, v in sub.masks.items()} == {"train": 4100, "val": 512,
+                                                                "test": 512}
+    bench = fit_benchmark(sub, FitConfig(default=SMALL), progress=False)
+    assert bench.devices == ["cpu"]
+    assert evaluate(bench, sub, "test").loc["throughput_cpu", "kendall_tau"] > 0.95
+
+
+def test_tabulated_features_equal_the_features_encoding():
+    from anb.surrogates.features import StageCostTable
+
+    choices = Sampler(seed=11).sample_choices(3000)
+    np.testing.assert_array_equal(StageCostTable().features(choices), encode(choices, "features"))

@@ -134,20 +134,23 @@ def _check_compatible(manifest: dict[str, Any]) -> None:
                          f"{next((a, b) for a, b in zip(theirs + [''], ours + ['']) if a != b)})")
     installed = library_versions()
     for name, spec in manifest["targets"].items():
-        library = _FAMILY_LIBRARY.get(spec["model"]["family"])
-        if library is None:
-            continue
-        made, have = manifest["libraries"].get(library), installed.get(library)
-        if have is None:
-            raise ValueError(f"target {name!r} needs {library} (artifact made with {made}); "
-                             "it is not installed")
-        if made and made.split(".")[0] != have.split(".")[0]:
-            raise ValueError(f"target {name!r} was saved with {library} {made}; installed "
-                             f"{library} {have} has another major version")
+        families = spec["model"]["family"]
+        for family in [families] if isinstance(families, str) else families:
+            library = _FAMILY_LIBRARY.get(family)
+            if library is None:
+                continue
+            made, have = manifest["libraries"].get(library), installed.get(library)
+            if have is None:
+                raise ValueError(f"target {name!r} needs {library} (artifact made with {made}); "
+                                 "it is not installed")
+            if made and made.split(".")[0] != have.split(".")[0]:
+                raise ValueError(f"target {name!r} was saved with {library} {made}; installed "
+                                 f"{library} {have} has another major version")
 
 
-def load(path: str | Path) -> SurrogateBenchmark:
-    """Load a surrogate benchmark folder written by :func:`save` (verified, no code executed)."""
+def load(path: str | Path, n_jobs: int | None = None) -> SurrogateBenchmark:
+    """Load a surrogate benchmark folder written by :func:`save` (verified, no code executed).
+    ``n_jobs``: prediction threads for large batches (default: up to 2 CPUs)."""
     path = Path(path)
     manifest = read_manifest(path)
     _check_compatible(manifest)
@@ -161,4 +164,6 @@ def load(path: str | Path) -> SurrogateBenchmark:
     for name, spec in manifest["targets"].items():
         models[name] = TargetSurrogate.from_spec(spec["model"], [path / f for f in spec["files"]])
         transforms[name] = spec["transform"]
-    return SurrogateBenchmark(builder, models, transforms, info=manifest, space=space)
+    threads = n_jobs if n_jobs is not None else min(2, os.cpu_count() or 1)
+    return SurrogateBenchmark(builder, models, transforms, info=manifest, space=space,
+                              n_jobs=threads)

@@ -44,8 +44,10 @@ def baseline_families(n_jobs: int = 1, scale: float = 1.0) -> dict[str, object]:
 
 
 def evaluate_baselines(prepared: Prepared, targets: list[str] | None = None, n_jobs: int = 1,
-                       scale: float = 1.0, split: str = "test") -> pd.DataFrame:
-    """Fit and score the baseline recipe per target; rows ``(target, family)``."""
+                       scale: float = 1.0, split: str = "test",
+                       fitted: dict[tuple[str, str], object] | None = None) -> pd.DataFrame:
+    """Fit and score the baseline recipe per target; rows ``(target, family)``.
+    Fitted models are put into ``fitted`` (keyed by ``(target, family)``) when given."""
     X = encode(prepared.choices, "ordinal")
     train, val, test = (prepared.masks[k] for k in ("train", "val", split))
     rows = []
@@ -55,6 +57,8 @@ def evaluate_baselines(prepared: Prepared, targets: list[str] | None = None, n_j
         for name, family in baseline_families(n_jobs, scale).items():
             family.fit(X[tr], lab.values[tr], X[va], lab.values[va])
             metrics = regression_metrics(lab.values[te], family.predict(X[te]))
+            if fitted is not None:
+                fitted[(target, name)] = family
             rows.append({"target": target, "family": name, **metrics})
     return pd.DataFrame(rows).set_index(["target", "family"])
 

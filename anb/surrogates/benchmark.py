@@ -23,12 +23,13 @@ class SurrogateBenchmark:
 
     def __init__(self, builder: FeatureBuilder, models: dict[str, TargetSurrogate],
                  transforms: dict[str, str], info: dict[str, Any] | None = None,
-                 space: SearchSpace = ANB_SPACE):
+                 space: SearchSpace = ANB_SPACE, n_jobs: int = 1):
         self.builder = builder
         self.models = models
         self.transforms = transforms
         self.info = dict(info or {})
         self.space = space
+        self.set_threads(n_jobs)
         self._packed: PackedForest | None = None
         self._packed_slots: dict[str, list[int]] = {}
 
@@ -54,6 +55,15 @@ class SurrogateBenchmark:
                                  f"(aliases {sorted(ALIASES)})")
             out.append(full)
         return out
+
+    def set_threads(self, n_jobs: int) -> None:
+        """Threads the native tree predictors use on large batches."""
+        if n_jobs < 1:
+            raise ValueError(f"n_jobs must be >= 1, got {n_jobs}")
+        for model in self.models.values():
+            for member in model.members_:
+                if hasattr(member, "set_threads"):
+                    member.set_threads(n_jobs)
 
     # ------------------------------------------------------------ input
     def choices(self, archs: Any) -> np.ndarray:
@@ -139,16 +149,19 @@ class SurrogateBenchmark:
         """
         dist = self.predict_transformed(archs, metrics)
         rng = np.random.default_rng(seed) if noise else None
-        columns: dict[str, np.ndarray] = {}
-        for name, (mu, sigma) in dist.items():
+        names = list(dist)
+        n = len(next(iter(dist.values()))[0]) if dist else 0
+        values = np.empty((n, 2 * len(names)))
+        for i, name in enumerate(names):
+            mu, sigma = dist[name]
             draw = mu + sigma * rng.standard_normal(len(mu)) if rng is not None else mu
             if self.transforms[name] == "log":
-                columns[name] = np.exp(draw)
-                columns[f"{name}_std"] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
+                values[:, 2 * i] = np.exp(draw)
+                values[:, 2 * i + 1] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
             else:
-                columns[name] = draw
-                columns[f"{name}_std"] = sigma
-        return pd.DataFrame(columns)
+                values[:, 2 * i] = draw
+                values[:, 2 * i + 1] = sigma
+        return pd.DataFrame(values, columns=[c for t in names for c in (t, f"{t}_std")])
 
     def __repr__(self) -> str:
         return f"SurrogateBenchmark(metrics={self.metrics})"

@@ -10,10 +10,11 @@ correct. Weights are plain arrays (saved as ``.npz`` without pickle).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
+from anb.searchspace.counting import COST_NAMES, cost_table
 from anb.searchspace.encoding import encode, encoding_names
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.data import transform_for
@@ -94,6 +95,49 @@ class LayerCostModel:
         return model
 
 
+class StageCostTable:
+    """Per-stage analytic costs tabulated once per (stage, choice combination).
+
+    A stage's costs depend only on its own choices (the skeleton fixes its input), so the
+    ``features`` encoding of any batch is a gather from this table: identical numbers to
+    ``encode(archs, "features")`` without re-deriving every layer per call.
+    """
+
+    def __init__(self, space: SearchSpace = ANB_SPACE):
+        self.space = space
+        radices = np.array([spec.radices for spec in space.stages])  # (stages, 4)
+        self.radices = radices
+        sizes = radices.prod(1)
+        rows = int(sizes.max())
+        tables = space._value_tables()
+        choices = np.zeros((rows, space.num_stages, 4), dtype=np.int64)
+        for s in range(space.num_stages):
+            combo = np.arange(rows) % sizes[s]
+            for f in reversed(range(4)):
+                choices[:, s, f] = tables[s][f][combo % radices[s, f]]
+                combo //= radices[s, f]
+        table = cost_table(choices, space)
+        self.costs = {name: table.per_stage[name] for name in COST_NAMES}  # (rows, stages)
+        self.fixed = {name: table.stem[name] + table.head[name] for name in COST_NAMES}
+
+    def features(self, choices: np.ndarray) -> np.ndarray:
+        """Same matrix as ``encode(choices, "features")``."""
+        pos = self.space.ordinal(choices)
+        index = np.zeros(pos.shape[:2], dtype=np.int64)
+        for f in range(4):
+            index = index * self.radices[None, :, f] + pos[:, :, f]
+        stages = np.arange(self.space.num_stages)
+        parts = [pos.reshape(len(pos), -1).astype(np.float32)]
+        per_stage = {name: self.costs[name][index, stages] for name in COST_NAMES}
+        parts += [np.log1p(per_stage[name]) for name in COST_NAMES]
+        depth = np.asarray(choices)[:, :, 2]
+        parts.append(depth)
+        parts.append(np.stack([np.log1p(per_stage[name].sum(1) + self.fixed[name])
+                               for name in COST_NAMES], axis=1))
+        parts.append(depth.sum(axis=1, keepdims=True))
+        return np.concatenate([p.astype(np.float32) for p in parts], axis=1)
+
+
 class FeatureBuilder:
     """``encode(archs, feature_set)`` followed by the layer-cost predictions of every target."""
 
@@ -102,13 +146,15 @@ class FeatureBuilder:
         self.feature_set = feature_set
         self.layer_cost = layer_cost
         self.space = space
+        self._table = StageCostTable(space) if feature_set == "features" else None
 
     def names(self) -> list[str]:
         names = list(encoding_names(self.feature_set, self.space))
         return names + (self.layer_cost.names() if self.layer_cost is not None else [])
 
     def transform(self, choices: np.ndarray) -> np.ndarray:
-        parts = [encode(choices, self.feature_set, self.space)]
+        parts = [self._table.features(choices) if self._table is not None
+                 else encode(choices, self.feature_set, self.space)]
         if self.layer_cost is not None:
             parts.append(self.layer_cost.transform(choices, self.space).astype(np.float32))
         return np.concatenate(parts, axis=1).astype(np.float32)
@@ -118,7 +164,3 @@ class FeatureBuilder:
         if name not in names:
             raise ValueError(f"unknown feature {name!r}; features are {names[:6]}...")
         return names.index(name)
-
-
-def feature_columns(names: Sequence[str], prefix: str) -> list[int]:
-    return [i for i, n in enumerate(names) if n.startswith(prefix)]
