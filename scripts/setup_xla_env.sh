@@ -3,7 +3,8 @@
 # back-end's tests in it on the XLA CPU device (PJRT_DEVICE=CPU).
 #
 #   scripts/setup_xla_env.sh            # create/refresh $XLA_VENV (default build/venv-xla)
-#   scripts/setup_xla_env.sh --test     # ... then run tests/test_throughput_tpu.py for real
+#   scripts/setup_xla_env.sh --test     # ... then run tests/test_throughput_tpu.py in it
+#   (tests/test_xla_env.py runs them from the main suite)
 #
 # torch-xla X.Y needs torch X.Y exactly; on x86_64 PyPI's torch 2.9.1 is a CUDA build (~7 GB in the
 # venv, ~4 GB download). The venv lives under build/ (git-ignored).
