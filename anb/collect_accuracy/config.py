@@ -25,6 +25,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
         "wandb_dir": ("", "wandb run folder root; empty = <folder>/wandb."),
         "log_artifacts": (True, "Log one artifact (weights + record) per architecture."),
         "progress": (True, "Show a progress bar on rank 0."),
+        "lock": (True, "Claim each architecture with a lock file in <folder>/locks/ so that "
+                       "concurrent jobs on one folder never train it twice."),
     },
     "model": {
         "space": ("anb-mnasnet", "Search space: anb-mnasnet (2-D) or anb-seq1d (1-D)."),
@@ -91,6 +93,39 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("distributed", "device"): ("auto", "cuda", "cpu"),
 }
 
+#: Numeric keys' allowed ranges: (minimum, maximum, minimum exclusive); None = unbounded.
+RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
+    ("model", "num_models"): (1, None, False),
+    ("model", "seed"): (0, None, False),
+    ("model", "dropout"): (0, 1, False),
+    ("model", "drop_path"): (0, 1, False),
+    ("model", "mem_budget_gb"): (0, None, False),
+    ("model", "mem_check_batch"): (0, None, False),
+    ("dataloader", "num_workers"): (0, None, False),
+    ("dataloader", "image_size"): (8, None, False),
+    ("trainval", "epochs"): (1, None, False),
+    ("trainval", "batch_size"): (1, None, False),
+    ("trainval", "val_batch_size"): (1, None, False),
+    ("trainval", "min_res"): (8, None, False),
+    ("trainval", "max_res"): (8, None, False),
+    ("trainval", "start_ramp"): (0, None, False),
+    ("trainval", "end_ramp"): (0, None, False),
+    ("trainval", "res_step"): (1, None, False),
+    ("trainval", "val_res"): (8, None, False),
+    ("trainval", "crop_ratio"): (0, 1, True),
+    ("trainval", "eval_epochs"): (1, None, False),
+    ("trainval", "label_smoothing"): (0, 1, False),
+    ("trainval", "max_steps"): (0, None, False),
+    ("trainval", "max_val_steps"): (0, None, False),
+    ("optimizer", "lr"): (0, None, True),
+    ("optimizer", "lr_batch"): (1, None, False),
+    ("optimizer", "lr_peak_epoch"): (0, None, False),
+    ("optimizer", "lr_start"): (0, 1, False),
+    ("optimizer", "momentum"): (0, 1, False),
+    ("optimizer", "weight_decay"): (0, None, False),
+    ("distributed", "timeout_s"): (1, None, False),
+}
+
 #: Keys that define how one architecture is trained (hashed into ``recipe_hash``).
 RECIPE_KEYS = {
     "model": ("space", "activation", "dropout", "drop_path"),
@@ -135,7 +170,42 @@ def _parse(section: str, key: str, raw: Any) -> Any:
     if allowed and value not in allowed:
         raise ConfigError(f"config key '{section}.{key}': value {value!r} is not allowed; "
                           f"allowed values are {list(allowed)}")
+    if (section, key) in RANGES and not _in_range(value, *RANGES[section, key]):
+        raise ConfigError(f"config key '{section}.{key}': value {value!r} is out of range; "
+                          f"allowed values are {_range_text(*RANGES[section, key])}")
     return value
+
+
+def _in_range(value: float, low: float | None, high: float | None, open_low: bool) -> bool:
+    if value != value:  # NaN
+        return False
+    if low is not None and (value <= low if open_low else value < low):
+        return False
+    return high is None or value <= high
+
+
+def _range_text(low: float | None, high: float | None, open_low: bool) -> str:
+    if high is None:
+        return f"{'>' if open_low else '>='} {low}"
+    return f"{low} {'<' if open_low else '<='} value <= {high}"
+
+
+def check_consistency(config: Config) -> None:
+    """Checks across keys (each key alone is checked when parsed)."""
+    tv = config["trainval"]
+    if tv["min_res"] > tv["max_res"]:
+        raise ConfigError(f"config keys 'trainval.min_res' / 'trainval.max_res': values "
+                          f"{tv['min_res']} > {tv['max_res']}; the ramp only grows")
+    if tv["start_ramp"] > tv["end_ramp"]:
+        raise ConfigError(f"config keys 'trainval.start_ramp' / 'trainval.end_ramp': values "
+                          f"{tv['start_ramp']} > {tv['end_ramp']}; allowed start_ramp <= end_ramp")
+    if tv["eval_epochs"] > tv["epochs"]:
+        raise ConfigError(f"config key 'trainval.eval_epochs': value {tv['eval_epochs']} must "
+                          f"be in 1..trainval.epochs ({tv['epochs']})")
+    if config["optimizer"]["lr_peak_epoch"] > tv["epochs"]:
+        raise ConfigError(f"config key 'optimizer.lr_peak_epoch': value "
+                          f"{config['optimizer']['lr_peak_epoch']} is after the last epoch; "
+                          f"allowed 0..trainval.epochs ({tv['epochs']})")
 
 
 def _key_owner(key: str) -> str:
@@ -188,6 +258,7 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
                 config.setdefault(section, {})[key] = _parse(section, key, raw)
     for section, key, raw in parse_overrides(overrides):
         config[section][key] = _parse(section, key, raw)
+    check_consistency(config)
     return config
 
 
@@ -199,6 +270,8 @@ def describe() -> str:
         for key, (default, text) in keys.items():
             allowed = CHOICES.get((section, key))
             extra = f" ({'/'.join(allowed)})" if allowed else ""
+            if (section, key) in RANGES:
+                extra += f" ({_range_text(*RANGES[section, key])})"
             lines.append(f"  --{section}.{key} (default {default!r}){extra}: {text}")
     return "\n".join(lines)
 

@@ -7,6 +7,11 @@ Each architecture's state is checkpointed atomically after every epoch. Rerunnin
 command after a crash, kill or preemption skips finished (and skipped) architectures, continues
 the interrupted one from its last epoch and then the rest of the stream: nothing is lost,
 nothing is trained twice. Rank 0 decides and broadcasts the plan, and alone writes files.
+
+Jobs sharing a results folder (the same shard submitted twice, a requeued job whose old
+instance still runs, overlapping shards) cooperate: rank 0 claims each architecture with an
+exclusive lock in ``<folder>/locks/`` before training it (see :mod:`.claims`); an architecture
+claimed elsewhere is passed over and tried once more at the end of the stream.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from anb.collect_accuracy import checkpoint, memcheck, provenance, recipe
+from anb.collect_accuracy import checkpoint, claims, memcheck, provenance, recipe
 from anb.collect_accuracy.config import (Config, ConfigError, describe, load_config, recipe_hash,
                                          to_ini)
 from anb.collect_accuracy.data import Loaders, make_loaders, seed_of
@@ -64,10 +69,6 @@ def check_compatible(config: Config, space: SearchSpace) -> None:
         raise ConfigError(f"config key 'dataloader.kind': value {kind!r} does not fit space "
                           f"{space.name!r}; the 1-D space takes 'numpy', the 2-D space "
                           "takes ffcv, folder or digits")
-    tv = config["trainval"]
-    if not 0 < tv["eval_epochs"] <= tv["epochs"]:
-        raise ConfigError(f"config key 'trainval.eval_epochs': value {tv['eval_epochs']} must "
-                          f"be in 1..trainval.epochs ({tv['epochs']})")
 
 
 class Trainer:
@@ -83,44 +84,113 @@ class Trainer:
         self.channels_last = self.tv["channels_last"] and self.cuda and space.dims == 2
         steps = loaders.train_steps()
         self.steps = min(steps, self.tv["max_steps"]) if self.tv["max_steps"] else steps
+        self._claim: claims.Claim | None = None
         if self.cuda:
             torch.backends.cudnn.benchmark = True
 
     # -- the stream ---------------------------------------------------------------------
-    def status(self, arch: Arch) -> str:
-        """done / skipped / todo, decided by rank 0 from the results folder. A record of
-        another recipe in the folder is an error (one folder holds one recipe)."""
-        state: Any = None
+    def _folder_state(self, arch: Arch) -> str:
+        """done / skipped / todo from the results folder (rank 0). A record of another recipe
+        is an error (one folder holds one recipe), so is an unreadable one."""
+        for name, path in (("done", provenance.record_path(self.folder, arch)),
+                           ("skipped", provenance.skipped_path(self.folder, arch))):
+            if not path.exists():
+                continue
+            try:
+                other = json.loads(path.read_text()).get("provenance", {}).get("recipe_hash")
+            except (OSError, ValueError, AttributeError) as err:
+                raise ConfigError(f"config key 'logging.folder': {str(path)!r} is unreadable "
+                                  f"({type(err).__name__}: {err}); remove it to train "
+                                  f"architecture {arch.id} again") from None
+            if other not in (None, self.hash):
+                raise ConfigError(f"config key 'logging.folder': {str(self.folder)!r} holds "
+                                  f"{path.name} of recipe {other}, this run's recipe is "
+                                  f"{self.hash}; use one folder per recipe")
+            return name
+        return "todo"
+
+    def claim(self, arch: Arch) -> tuple[str, str]:
+        """Rank 0 decides for every rank: ``(state, detail)`` with state done / skipped (in
+        the folder), busy (claimed by another running job; detail names it) or todo (this
+        job now holds the architecture's claim, see :mod:`.claims`)."""
+        decision: Any = None
         if self.dist.is_main:
-            for name, path in (("done", provenance.record_path(self.folder, arch)),
-                               ("skipped", provenance.skipped_path(self.folder, arch))):
-                if path.exists():
-                    other = json.loads(path.read_text()).get("provenance", {}).get("recipe_hash")
-                    state = name if other in (None, self.hash) else ConfigError(
-                        f"config key 'logging.folder': {str(self.folder)!r} holds {path.name} "
-                        f"of recipe {other}, this run's recipe is {self.hash}; use one folder "
-                        "per recipe")
-                    break
-            else:
-                state = "todo"
-        state = broadcast_object(state, self.dist.world_size)
-        if isinstance(state, Exception):
-            raise state
-        return state
+            try:
+                decision = (self._folder_state(arch), "")
+                if decision[0] == "todo" and self.config["logging"]["lock"]:
+                    self._claim = claims.try_claim(
+                        self.folder, arch.id, claims.holder_info(self.dist.job_id, str(arch)))
+                    if self._claim is None:
+                        holder = claims.read_holder(self.folder, arch.id)
+                        decision = ("busy", claims.describe(holder))
+                    else:  # finished by another job between the look and the claim?
+                        decision = (self._folder_state(arch), "")
+            except ConfigError as err:
+                decision = err
+            except OSError as err:
+                decision = ConfigError(
+                    f"config key 'logging.folder': cannot claim architecture {arch.id} in "
+                    f"{str(self.folder)!r} ({err})")
+        decision = broadcast_object(decision, self.dist.world_size)
+        if isinstance(decision, Exception):
+            self.release()
+            raise decision
+        return decision
+
+    def _drop_leftover(self, arch: Arch) -> None:
+        """Remove the checkpoint a kill between record and cleanup left behind, unless
+        another job holds the architecture (it is about to remove it itself)."""
+        ckpt = self._ckpt(arch)
+        if not ckpt.exists():
+            return
+        if self._claim is None and self.config["logging"]["lock"]:
+            try:
+                self._claim = claims.try_claim(
+                    self.folder, arch.id, claims.holder_info(self.dist.job_id, str(arch)))
+            except ConfigError:
+                return
+            if self._claim is None:
+                return
+        ckpt.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
 
     def run(self, archs: list[Arch]) -> dict[str, int]:
-        counts = {"done": 0, "skipped": 0, "trained": 0}
+        """Train the stream. Architectures claimed by another job are passed over and tried
+        once more at the end (that job may have finished them, or died and left them)."""
+        counts = {"done": 0, "skipped": 0, "trained": 0, "busy": 0}
         show = self.dist.is_main and self.config["logging"]["progress"]
+        busy: list[int] = []
         for index, arch in enumerate(tqdm(archs, desc="architectures", disable=not show)):
-            state = self.status(arch)
-            if state == "todo":
-                state = self.train_arch(arch, index, len(archs))
+            state = self.process(arch, index, len(archs))
+            if state == "busy":
+                busy.append(index)
             else:
-                self.say(f"arch {index + 1}/{len(archs)} {arch.id} already {state}")
-                if self.dist.is_main:  # a kill between record and cleanup leaves a checkpoint
-                    self._ckpt(arch).unlink(missing_ok=True)
-            counts[state] += 1
+                counts[state] += 1
+        for index in busy:
+            counts[self.process(archs[index], index, len(archs), last_try=True)] += 1
         return counts
+
+    def process(self, arch: Arch, index: int, total: int, last_try: bool = False) -> str:
+        """Claim, then train, resume or pass over one architecture; its final state."""
+        label = f"arch {index + 1}/{total} {arch.id}"
+        state, detail = self.claim(arch)
+        try:
+            if state == "todo":
+                return self.train_arch(arch, index, total)
+            if state == "busy":
+                self.say(f"{label} busy: claimed by {detail}; "
+                         + ("left to it" if last_try else "coming back to it at the end"))
+            else:
+                self.say(f"{label} already {state}")
+                if self.dist.is_main:
+                    self._drop_leftover(arch)
+            return state
+        finally:
+            self.release()
 
     # -- one architecture ----------------------------------------------------------------
     def _ckpt(self, arch: Arch) -> Path:
@@ -384,6 +454,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             atomic_write_text(trainer.folder / f"config-{trainer.hash}.ini", to_ini(config))
         counts = trainer.run(archs)
         trainer.say(f"stream complete: {counts}")
+        if counts["busy"]:
+            trainer.say(f"{counts['busy']} architecture(s) left to the other job(s) holding "
+                        "them; rerun this command after those jobs end to make sure")
         return 0
     except (ConfigError, checkpoint.CheckpointError) as err:
         print(f"error: {err}", file=sys.stderr)

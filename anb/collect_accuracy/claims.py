@@ -1,0 +1,105 @@
+"""Per-architecture claims: jobs sharing a results folder never train one architecture twice.
+
+Before training an architecture, global rank 0 takes an exclusive ``fcntl.flock`` on
+``<folder>/locks/<arch_id>.lock`` (non-blocking) and holds it until the record is written. The
+lock belongs to the open file, so the operating system drops it when the holder exits, is
+killed (SIGKILL included) or its node's processes are torn down: a claim never outlives its
+job, and no stale lock file needs cleaning. A job that finds an architecture claimed moves on
+to the next one and comes back to it at the end of its stream; the holder's host, pid and job
+id are written into the lock file for the message.
+
+Lock files stay in place (removing a lock file another process has open would split the lock
+between two inodes). The holder never opens its own lock file a second time: on NFS, flock is
+emulated with POSIX locks, which a second close() in the same process would release.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from anb.collect_accuracy.config import ConfigError
+
+UNSUPPORTED = (errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK, errno.EINVAL)
+
+
+def lock_path(folder: Path, arch_id: str) -> Path:
+    return Path(folder) / "locks" / f"{arch_id}.lock"
+
+
+class Claim:
+    """An exclusive lock on one architecture of a results folder, held until :meth:`release`
+    (or the process's end)."""
+
+    def __init__(self, path: Path, fd: int):
+        self.path, self._fd = path, fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)  # no stale holder text once released
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> "Claim":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def holder_info(job_id: str, arch: str = "") -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid(), "job_id": job_id, "arch": arch,
+            "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def try_claim(folder: Path, arch_id: str, holder: dict[str, Any]) -> Claim | None:
+    """Claim ``arch_id`` in ``folder``: a :class:`Claim`, or None while another process holds
+    it. A file system without flock support is a :class:`ConfigError` naming the folder."""
+    path = lock_path(folder, arch_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        os.close(fd)
+        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return None
+        if err.errno in UNSUPPORTED:
+            raise ConfigError(
+                f"config key 'logging.folder': {str(folder)!r} is on a file system without "
+                f"flock support ({os.strerror(err.errno)}), so concurrent jobs cannot be kept "
+                "from training the same architecture; mount it with flock (Lustre: -o flock) "
+                "or, running one job per folder only, set --logging.lock false") from None
+        raise
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(holder, sort_keys=True) + "\n").encode(), 0)
+    except OSError:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        raise
+    return Claim(path, fd)
+
+
+def read_holder(folder: Path, arch_id: str) -> dict[str, Any]:
+    """What the current holder wrote into the lock file ({} when unreadable or empty)."""
+    try:
+        return json.loads(lock_path(folder, arch_id).read_text() or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def describe(holder: dict[str, Any]) -> str:
+    if not holder:
+        return "another process (holder details not yet written)"
+    return (f"job {holder.get('job_id', '?')} (host {holder.get('host', '?')}, "
+            f"pid {holder.get('pid', '?')}, since {holder.get('since', '?')})")

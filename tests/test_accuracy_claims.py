@@ -1,0 +1,179 @@
+"""Jobs sharing a results folder never train one architecture twice: per-architecture flock
+claims, checked with real processes (a claim held by another process, released by the OS when
+that process is killed; two trainer jobs on the same folder and shard at once)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from anb.collect_accuracy import claims
+from anb.collect_accuracy.train import main
+from anb.searchspace import Arch, Sampler
+
+from tests.test_train_torchrun import CONFIG, REPO, child_env, torchrun_cmd
+
+SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
+OTHER = "e4k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
+QUICK = ["--progress", "false", "--epochs", "1", "--eval_epochs", "1", "--max_steps", "2",
+         "--max_val_steps", "1", "--min_res", "32", "--max_res", "32", "--val_res", "32"]
+HOLDER = """
+import sys, time
+from pathlib import Path
+from anb.collect_accuracy import claims
+claim = claims.try_claim(Path(sys.argv[1]), sys.argv[2], claims.holder_info("job-holder"))
+print("held" if claim else "busy", flush=True)
+time.sleep(600)
+"""
+
+
+def _records(folder: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (folder / "records").glob("*.json")}
+
+
+def test_claim_is_exclusive_across_processes_and_dropped_when_the_holder_is_killed(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path), "abc"],
+                              env=child_env(), cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert claims.try_claim(tmp_path, "abc", claims.holder_info("job-me")) is None
+        info = claims.read_holder(tmp_path, "abc")
+        assert info["pid"] == holder.pid and info["job_id"] == "job-holder"
+        assert f"job job-holder (host {info['host']}, pid {holder.pid}" in claims.describe(info)
+        other = claims.try_claim(tmp_path, "xyz", claims.holder_info("job-me"))
+        assert other is not None  # one lock per architecture
+        other.release()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    claim = claims.try_claim(tmp_path, "abc", claims.holder_info("job-me"))
+    assert claim is not None and claims.read_holder(tmp_path, "abc")["job_id"] == "job-me"
+    claim.release()
+    assert claims.read_holder(tmp_path, "abc") == {}
+
+
+def test_trainer_passes_over_an_architecture_claimed_elsewhere(tmp_path, capsys):
+    out = tmp_path / "out"
+    held = Arch.from_string(SMALL)
+    # another process holds the claim on SMALL for the whole run
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out), held.id],
+                              env=child_env(), cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        args = ["--config", str(CONFIG), "--folder", str(out), *QUICK,
+                "--archs", f"{SMALL},{OTHER}"]
+        assert main(args) == 0
+        stdout = capsys.readouterr().out
+        assert f"{held.id} busy: claimed by job job-holder" in stdout
+        assert f"pid {holder.pid}" in stdout and "left to it" in stdout
+        assert "'trained': 1" in stdout and "'busy': 1" in stdout
+        assert sorted(_records(out)) == [Arch.from_string(OTHER).id]
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    assert main(args) == 0  # the holder is gone: its architecture is trained now
+    stdout = capsys.readouterr().out
+    assert "'trained': 1" in stdout and "'done': 1" in stdout and "'busy': 0" in stdout
+    assert sorted(_records(out)) == sorted([held.id, Arch.from_string(OTHER).id])
+
+
+def test_lock_can_be_switched_off(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["--config", str(CONFIG), "--folder", str(out), *QUICK, "--archs", SMALL,
+                 "--lock", "false"]) == 0
+    assert len(_records(out)) == 1 and not (out / "locks").exists()
+
+
+def _held(folder: Path) -> list[str]:
+    """Architectures whose lock file names a live holder (released claims are emptied)."""
+    return [p.stem for p in (folder / "locks").glob("*.lock") if p.stat().st_size]
+
+
+def test_two_jobs_on_one_folder_and_shard_never_train_an_architecture_twice(tmp_path):
+    """Job A (one process) is frozen with SIGSTOP while it holds a claim; job B (torchrun, two
+    processes, same command) runs the whole stream meanwhile; then A continues."""
+    folder = tmp_path / "shared"
+    num = 3
+    ids = [a.id for a in Sampler(7).sample(num)]
+    base = [sys.executable, "-m", "anb.collect_accuracy.train", "--config", str(CONFIG),
+            "--folder", str(folder), "--num_models", str(num), "--seed", "7",
+            "--progress", "false", "--epochs", "4", "--eval_epochs", "1", "--batch_size", "16",
+            "--max_steps", "3", "--val_batch_size", "60"]
+    job_a = subprocess.Popen(base, env=child_env(), cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+    held: list[str] = []
+    deadline = time.time() + 300
+    try:
+        while not held:  # freeze A in the middle of an architecture, holding its claim
+            assert job_a.poll() is None, "job A ended before it could be frozen"
+            assert time.time() < deadline
+            if list((folder / "checkpoints").glob("*.pt")):
+                os.kill(job_a.pid, signal.SIGSTOP)
+                held = _held(folder)
+                if not held:  # between two architectures: let it run a little longer
+                    os.kill(job_a.pid, signal.SIGCONT)
+            time.sleep(0.02)
+        (held_id,) = held
+        done_before = sorted(_records(folder))
+        job_b = subprocess.run(torchrun_cmd(folder, "--num_models", str(num), "--epochs", "4",
+                                            "--eval_epochs", "1"),
+                               env=child_env(), cwd=REPO, capture_output=True, text=True,
+                               timeout=400)
+        assert job_b.returncode == 0, job_b.stdout[-3000:] + job_b.stderr[-3000:]
+        assert f"{held_id} busy: claimed by job local-" in job_b.stdout
+        assert f"pid {job_a.pid}," in job_b.stdout and "left to it" in job_b.stdout
+        assert sorted(_records(folder)) == sorted(set(ids) - {held_id})
+    finally:
+        os.kill(job_a.pid, signal.SIGCONT)
+    out_a = job_a.communicate(timeout=300)[0]
+    assert job_a.returncode == 0, out_a[-3000:]
+    found = _records(folder)
+    assert sorted(found) == sorted(ids)
+    # every architecture trained exactly once, by one job
+    finished = out_a.count("finished:") + job_b.stdout.count("finished:")
+    assert finished == num, out_a + job_b.stdout
+    for arch_id, record in found.items():
+        assert len(record["provenance"]["job_ids"]) == 1
+    job_of = {arch_id: r["provenance"]["job_ids"][0] for arch_id, r in found.items()}
+    assert len({job_of[i] for i in done_before + [held_id]}) == 1  # A's
+    assert all(job_of[i] != job_of[held_id] for i in set(ids) - set(done_before) - {held_id})
+    assert found[held_id]["provenance"]["world_size"] == 1
+    assert not _held(folder) and not list((folder / "checkpoints").glob("*.pt"))
+
+
+@pytest.mark.parametrize("override, message", [
+    (["--epochs", "0"], "'trainval.epochs': value 0 is out of range; allowed values are >= 1"),
+    (["--crop_ratio", "1.5"], "'trainval.crop_ratio': value 1.5 is out of range; allowed "
+                              "values are 0 < value <= 1"),
+    (["--lr", "-1"], "'optimizer.lr': value -1.0 is out of range; allowed values are > 0"),
+    (["--min_res", "64", "--max_res", "32"], "'trainval.min_res' / 'trainval.max_res'"),
+    (["--epochs", "1", "--eval_epochs", "1", "--lr_peak_epoch", "2"],
+     "'optimizer.lr_peak_epoch': value 2.0"),
+    (["--eval_epochs", "5"], "'trainval.eval_epochs': value 5 must be in 1..trainval.epochs"),
+    (["--lock", "maybe"], "'logging.lock': value 'maybe' is not a valid bool"),
+])
+def test_out_of_range_values_name_key_value_and_allowed_range(tmp_path, capsys, override,
+                                                              message):
+    code = main(["--config", str(CONFIG), "--folder", str(tmp_path / "out"), *override])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_unreadable_record_is_a_clear_error_and_nothing_is_touched(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["--config", str(CONFIG), "--folder", str(out), *QUICK, "--archs", SMALL]
+    assert main(args) == 0
+    record = out / "records" / f"{Arch.from_string(SMALL).id}.json"
+    record.write_text('{"truncated": ')
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert str(record) in err and "is unreadable" in err and "remove it" in err
+    assert record.read_text() == '{"truncated": '
