@@ -22,7 +22,8 @@ def register(app: typer.Typer) -> None:
     def train(ctx: typer.Context,
               config: Optional[Path] = typer.Option(None, help="INI recipe file.")) -> None:
         """Train the configured stream of architectures (resumable). Extra arguments override
-        config keys: --section.key value or --key value. Launch several processes with
+        config keys: --section.key value or --key value (every key with its default:
+        `python -m anb.collect_accuracy.train --help`). Launch several processes with
         `torchrun --nproc_per_node N --no-python anb train ...` or
         `torchrun ... -m anb.collect_accuracy.train ...`."""
         from anb.collect_accuracy.train import main
@@ -52,7 +53,12 @@ def register(app: typer.Typer) -> None:
             if project:
                 import wandb
 
-                api = wandb.Api()
+                try:
+                    api = wandb.Api()
+                except Exception as err:  # wandb raises its own types (no key, no network)
+                    _fail(f"option --project {project}: cannot open wandb.Api "
+                          f"({type(err).__name__}: {err}); log in with `wandb login` or "
+                          "export offline runs with --wandb-dir")
             summary = export(out, local, wandb_dir, api, project, duplicates, get_space(space),
                              parquet)
         except (FileNotFoundError, ValueError) as err:

@@ -201,10 +201,12 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
     with np.load(path) as data:
         missing = [k for k in ("x_train", "y_train", "x_val", "y_val") if k not in data]
         if missing:
-            raise ConfigError(f"numpy data file {path!r} lacks array(s) {missing}")
+            raise ConfigError(f"config key 'dataloader.train_path': numpy data file {path!r} "
+                              f"lacks array(s) {missing}; needs x_train, y_train, x_val, y_val")
         arrays = {k: data[k] for k in ("x_train", "y_train", "x_val", "y_val")}
     if arrays["x_train"].ndim != 3:
-        raise ConfigError(f"numpy data file {path!r}: x_train must be (N, channels, length), "
+        raise ConfigError(f"config key 'dataloader.train_path': numpy data file {path!r}: "
+                          "x_train must be (N, channels, length), "
                           f"got shape {arrays['x_train'].shape}")
     return arrays
 

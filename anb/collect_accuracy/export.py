@@ -50,9 +50,14 @@ def from_local(folder: Path, space: SearchSpace = ANB_SPACE) -> Collected:
             source = f"local:{folder / 'records' / record['source']}"
             out.records.append({**record, "source": source})
     for path in sorted((folder / "skipped").glob("*.json")):
-        entry = json.loads(path.read_text())
-        out.incomplete.append({**_arch_fields(entry, space), "status": "skipped",
-                               "reason": entry.get("reason", ""), "source": f"local:{path}"})
+        try:
+            entry = json.loads(path.read_text())
+            fields, reason = _arch_fields(entry, space), entry.get("reason", "")
+        except (OSError, ValueError) as err:  # listed, not fatal: it is not a result
+            fields = {"arch_id": path.stem, "arch": ""}
+            reason = f"unreadable skip marker: {type(err).__name__}"
+        out.incomplete.append({**fields, "status": "skipped", "reason": reason,
+                               "source": f"local:{path}"})
     for path in sorted((folder / "checkpoints").glob("*.pt")):
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -104,7 +109,12 @@ def from_wandb_api(api: Any, path: str, space: SearchSpace = ANB_SPACE) -> Colle
     """Runs of ``entity/project`` through the public ``wandb.Api`` (``api.runs``): the record
     from the run summary, else from the run's ``anb-arch`` artifact."""
     out = Collected()
-    for run in api.runs(path):
+    try:
+        runs = list(api.runs(path))
+    except Exception as err:  # wandb's own error types: unknown project, no access, network
+        raise ValueError(f"option --project: cannot list the runs of wandb project {path!r} "
+                         f"({type(err).__name__}: {err})") from None
+    for run in runs:
         source = f"wandb:{path}/{run.id}"
         record = None
         if run.state == "finished":

@@ -52,8 +52,12 @@ def write_beton(source: Path, out: Path, max_side: int = 400, quality: int = 90,
     source = Path(source)
     if not source.is_dir():
         raise FileNotFoundError(f"image folder {str(source)!r} does not exist")
-    if not 1 <= quality <= 100 or max_side < 8:
-        raise ValueError(f"quality must be 1..100 and max_side >= 8, got {quality}, {max_side}")
+    if not 1 <= quality <= 100:
+        raise ValueError(f"option --quality: value {quality} is out of range; allowed 1..100")
+    if max_side < 8:
+        raise ValueError(f"option --max-side: value {max_side} is out of range; allowed >= 8")
+    if workers < 1:
+        raise ValueError(f"option --workers: value {workers} is out of range; allowed >= 1")
     dataset = _FolderSource(source)
 
     def write(tmp: Path) -> None:
@@ -71,7 +75,11 @@ class FFCVLoaders(Loaders):
     """FFCV loaders; per-rank shards via FFCV's ``distributed`` mode."""
 
     def __init__(self, config: Config, rank: int, world: int, device: torch.device):
-        _ffcv()
+        try:
+            _ffcv()
+        except ImportError as err:
+            raise ConfigError(f"config key 'dataloader.kind': value 'ffcv' needs FFCV: {err}; "
+                              "allowed without it: folder, digits") from None
         from ffcv.fields.basics import IntDecoder
         from ffcv.fields.rgb_image import (CenterCropRGBImageDecoder,
                                            RandomResizedCropRGBImageDecoder)

@@ -20,6 +20,8 @@ if ((${#missing[@]})); then
 fi
 
 # FFCV 1.0.2 builds from source against numpy 2.x / Python 3.11 (checked with numpy 2.4.6).
+# These pins must satisfy the `ffcv` extra of pyproject.toml (FFCV itself requires
+# opencv-python, so the extra names it, not the headless wheel); tests/test_accuracy_packaging.py.
 "$VENV/bin/python" -c "import ffcv" 2>/dev/null \
     || "$PIP" install ffcv==1.0.2 numba==0.68.1 opencv-python==5.0.0.93
 "$VENV/bin/python" -c "import psutil" 2>/dev/null || "$PIP" install psutil==7.2.2
