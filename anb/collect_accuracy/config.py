@@ -18,7 +18,7 @@ Config = dict[str, dict[str, Any]]
 SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
     "logging": {
         "folder": ("results", "Output folder: records/, skipped/, checkpoints/, "
-                              "config-<hash>.ini."),
+                              "locks/, config-<hash>.ini."),
         "wandb_mode": ("disabled", "wandb mode: online, offline or disabled."),
         "wandb_project": ("anb-accuracy", "wandb project name."),
         "wandb_entity": ("", "wandb entity (team); empty = default."),
