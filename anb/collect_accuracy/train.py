@@ -172,6 +172,9 @@ class Trainer:
                 counts[state] += 1
         for index in busy:
             counts[self.process(archs[index], index, len(archs), last_try=True)] += 1
+        # the last collective may be a broadcast rank 0 has sent but another rank not yet
+        # received: tearing the group down under it aborts the process (gloo)
+        barrier()
         return counts
 
     def process(self, arch: Arch, index: int, total: int, last_try: bool = False) -> str:
