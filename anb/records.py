@@ -83,8 +83,10 @@ def _sort_key(name: str) -> tuple:
 
 def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]:
     """Read records from a ``.tar.gz`` of JSON files, a folder (searched recursively),
-    a ``.json`` file (one record or a list) or a ``.jsonl`` file. Each record gets
-    ``source`` = its file name. Records are validated; order is by the number in the name.
+    a ``.json`` file (one record or a list), a ``.jsonl`` file or a flat table (``.csv`` /
+    ``.parquet``, as ``anb export`` and ``anb merge`` write). Each record gets ``source`` = its
+    file name (a table row keeps its own ``source``). Records are validated; order is by the
+    number in the name.
     """
     path = Path(path)
     if not path.exists():
@@ -109,9 +111,13 @@ def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]
         items = data if isinstance(data, list) else [data]
         named += [(path.name if len(items) == 1 else f"{path.name}:{i}", r)
                   for i, r in enumerate(items)]
+    elif path.suffix in _TABLE_SUFFIXES:
+        frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+        named += [(f"{path.name}:row_{i}", r)
+                  for i, r in enumerate(frame_to_records(frame, space))]
     else:
         raise ValueError(f"cannot read records from {str(path)!r}; give a folder of JSON files, "
-                         "a .tar.gz of them, a .json or a .jsonl file")
+                         "a .tar.gz of them, a .json, .jsonl, .csv or .parquet file")
     named.sort(key=lambda item: _sort_key(item[0]))
     records = []
     for name, record in named:
@@ -194,20 +200,7 @@ def _clean(value: Any) -> Any:
 
 def load_dataset(path: str | Path, space: SearchSpace = ANB_SPACE) -> pd.DataFrame:
     """Load any dataset form (tarball, folder, JSON, JSONL, CSV, Parquet) as the flat table."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"dataset path {str(path)!r} does not exist")
-    if path.suffix in _TABLE_SUFFIXES:
-        frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
-        return records_to_frame(_with_sources(frame_to_records(frame, space), frame), space)
     return records_to_frame(load_records(path, space), space)
-
-
-def _with_sources(records: list[dict], frame: pd.DataFrame) -> list[dict]:
-    if "source" not in frame.columns:
-        for i, record in enumerate(records):
-            record["source"] = f"row_{i}"
-    return records
 
 
 def write_record(record: Mapping[str, Any], path: str | Path,

@@ -72,6 +72,22 @@ def test_folder_and_jsonl_forms(released_records, tmp_path):
     assert len(load_records(jsonl)) == 5
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_tables_read_as_records(released_records, tmp_path, suffix):
+    """What ``anb export`` / ``anb merge`` write loads back as records (e.g. for ``anb merge``)."""
+    frame = records_to_frame(released_records[:20])
+    path = tmp_path / f"d{suffix}"
+    frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path, index=False)
+    back = load_records(path)
+    assert [r["source"] for r in back] == [r["source"] for r in released_records[:20]]
+    for a, b in zip(released_records[:20], back):
+        assert (a["architecture"], a["metrics"], a["model_info"], a["platform_perf"]) == \
+            (b["architecture"], b["metrics"], b["model_info"], b["platform_perf"])
+    frame.drop(columns=["block3_k"]).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ValueError, match="block3_k"):
+        load_records(tmp_path / "bad.csv")
+
+
 def test_bad_records_name_the_file_and_field(tmp_path, released_records):
     good = {k: v for k, v in released_records[0].items() if k != "source"}
     bad = json.loads(json.dumps(good))

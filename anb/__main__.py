@@ -1,0 +1,4 @@
+"""``python -m anb``: the same as the ``anb`` console script."""
+from anb.cli import app
+
+app()
