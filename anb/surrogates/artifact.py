@@ -150,7 +150,7 @@ def _check_compatible(manifest: dict[str, Any]) -> None:
 
 def load(path: str | Path, n_jobs: int | None = None) -> SurrogateBenchmark:
     """Load a surrogate benchmark folder written by :func:`save` (verified, no code executed).
-    ``n_jobs``: prediction threads for large batches (default: up to 2 CPUs)."""
+    ``n_jobs``: members predicted concurrently on large batches (default: up to 2 CPUs)."""
     path = Path(path)
     manifest = read_manifest(path)
     _check_compatible(manifest)

@@ -226,22 +226,53 @@ class SVRFamily(_Standardised):
         svr = SVR(C=self.C, epsilon=self.epsilon, gamma=self.gamma_)
         svr.fit(Z, (y - self.y_mean_) / self.y_scale_)
         self.support_, self.dual_ = svr.support_vectors_, svr.dual_coef_.ravel()
+        self._kernel_cache = None
         self.intercept_ = float(svr.intercept_[0])
         return self
 
+    #: Rows per kernel block (a block of kernel values stays in cache).
+    CHUNK = 256
+    #: Largest exponent the fused float32 kernel may meet (exp overflows near 88).
+    _MAX_EXP = 60.0
+
+    def _kernel_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Support vectors scaled by ``2 gamma`` with ``-gamma |s|^2`` as an extra column, and
+        the dual coefficients (float32, cached): one matrix product gives the exponent."""
+        cache = getattr(self, "_kernel_cache", None)
+        if cache is None:
+            support = np.asarray(self.support_, np.float64)
+            aug = np.concatenate([2 * self.gamma_ * support,
+                                  -self.gamma_ * (support**2).sum(1, keepdims=True)], axis=1)
+            cache = self._kernel_cache = (np.ascontiguousarray(aug.T, dtype=np.float32),
+                                          self.dual_.astype(np.float32),
+                                          support.astype(np.float32))
+        return cache
+
     def predict(self, X):
-        """RBF kernel expansion in float32 (chunked): fast on big batches."""
-        Z = ((np.asarray(X, np.float64) - self.x_mean_) / self.x_scale_).astype(np.float32)
-        support = self.support_.astype(np.float32)
-        sv_sq = (support**2).sum(1)
-        dual = self.dual_.astype(np.float32)
+        """RBF kernel expansion in float32, in cache-sized blocks.
+
+        ``exp(-g |z - s|^2) = exp(-g |z|^2) exp(2g z.s - g |s|^2)``: the second factor is one
+        matrix product (the ``|s|^2`` term rides along as an extra column), so a block takes
+        one product, one in-place ``exp`` and one matrix-vector product. Rows far outside the
+        training data (where the split form could overflow) use the direct distance form.
+        """
+        Z = (np.asarray(X, np.float64) - self.x_mean_) / self.x_scale_
+        zsq = (Z**2).sum(1)
+        aug_t, dual, support = self._kernel_arrays()
+        Za = np.empty((len(Z), Z.shape[1] + 1), dtype=np.float32)
+        Za[:, :-1] = Z
+        Za[:, -1] = 1.0
         out = np.empty(len(Z))
-        for start in range(0, len(Z), 2048):  # bounded memory for big batches
-            z = Z[start:start + 2048]
-            sq = (z**2).sum(1)[:, None] + sv_sq[None] - 2 * z @ support.T
-            np.maximum(sq, 0, out=sq)
-            sq *= -self.gamma_
-            out[start:start + 2048] = np.exp(sq) @ dual
+        far = self.gamma_ * zsq > self._MAX_EXP
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):  # far rows: below
+            for start in range(0, len(Z), self.CHUNK):
+                block = Za[start:start + self.CHUNK] @ aug_t
+                np.exp(block, out=block)
+                out[start:start + self.CHUNK] = block @ dual
+            out *= np.exp(-self.gamma_ * zsq)
+        for i in np.flatnonzero(far):  # direct form: no overflow whatever the input
+            sq = ((Za[i, :-1] - support) ** 2).sum(1)
+            out[i] = np.exp(-self.gamma_ * sq) @ dual
         return (out + self.intercept_) * self.y_scale_ + self.y_mean_
 
     def _arrays(self):
@@ -250,6 +281,7 @@ class SVRFamily(_Standardised):
 
     def _set_arrays(self, data):
         super()._set_arrays(data)
+        self._kernel_cache = None
         self.support_, self.dual_ = data["support"], data["dual"]
         self.gamma_, self.intercept_ = (float(v) for v in data["scalars"])
 

@@ -35,6 +35,9 @@ class FitConfig:
     targets: list[str] | None = None
     feature_set: str = "features"
     layer_cost: bool = True
+    #: Robust refit of the layer-cost model for device metrics: leave out rows measured more
+    #: than ``layer_cost_trim`` robust stds slower than the additive model (saturated devices).
+    layer_cost_trim: float | None = None
     split: str = "published"
     seed: int = 0
     default: TargetConfig = field(default_factory=TargetConfig)
@@ -54,6 +57,7 @@ class FitConfig:
             data["default"] = _target_config(data["default"], "default")
         data["per_target"] = {k: _target_config(v, f"per_target.{k}")
                               for k, v in (data.get("per_target") or {}).items()}
+        LayerCostModel(trim=data.get("layer_cost_trim"))  # a bad value is a clear error now
         return cls(**data)
 
     @classmethod
@@ -114,7 +118,7 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
                              f"({lab.n_missing} of {len(lab.values)} labels are missing)")
     layer_cost = None
     if config.layer_cost:
-        layer_cost = LayerCostModel().fit(
+        layer_cost = LayerCostModel(trim=config.layer_cost_trim).fit(
             prepared.choices[train],
             {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
             space)
@@ -133,6 +137,8 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
         models[target] = model.fit(X[tr], y[tr], X[va], y[va], progress=bar.update)
         info[target] = {"n_train": int(tr.sum()), "n_val": int(va.sum()),
                         "n_missing": lab.n_missing}
+        if layer_cost is not None:
+            info[target]["n_layer_cost"] = layer_cost.n_used_[target]
     bar.close()
     transforms = {t: transform_for(t) for t in models}
     manifest_info = {

@@ -1,0 +1,128 @@
+"""Layer-cost model (robust trim), the fused SVR kernel and the pooled query path, on synthetic
+data (no dataset needed, a few seconds)."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from anb.searchspace import Sampler
+from anb.searchspace.space import ANB_SPACE
+from anb.surrogates import FitConfig, TargetSurrogate
+from anb.surrogates.benchmark import SMALL_BATCH, SurrogateBenchmark
+from anb.surrogates.estimators import SVRFamily
+from anb.surrogates.features import FeatureBuilder, LayerCostModel, layer_design
+
+
+@pytest.fixture(scope="module")
+def saturated():
+    """Throughput = 1 / additive per-layer cost (1 % noise), except that 15 % of the
+    architectures are held back by the host: measured 40 % slower than their compute cost."""
+    rng = np.random.default_rng(0)
+    choices = Sampler(seed=3).sample_choices(3000)
+    design = layer_design(choices)
+    weights = rng.uniform(0.5, 1.5, design.shape[1]) * 1e-5
+    cost = design @ weights * rng.lognormal(0, 0.01, len(choices))
+    slow = rng.random(len(choices)) < 0.15
+    throughput = np.where(slow, 0.6, 1.0) / cost  # well below their compute-bound value
+    accuracy = 60 + design @ rng.normal(0, 0.3, design.shape[1])
+    present = np.ones(len(choices), dtype=bool)
+    targets = {"throughput_x": (throughput, present), "val_top1": (accuracy, present)}
+    return choices, design, weights, targets, slow
+
+
+def test_trim_leaves_out_slow_outliers(saturated):
+    choices, design, weights, targets, slow = saturated
+    plain = LayerCostModel().fit(choices, targets)
+    trimmed = LayerCostModel(trim=3.0).fit(choices, targets)
+    # the saturated rows are left out (all of them clearly slow; few clean rows lost)
+    assert plain.n_used_ == {"throughput_x": 3000, "val_top1": 3000}
+    used = trimmed.n_used_["throughput_x"]
+    assert 3000 - slow.sum() - 30 <= used <= 3000 - slow.sum()
+    assert trimmed.n_used_["val_top1"] == 3000  # identity targets are never trimmed
+    # the trimmed weights describe compute-bound cost; the plain fit is bent by the ceiling
+    truth = design @ weights
+    err_plain = np.abs(design @ plain.weights_[0] / truth - 1)[~slow]
+    err_trim = np.abs(design @ trimmed.weights_[0] / truth - 1)[~slow]
+    assert np.median(err_trim) < 0.01 < np.median(err_plain)
+    np.testing.assert_allclose(trimmed.weights_[1], plain.weights_[1])
+
+
+def test_trim_round_trips_through_save_and_load(saturated, tmp_path):
+    choices, _, _, targets, _ = saturated
+    for trim in (2.5, None):
+        model = LayerCostModel(trim=trim).fit(choices, targets)
+        model.save(tmp_path / "lc.npz")
+        loaded = LayerCostModel.load(tmp_path / "lc.npz")
+        assert loaded.trim == trim and loaded.targets_ == model.targets_
+        np.testing.assert_array_equal(loaded.transform(choices[:50]), model.transform(choices[:50]))
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "3", True])
+def test_bad_trim_is_a_clear_error(bad):
+    with pytest.raises(ValueError, match="layer-cost trim must be a positive number"):
+        LayerCostModel(trim=bad)
+    with pytest.raises(ValueError, match="layer-cost trim must be a positive number"):
+        FitConfig.from_dict({"layer_cost_trim": bad})
+
+
+def test_config_reads_trim():
+    assert FitConfig.from_dict({"layer_cost_trim": 3}).layer_cost_trim == 3
+    assert FitConfig.from_dict({}).layer_cost_trim is None
+
+
+def test_gathered_transform_equals_the_design_product(saturated):
+    choices, _, _, targets, _ = saturated
+    model = LayerCostModel(trim=3.0).fit(choices, targets)
+    other = Sampler(seed=4).sample_choices(500)
+    cost = layer_design(other) @ model.weights_.T
+    np.testing.assert_allclose(model._cost(other, ANB_SPACE), cost, rtol=1e-12)
+
+
+def test_fused_svr_kernel_matches_the_direct_kernel(saturated):
+    choices, _, _, targets, _ = saturated
+    X = FeatureBuilder("features").transform(choices)
+    y = np.log(targets["throughput_x"][0])
+    svr = SVRFamily(C=3.0, epsilon=0.05).fit(X[:1000], y[:1000])
+    Xq = X[1000:1600].copy()
+    Xq[:5] *= 40  # far outside the data: the split form would overflow in float32
+
+    Z = (Xq.astype(np.float64) - svr.x_mean_) / svr.x_scale_
+    sq = (Z**2).sum(1)[:, None] + (svr.support_**2).sum(1)[None] - 2 * Z @ svr.support_.T
+    direct = (np.exp(-svr.gamma_ * np.maximum(sq, 0)) @ svr.dual_ + svr.intercept_) \
+        * svr.y_scale_ + svr.y_mean_
+    fused = svr.predict(Xq)
+    assert np.isfinite(fused).all()
+    np.testing.assert_allclose(fused, direct, rtol=1e-4, atol=1e-4 * svr.y_scale_)
+
+
+def test_pooled_and_sequential_queries_agree(saturated):
+    choices, _, _, targets, _ = saturated
+    lc = LayerCostModel(trim=3.0).fit(choices[:2000], {k: (y[:2000], m[:2000])
+                                                       for k, (y, m) in targets.items()})
+    builder = FeatureBuilder("features", lc)
+    X = builder.transform(choices)
+    models = {}
+    for name, (y, _) in targets.items():
+        y = np.log(y) if name.startswith("throughput") else y
+        mixed = TargetSurrogate(["xgboost", "svr", "lightgbm"],
+                                [{"n_estimators": 40}, {}, {"n_estimators": 40}], 3,
+                                base_column=builder.column(f"lc_{name}"))
+        models[name] = mixed.fit(X[:2000], y[:2000], X[2000:2500], y[2000:2500])
+    transforms = {"throughput_x": "log", "val_top1": "identity"}
+    pooled = SurrogateBenchmark(builder, models, transforms, n_jobs=2)
+    serial = SurrogateBenchmark(builder, models, transforms, n_jobs=1)
+    batch = choices[2500:]
+    assert len(batch) > SMALL_BATCH
+    a, b = pooled.query(batch), serial.query(batch)
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(pooled.query(batch, "val_top1"), b[["val_top1", "val_top1_std"]])
+    # the small-batch path (packed trees) gives the same numbers
+    pd.testing.assert_frame_equal(pooled.query(batch[:SMALL_BATCH]), a.iloc[:SMALL_BATCH],
+                                  rtol=1e-5)
+    with pytest.raises(ValueError, match="n_jobs must be >= 1"):
+        pooled.set_threads(0)
