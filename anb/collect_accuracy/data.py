@@ -96,7 +96,25 @@ def resized_crop(x: torch.Tensor, res: int, boxes: torch.Tensor,
     return F.grid_sample(x, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 
-class TensorImageLoaders(Loaders):
+class InMemoryLoaders(Loaders):
+    """Loaders over in-memory ``x_train`` / ``x_val`` tensors, split across ranks by index."""
+
+    x_train: torch.Tensor
+
+    def _shard(self, config: Config, rank: int, world: int, device: torch.device, seed: int
+               ) -> None:
+        tv = config["trainval"]
+        self.batch, self.val_batch = tv["batch_size"], tv["val_batch_size"]
+        self.rank, self.world, self.device, self.seed = rank, world, device, seed
+        if len(self.x_train) // world < self.batch:
+            raise ConfigError(f"config key 'trainval.batch_size': value {self.batch} is larger "
+                              f"than the {len(self.x_train) // world} training samples per rank")
+
+    def train_steps(self) -> int:
+        return (len(self.x_train) // self.world) // self.batch
+
+
+class TensorImageLoaders(InMemoryLoaders):
     """Images held in memory as a uint8 ``(N, C, S, S)`` tensor; augmentation on the device."""
 
     def __init__(self, train: tuple[torch.Tensor, torch.Tensor],
@@ -106,16 +124,9 @@ class TensorImageLoaders(Loaders):
         self.x_val, self.y_val = val
         self.num_classes, self.in_channels = num_classes, int(self.x_train.shape[1])
         tv = config["trainval"]
-        self.batch, self.val_batch = tv["batch_size"], tv["val_batch_size"]
         self.val_res, self.crop_ratio = tv["val_res"], tv["crop_ratio"]
         self.channels_last = tv["channels_last"] and device.type == "cuda"
-        self.rank, self.world, self.device, self.seed = rank, world, device, seed
-        if len(self.x_train) // world < self.batch:
-            raise ConfigError(f"config key 'trainval.batch_size': value {self.batch} is larger "
-                              f"than the {len(self.x_train) // world} training samples per rank")
-
-    def train_steps(self) -> int:
-        return (len(self.x_train) // self.world) // self.batch
+        self._shard(config, rank, world, device, seed)
 
     def train(self, epoch: int, res: int) -> Iterator[Batch]:
         order = torch.from_numpy(epoch_order(len(self.x_train), self.seed, epoch, self.rank,
@@ -154,7 +165,7 @@ def digits_tensors(image_size: int) -> tuple[tuple[torch.Tensor, torch.Tensor],
     return (x[order[:cut]], y[order[:cut]]), (x[order[cut:]], y[order[cut:]])
 
 
-class ArrayLoaders(Loaders):
+class ArrayLoaders(InMemoryLoaders):
     """1-D tasks: float arrays ``(N, C, L)`` from an ``.npz`` (``x_train``, ``y_train``,
     ``x_val``, ``y_val``); labels are class ids, or ``(N, K)`` 0/1 for multi-label tasks."""
 
@@ -170,15 +181,7 @@ class ArrayLoaders(Loaders):
         self.in_channels, self.length = int(self.x_train.shape[1]), int(self.x_train.shape[2])
         self.num_classes = (int(self.y_train.shape[1]) if multilabel
                             else int(max(self.y_train.max(), self.y_val.max())) + 1)
-        tv = config["trainval"]
-        self.batch, self.val_batch = tv["batch_size"], tv["val_batch_size"]
-        self.rank, self.world, self.device, self.seed = rank, world, device, seed
-        if len(self.x_train) // world < self.batch:
-            raise ConfigError(f"config key 'trainval.batch_size': value {self.batch} is larger "
-                              f"than the {len(self.x_train) // world} training samples per rank")
-
-    def train_steps(self) -> int:
-        return (len(self.x_train) // self.world) // self.batch
+        self._shard(config, rank, world, device, seed)
 
     def train(self, epoch: int, res: int) -> Iterator[Batch]:
         order = torch.from_numpy(epoch_order(len(self.x_train), self.seed, epoch, self.rank,
