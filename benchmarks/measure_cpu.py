@@ -83,11 +83,14 @@ def main() -> None:
         a = np.array([passes[0][i][key][f"{kind}_mean"] for i in passes[0]])
         b = np.array([passes[1][i][key][f"{kind}_mean"] for i in passes[0]])
         cv = [passes[p][i][key]["cv"] for p in range(2) for i in passes[0]]
+        cv_raw = [passes[p][i][key].get("cv_uncorrected", passes[p][i][key]["cv"])
+                  for p in range(2) for i in passes[0]]
         cvs += cv
         reasons = [passes[p][i][key]["stop_reason"] for p in range(2) for i in passes[0]]
         summary["keys"][key] = {
             "kendall_tau": float(kendalltau(a, b).statistic),
             "median_cv": float(np.median(cv)),
+            "median_cv_uncorrected": float(np.median(cv_raw)),
             "median_abs_rel_diff": float(np.median(np.abs(a - b) / a)),
             "converged_fraction": reasons.count("converged") / len(reasons),
         }
@@ -95,7 +98,8 @@ def main() -> None:
     _plot(passes, config.keys, out / "test_retest.png")
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     for key, s in summary["keys"].items():
-        print(f"{key:28s} tau={s['kendall_tau']:.4f}  median CV={100 * s['median_cv']:.2f} %  "
+        print(f"{key:28s} tau={s['kendall_tau']:.4f}  median CV={100 * s['median_cv']:.2f} % "
+              f"(before drift correction {100 * s['median_cv_uncorrected']:.2f} %)  "
               f"median |pass1-pass2|/pass1={100 * s['median_abs_rel_diff']:.2f} %  "
               f"converged={100 * s['converged_fraction']:.0f} %")
     print(f"median CV (all) = {100 * summary['median_cv_all']:.2f} %; seconds/arch per pass = "

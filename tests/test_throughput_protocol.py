@@ -172,3 +172,111 @@ def test_interleaved_rounds_time_every_model_equally_often():
                               StoppingRule(min_reps=5, max_reps=15, rel_ci=1e-3,
                                            min_rep_seconds=0))
     assert all(r.stop_reason == "max_reps" and len(r.times) == 15 for r in results)
+
+
+def _interleaved_sequence(levels, rounds, drift, rng, noise=0.002):
+    """Round-robin order (fresh permutation each round), times = level * drift(t) * noise."""
+    order = np.concatenate([rng.permutation(len(levels)) for _ in range(rounds)])
+    t = np.arange(order.size)
+    times = np.asarray(levels)[order] * drift(t) * np.exp(noise * rng.standard_normal(order.size))
+    return order, times
+
+
+def test_drift_factors_remove_machine_drift_shared_by_interleaved_models():
+    from anb.collect_throughput.stats import drift_factors
+
+    rng = np.random.default_rng(3)
+    levels = np.linspace(1e-3, 5e-3, 30)
+    # the machine slows by up to 15 % in slow waves and a step: common to every model
+    drift = lambda t: (1 + 0.08 * np.sin(t / 17.0)) * np.where(t > 300, 1.07, 1.0)  # noqa: E731
+    order, times = _interleaved_sequence(levels, 20, drift, rng)
+    factors = drift_factors(order, times, window=2)
+    assert np.median(factors) == pytest.approx(1.0)
+    corrected = times / factors
+    for i, level in enumerate(levels):
+        raw, fixed = times[order == i], corrected[order == i]
+        assert np.std(fixed) / np.mean(fixed) < 0.4 * np.std(raw) / np.mean(raw)
+    # the levels keep their ratios (a common scale is all the correction may change)
+    med = np.array([np.median(corrected[order == i]) for i in range(len(levels))])
+    assert np.allclose(med / med[0], levels / levels[0], rtol=0.01)
+
+
+def test_drift_factors_never_let_a_repetition_correct_itself():
+    from anb.collect_throughput.stats import drift_factors
+
+    rng = np.random.default_rng(4)
+    order, times = _interleaved_sequence(np.linspace(1e-3, 2e-3, 10), 8, lambda t: 1.0, rng)
+    spike = 37
+    times[spike] *= 2.0  # one repetition of one model preempted: not machine drift
+    factors = drift_factors(order, times, window=2)
+    assert factors[spike] == pytest.approx(1.0, abs=0.01)
+    assert np.all(np.abs(factors - 1) < 0.02)
+    assert np.array_equal(drift_factors(order, times, window=0), np.ones(order.size))
+    # with no drift at all, the correction must not shrink a model's own noise
+    order, times = _interleaved_sequence(np.linspace(1e-3, 2e-3, 10), 30, lambda t: 1.0, rng,
+                                         noise=0.02)
+    for window in (1, 2):
+        corrected = times / drift_factors(order, times, window=window)
+        cv = [np.std(x[order == i]) / np.mean(x[order == i]) for x in (times, corrected)
+              for i in range(10)]
+        assert np.median(cv[10:]) >= 0.95 * np.median(cv[:10])
+    with pytest.raises(ValueError, match="same length"):
+        drift_factors(order[:-1], times)
+
+
+class DriftingClocks:
+    """Scripted clocks of several models on one machine whose speed drifts with every step."""
+
+    def __init__(self, levels, drift):
+        self.levels, self.drift, self.t = levels, drift, 0
+        self.clocks = [self._clock(i) for i in range(len(levels))]
+
+    def _clock(self, i):
+        machine = self
+
+        class Clock:
+            steps = 0
+
+            def step(self):
+                self.steps += 1
+
+            def start(self):
+                self.steps = 0
+
+            def stop(self):
+                elapsed = 0.0
+                for _ in range(self.steps):
+                    elapsed += machine.levels[i] * machine.drift(machine.t)
+                    machine.t += 1
+                return elapsed
+
+        return Clock()
+
+
+def test_interleaved_loop_records_drift_and_corrects_its_statistics():
+    from anb.collect_throughput.result import Measurement
+
+    levels = [1e-3, 1.5e-3, 2e-3, 3e-3]
+    drift = lambda t: 1 + 0.1 * np.sin(t / 40.0)  # noqa: E731
+    machine = DriftingClocks(levels, drift)
+    rule = StoppingRule(min_reps=8, max_reps=40, rel_ci=0.002, min_rep_seconds=0)
+    results = run_interleaved([c.step for c in machine.clocks], machine.clocks,
+                              WarmupRule(max_steps=10), rule)
+    for r, level in zip(results, levels):
+        assert r.drift is not None and len(r.drift) == len(r.times)
+        m = Measurement(arch="a", arch_id="x", device="cpu-ort", kind="latency", batch=1,
+                        resolution=224, precision="fp32", times_s=r.times,
+                        warmup_times_s=r.warmup_times, inner=r.inner, stop_reason=r.stop_reason,
+                        protocol={"stopping": {"trim": 0.1}}, environment={}, drift=r.drift)
+        entry = m.to_perf_entry()
+        assert entry["raw_times_s"] == r.times and entry["drift_factors"] == r.drift
+        assert entry["cv"] < 0.5 * entry["cv_uncorrected"]
+    # the correction is what made the rule converge: without it the drift keeps the CI wide
+    assert results[0].stop_reason == "converged"
+    machine = DriftingClocks(levels, drift)
+    off = run_interleaved([c.step for c in machine.clocks], machine.clocks,
+                          WarmupRule(max_steps=10), StoppingRule(**{**rule.__dict__,
+                                                                    "drift_window": 0}))
+    assert off[0].drift is None and off[0].stop_reason == "max_reps"
+    with pytest.raises(ValueError, match="stopping.drift_window"):
+        StoppingRule(drift_window=-1)

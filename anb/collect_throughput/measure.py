@@ -25,7 +25,7 @@ def _measurement(arch: Arch, protocol: Protocol, session: Session, loop: LoopRes
         batch=protocol.batch, resolution=protocol.resolution, precision=protocol.precision,
         times_s=loop.times, warmup_times_s=loop.warmup_times, inner=loop.inner,
         stop_reason=loop.stop_reason, protocol=protocol.as_dict(),
-        environment=session.environment, extra=extra,
+        environment=session.environment, extra=extra, drift=loop.drift,
     )
 
 

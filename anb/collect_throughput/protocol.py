@@ -73,6 +73,12 @@ class StoppingRule:
     repetition lasts at least ``min_rep_seconds``. Stops when ``n >= min_reps`` and the
     half-width of the ``confidence`` interval of the ``trim``-trimmed mean is at most ``rel_ci``
     of it, or when ``budget_seconds`` or ``max_reps`` is reached (the reason is recorded).
+
+    When several architectures are timed round-robin, the machine's speed drift is estimated at
+    each repetition from the ``drift_window`` repetitions of *other* architectures on each side
+    and divided out (:func:`~anb.collect_throughput.stats.drift_factors`); the raw times and
+    the factors are both recorded, and the rule and the statistics use the corrected times.
+    ``drift_window = 0`` turns the correction off.
     """
 
     min_reps: int = 5
@@ -82,10 +88,12 @@ class StoppingRule:
     trim: float = 0.1
     budget_seconds: float = 10.0
     min_rep_seconds: float = 0.05
+    drift_window: int = 2
 
     def __post_init__(self) -> None:
         for name in ("min_reps", "max_reps"):
             _positive(f"stopping.{name}", getattr(self, name))
+        _positive("stopping.drift_window", self.drift_window, zero=True)
         for name in ("rel_ci", "budget_seconds"):
             _positive(f"stopping.{name}", getattr(self, name), integer=False)
         _positive("stopping.min_rep_seconds", self.min_rep_seconds, integer=False, zero=True)

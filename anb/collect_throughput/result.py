@@ -10,7 +10,10 @@ every repetition's raw per-step time and becomes the ``platform_perf`` entry
      "protocol": {...}, "environment": {...}}
 
 ``*_mean`` is the 10 %-trimmed mean of the per-repetition values (robust to preempted
-repetitions on a shared machine); the plain mean is kept as ``mean_untrimmed``.
+repetitions on a shared machine); the plain mean is kept as ``mean_untrimmed``. Interleaved
+measurements also keep ``drift_factors`` (the machine's speed at each repetition, estimated from
+the other architectures timed around it): the statistics are of ``raw_times_s / drift_factors``,
+and ``cv_uncorrected`` is the CV of the raw times.
 """
 from __future__ import annotations
 
@@ -53,6 +56,9 @@ class Measurement:
     protocol: dict[str, Any]
     environment: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+    drift: list[float] | None = None
+    """The machine's speed factor at each repetition (interleaved timing); statistics use
+    ``times_s / drift``, and ``times_s`` stays what the clock read."""
     measured_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                                    time.gmtime()))
 
@@ -60,11 +66,17 @@ class Measurement:
     def key(self) -> str:
         return f"{self.kind}_{self.device}"
 
-    @property
-    def summary(self) -> dict[str, Any]:
+    def _summarize(self, times_s: Any) -> dict[str, Any]:
         trim = self.protocol.get("stopping", {}).get("trim", 0.1)
         confidence = self.protocol.get("stopping", {}).get("confidence", 0.95)
-        return summarize(values_from_times(self.kind, self.times_s, self.batch), trim, confidence)
+        return summarize(values_from_times(self.kind, times_s, self.batch), trim, confidence)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        """Statistics of the drift-corrected repetitions (the raw ones without drift)."""
+        if self.drift is None:
+            return self._summarize(self.times_s)
+        return self._summarize(np.asarray(self.times_s) / np.asarray(self.drift))
 
     @property
     def value(self) -> float:
@@ -86,6 +98,9 @@ class Measurement:
             "resolution": self.resolution, "precision": self.precision, "inner": self.inner,
             "raw_times_s": list(map(float, self.times_s)),
             "warmup_times_s": list(map(float, self.warmup_times_s)),
+            **({"drift_factors": list(map(float, self.drift)),
+                "cv_uncorrected": self._summarize(self.times_s)["cv"]}
+               if self.drift is not None else {}),
             "stop_reason": self.stop_reason, "measured_at": self.measured_at,
             "protocol": self.protocol, "environment": self.environment, **self.extra,
         }

@@ -82,3 +82,46 @@ def summarize(values: Sequence[float], trim: float = 0.1, confidence: float = 0.
         "trim": trim,
         "confidence": confidence,
     }
+
+
+def drift_factors(models: Sequence[int], times: Sequence[float], window: int = 2,
+                  rounds: int = 3) -> np.ndarray:
+    """The machine's speed drift at each repetition of interleaved timings, as a factor.
+
+    ``models[j]`` is the model timed by repetition ``j`` (in time order) and ``times[j]`` its
+    time. Model ``i``'s time is taken as ``level_i * drift(t) * noise``: the drift at a
+    repetition is the median log-residual (time over the model's level) of the ``window``
+    repetitions on each side that timed *other* models, so no repetition corrects itself. Levels
+    and drift are refined ``rounds`` times; factors are normalised to a median of 1, so corrected
+    times (``times / factors``) keep the session's typical speed. Repetitions with no other
+    model in reach get factor 1.
+    """
+    m = np.asarray(models, dtype=np.int64)
+    y = np.log(np.asarray(times, dtype=float))
+    n = y.size
+    if m.shape != y.shape:
+        raise ValueError(f"models ({m.size}) and times ({n}) must have the same length")
+    if n == 0 or window <= 0:
+        return np.ones(n)
+    offsets = np.concatenate([np.arange(-window, 0), np.arange(1, window + 1)])
+    neighbour = np.arange(n)[:, None] + offsets[None, :]
+    inside = (neighbour >= 0) & (neighbour < n)
+    neighbour = np.clip(neighbour, 0, n - 1)
+    usable = inside & (m[neighbour] != m[:, None])
+    has_any = usable.any(axis=1)
+    groups = [np.flatnonzero(m == i) for i in np.unique(m)]
+
+    def levels(values: np.ndarray) -> np.ndarray:
+        level = np.empty(n)
+        for g in groups:
+            level[g] = np.median(values[g])
+        return level
+
+    drift = np.zeros(n)
+    for _ in range(rounds):
+        resid = y - levels(y - drift)
+        window_resid = np.where(usable, resid[neighbour], np.nan)
+        drift = np.zeros(n)
+        drift[has_any] = np.nanmedian(window_resid[has_any], axis=1)
+    drift -= np.median(drift)
+    return np.exp(drift)

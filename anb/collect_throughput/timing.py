@@ -16,7 +16,7 @@ from typing import Callable, Protocol as TypingProtocol
 import numpy as np
 
 from anb.collect_throughput.protocol import StoppingRule, WarmupRule
-from anb.collect_throughput.stats import relative_ci
+from anb.collect_throughput.stats import drift_factors, relative_ci
 
 
 class Clock(TypingProtocol):
@@ -56,7 +56,11 @@ class CompilationDuringTiming(RuntimeError):
 
 @dataclass
 class LoopResult:
-    """Raw outcome of one timing loop: per-step seconds of every repetition and how it ended."""
+    """Raw outcome of one timing loop: per-step seconds of every repetition and how it ended.
+
+    ``drift`` (interleaved loops) holds the machine's speed factor at each repetition; the
+    corrected per-step times are ``times / drift``.
+    """
 
     times: list[float]
     warmup_times: list[float]
@@ -65,6 +69,7 @@ class LoopResult:
     elapsed_seconds: float
     warmup_compiles: int = 0
     extra: dict = field(default_factory=dict)
+    drift: list[float] | None = None
 
 
 def warmup_is_stable(times: list[float], rule: WarmupRule, compiles: list[int] | None = None,
@@ -148,7 +153,10 @@ def run_interleaved(steps: list[Callable[[], None]], clocks: list[Clock], warmup
     round times one repetition of each model, in a fresh random order. Rounds go on until every
     model meets the stopping rule (or ``max_reps``), or ``budget_seconds`` times the number of
     models has passed. On a shared machine this keeps a burst of load from landing on one
-    architecture only, which is what ranks need.
+    architecture only, which is what ranks need. With ``stopping.drift_window`` > 0 and at
+    least three models, the drift that remains within a round is estimated from neighbouring
+    repetitions of other models and divided out (:func:`drift_factors`) before the stopping
+    rule is applied.
     """
     began = time.perf_counter()
     warm = [warm_up(s, c, warmup, compile_count) for s, c in zip(steps, clocks)]
@@ -158,30 +166,43 @@ def run_interleaved(steps: list[Callable[[], None]], clocks: list[Clock], warmup
         inner.append(max(1, math.ceil(stopping.min_rep_seconds / per_step)) if per_step > 0 else 1)
     before = compile_count() if compile_count else 0
     rng = np.random.default_rng(seed)
-    times: list[list[float]] = [[] for _ in steps]
+    order: list[int] = []  # the model of each repetition, in time order
+    flat: list[float] = []  # its per-step time
+    correct = stopping.drift_window > 0 and len(steps) >= 3
+    factors = np.ones(0)
     budget = stopping.budget_seconds * len(steps)
     timed_began = time.perf_counter()
     reason = "max_reps"
-    for _ in range(stopping.max_reps):
+    for n in range(1, stopping.max_reps + 1):
         for i in rng.permutation(len(steps)):
             clocks[i].start()
             for _ in range(inner[i]):
                 steps[i]()
-            times[i].append(clocks[i].stop() / inner[i])
+            order.append(int(i))
+            flat.append(clocks[i].stop() / inner[i])
         if compile_count and compile_count() != before:
             raise CompilationDuringTiming(
                 f"{compile_count() - before} compilation(s) happened during timed repetitions")
-        n = len(times[0])
+        factors = drift_factors(order, flat, stopping.drift_window) if correct \
+            else np.ones(len(flat))
+        corrected = np.asarray(flat) / factors
+        index = np.asarray(order)
         if n >= stopping.min_reps and all(
-                relative_ci(t, stopping.trim, stopping.confidence) <= stopping.rel_ci
-                for t in times):
+                relative_ci(corrected[index == i], stopping.trim, stopping.confidence)
+                <= stopping.rel_ci for i in range(len(steps))):
             reason = "converged"
             break
         if time.perf_counter() - timed_began >= budget and n >= 3:
             reason = "budget"
             break
     elapsed = time.perf_counter() - began
-    return [LoopResult(times=t, warmup_times=w[0], inner=k, stop_reason=reason,
-                       elapsed_seconds=elapsed / len(steps), warmup_compiles=w[1],
-                       extra={"warmup_stop_reason": w[2], "interleaved_with": len(steps)})
-            for t, w, k in zip(times, warm, inner)]
+    index = np.asarray(order)
+    results = []
+    for i, (w, k) in enumerate(zip(warm, inner)):
+        mine = np.flatnonzero(index == i)
+        results.append(LoopResult(
+            times=[flat[j] for j in mine], warmup_times=w[0], inner=k,
+            stop_reason=reason, elapsed_seconds=elapsed / len(steps), warmup_compiles=w[1],
+            extra={"warmup_stop_reason": w[2], "interleaved_with": len(steps)},
+            drift=factors[mine].tolist() if correct else None))
+    return results
