@@ -169,7 +169,13 @@ def run_interleaved(steps: list[Callable[[], None]], clocks: list[Clock], warmup
     order: list[int] = []  # the model of each repetition, in time order
     flat: list[float] = []  # its per-step time
     correct = stopping.drift_window > 0 and len(steps) >= 3
-    factors = np.ones(0)
+
+    def drift_so_far() -> tuple[np.ndarray, np.ndarray]:
+        """The model and the machine's speed factor of every repetition so far."""
+        factors = drift_factors(order, flat, stopping.drift_window) if correct \
+            else np.ones(len(flat))
+        return np.asarray(order), factors
+
     budget = stopping.budget_seconds * len(steps)
     timed_began = time.perf_counter()
     reason = "max_reps"
@@ -183,20 +189,18 @@ def run_interleaved(steps: list[Callable[[], None]], clocks: list[Clock], warmup
         if compile_count and compile_count() != before:
             raise CompilationDuringTiming(
                 f"{compile_count() - before} compilation(s) happened during timed repetitions")
-        factors = drift_factors(order, flat, stopping.drift_window) if correct \
-            else np.ones(len(flat))
-        corrected = np.asarray(flat) / factors
-        index = np.asarray(order)
-        if n >= stopping.min_reps and all(
-                relative_ci(corrected[index == i], stopping.trim, stopping.confidence)
-                <= stopping.rel_ci for i in range(len(steps))):
-            reason = "converged"
-            break
+        if n >= stopping.min_reps:
+            index, factors = drift_so_far()
+            corrected = np.asarray(flat) / factors
+            if all(relative_ci(corrected[index == i], stopping.trim, stopping.confidence)
+                   <= stopping.rel_ci for i in range(len(steps))):
+                reason = "converged"
+                break
         if time.perf_counter() - timed_began >= budget and n >= 3:
             reason = "budget"
             break
     elapsed = time.perf_counter() - began
-    index = np.asarray(order)
+    index, factors = drift_so_far()
     results = []
     for i, (w, k) in enumerate(zip(warm, inner)):
         mine = np.flatnonzero(index == i)
