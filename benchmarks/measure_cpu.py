@@ -1,21 +1,22 @@
 """Test-retest of the CPU measurement: measure N sampled architectures twice, compare the passes.
 
     .venv/bin/python benchmarks/measure_cpu.py [--n 50] [--device cpu-ort] [--clock cpu|wall]
-        [--interleave 50] [--min-rep-seconds 0.05] [--budget 2]
+        [--interleave 50] [--min-rep-seconds 0.05] [--budget 2] [--cpu N]
 
 Prints, per measured key, the Kendall tau between pass 1 and pass 2 and the median coefficient
 of variation of the repetitions, plus seconds per architecture (both kinds, model export
 included) and the machine's load average. Targets: tau >= 0.95, median CV <= 2 %, < 10 s/arch.
 Writes the two passes and a pass-1-vs-pass-2 plot under --out.
 
-Defaults are the robust shared-machine setting: the calling thread's CPU time (one thread),
-all 50 architectures timed round-robin with drift correction (the machine's speed at each
-repetition, estimated from the repetitions of other architectures beside it, divided out),
-repetitions of >= 0.05 s. Measured on this 2-CPU virtual machine on a day its host was noisy
-(raw CV 5.8-8.7 %): latency tau 0.977 / throughput tau 0.976, median CV 2.49 % / 2.34 % after
-drift correction (8.70 % / 5.81 % before), 5.2-5.7 s/arch. With 0.2 s repetitions in the same
-hour: tau 0.964 / 0.980, CV 2.15 % / 4.38 % (4.19 % / 8.62 % before). Without interleaving,
-wall clock, at load 6-8: tau 0.37.
+Defaults are the robust shared-machine setting: the process pinned to one CPU (--cpu, the
+last one it may use; as `taskset -c N`), the calling thread's CPU time (one thread), all 50
+architectures timed round-robin with drift correction (the machine's speed at each repetition,
+estimated from the repetitions of other architectures beside it, divided out), repetitions of
+>= 0.05 s. Measured on this 2-CPU virtual machine, pinned: latency tau 0.977 / throughput tau
+0.984, median CV 1.73 % / 1.92 % after drift correction (2.97 % / 3.26 % before), 1.84 % overall,
+5.2-5.7 s/arch. Unpinned, the same day, when the host was noisier (raw CV 5.8-8.7 %): tau
+0.977 / 0.976, CV 2.49 % / 2.34 %; with 0.2 s repetitions tau 0.964 / 0.980, CV 2.15 % / 4.38 %.
+Without interleaving, wall clock, at load 6-8: tau 0.37.
 """
 from __future__ import annotations
 
@@ -45,8 +46,12 @@ def main() -> None:
                         help="shortest repetition (steps are batched up to it)")
     parser.add_argument("--interleave", type=int, default=50,
                         help="time blocks of this many architectures round-robin")
+    parser.add_argument("--cpu", type=int, default=max(os.sched_getaffinity(0)),
+                        help="pin the process to this CPU (-1: no pinning)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.cpu >= 0:
+        os.sched_setaffinity(0, {args.cpu})
 
     import torch
 
@@ -79,7 +84,7 @@ def main() -> None:
                "keys": {},
                "seconds_per_arch": [s / args.n for s in seconds],
                "load_average_before": load_before, "load_average_after": load_after,
-               "cpu_count": os.cpu_count()}
+               "cpu_count": os.cpu_count(), "pinned_cpu": args.cpu}
     cvs = []
     for key in config.keys:
         kind = key.split("_", 1)[0]
