@@ -184,8 +184,8 @@ def run_interleaved(steps: list[Callable[[], None]], clocks: list[Clock], warmup
             clocks[i].start()
             for _ in range(inner[i]):
                 steps[i]()
-            order.append(int(i))
             flat.append(clocks[i].stop() / inner[i])
+            order.append(int(i))
         if compile_count and compile_count() != before:
             raise CompilationDuringTiming(
                 f"{compile_count() - before} compilation(s) happened during timed repetitions")
