@@ -25,13 +25,13 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from anb import resources
 from anb.io import atomic_write_json, atomic_write_text
 from anb.searchspace import ANB_SPACE, Arch, Sampler, count
 
 console = Console(soft_wrap=True)
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-RELEASED = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb" \
-    / "anb_dataset_jsons.tar.gz"
+CONFIGS = resources.CONFIG_DIR
+RELEASED = resources.RELEASED_DATASET
 #: The accuracy stage's recipe changes on top of ``--accuracy-config`` (3 full epochs at 32 px:
 #: about half a minute per architecture on a laptop core).
 TRAIN_DEFAULTS = {"trainval.epochs": "3", "trainval.eval_epochs": "3", "trainval.max_steps": "0",

@@ -1,6 +1,6 @@
 """Measurement protocols: what is measured (device, batch, precision, ...) and the stopping rule.
 
-A device is described by a TOML file in ``configs/devices/`` (or any path)::
+A device is described by a TOML file in ``anb/configs/devices/`` (or any path)::
 
     name = "cpu-ort"            # used in the record keys throughput_<name> / latency_<name>
     backend = "onnxruntime"     # torch | onnxruntime | onnxruntime-int8 | cuda | xla
@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from anb import resources
+
 BACKENDS = ("torch", "onnxruntime", "onnxruntime-int8", "cuda", "xla", "vart")
 KINDS = ("latency", "throughput")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
@@ -29,7 +31,7 @@ LAYOUTS = ("nchw", "channels_last")
 INPUTS = ("synthetic", "imagenet")
 CLOCKS = ("wall", "cpu")
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9.\-]+")  # as anb.records.perf_key
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "devices"
+CONFIG_DIR = resources.CONFIG_DIR / "devices"
 
 
 def _fail(field_name: str, value: Any, allowed: str) -> None:

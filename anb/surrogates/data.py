@@ -10,13 +10,14 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from anb import resources
 from anb.records import load_dataset, perf_columns
 from anb.searchspace.encoding import to_choices
 from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
 
 ACCURACY_TARGET = "val_top1"
 SPLIT_NAMES = ("train", "val", "test")
-DEFAULT_SPLIT_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "anb" / "splits"
+DEFAULT_SPLIT_DIR = resources.RELEASED_SPLIT_DIR
 
 
 def target_columns(frame: pd.DataFrame) -> list[str]:

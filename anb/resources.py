@@ -1,0 +1,28 @@
+"""Files the package reads at run time, shipped inside it and found with ``importlib.resources``.
+
+- ``configs/``: device configs (``devices/*.toml``), training recipes (``accuracy/*.ini``),
+  surrogate configs (``surrogates/*.json``) and the SLURM template (``slurm/train.sbatch``).
+  The repository's top-level ``configs`` is a link to this folder: the user-editable copy.
+- ``data/accel_nasbench/``: the released Accel-NASBench dataset, its published split, licence
+  (Apache-2.0) and attribution (``NOTICE``, ``SOURCE.md``).
+"""
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+_ROOT = Path(str(files("anb")))
+CONFIG_DIR = _ROOT / "configs"
+RELEASED_DIR = _ROOT / "data" / "accel_nasbench"
+#: The released dataset (5,138 records) and the benchmark's published 4,100 / 512 / 512 split.
+RELEASED_DATASET = RELEASED_DIR / "anb_dataset_jsons.tar.gz"
+RELEASED_SPLIT_DIR = RELEASED_DIR / "splits"
+
+
+def config_path(kind: str, name: str) -> Path:
+    """A shipped config: ``config_path("devices", "a100.toml")``; a clear error if absent."""
+    path = CONFIG_DIR / kind / name
+    if not path.is_file():
+        shipped = sorted(p.name for p in (CONFIG_DIR / kind).glob("*")) if (CONFIG_DIR / kind).is_dir() else []
+        raise FileNotFoundError(f"no shipped config {kind}/{name!r}; shipped: {', '.join(shipped) or 'none'}")
+    return path
