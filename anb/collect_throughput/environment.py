@@ -8,6 +8,8 @@ import sys
 from importlib import metadata
 from typing import Any, Iterable
 
+from anb.version import __version__
+
 LIBRARIES = ("numpy", "torch", "onnxruntime", "onnx", "torch-xla")
 
 
@@ -36,6 +38,7 @@ def cpu_model() -> str:
 def host_environment() -> dict[str, Any]:
     """Host facts every record carries; back-ends add their device facts on top."""
     env: dict[str, Any] = {
+        "anb_version": __version__,
         "host": socket.gethostname(),
         "os": platform.platform(),
         "python": sys.version.split()[0],
