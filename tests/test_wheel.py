@@ -59,7 +59,7 @@ def installed():
         base = getattr(sys, "_base_executable", sys.executable)
         _run([base, "-m", "venv", str(root / "venv")], cwd=root, env=env)
         python = root / "venv" / "bin" / "python"
-        _run([str(python), "-m", "pip", "install", "--quiet", str(wheel), "-c",
+        _run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", str(wheel), "-c",
               str(REPO / "requirements.txt")], cwd=root, env=env, timeout=900)
         work = root / "elsewhere"
         work.mkdir()
