@@ -72,3 +72,15 @@ def test_fit_without_a_dataset_uses_the_packaged_one(tmp_path):
     assert manifest["training_data"]["n_records"] == 5138
     assert manifest["anb_version"] == anb.__version__
     assert manifest["libraries"]["anb"] == anb.__version__
+
+
+def test_version_stamp_in_accuracy_records():
+    import torch
+
+    from anb.collect_accuracy.provenance import base_provenance
+    from anb.searchspace import EFFICIENTNET_B0
+
+    config = {"model": {"space": "anb", "seed": 0, "shard": "0/1"},
+              "dataloader": {"kind": "digits", "train_path": "", "val_path": ""}}
+    prov = base_provenance(EFFICIENTNET_B0, config, "hash", 0, 1, torch.device("cpu"))
+    assert prov["anb_version"] == anb.__version__ == prov["versions"]["anb"]
