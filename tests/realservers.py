@@ -123,9 +123,10 @@ class SshBoard:
 
 
 @contextmanager
-def sshd_server(folder: Path) -> Iterator[SshBoard]:
+def sshd_server() -> Iterator[SshBoard]:
     """sshd on 127.0.0.1:<random port> with generated host and user keys."""
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="anb-sshd-"))  # the board user must read into it
+    folder.chmod(0o755)
     root = os.geteuid() == 0
     user = "anb-board" if root else pwd.getpwuid(os.geteuid()).pw_name
     host_key, client_key = folder / "host_ed25519", folder / "client_ed25519"
@@ -143,7 +144,6 @@ def sshd_server(folder: Path) -> Iterator[SshBoard]:
     if root:
         entry = pwd.getpwnam(user)
         os.chown(board, entry.pw_uid, entry.pw_gid)
-        folder.chmod(0o755)
     config = folder / "sshd_config"
     config.write_text("\n".join([
         f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {host_key}",
@@ -170,3 +170,4 @@ def sshd_server(folder: Path) -> Iterator[SshBoard]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -24,6 +24,10 @@ fi
 if [[ $(id -u) -eq 0 ]] && ! id anb-board >/dev/null 2>&1; then
     useradd --system --create-home --home-dir /var/lib/anb-board --shell /bin/sh anb-board
 fi
+# No password, but not "locked" ('!'): sshd without PAM refuses locked accounts even with a key.
+if [[ $(id -u) -eq 0 ]] && [[ $(getent shadow anb-board | cut -d: -f2) == '!'* ]]; then
+    usermod -p '*' anb-board
+fi
 # Its runtime, as one would set up a real board: Python 3 + numpy + onnxruntime in a venv.
 BOARD_VENV=/var/lib/anb-board/venv
 if [[ $(id -u) -eq 0 ]] && ! "$BOARD_VENV/bin/python" -c "import numpy, onnxruntime" 2>/dev/null; then
