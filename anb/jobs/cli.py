@@ -94,6 +94,8 @@ def submit_cmd(
                                 for name, table in tables for a in arch_list]
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
+    if specs:
+        names = [specs[0].stage, *specs[0].next_stages]
     with _open(queue) as q:
         added = q.submit(specs)
     typer.echo(f"queued {len(added)} job(s) ({len(specs) - len(added)} already in the queue) "
