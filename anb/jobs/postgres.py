@@ -11,7 +11,7 @@ from anb.jobs.sql import TABLE, SqlQueue
 class PostgresQueue(SqlQueue):
     """:class:`~anb.jobs.queue.JobQueue` in a PostgreSQL database (table created if absent)."""
 
-    NOW = "extract(epoch from clock_timestamp())::double precision"
+    NOW = "extract(epoch from statement_timestamp())::double precision"  # once per statement
     LOCK = "FOR UPDATE SKIP LOCKED"
     ID_TYPE = "BIGSERIAL"
     REAL = "DOUBLE PRECISION"
@@ -29,6 +29,13 @@ class PostgresQueue(SqlQueue):
             raise RuntimeError(f"cannot connect to the queue database {url!r}: "
                                f"{str(err).strip()}") from None
         self._create()
+
+    def submit(self, jobs):
+        added = super().submit(jobs)
+        if len(added) >= 100:  # fresh statistics, so claims walk the open index in order
+            with self._lock, self._transaction() as cur:
+                cur.execute(f"ANALYZE {TABLE}")
+        return added
 
     def _sql(self, text: str) -> str:
         return text.replace("?", "%s")
