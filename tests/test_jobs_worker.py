@@ -243,3 +243,32 @@ def test_queue_command_line(tmp_path):
     assert code == 2 and "stage='flash' is invalid" in out
     code, out = anb("worker", "--stages", "measure")
     assert code == 2 and "device stages ['measure'] need --device" in out
+
+
+def test_stage_chain_export_convert_measure_accuracy_on_a_board(tmp_path):
+    board = _device_file(tmp_path, "lab-board", budget=0.3, remote=f"""[remote]
+transport = "local://"
+python = "{sys.executable}"
+workdir = "{tmp_path / 'board'}"
+""")
+    url = str(tmp_path / "q.db")
+    ctx = make_context(tmp_path / "store", tmp_path / "results", [str(board)])
+    with open_queue(url) as q:
+        q.submit([chain(ARCHS[0], "lab-board", ["accuracy", "measure", "export", "convert"])])
+        stats = Worker(q, ["export", "convert", "measure", "accuracy"], ctx, "w",
+                       poll_seconds=0.1).run(idle_exit=True)
+        jobs = sorted(q.jobs(), key=lambda j: j.updated_at)
+    assert stats.done == 4
+    assert [j.stage for j in jobs] == ["export", "convert", "measure", "accuracy"]
+    assert [j.priority for j in jobs[:3]] == [20, 20, 30]
+    export, convert, measure, accuracy = (j.result for j in jobs)
+    assert convert["models"]["latency_lab-board"]["model"] == export["model"]  # reused
+    assert len(list((tmp_path / "store" / "lab-board").glob("*.onnx"))) == 1
+    assert jobs[3].priority == 60 + round(measure["latency_ms"])
+    # fp32 on the board vs fp32 on the host: the same numbers
+    assert accuracy["top1_agreement"] == 1.0 and accuracy["images"] == 64
+    assert accuracy["max_abs_error"] < 1e-4 and accuracy["cosine_min"] > 0.99999
+    arch_id = measure["record"]["provenance"]["throughput"]["arch_id"]
+    record = json.loads((tmp_path / "results" / "lab-board" / f"{arch_id}.json").read_text())
+    assert record["platform_perf"]["latency_lab-board"]["latency_mean"] == pytest.approx(
+        measure["latency_ms"])

@@ -329,3 +329,46 @@ def test_remote_config_errors_are_clear():
     assert t.command(["echo", "a b"])[-3:] == ["pi@rpi.lab", "--", "echo 'a b'"]
     assert ["-p", "2222"] == t.command([])[1:3] and "ConnectTimeout=7" in t.command([])
     assert "BatchMode=yes" in t.command([]) and "/k" in t.command([])
+
+
+def test_anb_measure_runs_a_remote_device_on_its_board(tmp_path):
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    config = tmp_path / "bench-board.toml"
+    config.write_text(f"""name = "bench-board"
+backend = "onnxruntime"
+resolution = 32
+[latency]
+batch = 1
+[stopping]
+min_reps = 5
+budget_seconds = 0.3
+[remote]
+transport = "local://"
+python = "{sys.executable}"
+workdir = "{tmp_path / 'board'}"
+""")
+    result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
+                                      str(tmp_path / "out"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    record = json.loads((tmp_path / "out" / "bench-board" / f"{ARCH.id}.json").read_text())
+    env = record["platform_perf"]["latency_bench-board"]["environment"]
+    assert (env["transport"], env["python_executable"]) == ("local://", sys.executable)
+    assert list((tmp_path / "board").iterdir()) == []
+    config.write_text(config.read_text().replace('"local://"', f'"ssh://pi@127.0.0.1:{free_port()}"'))
+    result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
+                                      str(tmp_path / "out2"), "--no-progress"])
+    assert result.exit_code == 2
+    assert "device 'bench-board', step 'connect' (unreachable)" in result.output
+
+
+def test_shipped_board_example_is_a_remote_device():
+    from anb.collect_throughput.protocol import load_device
+    from anb.collect_throughput.remote import remote_spec
+
+    device = load_device("rpi4-ort")
+    spec = remote_spec(device)
+    assert spec.transport.startswith("ssh://") and spec.runtime == "onnxruntime"
+    assert {p.kind: p.batch for p in device.protocols} == {"latency": 1, "throughput": 8}

@@ -276,12 +276,17 @@ def measure_remote(device: DeviceConfig, arch: Arch | str, workdir: str | Path,
                    ) -> list[Measurement]:
     """Every protocol of ``device`` measured on its board (one board folder per protocol);
     models are prepared on the host in (or found in) ``workdir``."""
-    arch = as_arch(arch)
+    return [measure_remote_archs(device, p, [arch], workdir)[0] for p in device.protocols]
+
+
+def measure_remote_archs(device: DeviceConfig, protocol: Protocol, archs: list[Arch | str],
+                         workdir: str | Path) -> list[Measurement]:
+    """``protocol`` measured on ``device``'s board for each of ``archs``, one after another."""
     spec = remote_spec(device)
     runtime = get_runtime(spec.runtime)
     transport = spec.open(device.name)
     out = []
-    for protocol in device.protocols:
+    for arch in map(as_arch, archs):
         path, extra = runtime.model(arch, protocol, Path(workdir))
         with board_folder(transport, spec) as folder:
             m = runtime.measure(folder, arch, protocol, path)

@@ -210,8 +210,10 @@ def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
         logits = device_outputs(device, protocol, path, images)
     else:
         logits = run_model(path, images)
-    a, b = reference.reshape(len(images), -1), logits.reshape(len(images), -1)
-    cosine = np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-12)
+    a = reference.reshape(len(images), -1).astype(np.float64)
+    b = logits.reshape(len(images), -1).astype(np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    cosine = np.sum(a * b, 1) / np.maximum(norms, np.finfo(np.float64).tiny)
     return {"top1_agreement": float(np.mean(a.argmax(1) == b.argmax(1))),
             "cosine_min": float(cosine.min()), "cosine_mean": float(cosine.mean()),
             "max_abs_error": float(np.abs(a - b).max()), "images": len(images),
