@@ -170,18 +170,29 @@ python = "{hung}"
 workdir = "{tmp_path / 'board'}"
 timeout = 2
 """)
+    bare = _device_file(tmp_path, "bare-board", remote=f"""[remote]
+transport = "local://"
+python = "/usr/bin/python3"
+workdir = "{tmp_path / 'board'}"
+""")  # Debian's own Python: no numpy, no onnxruntime
     good = _device_file(tmp_path, "host-cpu", budget=0.3)
     url = str(tmp_path / "q.db")
-    ctx = make_context(tmp_path / "store", tmp_path / "results", [str(dead), str(stuck), str(good)])
+    ctx = make_context(tmp_path / "store", tmp_path / "results",
+                       [str(dead), str(stuck), str(bare), str(good)])
     with open_queue(url) as q:
-        q.submit([JobSpec(ARCHS[0], "dead-board", "measure", priority=1, max_attempts=2),
+        q.submit([JobSpec(ARCHS[0], "bare-board", "measure", priority=0, max_attempts=3),
+                  JobSpec(ARCHS[0], "dead-board", "measure", priority=1, max_attempts=2),
                   JobSpec(ARCHS[0], "stuck-board", "measure", priority=2, max_attempts=1),
                   JobSpec("e9k9l9-not-an-arch", "host-cpu", "measure", priority=3),
                   JobSpec(ARCHS[1], "host-cpu", "measure", priority=4)])
         worker = Worker(q, ["measure"], ctx, "w", poll_seconds=0.1)
         stats = worker.run(idle_exit=True)
         jobs = {j.device + ("!" if "not" in j.arch else ""): j for j in q.jobs()}
-    assert (stats.done, stats.failed, stats.retried) == (1, 3, 1)
+    assert (stats.done, stats.failed, stats.retried) == (1, 4, 1)
+    # a board without the runtime fails at once (retrying cannot help), naming the step
+    assert (jobs["bare-board"].state, jobs["bare-board"].attempts) == ("failed", 1)
+    assert jobs["bare-board"].last_error.startswith(
+        "device 'bare-board', step 'import_runtime' (missing): No module named")
     assert (jobs["dead-board"].state, jobs["dead-board"].attempts) == ("failed", 2)
     assert jobs["dead-board"].last_error.startswith(
         "device 'dead-board', step 'connect' (unreachable)")
