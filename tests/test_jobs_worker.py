@@ -247,6 +247,15 @@ def test_queue_command_line(tmp_path):
                                           "state": "cancelled", "jobs": 2}]
     code, out = anb("queue", "cancel")
     assert code == 2 and "refusing to cancel all" in out
+    search = tmp_path / "search"  # a search's output folder: its Pareto front
+    search.mkdir()
+    (search / "pareto.csv").write_text("arch,latency\n" + f"{ARCHS[2]},1.0\n{ARCHS[0]},2.0\n")
+    code, out = anb("queue", "submit", "--archs", str(search), "--device", str(device),
+                    "--priority", "7")
+    assert code == 0 and "queued 2 job(s)" in out
+    with open_queue(url) as q:
+        assert [(j.arch, j.priority) for j in q.jobs(stage="measure")] == [(ARCHS[2], 7),
+                                                                          (ARCHS[0], 7)]
     code, out = anb("queue", "submit", "--archs", str(archs), "--device", "no-such-board")
     assert code == 2 and "--device 'no-such-board'" in out
     code, out = anb("queue", "submit", "--archs", str(archs), "--device", str(device),
