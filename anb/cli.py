@@ -25,3 +25,5 @@ from anb.surrogates.cli import register as register_surrogates  # noqa: E402
 register_surrogates(app)
 from anb.package_cli import register as register_package  # noqa: E402
 register_package(app)
+from anb.jobs.cli import register as register_jobs  # noqa: E402
+register_jobs(app)

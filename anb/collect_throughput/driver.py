@@ -99,7 +99,8 @@ def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
         raise ValueError(f"interleave={interleave} is invalid; allowed: an integer >= 1")
     todo = shard_of(list(archs), shard)
     summary = MeasureSummary()
-    backends = {p.backend: get_backend(p.backend) for p in device.protocols}
+    backends = {} if device.remote else {p.backend: get_backend(p.backend)
+                                         for p in device.protocols}
     workdir = Path(workdir) if workdir else Path(out) / device.name / ".work"
     records = {}
     for arch in todo:
@@ -118,8 +119,13 @@ def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
                 missing = [(a, r) for a, r in block if protocol.key not in r["platform_perf"]]
                 if not missing:
                     continue
-                ms = measure_interleaved([a for a, _ in missing], protocol, workdir,
-                                         backends[protocol.backend])
+                if device.remote:  # a board reached over a transport: see .remote
+                    from anb.collect_throughput.remote import measure_remote_archs
+
+                    ms = measure_remote_archs(device, protocol, [a for a, _ in missing], workdir)
+                else:
+                    ms = measure_interleaved([a for a, _ in missing], protocol, workdir,
+                                             backends[protocol.backend])
                 for (arch, record), m in zip(missing, ms):
                     record["platform_perf"][m.key] = m.to_perf_entry()
                     atomic_write_json(result_path(out, device.name, arch), record)
