@@ -74,6 +74,9 @@ class CudaBackend(TorchBackend):
     def setup(self, protocol: Protocol) -> None:
         torch.backends.cudnn.benchmark = protocol.cudnn_benchmark
 
+    def sync(self):
+        return torch.cuda.synchronize
+
     def input_dtype(self, protocol: Protocol) -> torch.dtype:
         """fp16/bf16 inputs on the device, as the reference's columns were measured."""
         return AUTOCAST.get(protocol.precision, torch.float32)

@@ -55,6 +55,10 @@ class TorchBackend(Backend):
     def setup(self, protocol: Protocol) -> None:
         torch.set_num_threads(protocol.threads)
 
+    def sync(self):
+        """Device synchronisation after a latency request (None: eager CPU is synchronous)."""
+        return None
+
     def input_dtype(self, protocol: Protocol) -> torch.dtype:
         """float32 inputs, cast by autocast inside the network (the CUDA back-end feeds fp16)."""
         return torch.float32
@@ -74,4 +78,4 @@ class TorchBackend(Backend):
                 return model(x)
 
         return Session(step=cycling(batches, run), clock=self.clock(protocol),
-                       environment=self.environment(protocol))
+                       environment=self.environment(protocol), sync=self.sync())

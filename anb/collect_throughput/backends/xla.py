@@ -119,4 +119,4 @@ class XlaBackend(Backend):
                "xla_device": str(device), "pjrt_device": os.environ.get("PJRT_DEVICE"),
                "libraries": library_versions(("torch", "torch-xla", "numpy"))}
         return Session(step=cycling(batches, run), clock=XlaClock(live), environment=env,
-                       compile_count=compile_count, finish=finish)
+                       compile_count=compile_count, finish=finish, sync=xm.wait_device_ops)
