@@ -84,7 +84,8 @@ def adapt(device: str, measured: str | Path, base: str | Path, out: str | Path |
     bench = _load_base(base)
     known = BenchmarkKnown(bench, exclude=[target])
     model = AdaptedModel.fit(target, known.targets, known.log_costs(choices),
-                             op_components(choices, bench.space), values)
+                             op_components(choices, bench.space), values,
+                             known_source=known.source)
     if out is None:
         return None, model
     info = {"measured": {"file": Path(measured).name, "n": int(len(values))}}

@@ -1,9 +1,12 @@
-"""Which architectures to measure next on a new device (greedy D-optimal design).
+"""Which architectures to measure next on a new device (representative selection).
 
-The adapted model is linear in the known devices' log costs and the analytic op totals, so the
-most informative next measurement is the candidate whose standardised features the measured set
-explains least (largest leverage ``z^T (Z^T Z + I)^-1 z``); each pick updates the inverse by
-Sherman-Morrison. Candidates are a seeded sample of the search space (or a given pool).
+The adapted model is fitted on the known devices' log costs and the analytic op totals, and it is
+scored by how it ranks the whole space, so the measurements should represent where architectures
+lie in those features: k-means over a candidate pool (standardised features) with as many
+clusters as measured plus wanted architectures; clusters already holding a measured architecture
+are covered, and the candidate nearest each remaining centre is suggested. Chosen on the
+validation split of ``benchmarks/new_device.py`` against random picks and greedy D-optimal design
+(which picks extremes and ranked worse: mean tau 0.930 vs 0.934 at n = 20).
 """
 from __future__ import annotations
 
@@ -19,27 +22,27 @@ def design_features(known_log: np.ndarray, ops: np.ndarray) -> np.ndarray:
 
 
 def select(candidates: np.ndarray, k: int, measured: np.ndarray | None = None,
-           ridge: float = 1.0) -> np.ndarray:
+           seed: int = 0) -> np.ndarray:
     """Indices of ``k`` distinct rows of ``candidates`` (feature matrix) to measure next."""
+    from sklearn.cluster import KMeans
+
     if k < 1 or k > len(candidates):
         raise ValueError(f"k must be between 1 and the {len(candidates)} candidates, got {k}")
-    everything = candidates if measured is None else np.concatenate([candidates, measured])
-    mu, sd = everything.mean(0), everything.std(0) + 1e-12
-    Z = (candidates - mu) / sd
-    inv = np.eye(Z.shape[1]) / ridge
-    if measured is not None and len(measured):
-        M = (measured - mu) / sd
-        inv = np.linalg.inv(M.T @ M + ridge * np.eye(Z.shape[1]))
+    done = np.zeros((0, candidates.shape[1])) if measured is None else measured
+    mu, sd = candidates.mean(0), candidates.std(0) + 1e-12
+    Z, M = (candidates - mu) / sd, (done - mu) / sd
+    clusters = min(k + len(M), len(Z))
+    centres = KMeans(clusters, n_init=3, random_state=seed).fit(Z).cluster_centers_
+    free = np.ones(len(centres), dtype=bool)
+    for row in M:  # each measured architecture covers its nearest uncovered centre
+        dist = ((centres - row) ** 2).sum(1)
+        dist[~free] = np.inf
+        free[int(np.argmin(dist))] = False
     chosen: list[int] = []
-    free = np.ones(len(Z), dtype=bool)
-    for _ in range(k):
-        leverage = np.einsum("ij,jk,ik->i", Z, inv, Z)
-        leverage[~free] = -np.inf
-        i = int(np.argmax(leverage))
-        chosen.append(i)
-        free[i] = False
-        v = inv @ Z[i]
-        inv -= np.outer(v, v) / (1.0 + Z[i] @ v)
+    for centre in centres[free][:k]:
+        dist = ((Z - centre) ** 2).sum(1)
+        dist[chosen] = np.inf
+        chosen.append(int(np.argmin(dist)))
     return np.array(chosen)
 
 
@@ -76,4 +79,4 @@ def suggest(known, k: int, measured: np.ndarray | None = None, pool: np.ndarray 
     done = None
     if measured is not None and len(measured):
         done = design_features(known.log_costs(measured), op_components(measured, space))
-    return pool[select(feats, k, done)]
+    return pool[select(feats, k, done, seed)]
