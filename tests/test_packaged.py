@@ -129,6 +129,18 @@ def test_surrogates_load_by_name_reads_the_default_cache_entry(cache, capsys):
     assert f"loaded the cached benchmark {default}" in capsys.readouterr().err
     assert bench.metrics == ["val_top1", "throughput_zcu102"]
     assert anb.load().metrics == bench.metrics
+
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    query = CliRunner().invoke(app, ["query", "accel-nasbench"], input=B0 + "\n")
+    assert query.exit_code == 0, query.output
+    assert "arch,val_top1,val_top1_std,throughput_zcu102,throughput_zcu102_std" in query.output
+    search = CliRunner().invoke(app, ["search", "-o", "val_top1", "--budget", "30", "--benchmark",
+                                      "accel-nasbench", "--out", str(default.parent / "search")])
+    assert search.exit_code == 0, search.output
+    assert "first use" not in query.output + search.output
     with pytest.raises(ValueError, match=r"unknown packaged benchmark 'nasbench201'.*accel-nasbench"):
         anb.load("nasbench201")
 
