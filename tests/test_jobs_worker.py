@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.jobs.queue import Capability, JobSpec, open_queue
-from anb.jobs.stages import StageContext, chain
+from anb.jobs.stages import chain
 from anb.jobs.worker import Worker, make_context
 from anb.searchspace.sampler import Sampler
 from tests.realservers import free_port, missing_postgres, postgres_server

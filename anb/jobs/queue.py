@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 STATES = ("queued", "leased", "done", "failed", "cancelled")
-OPEN_STATES = ("queued", "leased")
 
 
 @dataclass(frozen=True)

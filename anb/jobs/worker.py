@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import threading
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
