@@ -292,3 +292,9 @@ workdir = "{tmp_path / 'board'}"
     record = json.loads((tmp_path / "results" / "lab-board" / f"{arch_id}.json").read_text())
     assert record["platform_perf"]["latency_lab-board"]["latency_mean"] == pytest.approx(
         measure["latency_ms"])
+    # the queue holds the accepted records too: any host can write them out for 'anb merge'
+    result = CliRunner().invoke(app, ["queue", "results", "--out", str(tmp_path / "from-queue"),
+                                      "--queue", url])
+    assert result.exit_code == 0 and "wrote 1 record(s)" in result.output
+    assert json.loads((tmp_path / "from-queue" / "lab-board" / f"{arch_id}.json").read_text()) \
+        == record
