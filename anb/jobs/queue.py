@@ -20,6 +20,11 @@ from typing import Any, Iterable, Sequence
 STATES = ("queued", "leased", "done", "failed", "cancelled")
 
 
+class QueueUnavailable(RuntimeError):
+    """The queue's database cannot be reached just now (restarting, network); the next call
+    reconnects. Workers wait and try again."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """A job to submit. ``priority`` lower runs first (0 jumps the queue); ``next_stages`` are
