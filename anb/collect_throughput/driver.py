@@ -174,7 +174,16 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
     from anb.collect_throughput.backends import get_backend
     from anb.collect_throughput.measure import measure_interleaved
 
-    backends = {p.backend: get_backend(p.backend) for p in device.protocols}
+    backends = {} if device.remote else {p.backend: get_backend(p.backend)
+                                         for p in device.protocols}
+
+    def measure(protocol, archs: list) -> list:
+        if device.remote:  # a board reached over a transport: see .remote
+            from anb.collect_throughput.remote import measure_remote_archs
+
+            return measure_remote_archs(device, protocol, archs, workdir)
+        return measure_interleaved(archs, protocol, workdir, backends[protocol.backend])
+
     workdir = Path(workdir) if workdir else Path(out) / device.name / ".work"
     session: str | None = None
     since_anchor = anchor_every
@@ -187,8 +196,7 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
                 session = new_session_id()
                 rows = []
                 for protocol in device.protocols:
-                    ms = measure_interleaved(anchors, protocol, workdir,
-                                             backends[protocol.backend])
+                    ms = measure(protocol, list(anchors))
                     rows += anchor_rows(session, start, ms)
                 append_anchor_rows(anchor_path(out, device.name), rows)
                 summary.anchor_sessions.append(session)
@@ -200,8 +208,7 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
                 missing = [(a, r) for a, r in block if protocol.key not in r["platform_perf"]]
                 if not missing:
                     continue
-                ms = measure_interleaved([a for a, _ in missing], protocol, workdir,
-                                         backends[protocol.backend])
+                ms = measure(protocol, [a for a, _ in missing])
                 for (arch, record), m in zip(missing, ms):
                     entry = m.to_perf_entry()
                     if session:

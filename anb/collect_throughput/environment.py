@@ -18,6 +18,8 @@ from pathlib import Path
 from importlib import metadata
 from typing import Any, Iterable
 
+from anb.version import __version__
+
 LIBRARIES = ("numpy", "torch", "onnxruntime", "onnx", "torch-xla")
 
 
@@ -158,6 +160,7 @@ def pin_cpus(threads: int) -> list[int]:
 def host_environment() -> dict[str, Any]:
     """Host facts every record carries; back-ends add their device facts on top."""
     env: dict[str, Any] = {
+        "anb_version": __version__,
         "host": socket.gethostname(),
         "os": platform.platform(),
         "python": sys.version.split()[0],

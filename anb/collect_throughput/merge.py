@@ -29,6 +29,7 @@ from anb.collect_throughput.anchors import ANCHOR_FILE, anchor_drift, read_ancho
 from anb.collect_throughput.protocol import entry_fingerprint, protocol_difference
 from anb.io import atomic_write, atomic_write_json
 from anb.records import load_records, records_to_frame, validate_record
+from anb.version import __version__
 
 ON_CONFLICT = ("keep-existing", "replace", "error")
 
@@ -204,6 +205,8 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path) -> P
                 name = f"{_arch_id(record)}_{len(names)}.json"
             names.add(name)
             body = {k: v for k, v in record.items() if k != "source"}
+            body["provenance"] = {**(body.get("provenance") or {}),
+                                  "merge": {"anb_version": __version__}}
             (staging / name).write_text(json.dumps(body) + "\n")
         final = out / "records"
         if final.exists():
@@ -219,7 +222,7 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path) -> P
     frame = records_to_frame(records)
     atomic_write(out / "dataset.csv", lambda tmp: frame.to_csv(tmp, index=False))
     atomic_write(out / "dataset.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
-    atomic_write_json(out / "merge_report.json", report.as_dict())
+    atomic_write_json(out / "merge_report.json", {"anb_version": __version__, **report.as_dict()})
     return out
 
 

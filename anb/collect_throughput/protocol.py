@@ -189,6 +189,8 @@ class DeviceConfig:
 
     name: str
     protocols: tuple[Protocol, ...]
+    remote: dict[str, Any] | None = None
+    """The ``[remote]`` table: how to reach the board (see :mod:`.remote`); None: this host."""
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -256,6 +258,7 @@ def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | 
     if "name" not in data:
         _fail("name", None, "a device name such as 'cpu-ort'")
     name = data.pop("name")
+    remote = data.pop("remote", None)
     kinds = {k: dict(data.pop(k) or {}) for k in KINDS if k in data}
     if not kinds:
         _fail("kinds", None, f"at least one of the tables {list(KINDS)}")
@@ -279,7 +282,7 @@ def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | 
             stopping=_rule(StoppingRule, {**stopping, **kind_stopping}, "stopping"),
             **settings,
         ))
-    return DeviceConfig(name=name, protocols=tuple(protocols))
+    return DeviceConfig(name=name, protocols=tuple(protocols), remote=remote)
 
 
 def available_devices() -> list[str]:
