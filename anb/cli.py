@@ -23,3 +23,5 @@ from anb.collect_accuracy.cli import register as register_accuracy  # noqa: E402
 register_accuracy(app)
 from anb.surrogates.cli import register as register_surrogates  # noqa: E402
 register_surrogates(app)
+from anb.collect_throughput.edge_cli import register as register_edge  # noqa: E402
+register_edge(app)
