@@ -25,3 +25,9 @@ from anb.surrogates.cli import register as register_surrogates  # noqa: E402
 register_surrogates(app)
 from anb.collect_throughput.edge_cli import register as register_edge  # noqa: E402
 register_edge(app)
+from anb.package_cli import register as register_package  # noqa: E402
+register_package(app)
+from anb.jobs.cli import register as register_jobs  # noqa: E402
+register_jobs(app)
+from anb.surrogates.adapt_cli import register as register_adapt  # noqa: E402
+register_adapt(app)
