@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from anb.collect_throughput.qualcomm.parse import (ParseError, parse_diagview_cs
                                                    parse_dlc_info, parse_throughput)
 from anb.collect_throughput.qualcomm.stages import build_dlc, measure_qualcomm
 from anb.collect_throughput.qualcomm.tools import ToolFailed, ToolMissing
+from anb.collect_throughput.transports.local import LocalTransport
 from anb.searchspace.arch import as_arch
 
 STANDINS = Path(__file__).parent / "standins" / "snpe"
@@ -40,31 +39,16 @@ def sdk_path(monkeypatch):
     return STANDINS
 
 
-class CountingLocal:
-    """``local://`` board that counts device commands (interim until the shared transports
-    land: same run/push/pull signatures)."""
+class CountingLocal(LocalTransport):
+    """The ``local://`` transport (this machine is the board), counting device commands."""
 
     def __init__(self):
+        super().__init__("local://", "test-board")
         self.commands: list[list[str]] = []
 
     def run(self, argv, step, timeout, check=True):
         self.commands.append(list(argv))
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise RuntimeError(f"step {step!r}: {' '.join(argv)} exited {proc.returncode}: "
-                               f"{proc.stderr.strip()}")
-        return proc
-
-    def push(self, local, remote, step="push", timeout=300):
-        Path(remote).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(local, remote)
-
-    def pull(self, remote, local, step="pull", timeout=300):
-        Path(local).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            shutil.copyfile(remote, local)
-        except OSError as err:
-            raise RuntimeError(f"step {step!r}: {err}") from None
+        return super().run(argv, step, timeout, check)
 
 
 def small(device, tmp_path, **changes):
@@ -188,3 +172,10 @@ def test_parsers():
                           "offset -3 |\n| 1 | r | Relu | y | z |\n")
     assert info.loc[0, ["bitwidth", "min", "max"]].tolist() == [16, -1.5, 2.0]
     assert np.isnan(info.loc[1, "bitwidth"])
+
+
+def test_shipped_transport_opens_adb_with_the_serial():
+    from anb.collect_throughput.qualcomm.device import open_device_transport
+
+    board = open_device_transport(load_qualcomm_device("snpe-dsp"))
+    assert board.command(["snpe-net-run", "--version"])[1:3] == ["-s", "qcs-devkit"]

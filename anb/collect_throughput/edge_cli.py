@@ -1,6 +1,7 @@
 """``anb quant-layers`` and ``anb measure-qualcomm`` (registered on the root app)."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Optional
 
@@ -61,6 +62,8 @@ def measure_qualcomm_cmd(
     archs: str = typer.Option(..., "--archs", help="As for 'anb measure'."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
     workdir: Optional[Path] = typer.Option(None, help="Scratch folder for models."),
+    transport: Optional[str] = typer.Option(None, help="Override the config's transport: "
+                                            "adb://SERIAL, ssh://user@host or local://."),
 ) -> None:
     """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times."""
     from anb.collect_throughput.driver import read_arch_list
@@ -69,6 +72,8 @@ def measure_qualcomm_cmd(
 
     try:
         config = load_qualcomm_device(device)
+        if transport is not None:
+            config = dataclasses.replace(config, transport=transport)
         arch_list = read_arch_list(archs)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))

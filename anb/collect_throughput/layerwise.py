@@ -29,24 +29,12 @@ import numpy as np
 import pandas as pd
 
 from anb.collect_throughput.digits import digits_images, fit_digits, top1
+from anb.collect_throughput.quant_report import cosine, sqnr_db
 from anb.io import atomic_write, atomic_write_json
 from anb.searchspace.arch import Arch, as_arch
 
 CPU_PATHS = {"cpu-int8": "per-channel", "dpu": "dpu"}
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
-    denom = np.linalg.norm(a) * np.linalg.norm(b)
-    return float(a @ b / denom) if denom else float(np.array_equal(a, b))
-
-
-def sqnr_db(reference: np.ndarray, other: np.ndarray) -> float:
-    """10 log10(|reference|^2 / |reference - other|^2); inf when identical."""
-    ref = np.ravel(reference).astype(np.float64)
-    noise = np.sum((ref - np.ravel(other).astype(np.float64)) ** 2)
-    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref**2) / noise))
 
 
 def graph_layers(model: Any) -> list[dict]:
