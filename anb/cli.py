@@ -31,3 +31,5 @@ from anb.jobs.cli import register as register_jobs  # noqa: E402
 register_jobs(app)
 from anb.surrogates.adapt_cli import register as register_adapt  # noqa: E402
 register_adapt(app)
+from anb.nas.followup_cli import register as register_followup  # noqa: E402
+register_followup(app)

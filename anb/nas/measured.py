@@ -227,6 +227,8 @@ class MeasuredEvaluator:
         for i, arch in enumerate(archs):
             self.log.append({"arch": str(arch), "arch_id": arch.id,
                              "measured": arch.id not in self.failed,
+                             **(self.cache.get((arch.id, self.measurer.device), {})
+                                if measured else {}),
                              **{m: float(out[m][i]) for m in metrics}})
         if spent is not None:
             raise spent
