@@ -38,7 +38,8 @@ def test_retrain_measure_and_front_report(tmp_path):
     assert result.exit_code == 0, result.output
     trained = pd.read_csv(tmp_path / "rt" / "accuracy.csv").set_index("arch_id")
     assert sorted(trained.index) == sorted(as_arch(a).id for a in ARCHS)
-    result = runner.invoke(app, ["measure", str(DEVICE), "--archs", ",".join(ARCHS), "--out",
+    assert (tmp_path / "rt" / "archs.txt").read_text().split() == ARCHS
+    result = runner.invoke(app, ["measure", str(DEVICE), "--archs", str(tmp_path / "rt" / "archs.txt"), "--out",
                                  str(tmp_path / "m"), "--no-progress"])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["front-report", str(search), "--out", str(tmp_path / "rep"),

@@ -36,7 +36,8 @@ def recipe_path(config: str | Path) -> Path:
 def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_RECIPE,
             extra: Sequence[str] = ()) -> tuple[int, Path]:
     """Train every architecture of ``archs`` under the recipe into ``<out>/runs`` and export
-    ``<out>/accuracy.csv``; return (trainer exit status, dataset path)."""
+    ``<out>/accuracy.csv``; ``<out>/archs.txt`` lists them for ``anb measure --archs``. Return
+    (trainer exit status, dataset path)."""
     from anb.collect_accuracy.export import export
     from anb.collect_accuracy.train import main
 
@@ -44,8 +45,11 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     if not archs.is_file():
         raise FileNotFoundError(f"architecture list {archs} does not exist (a search's "
                                 "pareto.csv or a CSV with an 'arch' column)")
-    if "arch" not in pd.read_csv(archs, nrows=1).columns:
+    table = pd.read_csv(archs)
+    if "arch" not in table.columns:
         raise ValueError(f"{archs} has no 'arch' column")
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "archs.txt", lambda t: t.write_text("".join(f"{a}\n" for a in table["arch"])))
     runs = out / "runs"
     status = main(["--config", str(recipe_path(config)), "--model.archs", str(archs),
                    "--logging.folder", str(runs), *extra])
