@@ -179,3 +179,19 @@ def test_shipped_transport_opens_adb_with_the_serial():
 
     board = open_device_transport(load_qualcomm_device("snpe-dsp"))
     assert board.command(["snpe-net-run", "--version"])[1:3] == ["-s", "qcs-devkit"]
+
+
+def test_qnn_converter_flags_and_device_stages_refused(sdk_path, tmp_path, monkeypatch):
+    qnn_bin = tmp_path / "qnn"
+    qnn_bin.mkdir()
+    (qnn_bin / "qnn-onnx-converter").write_text("#!/bin/sh\n")  # STAND-IN: only looked up
+    (qnn_bin / "qnn-onnx-converter").chmod(0o755)
+    monkeypatch.setenv("QNN_SDK_ROOT", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("PATH", f"{qnn_bin}:{os.environ['PATH']}")
+    q = Quantization(act_bitwidth=16)
+    argv = host.convert_argv("qnn", Path("m.onnx"), Path("m.cpp"), q, Path("in.txt"))
+    assert argv[1:] == ["--input_network", "m.onnx", "--output_path", "m.cpp", "--input_list",
+                        "in.txt", "--use_per_channel_quantization", "--act_bw", "16",
+                        "--bias_bw", "8", "--act_quantizer", "tf"]
+    with pytest.raises(ValueError, match="sdk='qnn' has no device stages"):
+        DeviceStages(load_qualcomm_device("qnn-htp"), CountingLocal(), "t")

@@ -51,6 +51,9 @@ class DeviceStages:
 
     def __init__(self, device: QualcommDevice, transport: Transport, tag: str,
                  remote_bin: str = "", timeout: float = 600):
+        if device.sdk != "snpe":
+            raise ValueError(f"device {device.name!r}: sdk={device.sdk!r} has no device stages "
+                             "in this build (host conversion only); allowed: 'snpe'")
         self.device, self.transport, self.timeout = device, transport, timeout
         self.root = posixpath.join(device.remote_dir, tag)
         self.remote_bin = remote_bin
