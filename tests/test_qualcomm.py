@@ -195,3 +195,18 @@ def test_qnn_converter_flags_and_device_stages_refused(sdk_path, tmp_path, monke
                         "--bias_bw", "8", "--act_quantizer", "tf"]
     with pytest.raises(ValueError, match="sdk='qnn' has no device stages"):
         DeviceStages(load_qualcomm_device("qnn-htp"), CountingLocal(), "t")
+
+
+def test_no_device_on_adb_is_a_transient_error_naming_the_step(sdk_path, tmp_path):
+    from anb.collect_throughput.transports import TransportError
+    from anb.collect_throughput.transports.adb import AdbTransport
+
+    adb = tmp_path / "adb"  # STAND-IN for adb with no board attached
+    adb.write_text("#!/bin/sh\necho \"adb: error: device 'qcs-devkit' not found\" >&2\nexit 1\n")
+    adb.chmod(0o755)
+    board = AdbTransport("adb://qcs-devkit", "snpe-dsp", {"adb": str(adb)})
+    device = small(load_qualcomm_device("snpe-dsp"), tmp_path)
+    with pytest.raises(TransportError, match="step 'prepare' \\(unreachable\\).*not found") as err:
+        measure_qualcomm(ARCH, device, tmp_path / "out", transport=board)
+    assert err.value.transient
+    assert not (tmp_path / "out" / "snpe-dsp").exists()
