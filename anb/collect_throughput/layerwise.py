@@ -217,10 +217,9 @@ def _device_path(arch: Arch, model: Any, device_name: str, calibration: np.ndarr
                          f"resolution is {images.shape[-1]}; pass --resolution "
                          f"{device.resolution} or a config at the report's resolution")
     dlc, onnx_path = build_dlc(arch, device, tmp / "host", calibration, model=model)
-    shapes = {}
-    for vi in onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path))).graph.value_info:
-        shapes[vi.name] = tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
-    shapes["logits"] = (1, 10)
+    graph = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path))).graph
+    shapes = {vi.name: tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
+              for vi in list(graph.value_info) + list(graph.output)}
     stages = DeviceStages(device, transport or open_device_transport(device), tag=arch.id)
     try:
         remote_model, listing, _ = stages.prepare(dlc, host.write_raw_inputs(images, tmp / "in"))
