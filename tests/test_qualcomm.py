@@ -121,7 +121,9 @@ def test_raw_inputs_are_nhwc_and_outputs_match_onnxruntime(sdk_path, tmp_path):
     raws = host.write_raw_inputs(x, tmp_path / "raw")
     assert np.array_equal(np.fromfile(raws[1], np.float32), x[1].transpose(1, 2, 0).ravel())
     stages = DeviceStages(device, CountingLocal(), "t")
-    model, listing, _ = stages.prepare(dlc, raws)
+    model, listing, remote_raws = stages.prepare(dlc, raws)
+    assert Path(listing).read_text().splitlines() == remote_raws
+    assert [Path(r).read_bytes() for r in remote_raws] == [r.read_bytes() for r in raws]
     stages.net_run(model, listing)
     got = stages.pull_outputs({"logits": (1, 1000)}, 1, tmp_path / "pulled")["logits"]
     np.testing.assert_allclose(got, run_onnx(onnx_path, x[1:2]), rtol=1e-4, atol=1e-5)
