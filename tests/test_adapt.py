@@ -105,7 +105,10 @@ def test_interval_covers_about_90_percent_of_test_labels(adapted, data):
     assert np.allclose(bench.query(data.choices[test], [HIDDEN])[HIDDEN], np.exp(mean))
 
 
-def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data):
+def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data, base,
+                                                                   tmp_path):
+    import shutil
+
     _, out = adapted
     bench = load_adapted(out)
     arch = str(Arch.from_choices(data.choices[0]))
@@ -115,10 +118,12 @@ def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data
     assert len(bench.metrics) == 8 and HIDDEN in bench.metrics
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["targets"][HIDDEN]["n_points"] == 20
-    weights = out / "adapted.npz"
+    copy = shutil.copytree(out, tmp_path / "copy")
+    assert load_adapted(copy, base).query([arch]).equals(frame)
+    weights = copy / "adapted.npz"
     weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
     with pytest.raises(ValueError, match="corrupted or tampered"):
-        load_adapted(out)
+        load_adapted(copy, base)
 
 
 def test_suggest_returns_k_distinct_unmeasured_archs(adapted, base):
@@ -178,3 +183,13 @@ def test_read_measured_accepts_anb_measure_records(tmp_path, data):
     target, choices, values = read_measured(tmp_path, "myboard")
     assert target == "latency_myboard" and len(values) == 6
     assert sorted(values) == sorted(data.labels[HIDDEN].values[rows])
+
+
+def test_python_adapt_matches_the_command(adapted, base, data, tmp_path):
+    csv, out = adapted
+    bench, model = adapt("zcu102", csv, base, tmp_path / "model")
+    archs = data.choices[:5]
+    assert model.target == HIDDEN and model.n_points == 20 and len(model.known) == 7
+    pd.testing.assert_frame_equal(bench.query(archs), load_adapted(out).query(archs))
+    unsaved, same = adapt("zcu102", csv, base)
+    assert unsaved is None and same.blend == model.blend

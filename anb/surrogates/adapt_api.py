@@ -20,7 +20,8 @@ from anb.surrogates.adapt_select import suggest as _suggest
 
 
 def read_measured(path: str | Path, device: str, kind: str | None = None,
-                  space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS) -> tuple[str, np.ndarray, np.ndarray]:
+                  space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS
+                  ) -> tuple[str, np.ndarray, np.ndarray]:
     """``(target, raw choices, values)`` of a device from a CSV (``arch`` + ``<kind>_<device>``
     columns) or from what ``anb measure`` wrote (a results folder or record JSON files)."""
     path = Path(path)
@@ -52,8 +53,8 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
     for i, (arch, value, raw) in enumerate(zip(frame["arch"], values, frame[target])):
         where = f"{str(path)!r} row {i + 1}"
         if not isinstance(arch, str) or not arch.strip():
-            raise ValueError(f"{where}: column 'arch' is empty; give an architecture string "
-                             "like 'e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se'")
+            raise ValueError(f"{where}: column 'arch' is empty; give an architecture string like "
+                             "'e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se'")
         if not np.isfinite(value) or value <= 0:
             raise ValueError(f"{where} ({arch}): column {target!r} has {raw!r}; every measured "
                              "architecture needs a positive number")
