@@ -65,7 +65,8 @@ def test_query_from_stdin_and_file_writes_csv(fitted, tmp_path):
     result = runner.invoke(app, ["query", str(out), str(records), "--metrics", "latency_vck190",
                                  "--noise", "--seed", "3", "-o", str(csv)])
     assert result.exit_code == 0, result.output
-    assert list(pd.read_csv(csv).columns) == ["arch", "latency_vck190", "latency_vck190_std"]
+    assert list(pd.read_csv(csv).columns) == ["arch", "latency_vck190", "latency_vck190_std",
+                                              "ood", "ood_distance", "ood_cost"]
 
 
 def test_query_errors_exit_nonzero_with_one_line(fitted):
