@@ -23,3 +23,9 @@ from anb.collect_accuracy.cli import register as register_accuracy  # noqa: E402
 register_accuracy(app)
 from anb.surrogates.cli import register as register_surrogates  # noqa: E402
 register_surrogates(app)
+from anb.package_cli import register as register_package  # noqa: E402
+register_package(app)
+from anb.jobs.cli import register as register_jobs  # noqa: E402
+register_jobs(app)
+from anb.surrogates.adapt_cli import register as register_adapt  # noqa: E402
+register_adapt(app)

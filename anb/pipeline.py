@@ -26,6 +26,7 @@ import typer
 from rich.console import Console
 
 from anb import resources
+from anb.version import __version__
 from anb.io import atomic_write_json, atomic_write_text
 from anb.searchspace import ANB_SPACE, Arch, Sampler, count
 
@@ -208,5 +209,6 @@ def pipeline(
         console.print(f"[red]error[/]: {err}")
         raise typer.Exit(2)
     summary["seconds"] = round(time.perf_counter() - started, 1)
+    summary["anb_version"] = __version__
     atomic_write_text(out / "SUMMARY.json", json.dumps(summary, indent=2) + "\n")
     console.print(f"[green]done[/] in {summary['seconds']:.0f} s: results in {out}")

@@ -72,7 +72,7 @@ def main() -> None:
     for p in range(2):
         began = time.perf_counter()
         measure_archs(config, archs, out / f"pass{p + 1}", workdir=out / "models", progress=True,
-                      interleave=args.interleave)
+                      interleave=args.interleave, keep_work=True, anchors=())
         seconds.append(time.perf_counter() - began)
         passes.append({a.id: json.loads((out / f"pass{p + 1}" / config.name / f"{a.id}.json")
                                         .read_text())["platform_perf"] for a in archs})

@@ -102,7 +102,7 @@ def test_two_jobs_on_one_folder_and_shard_never_train_an_architecture_twice(tmp_
     base = [sys.executable, "-m", "anb.collect_accuracy.train", "--config", str(CONFIG),
             "--folder", str(folder), "--num_models", str(num), "--seed", "7",
             "--progress", "false", "--epochs", "4", "--eval_epochs", "1", "--batch_size", "16",
-            "--max_steps", "3", "--val_batch_size", "60"]
+            "--max_steps", "3", "--val_batch_size", "60", "--global_batch", "32"]
     job_a = subprocess.Popen(base, env=child_env(), cwd=REPO, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     held: list[str] = []
@@ -120,7 +120,7 @@ def test_two_jobs_on_one_folder_and_shard_never_train_an_architecture_twice(tmp_
         (held_id,) = held
         done_before = sorted(_records(folder))
         job_b = subprocess.run(torchrun_cmd(folder, "--num_models", str(num), "--epochs", "4",
-                                            "--eval_epochs", "1"),
+                                            "--eval_epochs", "1", "--global_batch", "32"),
                                env=child_env(), cwd=REPO, capture_output=True, text=True,
                                timeout=400)
         assert job_b.returncode == 0, job_b.stdout[-3000:] + job_b.stderr[-3000:]

@@ -23,7 +23,7 @@ TINY = ["--progress", "false", "--num_models", "1", "--epochs", "1", "--eval_epo
 def test_imagenet_recipe_file_matches_the_reference():
     config = load_config(IMAGENET)
     assert set(config) == {"logging", "model", "dataloader", "trainval", "optimizer",
-                           "distributed"}
+                           "distributed", "claims"}
     tv, opt = config["trainval"], config["optimizer"]
     assert [recipe.resolution(e, tv) for e in range(16)] == [160] * 12 + [192] * 4
     assert recipe.peak_lr(config, world_size=4) == pytest.approx(0.425)

@@ -26,7 +26,7 @@ def measured(tmp_path_factory, released_records):
     out = tmp_path_factory.mktemp("results")
     duplicate = as_arch(released_records[0])  # result_0 and result_443 share it
     archs = [duplicate, as_arch(released_records[100]), Sampler(11).sample(1)[0]]
-    measure_archs(load_device("cpu-ort", FAST), archs, out, progress=False)
+    measure_archs(load_device("cpu-ort", FAST), archs, out, progress=False, anchors=())
     return out, archs
 
 

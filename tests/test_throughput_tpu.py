@@ -78,3 +78,41 @@ def test_new_shape_while_timing_is_caught():
         run_loop(step, XlaClock(), WarmupRule(min_steps=3, window=2, max_steps=4),
                  StoppingRule(min_reps=50, max_reps=100, rel_ci=1e-9, min_rep_seconds=0.0),
                  compile_count)
+
+
+BIG = Arch.from_string("e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1se")  # ~3.4x SMALL's MACs
+
+
+def test_big_model_has_about_three_times_the_macs():
+    from anb.searchspace.counting import count
+
+    ratio = count(BIG, resolution=64).macs / count(SMALL, resolution=64).macs
+    assert 3.0 < ratio < 4.0, ratio
+
+
+@needs_xla
+def test_every_timed_step_executes_the_network(tmp_path):
+    """Issue 12 item 1: a dropped output leaves XLA nothing to run; each step must execute."""
+    from anb.collect_throughput.backends.xla import execution_count
+
+    session = get_backend("xla").prepare(SMALL, _protocol(resolution=64, batch=4), tmp_path)
+    for _ in range(3):  # compile + warm
+        session.clock.start()
+        session.step()
+        session.clock.stop()
+    before = execution_count()
+    session.clock.start()
+    for _ in range(7):
+        session.step()
+    session.clock.stop()
+    assert execution_count() - before == 7
+    assert session.clock.live == []  # released once the clock stopped
+
+
+@needs_xla
+def test_three_times_the_macs_measures_clearly_slower(tmp_path):
+    protocol = _protocol(resolution=64, batch=4, stopping=StoppingRule(
+        min_reps=5, max_reps=10, budget_seconds=2.0, min_rep_seconds=0.0))
+    small = measure(SMALL, protocol, tmp_path / "s")
+    big = measure(BIG, protocol, tmp_path / "b")
+    assert big.value < small.value / 1.5, (small.value, big.value)

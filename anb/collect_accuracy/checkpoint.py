@@ -26,8 +26,10 @@ def save(path: Path, state: dict[str, Any]) -> Path:
     return atomic_write(path, lambda tmp: torch.save({"format": FORMAT, **state}, tmp))
 
 
-def load(path: Path, arch: str, recipe_hash: str) -> dict[str, Any] | None:
-    """The state in ``path`` (None when there is none); checks it belongs to ``arch`` and
+def load(path: Path, arch: str, recipe_hash: str, global_batch: int | None = None,
+         world_size: int | None = None) -> dict[str, Any] | None:
+    """The state in ``path`` (None when there is none); checks it belongs to ``arch``, the
+    global batch (a resume on another GPU count would change the lr mid-architecture) and
     ``recipe_hash``."""
     if not path.exists():
         return None
@@ -41,6 +43,14 @@ def load(path: Path, arch: str, recipe_hash: str) -> dict[str, Any] | None:
     if found != FORMAT:
         raise CheckpointError(f"checkpoint {str(path)!r} has an unknown format "
                               f"(field 'format' = {found!r}, expected {FORMAT})")
+    other = state.get("global_batch")
+    if global_batch is not None and other is not None and other != global_batch:
+        raise CheckpointError(
+            f"checkpoint {str(path)!r} was trained at global batch {other} "
+            f"({state.get('world_size')} ranks), this run has global batch {global_batch} "
+            f"({world_size} ranks), which would change the lr mid-architecture; resume on "
+            f"{state.get('world_size')} ranks, or keep the global batch with "
+            f"--trainval.global_batch {other}")
     for key, want in (("arch", arch), ("recipe_hash", recipe_hash)):
         if state.get(key) != want:
             raise CheckpointError(f"checkpoint {str(path)!r}: field {key!r} is "

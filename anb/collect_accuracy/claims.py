@@ -8,6 +8,15 @@ job, and no stale lock file needs cleaning. A job that finds an architecture cla
 to the next one and comes back to it at the end of its stream; the holder's host, pid and job
 id are written into the lock file for the message.
 
+``flock`` is only as global as the file system makes it: Lustre mounted with ``localflock``
+and BeeGFS without global locks grant it on each node separately, so two nodes could take one
+architecture. A multi-node job checks this at start-up (:func:`probe_global`): rank 0 takes a
+probe lock, and the first rank of every other host must find it taken. A node-local lock is
+refused with a message naming ``claims.backend``. ``claims.backend = none`` turns claims off
+(one job per results folder only). Single-node jobs cannot probe across hosts: jobs of one
+folder on several nodes then rely on the mount being global (Lustre ``-o flock``, NFS v4,
+GPFS, BeeGFS with ``tuneUseGlobalFileLocks``).
+
 Lock files stay in place (removing a lock file another process has open would split the lock
 between two inodes). The holder never opens its own lock file a second time: on NFS, flock is
 emulated with POSIX locks, which a second close() in the same process would release.
@@ -103,3 +112,46 @@ def describe(holder: dict[str, Any]) -> str:
         return "another process (holder details not yet written)"
     return (f"job {holder.get('job_id', '?')} (host {holder.get('host', '?')}, "
             f"pid {holder.get('pid', '?')}, since {holder.get('since', '?')})")
+
+
+def probe_global(folder: Path, dist: Any, host: str | None = None) -> bool:
+    """Check across the hosts of a multi-rank job that a lock taken on rank 0's host is seen
+    on the others. True when probed and global, False when the job has one host (nothing to
+    probe); a node-local lock is a :class:`ConfigError`. ``host`` overrides this rank's host
+    name (tests). Collective: every rank calls it."""
+    from anb.collect_accuracy.distributed import all_gather, barrier, broadcast_object
+
+    host = host or socket.gethostname()
+    hosts = all_gather(host)
+    if len(set(hosts)) < 2:
+        return False
+    path = Path(folder) / "locks" / f".probe-{broadcast_object(os.getpid(), dist.world_size)}"
+    claim = None
+    if dist.is_main:
+        claim = try_claim(Path(folder), path.name, holder_info(dist.job_id, "probe"))
+    barrier()
+    seen_free = False
+    first_of_host = hosts.index(host) == dist.rank
+    if not dist.is_main and host != hosts[0] and first_of_host:
+        fd = os.open(lock_path(folder, path.name), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen_free = True
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    free_on = [h for h, free in zip(hosts, all_gather(seen_free)) if free]
+    barrier()
+    if claim is not None:
+        claim.release()
+        lock_path(folder, path.name).unlink(missing_ok=True)
+    if free_on:
+        raise ConfigError(
+            f"config key 'claims.backend': value 'flock' but {str(folder)!r} has node-local "
+            f"locks (a lock taken on {hosts[0]} was free on {sorted(set(free_on))}), so two "
+            "nodes could train the same architecture; mount it with global locks (Lustre: "
+            "-o flock, not localflock; BeeGFS: tuneUseGlobalFileLocks), or set "
+            "--claims.backend none and give each job its own folder")
+    return True

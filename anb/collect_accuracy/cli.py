@@ -42,6 +42,8 @@ def register(app: typer.Typer) -> None:
         duplicates: str = typer.Option("first", help="Duplicate rule: first or mean."),
         space: str = typer.Option("anb-mnasnet", help="Search space name."),
         parquet: bool = typer.Option(True, help="Also write Parquet."),
+        recipe: Optional[str] = typer.Option(
+            None, help="Recipe hash (or prefix) to export when the sources hold several."),
     ) -> None:
         """Build one dataset (one row per architecture) from results folders and wandb."""
         from anb.collect_accuracy.export import export
@@ -60,7 +62,7 @@ def register(app: typer.Typer) -> None:
                           f"({type(err).__name__}: {err}); log in with `wandb login` or "
                           "export offline runs with --wandb-dir")
             summary = export(out, local, wandb_dir, api, project, duplicates, get_space(space),
-                             parquet)
+                             parquet, recipe)
         except (FileNotFoundError, ValueError) as err:
             _fail(str(err))
         typer.echo(json.dumps(summary))
@@ -72,12 +74,15 @@ def register(app: typer.Typer) -> None:
         max_side: int = typer.Option(400, help="Longest side after resizing."),
         quality: int = typer.Option(90, help="JPEG quality."),
         workers: int = typer.Option(8, help="Writer processes."),
+        compress_probability: float = typer.Option(
+            1.0, help="Share of images stored as JPEG, the rest raw (the reference's "
+                      "train_400_0.50_90: 0.5)."),
     ) -> None:
         """Write an image folder as an FFCV file (max side 400, JPEG quality 90)."""
         from anb.collect_accuracy.ffcv_io import write_beton
 
         try:
-            count = write_beton(source, out, max_side, quality, workers)
+            count = write_beton(source, out, max_side, quality, workers, compress_probability)
         except (FileNotFoundError, ValueError, ImportError) as err:
             _fail(str(err))
         typer.echo(f"wrote {count} images to {out}")

@@ -20,20 +20,26 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
         "folder": ("results", "Output folder: records/, skipped/, checkpoints/, "
                               "locks/, config-<hash>.ini."),
         "wandb_mode": ("disabled", "wandb mode: online, offline or disabled."),
-        "wandb_project": ("anb-accuracy", "wandb project name."),
+        "wandb_project": ("", "wandb project name; empty = anb-<recipe hash> (one project "
+                              "per recipe, so runs of different recipes never mix)."),
         "wandb_entity": ("", "wandb entity (team); empty = default."),
         "wandb_dir": ("", "wandb run folder root; empty = <folder>/wandb."),
         "log_artifacts": (True, "Log one artifact (weights + record) per architecture."),
         "progress": (True, "Show a progress bar on rank 0."),
-        "lock": (True, "Claim each architecture with a lock file in <folder>/locks/ so that "
-                       "concurrent jobs on one folder never train it twice."),
+        "lock": (True, "Claim each architecture so that concurrent jobs on one folder "
+                       "never train it twice (how: claims.backend); false = no claims."),
+        "wandb_stats": (True, "wandb system metrics (GPU/CPU/memory use over time)."),
     },
     "model": {
         "space": ("anb-mnasnet", "Search space: anb-mnasnet (2-D) or anb-seq1d (1-D)."),
         "num_models": (1, "How many architectures of the sampler stream to train."),
         "seed": (0, "Sampler seed."),
         "shard": ("0/1", "Sampler shard 'i/k'."),
-        "archs": ("", "Explicit architecture strings (comma-separated) instead of sampling."),
+        "archs": ("", "Explicit architectures instead of sampling: strings separated by "
+                      "commas, or a CSV file (e.g. a search's pareto.csv) with an 'arch' "
+                      "column."),
+        "max_attempts": (3, "Failed trainings of one architecture (over reruns) before it "
+                            "is given up."),
         "activation": ("relu", "relu (ReLU/hard-sigmoid, the dataset's) or silu."),
         "dropout": (0.2, "Dropout before the classifier."),
         "drop_path": (0.2, "Stochastic depth rate of the last layer."),
@@ -53,6 +59,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
     "trainval": {
         "epochs": (16, "Training epochs."),
         "batch_size": (512, "Per-rank training batch size."),
+        "global_batch": (0, "Keep this global batch on any number of ranks (per-rank batch "
+                            "= global_batch / world size); 0 = batch_size x world size."),
         "val_batch_size": (256, "Per-rank validation batch size."),
         "min_res": (160, "Training resolution up to start_ramp."),
         "max_res": (192, "Training resolution from end_ramp."),
@@ -67,8 +75,18 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
         "max_val_steps": (0, "Cap on validation steps (0 = full set)."),
         "amp": (True, "fp16 autocast + grad scaler on CUDA (always fp32 on CPU)."),
         "channels_last": (True, "channels_last memory format on CUDA."),
+        "randaugment_ops": (0, "RandAugment (torchvision): ops per image; 0 = off (proxy)."),
+        "randaugment_magnitude": (9, "RandAugment magnitude (0..30)."),
+        "ema_decay": (0.0, "EMA of weights, decay per step; validation uses the EMA; 0 = off."),
     },
     "optimizer": {
+        "name": ("sgd", "sgd (momentum, no Nesterov) or rmsprop (alpha 0.9, eps 1e-3)."),
+        "schedule": ("triangular", "triangular (the proxy's), cosine or step; cosine and step "
+                                   "start with warmup_epochs of linear warm-up."),
+        "warmup_epochs": (0.0, "cosine/step: linear warm-up epochs from lr_start x peak."),
+        "min_lr": (0.0, "cosine/step: the lr never goes below this."),
+        "step_epochs": (2.4, "step: decay every this many epochs."),
+        "step_gamma": (0.97, "step: decay factor."),
         "lr": (0.425, "Peak lr at a global batch of lr_batch (scaled linearly)."),
         "lr_batch": (2048, "Global batch the peak lr refers to."),
         "lr_peak_epoch": (2.0, "Epoch of the triangular schedule's peak."),
@@ -81,6 +99,12 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
         "device": ("auto", "auto (CUDA if available), cuda or cpu."),
         "timeout_s": (1800, "Collective timeout in seconds."),
     },
+    "claims": {
+        "backend": ("flock", "flock (lock files in <folder>/locks/; needs locks that are "
+                             "global across nodes) or none (one job per folder only)."),
+        "probe": (True, "Multi-node jobs check at start-up that a lock taken on one node is "
+                        "seen on the others (refuses node-local flock)."),
+    },
 }
 
 CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
@@ -91,6 +115,9 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("dataloader", "task"): ("classification", "ecg", "multilabel"),
     ("distributed", "backend"): ("auto", "nccl", "gloo"),
     ("distributed", "device"): ("auto", "cuda", "cpu"),
+    ("optimizer", "name"): ("sgd", "rmsprop"),
+    ("optimizer", "schedule"): ("triangular", "cosine", "step"),
+    ("claims", "backend"): ("flock", "none"),
 }
 
 #: Numeric keys' allowed ranges: (minimum, maximum, minimum exclusive); None = unbounded.
@@ -124,13 +151,25 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("optimizer", "momentum"): (0, 1, False),
     ("optimizer", "weight_decay"): (0, None, False),
     ("distributed", "timeout_s"): (1, None, False),
+    ("model", "max_attempts"): (1, None, False),
+    ("trainval", "global_batch"): (0, None, False),
+    ("trainval", "randaugment_ops"): (0, None, False),
+    ("trainval", "randaugment_magnitude"): (0, 30, False),
+    ("trainval", "ema_decay"): (0, 1, False),
+    ("optimizer", "warmup_epochs"): (0, None, False),
+    ("optimizer", "min_lr"): (0, None, False),
+    ("optimizer", "step_epochs"): (0, None, True),
+    ("optimizer", "step_gamma"): (0, 1, True),
 }
 
-#: Keys that define how one architecture is trained (hashed into ``recipe_hash``).
+#: Keys that define how one architecture is trained (hashed into ``recipe_hash`` with the
+#: global batch, the peak lr and the datasets' identity). The per-rank batch is not among them:
+#: the global batch is what the recipe fixes. Dataset paths are not either (a job may stage
+#: the file to local disk): :func:`dataset_identity` stands for them.
 RECIPE_KEYS = {
     "model": ("space", "activation", "dropout", "drop_path"),
-    "dataloader": ("kind", "train_path", "val_path", "image_size", "task"),
-    "trainval": tuple(SCHEMA["trainval"]),
+    "dataloader": ("kind", "image_size", "task"),
+    "trainval": tuple(k for k in SCHEMA["trainval"] if k not in ("batch_size", "global_batch")),
     "optimizer": tuple(SCHEMA["optimizer"]),
 }
 
@@ -292,7 +331,59 @@ def to_ini(config: Config) -> str:
     return "".join(lines)
 
 
-def recipe_hash(config: Config) -> str:
-    """16 hex digits of SHA-256 over the keys that define how an architecture is trained."""
-    subset = {s: {k: config[s][k] for k in keys} for s, keys in RECIPE_KEYS.items()}
+def per_rank_batch(config: Config, world_size: int) -> int:
+    """The per-rank batch: ``global_batch / world size`` when the global batch is kept, else
+    ``batch_size``; a global batch the ranks cannot share evenly is an error."""
+    tv = config["trainval"]
+    if not tv["global_batch"]:
+        return tv["batch_size"]
+    if tv["global_batch"] % world_size:
+        raise ConfigError(f"config key 'trainval.global_batch': value {tv['global_batch']} "
+                          f"does not divide into {world_size} ranks; allowed: multiples of "
+                          f"{world_size}, or 0 (batch_size x world size)")
+    return tv["global_batch"] // world_size
+
+
+def for_world(config: Config, world_size: int) -> Config:
+    """The config with ``trainval.batch_size`` resolved for ``world_size`` ranks."""
+    out = {s: dict(keys) for s, keys in config.items()}
+    out["trainval"]["batch_size"] = per_rank_batch(config, world_size)
+    return out
+
+
+def global_batch(config: Config, world_size: int) -> int:
+    return per_rank_batch(config, world_size) * world_size
+
+
+def peak_lr(config: Config, world_size: int) -> float:
+    """Peak lr scaled linearly with the global batch."""
+    opt = config["optimizer"]
+    return opt["lr"] * global_batch(config, world_size) / opt["lr_batch"]
+
+
+def dataset_identity(config: Config) -> dict[str, Any]:
+    """What identifies the data independent of where it lies: each file's name and size (a
+    folder: its name). A copy staged to local disk has the same identity."""
+    out: dict[str, Any] = {}
+    for key in ("train_path", "val_path"):
+        text = config["dataloader"][key]
+        path = Path(text) if text else None
+        out[key] = None if path is None else {
+            "name": path.name, "bytes": path.stat().st_size if path.is_file() else None}
+    return out
+
+
+def recipe_identity(config: Config, world_size: int) -> dict[str, Any]:
+    """Everything that defines how an architecture is trained, as recorded and hashed."""
+    subset: dict[str, Any] = {s: {k: config[s][k] for k in keys}
+                              for s, keys in RECIPE_KEYS.items()}
+    subset["global_batch"] = global_batch(config, world_size)
+    subset["peak_lr"] = round(peak_lr(config, world_size), 12)
+    subset["dataset"] = dataset_identity(config)
+    return subset
+
+
+def recipe_hash(config: Config, world_size: int = 1) -> str:
+    """16 hex digits of SHA-256 over :func:`recipe_identity`."""
+    subset = recipe_identity(config, world_size)
     return hashlib.sha256(json.dumps(subset, sort_keys=True).encode()).hexdigest()[:16]

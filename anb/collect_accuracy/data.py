@@ -126,17 +126,23 @@ class TensorImageLoaders(InMemoryLoaders):
         tv = config["trainval"]
         self.val_res, self.crop_ratio = tv["val_res"], tv["crop_ratio"]
         self.channels_last = tv["channels_last"] and device.type == "cuda"
+        self.augment = randaugment(tv)
         self._shard(config, rank, world, device, seed)
 
     def train(self, epoch: int, res: int) -> Iterator[Batch]:
         order = torch.from_numpy(epoch_order(len(self.x_train), self.seed, epoch, self.rank,
                                              self.world, self.batch))
         generator = torch.Generator().manual_seed(seed_of(self.seed, epoch, self.rank))
+        if self.augment is not None:
+            torch.manual_seed(seed_of(self.seed, epoch, self.rank, 1))  # torchvision's RNG
         for start in range(0, len(order), self.batch):
             idx = order[start:start + self.batch]
             boxes = crop_boxes(len(idx), generator)
             flip = torch.rand(len(idx), generator=generator) < 0.5
-            x = self.x_train[idx].to(self.device, non_blocking=True).float()
+            x = self.x_train[idx]
+            if self.augment is not None:  # per image, on the uint8 source
+                x = torch.stack([self.augment(image) for image in x])
+            x = x.to(self.device, non_blocking=True).float()
             x = resized_crop(x, res, boxes, flip)
             yield normalise(x, self.channels_last), self.y_train[idx].to(self.device)
 
@@ -147,6 +153,20 @@ class TensorImageLoaders(InMemoryLoaders):
             boxes = torch.tensor([[self.crop_ratio, self.crop_ratio, 0.0, 0.0]]).expand(len(idx), 4)
             x = resized_crop(self.x_val[idx].to(self.device).float(), self.val_res, boxes)
             yield normalise(x, self.channels_last), self.y_val[idx].to(self.device)
+
+
+def randaugment(tv: dict):
+    """torchvision's RandAugment for the full recipe (None when ``randaugment_ops`` is 0)."""
+    if not tv["randaugment_ops"]:
+        return None
+    try:
+        from torchvision.transforms import v2
+    except (ImportError, RuntimeError) as err:
+        raise ConfigError(f"config key 'trainval.randaugment_ops': value "
+                          f"{tv['randaugment_ops']} needs torchvision matching torch "
+                          f"{torch.__version__} ({type(err).__name__}: {err}); allowed "
+                          "without it: 0") from None
+    return v2.RandAugment(num_ops=tv["randaugment_ops"], magnitude=tv["randaugment_magnitude"])
 
 
 def digits_tensors(image_size: int) -> tuple[tuple[torch.Tensor, torch.Tensor],

@@ -1,10 +1,13 @@
 """``anb export``: one CSV / Parquet dataset (one row per architecture) from local results
 folders, offline wandb run folders and a wandb project (through ``wandb.Api``).
 
-Finished records are merged by architecture id; duplicates are reported and merged by a fixed
-rule (``first``: the earliest finished, ties broken by source; ``mean``: metrics averaged).
-Crashed, partial and skipped architectures are listed beside the dataset, never dropped
-silently. The table is exactly :func:`anb.records.records_to_frame` of the merged records,
+Records are grouped by (architecture, recipe hash): results of different recipes (a smoke run
+and ImageNet, 2 and 4 GPUs) are never merged into one column. The recipes found are reported;
+with more than one, ``recipe`` picks the one to export (else it is an error naming them).
+Duplicates within a recipe are reported and merged by a fixed rule (``first``: the earliest
+finished, ties broken by source; ``mean``: metrics averaged). Crashed, partial, skipped and
+failed architectures, and unreadable wandb run files, are listed beside the dataset, never
+dropped silently. The table is exactly :func:`anb.records.records_to_frame` of the merged records,
 so it loads back with :func:`anb.records.load_dataset`.
 """
 from __future__ import annotations
@@ -58,6 +61,15 @@ def from_local(folder: Path, space: SearchSpace = ANB_SPACE) -> Collected:
             reason = f"unreadable skip marker: {type(err).__name__}"
         out.incomplete.append({**fields, "status": "skipped", "reason": reason,
                                "source": f"local:{path}"})
+    from anb.collect_accuracy.failures import all_failed
+
+    for arch_id, failed in all_failed(folder).items():
+        last = failed[-1]
+        out.incomplete.append({
+            "arch_id": arch_id, "arch": last.get("arch", ""), "status": "failed",
+            "reason": f"{len({e.get('job_id') for e in failed})} failed attempt(s), last: "
+                      f"{last.get('error', '')}"[:500],
+            "source": f"local:{folder / 'failed' / arch_id}"})
     for path in sorted((folder / "checkpoints").glob("*.pt")):
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -82,8 +94,14 @@ def from_wandb_offline(root: Path, space: SearchSpace = ANB_SPACE) -> Collected:
         raise FileNotFoundError(f"wandb folder {str(root)!r} does not exist")
     out = Collected()
     for run_file in find_runs(root):
-        run = read_run(run_file)
-        source = f"wandb-offline:{run.path}"
+        source = f"wandb-offline:{run_file.parent}"
+        try:
+            run = read_run(run_file)
+        except Exception as err:  # noqa: BLE001 - an empty / damaged file is listed, not fatal
+            out.incomplete.append({"arch_id": "", "arch": "", "status": "unreadable",
+                                   "reason": f"{type(err).__name__}: {err}"[:300],
+                                   "source": source, "run_id": run_file.stem[4:]})
+            continue
         record = _record_from(run.summary, [a for a in run.artifacts if a["type"] == ARTIFACT_TYPE])
         if run.exit_code == 0 and record is not None:
             validate_record(record, where=source, space=space)
@@ -147,12 +165,55 @@ def _result_key(record: dict) -> str:
                       sort_keys=True)
 
 
+def recipe_of(record: dict) -> str:
+    return str((record.get("provenance") or {}).get("recipe_hash") or "unknown")
+
+
+def recipes(records: Iterable[dict]) -> pd.DataFrame:
+    """The recipes found: hash, record count, and what tells them apart at a glance."""
+    rows: dict[str, dict] = {}
+    for record in records:
+        prov = record.get("provenance") or {}
+        config = prov.get("config") or {}
+        row = rows.setdefault(recipe_of(record), {
+            "recipe_hash": recipe_of(record), "records": 0,
+            "dataset": json.dumps((prov.get("dataset") or {}).get("kind")),
+            "epochs": (config.get("trainval") or {}).get("epochs"),
+            "global_batch": prov.get("global_batch")})
+        row["records"] += 1
+    return pd.DataFrame(sorted(rows.values(), key=lambda r: -r["records"]),
+                        columns=["recipe_hash", "records", "dataset", "epochs", "global_batch"])
+
+
+def select_recipe(records: list[dict], recipe: str | None) -> list[dict]:
+    """The records of one recipe: ``recipe`` (a hash or its prefix), or the only one found;
+    several recipes and no choice is an error naming them."""
+    found = sorted({recipe_of(r) for r in records})
+    if recipe:
+        chosen = [h for h in found if h.startswith(recipe)]
+        if len(chosen) != 1:
+            raise ValueError(f"option --recipe: value {recipe!r} matches {len(chosen)} of the "
+                             f"recipes found; allowed: {found}")
+        return [r for r in records if recipe_of(r) == chosen[0]]
+    if len(found) > 1:
+        raise ValueError(f"the sources hold {len(found)} recipes {found}; results of different "
+                         "recipes are not merged into one column: pick one with --recipe "
+                         "(see the .recipes.csv written beside --out)")
+    return records
+
+
 def merge(records: Iterable[dict], rule: str = "first",
           space: SearchSpace = ANB_SPACE) -> tuple[list[dict], pd.DataFrame]:
     """One record per architecture, sorted by id; and the duplicate report (distinct
-    results of one architecture; the same result from several sources counts once)."""
+    results of one architecture; the same result from several sources counts once). The
+    records must be of one recipe (:func:`select_recipe`)."""
     if rule not in DUPLICATE_RULES:
         raise ValueError(f"duplicate rule {rule!r} is unknown; allowed are {list(DUPLICATE_RULES)}")
+    records = list(records)
+    found = sorted({recipe_of(r) for r in records})
+    if len(found) > 1:
+        raise ValueError(f"cannot merge results of {len(found)} recipes {found} into one "
+                         "column; select one recipe first")
     groups: dict[str, list[dict]] = {}
     for record in records:
         groups.setdefault(validate_record(record, space=space).id, []).append(record)
@@ -182,9 +243,10 @@ def merge(records: Iterable[dict], rule: str = "first",
 
 def export(out: Path, local: Iterable[Path] = (), wandb_dirs: Iterable[Path] = (),
            api: Any = None, projects: Iterable[str] = (), rule: str = "first",
-           space: SearchSpace = ANB_SPACE, parquet: bool = True) -> dict[str, Any]:
-    """Collect, merge and write ``out`` (.csv) plus ``.parquet``, ``.duplicates.csv`` and
-    ``.incomplete.csv`` beside it. Returns a summary."""
+           space: SearchSpace = ANB_SPACE, parquet: bool = True,
+           recipe: str | None = None) -> dict[str, Any]:
+    """Collect, merge and write ``out`` (.csv) plus ``.parquet``, ``.duplicates.csv``,
+    ``.incomplete.csv`` and ``.recipes.csv`` beside it. Returns a summary."""
     collected = Collected()
     for folder in local:
         collected.extend(from_local(Path(folder), space))
@@ -192,15 +254,18 @@ def export(out: Path, local: Iterable[Path] = (), wandb_dirs: Iterable[Path] = (
         collected.extend(from_wandb_offline(Path(root), space))
     for project in projects:
         collected.extend(from_wandb_api(api, project, space))
-    merged, duplicates = merge(collected.records, rule, space)
+    out = Path(out)
+    stem = out.with_suffix("")
+    found = recipes(collected.records)
+    atomic_write(Path(f"{stem}.recipes.csv"), lambda tmp: found.to_csv(tmp, index=False))
+    chosen = select_recipe(collected.records, recipe)
+    merged, duplicates = merge(chosen, rule, space)
     finished = {validate_record(r, space=space).id for r in merged}
     incomplete = pd.DataFrame(
         [{**e, "finished_elsewhere": e["arch_id"] in finished} for e in collected.incomplete],
         columns=["arch_id", "arch", "status", "reason", "source", "run_id",
                  "finished_elsewhere"])
     frame = records_to_frame(merged, space)
-    out = Path(out)
-    stem = out.with_suffix("")
     atomic_write(out, lambda tmp: frame.to_csv(tmp, index=False))
     if parquet:
         atomic_write(stem.with_suffix(".parquet"), lambda tmp: frame.to_parquet(tmp, index=False))
@@ -208,4 +273,8 @@ def export(out: Path, local: Iterable[Path] = (), wandb_dirs: Iterable[Path] = (
     atomic_write(Path(f"{stem}.incomplete.csv"), lambda tmp: incomplete.to_csv(tmp, index=False))
     return {"rows": len(frame), "records": len(collected.records),
             "duplicates": len(duplicates), "incomplete": len(incomplete),
-            "unresolved": int((~incomplete["finished_elsewhere"]).sum()), "out": str(out)}
+            "unresolved": int((~incomplete["finished_elsewhere"]).sum()), "out": str(out),
+            "recipes": found["recipe_hash"].tolist(),
+            "recipe": recipe_of(chosen[0]) if chosen else None,
+            "failed": int((incomplete["status"] == "failed").sum()),
+            "unreadable": int((incomplete["status"] == "unreadable").sum())}

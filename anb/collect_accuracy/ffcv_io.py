@@ -40,9 +40,11 @@ class _FolderSource:
 
 
 def write_beton(source: Path, out: Path, max_side: int = 400, quality: int = 90,
-                workers: int = 8) -> int:
+                workers: int = 8, compress_probability: float = 1.0) -> int:
     """Write the image folder ``source`` (``<class>/<image>``) as the FFCV file ``out``:
-    images resized to at most ``max_side`` px, stored as JPEG at ``quality``. Atomic."""
+    images resized to at most ``max_side`` px, each stored as JPEG at ``quality`` with
+    probability ``compress_probability``, else raw (the reference's ``train_400_0.50_90`` is
+    0.5; 1.0 = all JPEG). Atomic."""
     _ffcv()
     from ffcv.fields import IntField, RGBImageField
     from ffcv.writer import DatasetWriter
@@ -56,14 +58,19 @@ def write_beton(source: Path, out: Path, max_side: int = 400, quality: int = 90,
         raise ValueError(f"option --quality: value {quality} is out of range; allowed 1..100")
     if max_side < 8:
         raise ValueError(f"option --max-side: value {max_side} is out of range; allowed >= 8")
+    if not 0.0 <= compress_probability <= 1.0:
+        raise ValueError(f"option --compress-probability: value {compress_probability} is out "
+                         "of range; allowed 0..1")
     if workers < 1:
         raise ValueError(f"option --workers: value {workers} is out of range; allowed >= 1")
     dataset = _FolderSource(source)
 
     def write(tmp: Path) -> None:
         writer = DatasetWriter(str(tmp), {
-            "image": RGBImageField(write_mode="jpg", max_resolution=max_side,
-                                   jpeg_quality=quality),
+            "image": RGBImageField(
+                write_mode="jpg" if compress_probability == 1.0 else "proportion",
+                compress_probability=compress_probability, max_resolution=max_side,
+                jpeg_quality=quality),
             "label": IntField()}, num_workers=workers)
         writer.from_indexed_dataset(dataset)
 
@@ -71,8 +78,34 @@ def write_beton(source: Path, out: Path, max_side: int = 400, quality: int = 90,
     return len(dataset)
 
 
+def train_order(distributed: bool, in_memory: bool):
+    """RANDOM in memory or when distributed (ffcv 1.0.2's QUASI_RANDOM raises in distributed
+    mode), else QUASI_RANDOM (page-wise shuffling for files read from disk)."""
+    from ffcv.loader import OrderOption
+
+    return OrderOption.RANDOM if distributed or in_memory else OrderOption.QUASI_RANDOM
+
+
+def val_indices(count: int, rank: int, world: int) -> np.ndarray:
+    """This rank's validation images: every image on exactly one rank (FFCV's distributed
+    sampler pads the last batch with repeats, which would count some images twice)."""
+    return np.arange(rank, count, world)
+
+
+class _PerImage(torch.nn.Module):
+    """Apply ``transform`` to each image of a uint8 batch (RandAugment draws ops per image)."""
+
+    def __init__(self, transform):
+        super().__init__()
+        self.transform = transform
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([self.transform(image) for image in x])
+
+
 class FFCVLoaders(Loaders):
-    """FFCV loaders; per-rank shards via FFCV's ``distributed`` mode."""
+    """FFCV loaders: training shards via FFCV's ``distributed`` mode, validation by explicit
+    disjoint indices (each image counted once)."""
 
     def __init__(self, config: Config, rank: int, world: int, device: torch.device):
         try:
@@ -84,6 +117,7 @@ class FFCVLoaders(Loaders):
         from ffcv.fields.rgb_image import (CenterCropRGBImageDecoder,
                                            RandomResizedCropRGBImageDecoder)
         from ffcv.loader import Loader, OrderOption
+        from anb.collect_accuracy.data import randaugment
         from ffcv.transforms import (NormalizeImage, RandomHorizontalFlip, Squeeze, ToDevice,
                                      ToTensor, ToTorchImage)
 
@@ -97,28 +131,39 @@ class FFCVLoaders(Loaders):
         def label_pipe():
             return [IntDecoder(), ToTensor(), Squeeze(), ToDevice(device, non_blocking=True)]
 
-        def image_tail():
+        augment = randaugment(tv)
+        if augment is not None and not cuda:
+            raise ConfigError("config key 'trainval.randaugment_ops': FFCV applies RandAugment "
+                              "on the GPU only (uint8 images before normalisation); allowed on "
+                              "CPU: 0, or dataloader.kind = digits")
+
+        def image_tail(train: bool = False):
             if cuda:  # ffcv-imagenet's order: normalise on the GPU
+                extra = [_PerImage(augment)] if train and augment is not None else []
                 return [ToTensor(), ToDevice(device, non_blocking=True),
-                        ToTorchImage(channels_last=channels_last),
+                        ToTorchImage(channels_last=channels_last), *extra,
                         NormalizeImage(mean, std, dtype)]
             # on CPU NormalizeImage is a JIT (numpy) stage: keep it in the first JIT group, as
             # ffcv 1.0.2's stage grouping loops forever on JIT -> torch -> JIT pipelines
             return [NormalizeImage(mean, std, dtype), ToTensor(),
                     ToTorchImage(channels_last=False), ToDevice(device)]
 
-        common = {"num_workers": dl["num_workers"], "distributed": world > 1,
-                  "seed": config["model"]["seed"]}
+        seed = config["model"]["seed"]
         try:
             self.train_loader = Loader(
                 dl["train_path"], batch_size=tv["batch_size"], drop_last=True,
-                order=OrderOption.RANDOM if dl["in_memory"] else OrderOption.QUASI_RANDOM,
-                os_cache=dl["in_memory"], **common,
-                pipelines={"image": [self.decoder, RandomHorizontalFlip(), *image_tail()],
+                order=train_order(world > 1, dl["in_memory"]), os_cache=dl["in_memory"],
+                num_workers=dl["num_workers"], distributed=world > 1, seed=seed,
+                pipelines={"image": [self.decoder, RandomHorizontalFlip(),
+                                     *image_tail(train=True)],
                            "label": label_pipe()})
+            from ffcv.reader import Reader
+
+            val_count = Reader(dl["val_path"]).num_samples
             self.val_loader = Loader(
                 dl["val_path"], batch_size=tv["val_batch_size"], drop_last=False,
-                order=OrderOption.SEQUENTIAL, **common,
+                order=OrderOption.SEQUENTIAL, num_workers=dl["num_workers"], seed=seed,
+                indices=val_indices(val_count, rank, world),
                 pipelines={"image": [CenterCropRGBImageDecoder((tv["val_res"], tv["val_res"]),
                                                                ratio=tv["crop_ratio"]),
                                      *image_tail()],

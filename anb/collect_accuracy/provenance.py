@@ -1,8 +1,11 @@
 """Build and store the per-architecture record (released JSON shape + provenance)."""
 from __future__ import annotations
 
+import functools
+import hashlib
 import platform
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +32,63 @@ def versions() -> dict[str, str]:
     return out
 
 
+def hardware(device: torch.device) -> dict[str, Any]:
+    """GPU name, driver, CUDA and cuDNN versions (None off CUDA): slow nodes can be told apart."""
+    out: dict[str, Any] = {"device": device.type, "cpu": platform.processor() or platform.machine(),
+                           "cuda": torch.version.cuda, "cudnn": None, "gpu": None,
+                           "driver": None}
+    if device.type == "cuda":
+        out["gpu"] = torch.cuda.get_device_name(device)
+        out["cudnn"] = torch.backends.cudnn.version()
+        out["driver"] = _driver()
+    return out
+
+
+def _driver() -> str | None:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=True)
+        return done.stdout.split("\n")[0].strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The commit of the anb checkout in use (None for an installed wheel)."""
+    root = Path(anb.__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=30, check=True)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "anb"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+        return done.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+CHUNK = 8 << 20
+
+
+@functools.lru_cache(maxsize=8)
+def file_fingerprint(path: str) -> dict[str, Any] | None:
+    """SHA-256 of a data file's size, first and last 8 MiB (a whole ImageNet file would take
+    minutes per job); folders and missing paths give None."""
+    file = Path(path)
+    if not path or not file.is_file():
+        return None
+    size = file.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with file.open("rb") as handle:
+        digest.update(handle.read(CHUNK))
+        if size > CHUNK:
+            handle.seek(max(CHUNK, size - CHUNK))
+            digest.update(handle.read(CHUNK))
+    return {"bytes": size, "sha256_head_tail": digest.hexdigest()}
+
+
 def model_info(arch: Arch, space: SearchSpace, num_classes: int, in_channels: int,
                length: int | None = None) -> dict[str, float]:
     """MACs / params in millions (6 decimals). 2-D: the dataset's convention (224 px, 1000
@@ -44,11 +104,13 @@ def base_provenance(arch: Arch, config: dict, recipe_hash: str, stream_index: in
                     world_size: int, device: torch.device) -> dict[str, Any]:
     model = config["model"]
     return {
-        "arch_id": arch.id, "arch": str(arch), "space": model["space"], "seed": model["seed"],
+        "anb_version": anb.__version__, "arch_id": arch.id, "arch": str(arch), "space": model["space"], "seed": model["seed"],
         "shard": model["shard"], "stream_index": stream_index, "recipe_hash": recipe_hash,
         "world_size": world_size, "device": device.type, "hostname": socket.gethostname(),
-        "dataset": {k: config["dataloader"][k] for k in ("kind", "train_path", "val_path")},
-        "versions": versions(),
+        "dataset": {**{k: config["dataloader"][k] for k in ("kind", "train_path", "val_path")},
+                    "train_file": file_fingerprint(config["dataloader"]["train_path"]),
+                    "val_file": file_fingerprint(config["dataloader"]["val_path"])},
+        "versions": versions(), "hardware": hardware(device), "git_commit": git_commit(),
     }
 
 

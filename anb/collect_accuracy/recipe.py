@@ -1,11 +1,18 @@
-"""The proxified training recipe: optimiser, per-step triangular lr, resolution ramp, loss."""
+"""Training recipes: optimiser, per-step lr schedule, resolution ramp, loss, weight EMA.
+
+The proxy (triangular lr, SGD) and the full recipe (warm-up + cosine or step decay, SGD or
+RMSprop, EMA of weights, RandAugment) differ only in config keys."""
 from __future__ import annotations
+
+import copy
+import math
 
 import numpy as np
 import torch
 from torch import nn
 
 from anb.collect_accuracy.config import Config
+from anb.collect_accuracy.config import peak_lr as config_peak_lr
 
 
 def resolution(epoch: int, tv: dict) -> int:
@@ -21,17 +28,28 @@ def resolution(epoch: int, tv: dict) -> int:
 
 
 def peak_lr(config: Config, world_size: int) -> float:
-    """Peak lr scaled linearly with the global batch."""
-    opt = config["optimizer"]
-    return opt["lr"] * config["trainval"]["batch_size"] * world_size / opt["lr_batch"]
+    """Peak lr scaled linearly with the global batch (see :func:`.config.peak_lr`)."""
+    return config_peak_lr(config, world_size)
 
 
 def lr_at(step: float, steps_per_epoch: int, epochs: int, peak: float, opt: dict) -> float:
-    """Triangular schedule, per step: ``lr_start * peak`` at 0 -> ``peak`` at ``lr_peak_epoch``
-    -> 0 at the last step."""
+    """The lr of a step. ``triangular`` (the proxy's): ``lr_start * peak`` at 0 -> ``peak`` at
+    ``lr_peak_epoch`` -> 0 at the last step. ``cosine`` / ``step`` (the full recipe): linear
+    warm-up from ``lr_start * peak`` over ``warmup_epochs``, then cosine to ``min_lr`` at the
+    end, or ``step_gamma`` every ``step_epochs``; never below ``min_lr``."""
     epoch = step / max(1, steps_per_epoch)
-    return float(np.interp(epoch, [0.0, opt["lr_peak_epoch"], float(epochs)],
-                           [opt["lr_start"] * peak, peak, 0.0]))
+    if opt["schedule"] == "triangular":
+        return float(np.interp(epoch, [0.0, opt["lr_peak_epoch"], float(epochs)],
+                               [opt["lr_start"] * peak, peak, 0.0]))
+    warm = opt["warmup_epochs"]
+    if epoch < warm:
+        return float(opt["lr_start"] * peak + (peak - opt["lr_start"] * peak) * epoch / warm)
+    if opt["schedule"] == "cosine":
+        done = (epoch - warm) / max(1e-12, epochs - warm)
+        lr = opt["min_lr"] + 0.5 * (peak - opt["min_lr"]) * (1 + math.cos(math.pi * min(1.0, done)))
+    else:
+        lr = peak * opt["step_gamma"] ** math.floor((epoch - warm) / opt["step_epochs"])
+    return float(max(opt["min_lr"], lr))
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -44,8 +62,12 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             {"params": no_decay, "weight_decay": 0.0}]
 
 
-def make_optimizer(model: nn.Module, config: Config) -> torch.optim.SGD:
+def make_optimizer(model: nn.Module, config: Config) -> torch.optim.Optimizer:
+    """SGD (momentum, no Nesterov) or RMSprop (TF-style alpha 0.9, eps 1e-3, momentum)."""
     opt = config["optimizer"]
+    if opt["name"] == "rmsprop":
+        return torch.optim.RMSprop(param_groups(model, opt["weight_decay"]), lr=0.0, alpha=0.9,
+                                   eps=1e-3, momentum=opt["momentum"])
     return torch.optim.SGD(param_groups(model, opt["weight_decay"]), lr=0.0,
                            momentum=opt["momentum"], nesterov=False)
 
@@ -60,3 +82,22 @@ def make_loss(config: Config) -> nn.Module:
     if config["dataloader"]["kind"] == "numpy" and config["dataloader"]["task"] == "multilabel":
         return nn.BCEWithLogitsLoss()
     return nn.CrossEntropyLoss(label_smoothing=config["trainval"]["label_smoothing"])
+
+
+class EMA:
+    """Exponential moving average of a model's parameters and buffers, updated every step;
+    the averaged copy is what validation evaluates."""
+
+    def __init__(self, model: nn.Module, decay: float):
+        self.decay = decay
+        self.model = copy.deepcopy(model).eval()
+        for param in self.model.parameters():
+            param.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, model: nn.Module) -> None:
+        for avg, cur in zip(self.model.state_dict().values(), model.state_dict().values()):
+            if avg.dtype.is_floating_point:
+                avg.mul_(self.decay).add_(cur.detach(), alpha=1 - self.decay)
+            else:
+                avg.copy_(cur)

@@ -8,6 +8,14 @@ command after a crash, kill or preemption skips finished (and skipped) architect
 the interrupted one from its last epoch and then the rest of the stream: nothing is lost,
 nothing is trained twice. Rank 0 decides and broadcasts the plan, and alone writes files.
 
+An architecture whose training raises (CUDA out-of-memory, a NaN loss, a data error) is
+recorded in ``<folder>/failed/<arch_id>/`` with the error, and the stream moves on; a rerun
+tries it again until it has failed ``model.max_attempts`` times. A sampled stream replaces
+skipped and failed designs with the next ones of the shard, so that ``num_models`` are trained.
+With several ranks, only a failure every rank sees (a NaN loss: the loss is all-reduced) can
+be continued in place; any other one ends the job after recording it (the other ranks wait in
+a collective), and the rerun counts it.
+
 Jobs sharing a results folder (the same shard submitted twice, a requeued job whose old
 instance still runs, overlapping shards) cooperate: rank 0 claims each architecture with an
 exclusive lock in ``<folder>/locks/`` before training it (see :mod:`.claims`); an architecture
@@ -16,7 +24,10 @@ claimed elsewhere is passed over and tried once more at the end of the stream.
 from __future__ import annotations
 
 import argparse
+import csv
+import gc
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -28,9 +39,11 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from anb.collect_accuracy import checkpoint, claims, memcheck, provenance, recipe
-from anb.collect_accuracy.config import (Config, ConfigError, describe, load_config, recipe_hash,
-                                         to_ini)
+from typing import Iterator
+
+from anb.collect_accuracy import checkpoint, claims, failures, memcheck, provenance, recipe
+from anb.collect_accuracy.config import (Config, ConfigError, describe, for_world, global_batch,
+                                         load_config, recipe_hash, recipe_identity, to_ini)
 from anb.collect_accuracy.data import Loaders, make_loaders, seed_of
 from anb.collect_accuracy.distributed import (DistInfo, all_gather, all_reduce_sum,
                                               barrier, broadcast_object, setup, teardown)
@@ -42,12 +55,28 @@ from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import SearchSpace, get_space
 
 
+def _arch_texts(value: str) -> list[str]:
+    """``model.archs``: a CSV file with an ``arch`` column (a search's ``pareto.csv``), or
+    architecture strings separated by commas."""
+    if value.strip().lower().endswith(".csv"):
+        path = Path(value.strip())
+        if not path.is_file():
+            raise ConfigError(f"config key 'model.archs': file {str(path)!r} does not exist")
+        with path.open(newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        if not rows or "arch" not in rows[0]:
+            raise ConfigError(f"config key 'model.archs': {str(path)!r} has no 'arch' column "
+                              f"(columns: {list(rows[0]) if rows else []})")
+        return [row["arch"].strip() for row in rows if row["arch"].strip()]
+    return [t.strip() for t in value.split(",") if t.strip()]
+
+
 def architectures(config: Config, space: SearchSpace) -> list[Arch]:
     """The explicit ``model.archs`` list, else the first ``num_models`` of the seeded shard."""
     model = config["model"]
     if model["archs"]:
         out = []
-        for text in (t.strip() for t in model["archs"].split(",") if t.strip()):
+        for text in _arch_texts(model["archs"]):
             try:
                 out.append(Arch.from_string(text, space))
             except ValueError as err:
@@ -61,6 +90,23 @@ def architectures(config: Config, space: SearchSpace) -> list[Arch]:
         return Sampler(model["seed"], space).sample(model["num_models"], shard=model["shard"])
     except ValueError as err:
         raise ConfigError(f"config key 'model.shard': {err}") from None
+
+
+def candidates(config: Config, space: SearchSpace, first: list[Arch]) -> Iterator[Arch]:
+    """``first``, then (a sampled stream only) the shard's next architectures, to replace
+    skipped and failed ones; the sampler's stream is prefix-stable, so these are the same on
+    every rerun."""
+    yield from first
+    model = config["model"]
+    if model["archs"]:
+        return
+    have = len(first)
+    while True:
+        more = Sampler(model["seed"], space).sample(have * 2, shard=model["shard"])[have:]
+        if not more:
+            return
+        yield from more
+        have += len(more)
 
 
 def check_compatible(config: Config, space: SearchSpace) -> None:
@@ -77,7 +123,8 @@ class Trainer:
     def __init__(self, config: Config, dist: DistInfo, loaders: Loaders, space: SearchSpace):
         self.config, self.dist, self.loaders, self.space = config, dist, loaders, space
         self.folder = Path(config["logging"]["folder"])
-        self.hash = recipe_hash(config)
+        self.hash = recipe_hash(config, dist.world_size)
+        self.global_batch = global_batch(config, dist.world_size)
         self.tv, self.opt = config["trainval"], config["optimizer"]
         self.cuda = dist.device.type == "cuda"
         self.amp = self.tv["amp"] and self.cuda
@@ -90,14 +137,16 @@ class Trainer:
 
     # -- the stream ---------------------------------------------------------------------
     def _folder_state(self, arch: Arch) -> str:
-        """done / skipped / todo from the results folder (rank 0). A record of another recipe
-        is an error (one folder holds one recipe), so is an unreadable one."""
+        """done / skipped / failed (``max_attempts`` used up) / todo from the results folder
+        (rank 0). A record of another recipe is an error (one folder holds one recipe), so is
+        an unreadable one."""
         for name, path in (("done", provenance.record_path(self.folder, arch)),
                            ("skipped", provenance.skipped_path(self.folder, arch))):
             if not path.exists():
                 continue
             try:
-                other = json.loads(path.read_text()).get("provenance", {}).get("recipe_hash")
+                prov = json.loads(path.read_text()).get("provenance", {})
+                other = prov.get("recipe_hash")
             except (OSError, ValueError, AttributeError) as err:
                 raise ConfigError(f"config key 'logging.folder': {str(path)!r} is unreadable "
                                   f"({type(err).__name__}: {err}); remove it to train "
@@ -105,8 +154,11 @@ class Trainer:
             if other not in (None, self.hash):
                 raise ConfigError(f"config key 'logging.folder': {str(self.folder)!r} holds "
                                   f"{path.name} of recipe {other}, this run's recipe is "
-                                  f"{self.hash}; use one folder per recipe")
+                                  f"{self.hash}; {batch_hint(prov, self.global_batch, self.dist.world_size)}"
+                                  "use one folder per recipe")
             return name
+        if failures.attempts(self.folder, arch.id) >= self.config["model"]["max_attempts"]:
+            return "failed"
         return "todo"
 
     def claim(self, arch: Arch) -> tuple[str, str]:
@@ -117,7 +169,7 @@ class Trainer:
         if self.dist.is_main:
             try:
                 decision = (self._folder_state(arch), "")
-                if decision[0] == "todo" and self.config["logging"]["lock"]:
+                if decision[0] == "todo" and self.claiming:
                     self._claim = claims.try_claim(
                         self.folder, arch.id, claims.holder_info(self.dist.job_id, str(arch)))
                     if self._claim is None:
@@ -143,7 +195,7 @@ class Trainer:
         ckpt = self._ckpt(arch)
         if not ckpt.exists():
             return
-        if self._claim is None and self.config["logging"]["lock"]:
+        if self._claim is None and self.claiming:
             try:
                 self._claim = claims.try_claim(
                     self.folder, arch.id, claims.holder_info(self.dist.job_id, str(arch)))
@@ -153,25 +205,33 @@ class Trainer:
                 return
         ckpt.unlink(missing_ok=True)
 
+    @property
+    def claiming(self) -> bool:
+        return self.config["logging"]["lock"] and self.config["claims"]["backend"] != "none"
+
     def release(self) -> None:
         if self._claim is not None:
             self._claim.release()
             self._claim = None
 
-    def run(self, archs: list[Arch]) -> dict[str, int]:
-        """Train the stream. Architectures claimed by another job are passed over and tried
-        once more at the end (that job may have finished them, or died and left them)."""
-        counts = {"done": 0, "skipped": 0, "trained": 0, "busy": 0}
-        show = self.dist.is_main and self.config["logging"]["progress"]
-        busy: list[int] = []
-        for index, arch in enumerate(tqdm(archs, desc="architectures", disable=not show)):
-            state = self.process(arch, index, len(archs))
+    def run(self, archs: list[Arch], stream: Iterator[Arch] | None = None) -> dict[str, int]:
+        """Train ``archs``. Architectures claimed by another job are passed over and tried
+        once more at the end (that job may have finished them, or died and left them). With
+        ``stream`` (``archs`` followed by replacements), skipped and failed designs are
+        replaced until ``len(archs)`` are finished or being trained elsewhere."""
+        counts = {"done": 0, "skipped": 0, "trained": 0, "busy": 0, "failed": 0}
+        target = len(archs)
+        busy: list[tuple[int, Arch]] = []
+        for index, arch in enumerate(stream if stream is not None else archs):
+            if stream is not None and counts["done"] + counts["trained"] + len(busy) >= target:
+                break
+            state = self.process(arch, index, target)
             if state == "busy":
-                busy.append(index)
+                busy.append((index, arch))
             else:
                 counts[state] += 1
-        for index in busy:
-            counts[self.process(archs[index], index, len(archs), last_try=True)] += 1
+        for index, arch in busy:
+            counts[self.process(arch, index, target, last_try=True)] += 1
         # the last collective may be a broadcast rank 0 has sent but another rank not yet
         # received: tearing the group down under it aborts the process (gloo)
         barrier()
@@ -208,7 +268,8 @@ class Trainer:
         result: Any = None
         if self.dist.is_main:
             try:
-                result = checkpoint.load(self._ckpt(arch), str(arch), self.hash)
+                result = checkpoint.load(self._ckpt(arch), str(arch), self.hash,
+                                         self.global_batch, self.dist.world_size)
             except checkpoint.CheckpointError as err:
                 result = err
         result = broadcast_object(result, self.dist.world_size)
@@ -229,9 +290,27 @@ class Trainer:
         return broadcast_object(verdict, self.dist.world_size)
 
     def train_arch(self, arch: Arch, index: int, total: int) -> str:
+        try:
+            return self._train_arch(arch, index, total)
+        except (KeyboardInterrupt, SystemExit, ConfigError, checkpoint.CheckpointError):
+            raise
+        except Exception as err:  # noqa: BLE001 - one design's failure must not stop the stream
+            everywhere = isinstance(err, FloatingPointError) or self.dist.world_size == 1
+            failures.record(self.folder, arch, self.dist.job_id, self.dist.rank, err,
+                            {"recipe_hash": self.hash, "stream_index": index})
+            self.say(f"arch {index + 1}/{total} {arch.id} failed: {type(err).__name__}: "
+                     f"{str(err)[:300]}")
+            free_memory(self.dist.device)
+            if not everywhere:
+                raise
+            barrier()
+            return "failed"
+
+    def _train_arch(self, arch: Arch, index: int, total: int) -> str:
         started = time.time()
         prov = provenance.base_provenance(arch, self.config, self.hash, index,
                                           self.dist.world_size, self.dist.device)
+        prov["recipe"] = recipe_identity(self.config, self.dist.world_size)
         state = self._load_state(arch)
         if state is None:
             fits, peak = self._fits(arch)
@@ -254,14 +333,17 @@ class Trainer:
             model = model.to(memory_format=torch.channels_last)
         optimizer = recipe.make_optimizer(model, self.config)
         scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
+        ema = recipe.EMA(model, self.tv["ema_decay"]) if self.tv["ema_decay"] else None
         history: list[dict[str, float]] = []
-        train_time, wall_time, job_ids, start_epoch = 0.0, 0.0, [], 0
+        train_time, steps_time, job_ids, start_epoch = 0.0, 0.0, [], 0
         if state is not None:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])  # moves momentum to the device
             scaler.load_state_dict(state["scaler"])
+            if ema is not None:
+                ema.model.load_state_dict(state["ema"])
             history, train_time = list(state["history"]), float(state["train_time"])
-            wall_time, job_ids = float(state["wall_time"]), list(state["job_ids"])
+            steps_time, job_ids = float(state["steps_time"]), list(state["job_ids"])
             start_epoch = int(state["epoch"])
             self.say(f"arch {index + 1}/{total} {arch.id} resuming from epoch {start_epoch}")
         job_ids.append(self.dist.job_id)
@@ -273,7 +355,8 @@ class Trainer:
         peak = recipe.peak_lr(self.config, self.dist.world_size)
         wb = WandbRun(self.config, arch.id, self.hash,
                       {"arch": str(arch), "arch_id": arch.id, "stream_index": index,
-                       "job_id": self.dist.job_id, "world_size": self.dist.world_size},
+                       "job_id": self.dist.job_id, "world_size": self.dist.world_size,
+                       "global_batch": self.global_batch, "peak_lr": peak},
                       self.dist.is_main)
         epochs = self.tv["epochs"]
         try:
@@ -283,22 +366,32 @@ class Trainer:
                 # replays exactly what an uninterrupted run would have done
                 torch.manual_seed(seed_of(mc["seed"], index, epoch, self.dist.rank))
                 res = recipe.resolution(epoch, self.tv)
-                loss, lr, seconds = self._train_epoch(net, optimizer, scaler, loss_fn, epoch, res,
-                                                      peak, f"{index + 1}/{total} e{epoch}")
-                train_time += seconds
-                metrics: dict[str, float] = {"epoch": epoch, "train_loss": loss, "lr": lr,
-                                             "resolution": res, "train_time": train_time}
+                stats = self._train_epoch(net, optimizer, scaler, loss_fn, epoch, res, peak,
+                                          f"{index + 1}/{total} e{epoch}", ema)
+                if not math.isfinite(stats["train_loss"]):  # all-reduced: every rank sees it
+                    raise FloatingPointError(f"training loss is {stats['train_loss']} in epoch "
+                                             f"{epoch}")
+                steps_time += stats.pop("seconds")
+                metrics: dict[str, float] = {"epoch": epoch, **stats, "resolution": res}
                 if epoch >= epochs - self.tv["eval_epochs"]:
-                    val = self.evaluate(net, loss_fn)
+                    val_start = time.time()
+                    val = self.evaluate(ema.model if ema is not None else net, loss_fn)
                     history.append({"epoch": epoch, **val})
                     metrics.update(val)
-                wall_time += time.time() - epoch_start
+                    metrics["val_seconds"] = round(time.time() - val_start, 3)
+                metrics["epoch_seconds"] = round(time.time() - epoch_start, 3)
+                train_time += time.time() - epoch_start
+                metrics.update(train_time=round(train_time, 3),
+                               train_steps_time=round(steps_time, 3))
                 if self.dist.is_main:
                     checkpoint.save(self._ckpt(arch), {
                         "arch": str(arch), "recipe_hash": self.hash, "epoch": epoch + 1,
+                        "global_batch": self.global_batch, "world_size": self.dist.world_size,
                         "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                         "scaler": scaler.state_dict(), "history": history,
-                        "train_time": train_time, "wall_time": wall_time, "job_ids": job_ids})
+                        **({"ema": ema.model.state_dict()} if ema is not None else {}),
+                        "train_time": train_time, "steps_time": steps_time,
+                        "job_ids": job_ids})
                 wb.log_epoch(metrics)
                 self.say(f"arch {index + 1}/{total} {arch.id} epoch {epoch + 1}/{epochs} "
                           + " ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k != "epoch"))
@@ -306,42 +399,59 @@ class Trainer:
         except BaseException:
             wb.abort()
             raise
-        record = self._record(arch, history, train_time, wall_time, time.time() - started,
+        record = self._record(arch, history, train_time, steps_time, time.time() - started,
                               job_ids, prov)
         if self.dist.is_main:
             provenance.save_record(self.folder, record, arch, self.space)
-            wb.finish(record, model.state_dict(),
-                      self.config["logging"]["log_artifacts"])
+            weights = (ema.model if ema is not None else model).state_dict()
+            wb.finish(record, weights, self.config["logging"]["log_artifacts"])
             self._ckpt(arch).unlink(missing_ok=True)
+            failures.clear(self.folder, arch.id)
         self.say(f"arch {index + 1}/{total} {arch.id} finished: "
                   + " ".join(f"{k}={v}" for k, v in record["metrics"].items()))
+        del net, model, optimizer, ema
+        free_memory(self.dist.device)
         barrier()
         return "trained"
 
     def _train_epoch(self, net: nn.Module, optimizer: torch.optim.Optimizer,
                      scaler: torch.amp.GradScaler, loss_fn: nn.Module, epoch: int, res: int,
-                     peak: float, label: str) -> tuple[float, float, float]:
+                     peak: float, label: str, ema: "recipe.EMA | None" = None
+                     ) -> dict[str, float]:
+        """One epoch; the mean loss (all ranks), last lr, images/s (all ranks), the seconds
+        spent waiting for data, and the epoch's training seconds."""
         net.train()
         start = time.time()
-        total, count, lr = torch.zeros((), device=self.dist.device), 0, 0.0
+        total, count, lr, images, wait = torch.zeros((), device=self.dist.device), 0, 0.0, 0, 0.0
         show = self.dist.is_main and self.config["logging"]["progress"]
         bar = tqdm(total=self.steps, desc=f"train {label} {res}px", leave=False,
                    disable=not show)
-        for step, (x, y) in enumerate(self.loaders.train(epoch, res)):
-            if step >= self.steps:
+        batches = iter(self.loaders.train(epoch, res))
+        for step in range(self.steps):
+            asked = time.time()
+            try:
+                x, y = next(batches)
+            except StopIteration:
                 break
+            wait += time.time() - asked
             lr = recipe.lr_at(epoch * self.steps + step, self.steps, self.tv["epochs"], peak,
                               self.opt)
             recipe.set_lr(optimizer, lr)
             loss = train_step(net, optimizer, scaler, loss_fn, x, y, self.amp)
+            if ema is not None:
+                ema.update(net.module if isinstance(net, DistributedDataParallel) else net)
             total += loss.float()  # stays on the device: no sync per step
             count += 1
+            images += len(y)
             bar.update()
         bar.close()
         if self.cuda:
             torch.cuda.synchronize()
-        mean_loss = all_reduce_sum([float(total), count], self.dist.device)
-        return mean_loss[0] / max(1.0, mean_loss[1]), lr, time.time() - start
+        seconds = time.time() - start
+        summed = all_reduce_sum([float(total), count, images], self.dist.device)
+        return {"train_loss": summed[0] / max(1.0, summed[1]), "lr": lr,
+                "images_per_s": round(summed[2] / max(seconds, 1e-9), 2),
+                "data_wait_s": round(wait, 3), "seconds": seconds}
 
     @torch.no_grad()
     def evaluate(self, net: nn.Module, loss_fn: nn.Module) -> dict[str, float]:
@@ -380,21 +490,30 @@ class Trainer:
             out.update(task_metric(task, pred, true))
         return out
 
-    def _record(self, arch: Arch, history: list[dict], train_time: float, wall_time: float,
+    def _record(self, arch: Arch, history: list[dict], train_time: float, steps_time: float,
                 session_time: float, job_ids: list[str], prov: dict) -> dict[str, Any]:
+        """The released dataset's fields: the primary metric (and the rest of its epoch's
+        metrics) at its best evaluated epoch, ``val_top5`` the best top-5 over the evaluated
+        epochs, ``train_time`` the wall time of training including validation;
+        ``train_steps_time`` the training steps alone."""
         key = primary_metric(self.config, self.space)
         best = max(history, key=lambda h: h[key])
         metrics = {k: v for k, v in best.items() if k not in ("epoch", "val_loss")}
         metrics.setdefault("val_top1", None)
-        metrics.setdefault("val_top5", None)
+        top5 = [h["val_top5"] for h in history if h.get("val_top5") is not None]
+        metrics["val_top5"] = max(top5) if top5 else None
         metrics["train_time"] = round(train_time, 3)
+        metrics["train_steps_time"] = round(steps_time, 3)
         info = provenance.model_info(arch, self.space, self.loaders.num_classes,
                                      self.loaders.in_channels,
                                      getattr(self.loaders, "length", None))
         return provenance.make_record(arch, metrics, info, {
             **prov, "best_epoch": best["epoch"], "val_history": history,
-            "wall_time": round(wall_time, 3), "job_ids": job_ids,
-            "run_id": run_id(arch.id, self.hash), "config": self.config})
+            "session_time": round(session_time, 3), "job_ids": job_ids,
+            "global_batch": self.global_batch,
+            "peak_lr": recipe.peak_lr(self.config, self.dist.world_size),
+            "run_id": run_id(arch.id, self.hash, self.config["model"]["seed"]),
+            "config": self.config})
 
 
 def train_step(net: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
@@ -407,6 +526,24 @@ def train_step(net: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.a
     scaler.step(optimizer)
     scaler.update()
     return loss.detach()
+
+
+def free_memory(device: torch.device) -> None:
+    """Return the last architecture's memory, so the next one's memory check starts clean."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def batch_hint(prov: dict, global_batch: int, world: int) -> str:
+    """A hint when a recipe mismatch is a different global batch (another GPU count)."""
+    other = prov.get("global_batch")
+    if other is None or other == global_batch:
+        return ""
+    return (f"it was trained at global batch {other} ({prov.get('world_size')} ranks), this "
+            f"run has {global_batch} ({world} ranks): run on {prov.get('world_size')} ranks, "
+            f"or keep the global batch with --trainval.global_batch {other}; ")
 
 
 def primary_metric(config: Config, space: SearchSpace) -> str:
@@ -451,11 +588,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     try:
+        config = for_world(config, dist.world_size)
         loaders = make_loaders(config, dist.rank, dist.world_size, dist.device)
         trainer = Trainer(config, dist, loaders, space)
+        if trainer.claiming and config["claims"]["probe"]:
+            claims.probe_global(trainer.folder, dist)
         if dist.is_main:
             atomic_write_text(trainer.folder / f"config-{trainer.hash}.ini", to_ini(config))
-        counts = trainer.run(archs)
+        counts = trainer.run(archs, candidates(config, space, archs))
         trainer.say(f"stream complete: {counts}")
         if counts["busy"]:
             trainer.say(f"{counts['busy']} architecture(s) left to the other job(s) holding "

@@ -1,7 +1,9 @@
 """wandb logging: one run per architecture (config, per-epoch metrics, summary, artifact).
 
-Run ids are derived from the architecture and the recipe hash, so a resumed architecture
-continues its own run and two architectures never share an id. Modes: online, offline,
+Run ids are derived from the architecture, the recipe hash and the seed, so a resumed
+architecture continues its own run, and neither two architectures nor two seed replicates of
+one (how the label-noise floor is measured) share an id. The default project is one per recipe
+(``anb-<recipe hash>``), so a smoke run never lands beside ImageNet results. Modes: online, offline,
 disabled. Only rank 0 logs.
 """
 from __future__ import annotations
@@ -15,8 +17,12 @@ import torch
 from anb.collect_accuracy.config import Config
 
 
-def run_id(arch_id: str, recipe_hash: str) -> str:
-    return f"{arch_id}-{recipe_hash[:8]}"
+def run_id(arch_id: str, recipe_hash: str, seed: int) -> str:
+    return f"{arch_id}-{recipe_hash[:8]}-s{seed}"
+
+
+def project(config: Config, recipe_hash: str) -> str:
+    return config["logging"]["wandb_project"] or f"anb-{recipe_hash[:8]}"
 
 
 def artifact_name(arch_id: str, recipe_hash: str) -> str:
@@ -42,12 +48,13 @@ class WandbRun:
         root = Path(log["wandb_dir"] or Path(log["folder"]) / "wandb")
         root.mkdir(parents=True, exist_ok=True)
         self.run = wandb.init(
-            project=log["wandb_project"], entity=log["wandb_entity"] or None,
-            mode=log["wandb_mode"], dir=str(root), id=run_id(arch_id, recipe_hash),
+            project=project(config, recipe_hash), entity=log["wandb_entity"] or None,
+            mode=log["wandb_mode"], dir=str(root),
+            id=run_id(arch_id, recipe_hash, config["model"]["seed"]),
             name=f"{extra.get('arch', arch_id)}", group=f"seed{config['model']['seed']}",
             job_type="train-arch", resume="allow",
             config={**flat_config(config), **extra, "recipe_hash": recipe_hash},
-            settings=wandb.Settings(console="off", x_disable_stats=True),
+            settings=wandb.Settings(console="off", x_disable_stats=not log["wandb_stats"]),
         )
 
     def log_epoch(self, metrics: dict[str, Any]) -> None:

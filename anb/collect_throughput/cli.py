@@ -41,8 +41,17 @@ def measure_cmd(
     interleave: int = typer.Option(1, help="Time blocks of this many architectures "
                                    "round-robin (robust ranks on a shared machine)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    keep_work: bool = typer.Option(False, "--keep-work", help="Keep each architecture's "
+                                   "exported models in the work folder (default: deleted once "
+                                   "measured)."),
+    anchors: str = typer.Option("default", help="Anchor architectures re-measured at the start "
+                                "and every --anchor-every architectures: 'default' "
+                                "(EfficientNet-B0, smallest, largest), 'none' or "
+                                "comma-separated strings."),
+    anchor_every: int = typer.Option(500, help="Architectures between anchor sessions."),
 ) -> None:
     """Measure latency/throughput of architectures on a device (resumable, shardable)."""
+    from anb.collect_throughput.anchors import parse_anchors
     from anb.collect_throughput.driver import measure_archs, read_arch_list
     from anb.collect_throughput.protocol import load_device
 
@@ -51,7 +60,8 @@ def measure_cmd(
         arch_list = read_arch_list(archs)
         summary = measure_archs(config, arch_list, out, shard=shard, workdir=workdir,
                                 progress=progress, keep_going=keep_going,
-                                interleave=interleave)
+                                interleave=interleave, keep_work=keep_work,
+                                anchors=parse_anchors(anchors), anchor_every=anchor_every)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         _fail(str(err))
     typer.echo(f"{config.name}: measured {len(summary.measured)}, skipped "
@@ -67,12 +77,16 @@ def merge_cmd(
     accuracy: Optional[Path] = typer.Option(None, "--accuracy", help="Accuracy dataset "
                                             "(tarball, folder, JSON/JSONL)."),
     on_conflict: str = typer.Option("keep-existing", help="keep-existing | replace | error"),
+    allow_mixed_protocols: bool = typer.Option(False, "--allow-mixed-protocols", help="Put "
+                                               "results measured under different protocols "
+                                               "into one column."),
 ) -> None:
-    """Join accuracy and device results by architecture id; report conflicts and gaps."""
+    """Join accuracy and device results by architecture id; report conflicts, gaps, protocols
+    and the anchors' drift."""
     from anb.collect_throughput.merge import merge
 
     try:
-        report = merge(accuracy, results, out, on_conflict)
+        report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     typer.echo(f"merged {report.merged_records} records ({report.accuracy_records} accuracy, "
@@ -80,6 +94,12 @@ def merge_cmd(
                f"conflicts {len(report.conflicts)}; device-only {len(report.device_only)}")
     for key, n in sorted(report.gaps.items()):
         typer.echo(f"  gap: {key} missing for {n} architecture(s)")
+    for key, fps in sorted(report.protocols.items()):
+        if len(fps) > 1:
+            typer.echo(f"  mixed protocols (allowed): {key}: {', '.join(fps)}")
+    for key, drift in sorted(report.anchor_drift.items()):
+        typer.echo(f"  anchors: {key}: {len(drift['sessions'])} session(s), largest drift "
+                   f"{100 * drift['max_drift']:.2f} % from the first")
     typer.echo(f"-> {out} (report: {Path(out) / 'merge_report.json'})")
 
 

@@ -1,8 +1,11 @@
 """``anb measure``: measure a list of architectures on a device, resumable and shardable.
 
 Results go to ``<out>/<device>/<arch_id>.json``, one per-architecture record per device, written
-atomically after every measurement; a (architecture, key) already in that file is skipped, so
-an interrupted job picks up where it stopped and loses at most the measurement in flight.
+atomically after every measurement; a (architecture, key) already in that file under the same
+protocol fingerprint is skipped, so an interrupted job picks up where it stopped and loses at
+most the measurement in flight (one under another protocol is an error, never reused).
+Anchor architectures are re-measured at the start of the run and every ``anchor_every``
+architectures (:mod:`.anchors`); exported models are deleted once used unless ``keep_work``.
 Shard ``i/k`` takes positions ``i, i + k, ...`` of the de-duplicated list, like the sampler.
 With ``interleave=K`` blocks of K architectures are timed round-robin (robust ranks on a shared
 machine); each block's records are written when the block is done.
@@ -11,11 +14,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
-from anb.collect_throughput.protocol import DeviceConfig
+from anb.collect_throughput.anchors import (ANCHORS, anchor_path, anchor_rows, append_anchor_rows,
+                                            new_session_id)
+from anb.collect_throughput.environment import pin_cpus
+from anb.collect_throughput.protocol import (DeviceConfig, Protocol, entry_fingerprint,
+                                             protocol_difference)
 from anb.collect_throughput.result import arch_record
 from anb.io import atomic_write_json
 from anb.searchspace.arch import Arch, as_arch
@@ -72,6 +80,32 @@ def read_result(path: Path) -> dict | None:
     return json.loads(path.read_text())
 
 
+class ProtocolMismatch(ValueError):
+    """A stored result was measured under another protocol than this run's."""
+
+
+def stored_matches(entry: dict | None, protocol: Protocol, where: Path) -> bool:
+    """True when ``entry`` holds ``protocol``'s result; False when absent; raise
+    :class:`ProtocolMismatch` when it was measured under another protocol (never reused)."""
+    if entry is None:
+        return False
+    found = entry_fingerprint(entry)
+    if found == protocol.fingerprint:
+        return True
+    detail = (protocol_difference(entry["protocol"], protocol.as_dict())
+              if isinstance(entry.get("protocol"), dict) else "no protocol recorded")
+    raise ProtocolMismatch(
+        f"{where}: {protocol.key} was measured under protocol {found} and this run's is "
+        f"{protocol.fingerprint} ({detail}); measure into another --out, or delete that entry")
+
+
+def remove_work_files(workdir: Path, arch: Arch) -> None:
+    """Delete the intermediate files (exported models) of ``arch`` in ``workdir``."""
+    for path in Path(workdir).glob(f"{arch.id}_*"):
+        if path.is_file():
+            path.unlink()
+
+
 @dataclass
 class MeasureSummary:
     """What a ``measure_archs`` call did."""
@@ -79,49 +113,107 @@ class MeasureSummary:
     measured: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    anchor_sessions: list[str] = field(default_factory=list)
+    pinned_cpus: list[int] | None = None
 
 
 def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
                   shard: str | tuple[int, int] | None = None, workdir: str | Path | None = None,
                   progress: bool = True, keep_going: bool = False, interleave: int = 1,
-                  ) -> MeasureSummary:
+                  keep_work: bool = False, anchors: Sequence[Arch] = ANCHORS,
+                  anchor_every: int = 500) -> MeasureSummary:
     """Measure every protocol of ``device`` on this shard of ``archs`` (see module docstring).
+
+    A stored result is reused only when it was measured under the same protocol (its
+    fingerprint); one taken under another protocol stops the run before anything is measured.
+    ``anchors`` are measured before the first block and before the first block after every
+    ``anchor_every`` architectures (see :mod:`.anchors`). Each architecture's exported models
+    are deleted from ``workdir`` once it is measured unless ``keep_work``. A config with
+    ``pinned = true`` pins this process to ``threads`` CPUs first.
 
     With ``keep_going`` a failing architecture (or block) is logged in the summary and the job
     moves on; otherwise the error propagates (everything measured before is already on disk).
     """
+    if interleave < 1:
+        raise ValueError(f"interleave={interleave} is invalid; allowed: an integer >= 1")
+    if anchor_every < 1:
+        raise ValueError(f"anchor_every={anchor_every} is invalid; allowed: an integer >= 1")
+    todo = shard_of(list(archs), shard)
+    summary = MeasureSummary()
+    records = {}
+    for arch in todo:
+        path = result_path(out, device.name, arch)
+        record = read_result(path) or arch_record(arch, [])
+        done = [stored_matches(record["platform_perf"].get(p.key), p, path)
+                for p in device.protocols]
+        if all(done):
+            summary.skipped.append(arch.id)
+        else:
+            records[arch.id] = (arch, record)
+    pending = list(records.values())
+    if not pending:
+        return summary
+    pinned = [p.threads for p in device.protocols if p.pinned]
+    affinity = os.sched_getaffinity(0) if pinned else None
+    if pinned:
+        summary.pinned_cpus = pin_cpus(max(pinned))
+    try:
+        _run_blocks(device, pending, out, workdir, progress, keep_going, interleave, keep_work,
+                    anchors, anchor_every, summary)
+    finally:
+        if affinity is not None:
+            os.sched_setaffinity(0, affinity)
+    return summary
+
+
+def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: str | Path | None,
+                progress: bool, keep_going: bool, interleave: int, keep_work: bool,
+                anchors: Sequence[Arch], anchor_every: int, summary: MeasureSummary) -> None:
     from tqdm import tqdm
 
     from anb.collect_throughput.backends import get_backend
     from anb.collect_throughput.measure import measure_interleaved
 
-    if interleave < 1:
-        raise ValueError(f"interleave={interleave} is invalid; allowed: an integer >= 1")
-    todo = shard_of(list(archs), shard)
-    summary = MeasureSummary()
-    backends = {p.backend: get_backend(p.backend) for p in device.protocols}
+    backends = {} if device.remote else {p.backend: get_backend(p.backend)
+                                         for p in device.protocols}
+
+    def measure(protocol, archs: list) -> list:
+        if device.remote:  # a board reached over a transport: see .remote
+            from anb.collect_throughput.remote import measure_remote_archs
+
+            return measure_remote_archs(device, protocol, archs, workdir)
+        return measure_interleaved(archs, protocol, workdir, backends[protocol.backend])
+
     workdir = Path(workdir) if workdir else Path(out) / device.name / ".work"
-    records = {}
-    for arch in todo:
-        record = read_result(result_path(out, device.name, arch)) or arch_record(arch, [])
-        if all(p.key in record["platform_perf"] for p in device.protocols):
-            summary.skipped.append(arch.id)
-        else:
-            records[arch.id] = (arch, record)
-    pending = list(records.values())
+    session: str | None = None
+    since_anchor = anchor_every
     bar = tqdm(total=len(pending), desc=f"measure {device.name}", unit="arch",
                disable=not progress)
     for start in range(0, len(pending), interleave):
         block = pending[start:start + interleave]
         try:
+            if anchors and since_anchor >= anchor_every:
+                session = new_session_id()
+                rows = []
+                for protocol in device.protocols:
+                    ms = measure(protocol, list(anchors))
+                    rows += anchor_rows(session, start, ms)
+                append_anchor_rows(anchor_path(out, device.name), rows)
+                summary.anchor_sessions.append(session)
+                since_anchor = 0
+                if not keep_work:
+                    for arch in anchors:
+                        remove_work_files(workdir, arch)
             for protocol in device.protocols:
                 missing = [(a, r) for a, r in block if protocol.key not in r["platform_perf"]]
                 if not missing:
                     continue
-                ms = measure_interleaved([a for a, _ in missing], protocol, workdir,
-                                         backends[protocol.backend])
+                ms = measure(protocol, [a for a, _ in missing])
                 for (arch, record), m in zip(missing, ms):
-                    record["platform_perf"][m.key] = m.to_perf_entry()
+                    entry = m.to_perf_entry()
+                    if session:
+                        entry["anchor_session"] = session
+                    record["platform_perf"][m.key] = entry
                     atomic_write_json(result_path(out, device.name, arch), record)
                 bar.set_postfix_str(f"{ms[-1].key}={ms[-1].value:.4g} cv={ms[-1].cv:.3f}")
         except Exception as err:  # noqa: BLE001 - reported per block with keep_going
@@ -132,7 +224,11 @@ def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
             log.warning("architectures %s failed: %s", [str(a) for a, _ in block], err)
             bar.update(len(block))
             continue
+        finally:
+            if not keep_work:
+                for arch, _ in block:
+                    remove_work_files(workdir, arch)
+        since_anchor += len(block)
         summary.measured += [a.id for a, _ in block]
         bar.update(len(block))
     bar.close()
-    return summary

@@ -1,9 +1,9 @@
-"""Model inputs: synthetic on-device tensors (default) or ImageNet-val images at 256 px.
+"""Model inputs: synthetic on-device tensors (default) or ImageNet-val images.
 
 Both are produced before timing starts, so data loading is never inside the clock. The
-ImageNet option follows the reference pass: resize the short side to ``resolution / 0.875``
-(256 for 224), centre crop ``resolution``, ImageNet mean/std normalisation; ``max_batches``
-batches are preloaded and cycled.
+ImageNet option feeds images at exactly ``resolution`` px (the reference's GPU pass: 256):
+resize the short side to ``resolution``, centre crop ``resolution`` x ``resolution``,
+ImageNet mean/std normalisation; ``max_batches`` batches are preloaded and cycled.
 """
 from __future__ import annotations
 
@@ -25,12 +25,12 @@ def synthetic_batch(batch: int, resolution: int, seed: int = 0) -> np.ndarray:
 
 
 def preprocess_image(path: Path, resolution: int) -> np.ndarray:
-    """Resize short side to ``resolution / 0.875``, centre crop, normalise; CHW float32."""
+    """Resize short side to ``resolution``, centre crop ``resolution``, normalise; CHW float32."""
     from PIL import Image
 
     with Image.open(path) as image:
         image = image.convert("RGB")
-        short = round(resolution / 0.875)
+        short = resolution
         w, h = image.size
         scale = short / min(w, h)
         image = image.resize((max(short, round(w * scale)), max(short, round(h * scale))),

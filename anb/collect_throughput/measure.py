@@ -2,6 +2,10 @@
 
 :func:`measure` times one architecture on its own; :func:`measure_interleaved` times a block of
 architectures round-robin (see :func:`anb.collect_throughput.timing.run_interleaved`).
+Latency is per request: each step of a latency protocol waits for the device
+(``Session.sync``) before the next is issued, so it is not launch-bound streaming. The machine's
+state (:func:`~anb.collect_throughput.environment.machine_state`) is recorded at the start and
+the end of each block.
 """
 from __future__ import annotations
 
@@ -10,14 +14,28 @@ from pathlib import Path
 from typing import Sequence
 
 from anb.collect_throughput.backends import Backend, Session, get_backend
+from anb.collect_throughput.environment import machine_state
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.result import Measurement
 from anb.collect_throughput.timing import LoopResult, run_interleaved, run_loop
 from anb.searchspace.arch import Arch, as_arch
 
 
+def timed_step(session: Session, protocol: Protocol):
+    """The step the clock times: for latency, one request followed by a device sync."""
+    if protocol.kind != "latency" or session.sync is None:
+        return session.step
+    step, sync = session.step, session.sync
+
+    def request() -> None:
+        step()
+        sync()
+
+    return request
+
+
 def _measurement(arch: Arch, protocol: Protocol, session: Session, loop: LoopResult,
-                 ) -> Measurement:
+                 states: dict) -> Measurement:
     extra = {**session.extra, **loop.extra, "warmup_compiles": loop.warmup_compiles,
              "elapsed_seconds": loop.elapsed_seconds, **session.finish()}
     return Measurement(
@@ -25,7 +43,7 @@ def _measurement(arch: Arch, protocol: Protocol, session: Session, loop: LoopRes
         batch=protocol.batch, resolution=protocol.resolution, precision=protocol.precision,
         times_s=loop.times, warmup_times_s=loop.warmup_times, inner=loop.inner,
         stop_reason=loop.stop_reason, protocol=protocol.as_dict(),
-        environment=session.environment, extra=extra, drift=loop.drift,
+        environment={**session.environment, **states}, extra=extra, drift=loop.drift,
     )
 
 
@@ -43,12 +61,16 @@ def measure_interleaved(archs: Sequence[Arch | str], protocol: Protocol,
     backend = backend or get_backend(protocol.backend)
     with tempfile.TemporaryDirectory(prefix="anb-measure-") as scratch:
         sessions = [backend.prepare(a, protocol, Path(workdir or scratch)) for a in archs]
+        steps = [timed_step(s, protocol) for s in sessions]
+        start = machine_state()
         if len(sessions) == 1:
             s = sessions[0]
-            loops = [run_loop(s.step, s.clock, protocol.warmup, protocol.stopping,
+            loops = [run_loop(steps[0], s.clock, protocol.warmup, protocol.stopping,
                               s.compile_count)]
         else:
-            loops = run_interleaved([s.step for s in sessions], [s.clock for s in sessions],
+            loops = run_interleaved(steps, [s.clock for s in sessions],
                                     protocol.warmup, protocol.stopping,
                                     sessions[0].compile_count)
-        return [_measurement(a, protocol, s, loop) for a, s, loop in zip(archs, sessions, loops)]
+        states = {"state_start": start, "state_end": machine_state()}
+        return [_measurement(a, protocol, s, loop, states)
+                for a, s, loop in zip(archs, sessions, loops)]

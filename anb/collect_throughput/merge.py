@@ -7,6 +7,12 @@ different mean, is a conflict; ``on_conflict`` decides: ``keep-existing`` (first
 result folders in the order given), ``replace`` (last seen wins) or ``error``. Gaps are the
 (architecture, key) pairs some architectures have and others lack; device results with no
 accuracy record are kept as records without metrics and listed as ``device_only``.
+
+Every measured entry carries its protocol fingerprint; a key whose results were taken under
+more than one protocol is refused (:class:`MixedProtocols`, naming both and how they differ)
+unless ``allow_mixed_protocols``; the fingerprints of each key are in the report. Anchor
+sessions found in the result folders (``anchors.jsonl``) are summarised per key as
+``anchor_drift`` (see :func:`anb.collect_throughput.anchors.anchor_drift`).
 """
 from __future__ import annotations
 
@@ -19,8 +25,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from anb.collect_throughput.anchors import ANCHOR_FILE, anchor_drift, read_anchor_rows
+from anb.collect_throughput.protocol import entry_fingerprint, protocol_difference
 from anb.io import atomic_write, atomic_write_json
 from anb.records import load_records, records_to_frame, validate_record
+from anb.version import __version__
 
 ON_CONFLICT = ("keep-existing", "replace", "error")
 
@@ -36,6 +45,8 @@ class MergeReport:
     gap_archs: dict[str, list[str]] = field(default_factory=dict)
     device_only: list[str] = field(default_factory=list)
     keys_added: list[str] = field(default_factory=list)
+    protocols: dict[str, list[str]] = field(default_factory=dict)
+    anchor_drift: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -43,6 +54,31 @@ class MergeReport:
 
 class MergeConflict(ValueError):
     """Two sources disagree on one (architecture, key) and ``on_conflict='error'``."""
+
+
+class MixedProtocols(ValueError):
+    """One key's results were measured under different protocols."""
+
+
+def check_protocols(results: list[dict], allow_mixed: bool = False) -> dict[str, list[str]]:
+    """The protocol fingerprints of each key in ``results``; raise :class:`MixedProtocols`
+    when a key has more than one unless ``allow_mixed``."""
+    seen: dict[str, dict[str, tuple[dict, str]]] = {}
+    for record in results:
+        for key, entry in (record.get("platform_perf") or {}).items():
+            fp = entry_fingerprint(entry) or "unrecorded"
+            seen.setdefault(key, {}).setdefault(fp, (entry, str(record.get("source", "results"))))
+    for key, found in seen.items():
+        if len(found) > 1 and not allow_mixed:
+            (fa, (ea, sa)), (fb, (eb, sb)) = list(found.items())[:2]
+            detail = (protocol_difference(ea["protocol"], eb["protocol"])
+                      if isinstance(ea.get("protocol"), dict) and isinstance(eb.get("protocol"), dict)
+                      else "a protocol is not recorded")
+            raise MixedProtocols(
+                f"{key} was measured under {len(found)} protocols: {fa} (e.g. {sa}) and {fb} "
+                f"(e.g. {sb}): {detail}; merge them into separate outputs or pass "
+                "--allow-mixed-protocols")
+    return {key: sorted(found) for key, found in seen.items()}
 
 
 def _mean(entry: dict, key: str) -> float | None:
@@ -62,11 +98,13 @@ def _arch_id(record: dict) -> str:
 
 
 def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: str = "keep-existing",
-                  ) -> tuple[list[dict], MergeReport]:
+                  allow_mixed_protocols: bool = False) -> tuple[list[dict], MergeReport]:
     """Merge in memory; return (merged records, report). Inputs are not modified."""
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f"on_conflict={on_conflict!r} is invalid; allowed: {list(ON_CONFLICT)}")
+    results = list(results)
     report = MergeReport(accuracy_records=len(accuracy))
+    report.protocols = check_protocols(results, allow_mixed_protocols)
     measured: dict[str, dict[str, tuple[dict, str]]] = {}
     templates: dict[str, dict] = {}
 
@@ -135,6 +173,16 @@ def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: st
     return merged, report
 
 
+def load_anchor_rows(paths: Iterable[str | Path]) -> list[dict]:
+    """Anchor rows of every ``anchors.jsonl`` under the result folders."""
+    rows: list[dict] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            for file in sorted(path.rglob(ANCHOR_FILE)):
+                rows += read_anchor_rows(file)
+    return rows
+
+
 def load_results(paths: Iterable[str | Path]) -> list[dict]:
     """Per-architecture result records from ``anb measure`` output folders (or any record form)."""
     records: list[dict] = []
@@ -157,6 +205,8 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path) -> P
                 name = f"{_arch_id(record)}_{len(names)}.json"
             names.add(name)
             body = {k: v for k, v in record.items() if k != "source"}
+            body["provenance"] = {**(body.get("provenance") or {}),
+                                  "merge": {"anb_version": __version__}}
             (staging / name).write_text(json.dumps(body) + "\n")
         final = out / "records"
         if final.exists():
@@ -172,14 +222,17 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path) -> P
     frame = records_to_frame(records)
     atomic_write(out / "dataset.csv", lambda tmp: frame.to_csv(tmp, index=False))
     atomic_write(out / "dataset.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
-    atomic_write_json(out / "merge_report.json", report.as_dict())
+    atomic_write_json(out / "merge_report.json", {"anb_version": __version__, **report.as_dict()})
     return out
 
 
 def merge(accuracy: str | Path | None, results: Iterable[str | Path], out: str | Path,
-          on_conflict: str = "keep-existing") -> MergeReport:
+          on_conflict: str = "keep-existing", allow_mixed_protocols: bool = False) -> MergeReport:
     """Load, merge and write (see :func:`merge_records` and :func:`write_merged`)."""
+    results = list(results)
     acc = load_records(accuracy) if accuracy else []
-    merged, report = merge_records(acc, load_results(results), on_conflict)
+    merged, report = merge_records(acc, load_results(results), on_conflict,
+                                   allow_mixed_protocols)
+    report.anchor_drift = anchor_drift(load_anchor_rows(results))
     write_merged(merged, report, out)
     return report

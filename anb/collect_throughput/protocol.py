@@ -6,6 +6,7 @@ A device is described by a TOML file in ``anb/configs/devices/`` (or any path)::
     backend = "onnxruntime"     # torch | onnxruntime | onnxruntime-int8 | cuda | xla
     precision = "fp32"
     threads = 1
+    pinned = true               # pin the process to `threads` CPUs
     resolution = 224
     [latency]                   # one table per measured kind; each may override the settings
     batch = 1
@@ -17,6 +18,8 @@ A device is described by a TOML file in ``anb/configs/devices/`` (or any path)::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +35,11 @@ INPUTS = ("synthetic", "imagenet")
 CLOCKS = ("wall", "cpu")
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9.\-]+")  # as anb.records.perf_key
 CONFIG_DIR = resources.CONFIG_DIR / "devices"
+FINGERPRINT_FIELDS = ("device", "backend", "kind", "batch", "resolution", "precision", "threads",
+                      "layout", "inputs", "clock", "pinned", "compile", "cudnn_benchmark",
+                      "allow_fallbacks", "calibration_images", "warmup", "stopping")
+"""What makes two measurements comparable: every setting that can change the number (not where
+the images lie, nor how a board is reached). A field added later joins only by being listed."""
 
 
 def _fail(field_name: str, value: Any, allowed: str) -> None:
@@ -124,6 +132,8 @@ class Protocol:
     """``wall``: elapsed time (device-synchronised). ``cpu``: the calling thread's CPU time, for
     single-threaded CPU back-ends on a shared machine (excludes preemption by other work)."""
     imagenet_dir: str | None = None
+    pinned: bool = False
+    """Pin the measuring process to ``threads`` CPUs (the last ones it may use) before timing."""
     compile: bool = False
     cudnn_benchmark: bool = True
     allow_fallbacks: bool = False
@@ -158,6 +168,11 @@ class Protocol:
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @property
+    def fingerprint(self) -> str:
+        """See :func:`protocol_fingerprint`: equal exactly when the numbers are comparable."""
+        return protocol_fingerprint(self.as_dict())
+
     def replace(self, **changes: Any) -> "Protocol":
         return dataclasses.replace(self, **changes)
 
@@ -168,6 +183,8 @@ class DeviceConfig:
 
     name: str
     protocols: tuple[Protocol, ...]
+    remote: dict[str, Any] | None = None
+    """The ``[remote]`` table: how to reach the board (see :mod:`.remote`); None: this host."""
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -176,6 +193,41 @@ class DeviceConfig:
 
 _PROTOCOL_FIELDS = {f.name for f in dataclasses.fields(Protocol)} - {"device", "kind", "warmup",
                                                                     "stopping"}
+
+
+def fingerprint_settings(protocol: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`FINGERPRINT_FIELDS` of a protocol given as a dict (a stored record's)."""
+    return {k: protocol[k] for k in FINGERPRINT_FIELDS if k in protocol}
+
+
+def protocol_fingerprint(protocol: Mapping[str, Any]) -> str:
+    """16 hex digits of the SHA-256 of the canonical JSON of :func:`fingerprint_settings`."""
+    text = json.dumps(fingerprint_settings(protocol), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def protocol_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """``field: a -> b`` for every fingerprinted setting two protocols disagree on."""
+    fa, fb = fingerprint_settings(a), fingerprint_settings(b)
+    parts = []
+    for name in FINGERPRINT_FIELDS:
+        x, y = fa.get(name), fb.get(name)
+        if isinstance(x, Mapping) and isinstance(y, Mapping):
+            parts += [f"{name}.{k}: {x.get(k)!r} -> {y.get(k)!r}"
+                      for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
+        elif x != y:
+            parts.append(f"{name}: {x!r} -> {y!r}")
+    return ", ".join(parts) or "no fingerprinted setting"
+
+
+def entry_fingerprint(entry: Mapping[str, Any]) -> str | None:
+    """The protocol fingerprint of a ``platform_perf`` entry: stored, else computed from its
+    ``protocol``; None when it records neither (e.g. the released dataset)."""
+    if entry.get("protocol_fingerprint"):
+        return str(entry["protocol_fingerprint"])
+    if isinstance(entry.get("protocol"), Mapping):
+        return protocol_fingerprint(entry["protocol"])
+    return None
 
 
 def _rule(cls: type, data: Any, where: str) -> Any:
@@ -200,6 +252,7 @@ def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | 
     if "name" not in data:
         _fail("name", None, "a device name such as 'cpu-ort'")
     name = data.pop("name")
+    remote = data.pop("remote", None)
     kinds = {k: dict(data.pop(k) or {}) for k in KINDS if k in data}
     if not kinds:
         _fail("kinds", None, f"at least one of the tables {list(KINDS)}")
@@ -223,7 +276,7 @@ def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | 
             stopping=_rule(StoppingRule, {**stopping, **kind_stopping}, "stopping"),
             **settings,
         ))
-    return DeviceConfig(name=name, protocols=tuple(protocols))
+    return DeviceConfig(name=name, protocols=tuple(protocols), remote=remote)
 
 
 def available_devices() -> list[str]:

@@ -7,7 +7,7 @@ every repetition's raw per-step time and becomes the ``platform_perf`` entry
     {"throughput_mean": ..., "throughput_std": ..., "throughput_median": ..., "cv": ...,
      "ci_rel": ..., "n": ..., "unit": "images/s", "statistic": "trimmed_mean(0.1)",
      "batch": ..., "resolution": ..., "precision": ..., "raw_times_s": [...], "stop_reason": ...,
-     "protocol": {...}, "environment": {...}}
+     "protocol": {...}, "protocol_fingerprint": "<16 hex>", "environment": {...}}
 
 ``*_mean`` is the 10 %-trimmed mean of the per-repetition values (robust to preempted
 repetitions on a shared machine); the plain mean is kept as ``mean_untrimmed``. Interleaved
@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from anb.collect_throughput.protocol import protocol_fingerprint
 from anb.collect_throughput.stats import summarize
 
 UNITS = {"latency": "ms", "throughput": "images/s"}
@@ -102,7 +103,7 @@ class Measurement:
                 "cv_uncorrected": self._summarize(self.times_s)["cv"]}
                if self.drift is not None else {}),
             "stop_reason": self.stop_reason, "measured_at": self.measured_at,
-            "protocol": self.protocol, "environment": self.environment, **self.extra,
+            "protocol": self.protocol, "protocol_fingerprint": protocol_fingerprint(self.protocol), "environment": self.environment, **self.extra,
         }
 
 

@@ -12,8 +12,8 @@ def search(
                                         help="metric[:max|min], repeat for multi-objective."),
     constraint: Optional[list[str]] = typer.Option(None, "--constraint", "-c",
                                                    help="e.g. 'latency_zcu102<=5'."),
-    benchmark: Optional[Path] = typer.Option(None, help="Fitted surrogate benchmark folder; "
-                                             "without it only macs/params/depth are known."),
+    benchmark: Optional[Path] = typer.Option(None, help="Fitted surrogate benchmark folder, "
+                                             "or accel-nasbench (packaged); without it only macs/params/depth are known."),
     algorithm: str = typer.Option("re", help="random | re (regularized evolution) | nsga2 "
                                   "(anb's default, on pymoo) | pymoo_nsga2 (pymoo's defaults)"),
     budget: int = typer.Option(1000, min=1, help="Evaluations."),
@@ -46,6 +46,7 @@ def search(
         raise typer.Exit(2)
     summary = write_report(result, out)
     best = summary["best"]
+
     def shown(row: dict) -> str:
         return " ".join(f"{m}={row[m]:.4g}" + (f"+-{row[m + '_std']:.2g}" if m + "_std" in row
                                                 else "") for m in problem.metrics)

@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from anb.io import atomic_write, atomic_write_json  # noqa: E402
 from anb.nas.search import SearchResult  # noqa: E402
+from anb.version import __version__  # noqa: E402
 
 
 def write_report(result: SearchResult, out: Path) -> dict:
@@ -23,7 +24,7 @@ def write_report(result: SearchResult, out: Path) -> dict:
     best = result.best()
     objectives = result.problem.objectives
     summary = {
-        "algorithm": result.algorithm, "seed": result.seed, "evaluations": len(history),
+        "anb_version": __version__, "algorithm": result.algorithm, "seed": result.seed, "evaluations": len(history),
         "objectives": [str(o) for o in objectives],
         "constraints": [str(c) for c in result.problem.constraints],
         "feasible_share": float(history["feasible"].mean()),

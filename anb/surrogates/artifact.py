@@ -21,6 +21,7 @@ from anb.searchspace.space import get_space
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.version import __version__
 
 FORMAT = "anb-surrogate"
 FORMAT_VERSION = 1
@@ -32,8 +33,8 @@ _FAMILY_LIBRARY = {"xgboost": "xgboost", "random_forest": "xgboost", "lightgbm":
 
 def library_versions() -> dict[str, str]:
     """Versions of the libraries whose formats an artifact depends on."""
-    out = {}
-    for name in ("anb", "numpy", "xgboost", "lightgbm", "scikit-learn", "torch"):
+    out = {"anb": __version__}
+    for name in ("numpy", "xgboost", "lightgbm", "scikit-learn", "torch"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -68,7 +69,7 @@ def save(bench: SurrogateBenchmark, path: str | Path) -> Path:
                              "files": [p.name for p in paths]}
         manifest = {
             **{k: v for k, v in bench.info.items() if k not in ("targets", "manifest_sha256")},
-            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "format": FORMAT, "format_version": FORMAT_VERSION, "anb_version": __version__,
             "space": {"name": bench.space.name, "version": bench.space.version},
             "feature_schema": {"feature_set": bench.builder.feature_set,
                                "names": bench.builder.names(),

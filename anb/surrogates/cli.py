@@ -42,7 +42,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("fit")
     def fit_cmd(
-        dataset: Path = typer.Argument(..., help="dataset: tarball, folder of JSON, CSV, Parquet"),
+        dataset: Optional[Path] = typer.Argument(
+            None, help="dataset: tarball, folder of JSON, CSV, Parquet (default: the packaged "
+                       "Accel-NASBench release)"),
         out: Path = typer.Option(..., "--out", "-o", help="artifact folder to write"),
         config: Optional[Path] = typer.Option(None, help="FitConfig JSON (configs/surrogates/)"),
         targets: Optional[str] = typer.Option(None, help="comma-separated targets (default all)"),
@@ -54,8 +56,12 @@ def register(app: typer.Typer) -> None:
         jobs: int = typer.Option(1, help="threads per model"),
     ) -> None:
         """Fit a surrogate per target and save the artifact."""
+        from anb import resources
         from anb.surrogates.api import fit
 
+        if dataset is None:
+            dataset = resources.RELEASED_DATASET
+            typer.echo(f"fitting on the packaged dataset {dataset}", err=True)
         try:
             bench, report = fit(dataset, out, config=config, targets=_split_list(targets),
                                 split=split, split_dir=split_dir, members=members,
@@ -89,7 +95,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("query")
     def query_cmd(
-        model: Path = typer.Argument(..., help="artifact folder written by `anb fit`"),
+        model: Path = typer.Argument(..., help="artifact folder written by `anb fit`, or "
+                                               "accel-nasbench (the packaged benchmark)"),
         archs: str = typer.Argument("-", help="file of architectures, or '-' for stdin"),
         metrics: Optional[str] = typer.Option(None, help="comma-separated metrics (default all)"),
         noise: bool = typer.Option(False, help="sample plausible observed values"),
@@ -97,7 +104,7 @@ def register(app: typer.Typer) -> None:
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV file (default stdout)"),
     ) -> None:
         """Predict metrics for architectures (strings, JSON records or CSV); writes CSV."""
-        from anb.surrogates.artifact import load
+        from anb.surrogates import load
 
         try:
             text = sys.stdin.read() if archs == "-" else Path(archs).read_text()

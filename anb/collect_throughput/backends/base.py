@@ -20,6 +20,9 @@ class Session:
     clock: Clock
     environment: dict[str, Any]
     compile_count: Callable[[], int] | None = None
+    sync: Callable[[], None] | None = None
+    """Waits until the device has finished every step enqueued so far (None: steps are
+    synchronous). Latency protocols call it after every request."""
     finish: Callable[[], dict[str, Any]] = lambda: {}
     """Called after timing; returns extra result fields (e.g. fallback ops)."""
     extra: dict[str, Any] = field(default_factory=dict)

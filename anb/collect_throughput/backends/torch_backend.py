@@ -22,6 +22,18 @@ from anb.searchspace.model import build_model
 AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+def memory_format(protocol: Protocol) -> torch.memory_format:
+    return torch.channels_last if protocol.layout == "channels_last" else torch.contiguous_format
+
+
+def input_tensors(protocol: Protocol, device: str = "cpu", dtype: torch.dtype = torch.float32,
+                  ) -> list[torch.Tensor]:
+    """The protocol's batches as ``(batch, 3, resolution, resolution)`` tensors on ``device``
+    in ``dtype`` and the protocol's memory layout, built before timing starts."""
+    return [torch.from_numpy(x).to(device=device, dtype=dtype).contiguous(
+        memory_format=memory_format(protocol)) for x in make_inputs(protocol)]
+
+
 class TorchBackend(Backend):
     """Eager PyTorch on ``device`` (``cpu``)."""
 
@@ -43,16 +55,21 @@ class TorchBackend(Backend):
     def setup(self, protocol: Protocol) -> None:
         torch.set_num_threads(protocol.threads)
 
+    def sync(self):
+        """Device synchronisation after a latency request (None: eager CPU is synchronous)."""
+        return None
+
+    def input_dtype(self, protocol: Protocol) -> torch.dtype:
+        """float32 inputs, cast by autocast inside the network (the CUDA back-end feeds fp16)."""
+        return torch.float32
+
     def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
         self.check(protocol)
         self.setup(protocol)
-        memory_format = (torch.channels_last if protocol.layout == "channels_last"
-                         else torch.contiguous_format)
-        model = build_model(arch).eval().to(self.device, memory_format=memory_format)
+        model = build_model(arch).eval().to(self.device, memory_format=memory_format(protocol))
         if protocol.compile:
             model = torch.compile(model)
-        batches = [torch.from_numpy(x).to(self.device).contiguous(memory_format=memory_format)
-                   for x in make_inputs(protocol)]
+        batches = input_tensors(protocol, self.device, self.input_dtype(protocol))
         autocast = (torch.autocast(self.device, dtype=AUTOCAST[protocol.precision])
                     if protocol.precision in AUTOCAST else contextlib.nullcontext())
 
@@ -61,4 +78,4 @@ class TorchBackend(Backend):
                 return model(x)
 
         return Session(step=cycling(batches, run), clock=self.clock(protocol),
-                       environment=self.environment(protocol))
+                       environment=self.environment(protocol), sync=self.sync())

@@ -1,6 +1,7 @@
 """TPU back-end (torch-xla): one XLA device, bf16, the XLA timing idioms.
 
-Each step ends with ``torch_xla.sync()`` (cut and launch the graph); the clock waits for all
+Each step keeps its output alive until the clock stops and ends with ``torch_xla.sync()`` (cut
+and launch the graph; a dropped output would leave nothing to execute); the clock waits for all
 device ops (``xm.wait_device_ops``) before reading the time; warm-up runs until the
 uncached-compile counter stops growing and the step time is stable, and a compilation while
 timing is an error (:class:`~anb.collect_throughput.timing.CompilationDuringTiming`). Ops that
@@ -39,19 +40,33 @@ def _xla():
 
 
 class XlaClock:
-    """Wall clock that waits for every pending device op before each reading."""
+    """Wall clock that waits for every pending device op before each reading.
 
-    def __init__(self) -> None:
+    ``live`` holds the outputs of the steps run since ``start``: a lazy tensor nobody holds is
+    not materialised by ``torch_xla.sync()``, so without it the network would never execute.
+    They are released only after the device ops are done and the clock has been read.
+    """
+
+    def __init__(self, live: list | None = None) -> None:
         self.xm = _xla()[1]
+        self.live = live if live is not None else []
         self._t0 = 0.0
 
     def start(self) -> None:
         self.xm.wait_device_ops()
+        self.live.clear()
         self._t0 = time.perf_counter()
 
     def stop(self) -> float:
         self.xm.wait_device_ops()
-        return time.perf_counter() - self._t0
+        elapsed = time.perf_counter() - self._t0
+        self.live.clear()
+        return elapsed
+
+
+def execution_count() -> int:
+    """Graphs executed on the device so far (the ``ExecuteComputation`` counter)."""
+    return int(_xla()[2].counter_value("ExecuteComputation") or 0)
 
 
 def compile_count() -> int:
@@ -86,10 +101,11 @@ class XlaBackend(Backend):
         model = build_model(arch).eval().to(device=device, dtype=dtype)
         batches = [torch.from_numpy(x).to(device=device, dtype=dtype) for x in make_inputs(protocol)]
         before = set(fallback_ops())
+        live: list[torch.Tensor] = []
 
         def run(x: torch.Tensor) -> None:
             with torch.no_grad():
-                model(x)
+                live.append(model(x))  # held until the clock stops, so sync() executes it
             torch_xla.sync()
 
         def finish() -> dict[str, Any]:
@@ -102,5 +118,5 @@ class XlaBackend(Backend):
         env = {**host_environment(), "device_name": xm.xla_device_hw(device),
                "xla_device": str(device), "pjrt_device": os.environ.get("PJRT_DEVICE"),
                "libraries": library_versions(("torch", "torch-xla", "numpy"))}
-        return Session(step=cycling(batches, run), clock=XlaClock(), environment=env,
-                       compile_count=compile_count, finish=finish)
+        return Session(step=cycling(batches, run), clock=XlaClock(live), environment=env,
+                       compile_count=compile_count, finish=finish, sync=xm.wait_device_ops)

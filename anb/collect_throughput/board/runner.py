@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""anb board runner: time (or run) one ONNX model on this board with onnxruntime.
+
+Self-contained: Python >= 3.7, numpy and onnxruntime; nothing else, no import of ``anb``. The
+host pushes this file, the model, the inputs (``.npy``) and a job file, then runs::
+
+    python3 runner.py JOB.json RESULT.json
+
+JOB: ``{"mode": "time" | "outputs", "model": path, "inputs": path, "threads": int,
+"clock": "wall" | "cpu", "providers": [...], "warmup": {...}, "stopping": {...}}`` with the
+warm-up and stopping fields of ``anb.collect_throughput.protocol`` (all given by the host).
+Timing follows the same rules as local measurement (``anb.collect_throughput.timing`` and
+``stats``; tests/test_remote_board.py checks step for step that both decide alike): warm up
+until the median of the last ``window`` steps is within ``tolerance`` of the window before,
+pick ``inner`` steps per repetition to last ``min_rep_seconds``, repeat until the confidence
+interval of the trimmed mean is within ``rel_ci`` (or ``max_reps`` / ``budget_seconds``).
+
+RESULT: ``{"ok": true, "times_s": [...], "warmup_times_s": [...], "inner", "stop_reason",
+"elapsed_seconds", "warmup_stop_reason", "environment": {...}}`` (mode ``time``) or
+``{"ok": true, "outputs": path, ...}`` (mode ``outputs``); on failure ``{"ok": false,
+"step": ..., "kind": "missing" | "rejected" | "command", "error": ...}`` and exit status 3.
+"""
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import traceback
+
+FAILED = 3
+
+
+class BoardError(Exception):
+    def __init__(self, step, kind, message):
+        Exception.__init__(self, message)
+        self.step, self.kind = step, kind
+
+
+# -- statistics (as anb.collect_throughput.stats) ---------------------------------------------
+def normal_quantile(p):
+    """Inverse standard normal CDF (Wichura's AS241, as ``statistics.NormalDist.inv_cdf``)."""
+    q = p - 0.5
+    if abs(q) <= 0.425:
+        r = 0.180625 - q * q
+        num = (((((((2509.0809287301226727 * r + 33430.575583588128105) * r
+                    + 67265.770927008700853) * r + 45921.953931549871457) * r
+                  + 13731.693765509461125) * r + 1971.5909503065514427) * r
+                + 133.14166789178437745) * r + 3.387132872796366608)
+        den = (((((((5226.495278852545925 * r + 28729.085735721942674) * r
+                    + 39307.89580009271061) * r + 21213.794301586595867) * r
+                  + 5394.1960214247511077) * r + 687.1870074920579083) * r
+                + 42.313330701600911252) * r + 1.0)
+        return q * num / den
+    r = p if q <= 0.0 else 1.0 - p
+    r = math.sqrt(-math.log(r))
+    if r <= 5.0:
+        r = r - 1.6
+        num = (((((((7.7454501427834140764e-4 * r + 0.0227238449892691845833) * r
+                    + 0.24178072517745061177) * r + 1.27045825245236838258) * r
+                  + 3.64784832476320460504) * r + 5.7694972214606914055) * r
+                + 4.6303378461565452959) * r + 1.42343711074968357734)
+        den = (((((((1.05075007164441684324e-9 * r + 5.475938084995344946e-4) * r
+                    + 0.0151986665636164571966) * r + 0.14810397642748007459) * r
+                  + 0.68976733498510000455) * r + 1.6763848301838038494) * r
+                + 2.05319162663775882187) * r + 1.0)
+    else:
+        r = r - 5.0
+        num = (((((((2.01033439929228813265e-7 * r + 2.71155556874348757815e-5) * r
+                    + 0.0012426609473880784386) * r + 0.026532189526576123093) * r
+                  + 0.29656057182850489123) * r + 1.7848265399172913358) * r
+                + 5.4637849111641143699) * r + 6.6579046435011037772)
+        den = (((((((2.04426310338993978564e-15 * r + 1.4215117583164458887e-7) * r
+                    + 1.8463183175100546818e-5) * r + 7.868691311456132591e-4) * r
+                  + 0.0148753612908506148525) * r + 0.13692988092273580531) * r
+                + 0.59983220655588793769) * r + 1.0)
+    x = num / den
+    return -x if q < 0.0 else x
+
+
+def t_quantile(p, df):
+    """Student-t quantile by the Cornish-Fisher expansion (as stats.t_quantile)."""
+    z = normal_quantile(p)
+    if df <= 0:
+        return math.inf
+    g1 = (z ** 3 + z) / 4
+    g2 = (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96
+    g3 = (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384
+    g4 = (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df ** 2 + g3 / df ** 3 + g4 / df ** 4
+
+
+def relative_ci(values, trim, confidence):
+    """CI half-width of the trimmed mean (Tukey-McLaughlin) over the trimmed mean."""
+    import numpy as np
+
+    n = len(values)
+    if n < 3:
+        return math.inf
+    x = np.sort(np.asarray(values, dtype=float))
+    g = int(math.floor(trim * n))
+    centre = float(x[g: n - g].mean())
+    df = n - 2 * g - 1
+    if df < 1:
+        return math.inf
+    winsorised = np.clip(x, x[g], x[n - g - 1])
+    se = winsorised.std(ddof=1) / ((1 - 2 * g / n) * math.sqrt(n))
+    half = float(t_quantile(0.5 + confidence / 2, df) * se)
+    return half / abs(centre) if centre else math.inf
+
+
+# -- timing loop (as anb.collect_throughput.timing.run_loop, no compile counter) --------------
+class Clock(object):
+    """Wall (``perf_counter``) or the calling thread's CPU time (``thread_time``)."""
+
+    def __init__(self, kind="wall"):
+        if kind not in ("wall", "cpu"):
+            raise BoardError("job", "command", "clock=%r is invalid; allowed: wall, cpu" % kind)
+        self.read = time.perf_counter if kind == "wall" else time.thread_time
+        self._t0 = 0.0
+
+    def start(self):
+        self._t0 = self.read()
+
+    def stop(self):
+        return self.read() - self._t0
+
+
+def warmup_is_stable(times, rule):
+    import numpy as np
+
+    w = rule["window"]
+    if len(times) < max(rule["min_steps"], 2 * w):
+        return False
+    last, before = np.median(times[-w:]), np.median(times[-2 * w: -w])
+    return abs(last - before) <= rule["tolerance"] * before
+
+
+def warm_up(step, clock, rule, now=time.perf_counter):
+    times = []
+    began = now()
+    while True:
+        clock.start()
+        step()
+        times.append(clock.stop())
+        if warmup_is_stable(times, rule):
+            return times, "stable"
+        if len(times) >= rule["max_steps"]:
+            return times, "max_steps"
+        if now() - began >= rule["max_seconds"]:
+            return times, "max_seconds"
+
+
+def run_loop(step, clock, warmup, stopping, now=time.perf_counter):
+    """Warm up, calibrate ``inner``, repeat until the stopping rule is met."""
+    import numpy as np
+
+    began = now()
+    warm_times, warm_reason = warm_up(step, clock, warmup, now)
+    per_step = float(np.median(warm_times[-warmup["window"]:]))
+    inner = max(1, int(math.ceil(stopping["min_rep_seconds"] / per_step))) if per_step > 0 else 1
+    times = []
+    timed_began = now()
+    while True:
+        clock.start()
+        for _ in range(inner):
+            step()
+        times.append(clock.stop() / inner)
+        n = len(times)
+        if n >= stopping["min_reps"] and relative_ci(times, stopping["trim"],
+                                                     stopping["confidence"]) <= stopping["rel_ci"]:
+            reason = "converged"
+            break
+        if n >= stopping["max_reps"]:
+            reason = "max_reps"
+            break
+        if now() - timed_began >= stopping["budget_seconds"] and n >= 3:
+            reason = "budget"
+            break
+    return {"times_s": times, "warmup_times_s": warm_times, "inner": inner,
+            "stop_reason": reason, "elapsed_seconds": now() - began,
+            "warmup_stop_reason": warm_reason}
+
+
+# -- the board ---------------------------------------------------------------------------------
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read().strip("\x00\n ")
+    except (IOError, OSError):
+        return None
+
+
+def _cpu_model():
+    text = _read("/proc/cpuinfo") or ""
+    for line in text.splitlines():
+        if line.split(":")[0].strip() in ("model name", "Hardware", "Model", "cpu model"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def _gpus():
+    try:
+        out = subprocess.check_output(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            stderr=subprocess.DEVNULL, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.decode(errors="replace").splitlines() if line.strip()]
+
+
+def board_environment(ort=None, np=None):
+    """What the measurement ran on: board, OS, CPU/GPU, Python and runtime versions."""
+    env = {"host": socket.gethostname(), "os": platform.platform(),
+           "machine": platform.machine(), "python": platform.python_version(),
+           "python_executable": sys.executable, "cpu": _cpu_model(),
+           "cpu_count": os.cpu_count(), "gpus": _gpus(), "libraries": {}}
+    model = _read("/proc/device-tree/model") or _read("/sys/firmware/devicetree/base/model")
+    if model:
+        env["board_model"] = model
+    if hasattr(os, "sched_getaffinity"):
+        env["cpu_affinity"] = sorted(os.sched_getaffinity(0))
+    if hasattr(os, "getloadavg"):
+        env["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    if np is not None:
+        env["libraries"]["numpy"] = np.__version__
+    if ort is not None:
+        env["libraries"]["onnxruntime"] = ort.__version__
+        env["ort_available_providers"] = list(ort.get_available_providers())
+        env["ort_device"] = ort.get_device()
+    return env
+
+
+def _runtime():
+    if sys.version_info < (3, 7):
+        raise BoardError("import_runtime", "missing",
+                         "Python %s is too old; the board runner needs Python >= 3.7"
+                         % platform.python_version())
+    try:
+        import numpy as np
+        import onnxruntime as ort
+    except ImportError as err:
+        raise BoardError("import_runtime", "missing", "%s on the board's Python %s (%s); "
+                         "install numpy and onnxruntime there"
+                         % (err, platform.python_version(), sys.executable))
+    return np, ort
+
+
+def _session(ort, job):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = int(job.get("threads", 1))
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        return ort.InferenceSession(job["model"], options,
+                                    providers=job.get("providers") or ["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own exception types
+        raise BoardError("load_model", "rejected",
+                         "onnxruntime %s rejected the model: %s" % (ort.__version__, err))
+
+
+def run_job(job):
+    np, ort = _runtime()
+    env = board_environment(ort, np)
+    session = _session(ort, job)
+    env["ort_providers"] = list(session.get_providers())
+    env["ort_intra_op_threads"] = int(job.get("threads", 1))
+    batches = np.load(job["inputs"])
+    if batches.ndim == 4:
+        batches = batches[None]
+    name = session.get_inputs()[0].name
+    output = session.get_outputs()[0].name
+    try:
+        first = session.run([output], {name: np.ascontiguousarray(batches[0])})[0]
+    except Exception as err:
+        raise BoardError("run_model", "rejected", "the model does not run on input of shape "
+                         "%s: %s" % (tuple(batches[0].shape), err))
+    if job.get("mode", "time") == "outputs":
+        outs = [first] + [session.run([output], {name: np.ascontiguousarray(b)})[0]
+                          for b in batches[1:]]
+        np.save(job["outputs"], np.stack(outs))
+        return {"ok": True, "outputs": job["outputs"], "environment": env}
+    feeds = [{name: np.ascontiguousarray(b)} for b in batches]
+    state = {"i": 0}
+
+    def step():
+        session.run([output], feeds[state["i"] % len(feeds)])
+        state["i"] += 1
+
+    result = run_loop(step, Clock(job.get("clock", "wall")), job["warmup"], job["stopping"])
+    result.update({"ok": True, "environment": env})
+    return result
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write("usage: runner.py JOB.json RESULT.json\n")
+        return 2
+    try:
+        with open(argv[1]) as handle:
+            job = json.load(handle)
+        result, status = run_job(job), 0
+    except BoardError as err:
+        result, status = {"ok": False, "step": err.step, "kind": err.kind, "error": str(err)}, FAILED
+    except Exception as err:  # report anything else with its traceback, never hang silently
+        result = {"ok": False, "step": "run", "kind": "command",
+                  "error": "%s: %s" % (type(err).__name__, err),
+                  "traceback": traceback.format_exc()}
+        status = FAILED
+    tmp = argv[2] + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(result, handle)
+    os.rename(tmp, argv[2])
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

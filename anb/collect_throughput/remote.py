@@ -1,0 +1,303 @@
+"""Measure on a board the host reaches over a transport (SSH, ADB, or this machine).
+
+A device config gains a ``[remote]`` table::
+
+    [remote]
+    transport = "ssh://pi@rpi4.lab:22"   # or "adb://SERIAL", "local://"
+    runtime = "onnxruntime"              # what runs the model on the board (see RUNTIMES)
+    workdir = "/tmp/anb"                 # files go to <workdir>/job-<id>/, removed afterwards
+    python = "python3"                   # the board's interpreter (>= 3.7 + numpy + runtime)
+    timeout = 900                        # seconds for one measurement on the board
+    connect_timeout = 10
+    identity = "~/.ssh/anb_board"        # transport options: identity, known_hosts, ssh_options,
+    known_hosts = "~/.ssh/known_hosts"   # adb (path of the adb binary)
+
+For every protocol of the device the host prepares the model (the same ONNX file local
+measurement uses), pushes it with the inputs and the board runner into a fresh folder, runs it,
+pulls the result and removes the folder (and kills the runner if it hung). Timing happens on the
+board under the protocol's warm-up and stopping rules; the record is the one local measurement
+writes (plus the board's environment and the transport), so ``anb merge`` joins it the same way.
+
+A board runtime is a :class:`BoardRuntime`; vendor runtimes (SNPE/QNN command-line tools...)
+register with :func:`register_runtime` and use a :class:`BoardFolder` to push, run and pull.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+import shlex
+import tempfile
+import uuid
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from anb.collect_throughput.board import RUNNER
+from anb.collect_throughput.protocol import DeviceConfig, Protocol
+from anb.collect_throughput.result import Measurement
+from anb.collect_throughput.transports import (CommandResult, Transport, TransportError,
+                                               open_transport)
+from anb.searchspace.arch import Arch, as_arch
+
+log = logging.getLogger(__name__)
+TRANSPORT_OPTIONS = ("identity", "known_hosts", "ssh_options", "adb")
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """The ``[remote]`` table of a device config (see module docstring)."""
+
+    transport: str
+    runtime: str = "onnxruntime"
+    workdir: str = "/tmp/anb"
+    python: str = "python3"
+    timeout: float = 900.0
+    connect_timeout: float = 10.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, device: str, data: Mapping[str, Any]) -> "RemoteSpec":
+        data = dict(data)
+        known = {f.name for f in dataclasses.fields(cls)} - {"options"}
+        options = {k: data.pop(k) for k in TRANSPORT_OPTIONS if k in data}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"device {device!r}: remote.{unknown[0]}={data[unknown[0]]!r} is "
+                             f"unknown; allowed: {sorted(known | set(TRANSPORT_OPTIONS))}")
+        if "transport" not in data:
+            raise ValueError(f"device {device!r}: remote.transport is missing; allowed: "
+                             "ssh://user@host:port, adb://SERIAL, local://")
+        spec = cls(**data, options=options)
+        for name in ("timeout", "connect_timeout"):
+            value = getattr(spec, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"device {device!r}: remote.{name}={value!r} is invalid; "
+                                 "allowed: a positive number of seconds")
+        if spec.runtime not in RUNTIMES:
+            raise ValueError(f"device {device!r}: remote.runtime={spec.runtime!r} is invalid; "
+                             f"allowed: {sorted(RUNTIMES)}")
+        return spec
+
+    def open(self, device: str) -> Transport:
+        return open_transport(self.transport, device,
+                              {**self.options, "connect_timeout": self.connect_timeout})
+
+
+class BoardFolder:
+    """One job's folder on the board: push files into it, run commands, pull files back."""
+
+    def __init__(self, transport: Transport, spec: RemoteSpec):
+        self.transport, self.spec = transport, spec
+        self.path = f"{spec.workdir.rstrip('/')}/job-{uuid.uuid4().hex[:12]}"
+        self.hung = False
+
+    def remote(self, name: str) -> str:
+        return f"{self.path}/{name}"
+
+    def push(self, local: Path, name: str) -> str:
+        target = self.remote(name)
+        self.transport.push(Path(local), target, step=f"push {name}",
+                            timeout=self.spec.connect_timeout + 300)
+        return target
+
+    def pull(self, name: str, local: Path) -> Path:
+        self.transport.pull(self.remote(name), Path(local), step=f"pull {name}",
+                            timeout=self.spec.connect_timeout + 300)
+        return Path(local)
+
+    def run(self, argv: list[str], step: str, timeout: float | None = None) -> CommandResult:
+        """Run ``argv`` in the folder (its pid kept, so a hung run can be killed); exit status
+        127 (command not found) becomes a ``missing`` error naming the command."""
+        line = f"cd {shlex.quote(self.path)} && echo $$ > .pid && exec {shlex.join(argv)}"
+        try:
+            result = self.transport.run(["sh", "-c", line], step,
+                                        timeout or self.spec.timeout, check=False)
+        except TransportError as err:
+            self.hung = err.kind == "timeout"
+            raise
+        if result.returncode == 127:
+            raise self.transport.error(step, f"{argv[0]!r} not found on the board: "
+                                       f"{result.stderr or result.stdout}", "missing")
+        return result
+
+    def open(self) -> None:
+        self.transport.run(["mkdir", "-p", self.path], "connect",
+                           self.spec.connect_timeout + 30)
+
+    def close(self) -> None:
+        """Kill a hung run, remove the folder; failures here are logged, never raised."""
+        steps = []
+        if self.hung:
+            steps.append((["sh", "-c", f"kill -9 $(cat {shlex.quote(self.remote('.pid'))})"],
+                          "kill hung run"))
+        steps.append((["rm", "-rf", self.path], "cleanup"))
+        for argv, step in steps:
+            try:
+                self.transport.run(argv, step, self.spec.connect_timeout + 30, check=False)
+            except TransportError as err:
+                log.warning("%s", err)
+
+
+@contextmanager
+def board_folder(transport: Transport, spec: RemoteSpec) -> Iterator[BoardFolder]:
+    folder = BoardFolder(transport, spec)
+    folder.open()
+    try:
+        yield folder
+    finally:
+        folder.close()
+
+
+class BoardRuntime(ABC):
+    """Runs a prepared model on the board and returns the :class:`Measurement`."""
+
+    name: str = ""
+
+    @abstractmethod
+    def model(self, arch: Arch, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+        """Prepare the model file on the host (export, convert...), cached in ``workdir`` (a
+        second call finds it there); returns it and facts for the record (e.g. quantization)."""
+
+    @abstractmethod
+    def measure(self, folder: BoardFolder, arch: Arch, protocol: Protocol, model: Path,
+                ) -> Measurement:
+        """Measure ``model`` on the board through ``folder``."""
+
+    def outputs(self, folder: BoardFolder, protocol: Protocol, model: Path,
+                images: np.ndarray) -> np.ndarray:
+        """The model's outputs for ``images`` (NCHW float32), computed on the board."""
+        raise NotImplementedError(f"board runtime {self.name!r} does not return outputs")
+
+
+def _board_failure(transport: Transport, step: str, result: dict[str, Any]) -> TransportError:
+    kind = result.get("kind", "command")
+    return transport.error(result.get("step", step), result.get("error", "failed"),
+                           kind if kind in ("missing", "rejected", "command") else "command")
+
+
+class OnnxRuntimeBoard(BoardRuntime):
+    """onnxruntime on the board through the self-contained runner (``board/runner.py``)."""
+
+    name = "onnxruntime"
+    BACKENDS = ("onnxruntime", "onnxruntime-int8")
+
+    def model(self, arch: Arch, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+        from anb.collect_throughput.backends import get_backend
+
+        if protocol.backend not in self.BACKENDS:
+            raise ValueError(f"device {protocol.device!r}: backend={protocol.backend!r} cannot "
+                             f"run on a board with the onnxruntime runtime; allowed: "
+                             f"{list(self.BACKENDS)}")
+        return get_backend(protocol.backend).model_path(arch, protocol, Path(workdir))
+
+    def _run(self, folder: BoardFolder, protocol: Protocol, model: Path, batches: np.ndarray,
+             mode: str, tmp: Path) -> dict[str, Any]:
+        """Push runner, model, inputs and job; run; pull the result (raised if not ok)."""
+        np.save(tmp / "inputs.npy", batches)
+        job = {"mode": mode, "model": folder.remote("model.onnx"),
+               "inputs": folder.remote("inputs.npy"), "outputs": folder.remote("outputs.npy"),
+               "threads": protocol.threads, "clock": protocol.clock,
+               "warmup": dataclasses.asdict(protocol.warmup),
+               "stopping": dataclasses.asdict(protocol.stopping)}
+        (tmp / "job.json").write_text(json.dumps(job))
+        folder.push(RUNNER, "runner.py")
+        folder.push(model, "model.onnx")
+        folder.push(tmp / "inputs.npy", "inputs.npy")
+        folder.push(tmp / "job.json", "job.json")
+        run = folder.run([*shlex.split(folder.spec.python), folder.remote("runner.py"),
+                          folder.remote("job.json"), folder.remote("result.json")], "run")
+        try:
+            result = json.loads(folder.pull("result.json", tmp / "result.json").read_text())
+        except TransportError:
+            raise folder.transport.error("run", f"the board runner exited {run.returncode} "
+                                         f"without a result: {run.stderr or run.stdout}"
+                                         ) from None
+        if not result.get("ok"):
+            raise _board_failure(folder.transport, "run", result)
+        return result
+
+    def outputs(self, folder: BoardFolder, protocol: Protocol, model: Path,
+                images: np.ndarray) -> np.ndarray:
+        with tempfile.TemporaryDirectory(prefix="anb-board-") as tmp:
+            self._run(folder, protocol, model, np.asarray(images, dtype=np.float32)[:, None],
+                      "outputs", Path(tmp))
+            out = folder.pull("outputs.npy", Path(tmp) / "outputs.npy")
+            return np.load(out).reshape(len(images), -1)
+
+    def measure(self, folder: BoardFolder, arch: Arch, protocol: Protocol, model: Path,
+                ) -> Measurement:
+        from anb.collect_throughput.inputs import make_inputs
+
+        with tempfile.TemporaryDirectory(prefix="anb-board-") as tmp:
+            result = self._run(folder, protocol, model, np.stack(make_inputs(protocol)), "time",
+                               Path(tmp))
+        env = {**result["environment"], "device_name": protocol.device,
+               "transport": folder.transport.url, "board_runtime": self.name}
+        return Measurement(
+            arch=str(arch), arch_id=arch.id, device=protocol.device, kind=protocol.kind,
+            batch=protocol.batch, resolution=protocol.resolution, precision=protocol.precision,
+            times_s=result["times_s"], warmup_times_s=result["warmup_times_s"],
+            inner=result["inner"], stop_reason=result["stop_reason"],
+            protocol=protocol.as_dict(), environment=env,
+            extra={"warmup_stop_reason": result["warmup_stop_reason"], "warmup_compiles": 0,
+                   "elapsed_seconds": result["elapsed_seconds"]})
+
+
+RUNTIMES = {"onnxruntime": "anb.collect_throughput.remote:OnnxRuntimeBoard"}
+
+
+def register_runtime(name: str, target: str) -> None:
+    """Add a board runtime: ``register_runtime("snpe", "anb...snpe:SnpeBoard")``."""
+    RUNTIMES[name] = target
+
+
+def get_runtime(name: str) -> BoardRuntime:
+    if name not in RUNTIMES:
+        raise ValueError(f"remote.runtime={name!r} is invalid; allowed: {sorted(RUNTIMES)}")
+    module, cls = RUNTIMES[name].split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def remote_spec(device: DeviceConfig) -> RemoteSpec:
+    """The device's ``[remote]`` table, parsed; a clear error if it has none."""
+    table = getattr(device, "remote", None)
+    if not table:
+        raise ValueError(f"device {device.name!r} has no [remote] table (transport, runtime...)")
+    return RemoteSpec.from_mapping(device.name, table)
+
+
+def measure_remote(device: DeviceConfig, arch: Arch | str, workdir: str | Path,
+                   ) -> list[Measurement]:
+    """Every protocol of ``device`` measured on its board (one board folder per protocol);
+    models are prepared on the host in (or found in) ``workdir``."""
+    return [measure_remote_archs(device, p, [arch], workdir)[0] for p in device.protocols]
+
+
+def measure_remote_archs(device: DeviceConfig, protocol: Protocol, archs: list[Arch | str],
+                         workdir: str | Path) -> list[Measurement]:
+    """``protocol`` measured on ``device``'s board for each of ``archs``, one after another."""
+    spec = remote_spec(device)
+    runtime = get_runtime(spec.runtime)
+    transport = spec.open(device.name)
+    out = []
+    for arch in map(as_arch, archs):
+        path, extra = runtime.model(arch, protocol, Path(workdir))
+        with board_folder(transport, spec) as folder:
+            m = runtime.measure(folder, arch, protocol, path)
+        m.extra.update(extra)
+        out.append(m)
+    return out
+
+
+def device_outputs(device: DeviceConfig, protocol: Protocol, model: str | Path,
+                   images: np.ndarray) -> np.ndarray:
+    """``model``'s outputs for ``images`` computed on ``device``'s board (one row per image)."""
+    spec = remote_spec(device)
+    with board_folder(spec.open(device.name), spec) as folder:
+        return get_runtime(spec.runtime).outputs(folder, protocol, Path(model), images)

@@ -1,0 +1,239 @@
+"""``anb queue submit/status/retry/cancel/bump`` and ``anb worker``.
+
+The queue is named by ``--queue`` or ``$ANB_QUEUE``: a SQLite file (one host) or a
+``postgresql://`` URL (many hosts).
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+app = typer.Typer(help="A shared queue of (architecture, device, stage) jobs.",
+                  no_args_is_help=True)
+QUEUE = typer.Option("anb-queue.db", "--queue", envvar="ANB_QUEUE",
+                     help="SQLite file or postgresql:// URL.")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def _open(url: str):
+    from anb.jobs.queue import open_queue
+
+    try:
+        return open_queue(url)
+    except (ValueError, RuntimeError) as err:
+        _fail(str(err))
+
+
+def _device_table(spec: str) -> tuple[str, dict[str, Any]]:
+    """A device config's TOML table (validated), by shipped name or path."""
+    import tomllib
+
+    from anb.collect_throughput.protocol import CONFIG_DIR, available_devices, device_from_mapping
+
+    path = Path(spec)
+    if not path.suffix:
+        path = CONFIG_DIR / f"{spec}.toml"
+    if not path.is_file():
+        raise ValueError(f"--device {spec!r}: not a TOML file nor one of {available_devices()}")
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"--device {spec!r}: {path} is not valid TOML: {err}") from None
+    return device_from_mapping(table).name, table
+
+
+def _archs(spec: str) -> list[str]:
+    """Architectures from a search's output (folder with pareto.csv, or a CSV with an ``arch``
+    column) or anything ``anb measure --archs`` reads (file, dataset, sample:N, a,b,...)."""
+    from anb.collect_throughput.driver import read_arch_list
+    from anb.searchspace.arch import as_arch
+
+    path = Path(spec)
+    if path.is_dir() and (path / "pareto.csv").is_file():
+        path = path / "pareto.csv"
+    if path.suffix == ".csv" and path.is_file():
+        import pandas as pd
+
+        frame = pd.read_csv(path)
+        if "arch" in frame.columns:
+            return list(dict.fromkeys(str(as_arch(a)) for a in frame["arch"]))
+    return [str(a) for a in read_arch_list(spec)]
+
+
+@app.command("submit")
+def submit_cmd(
+    archs: str = typer.Option(..., "--archs", help="Text file, dataset, search output folder "
+                              "or pareto.csv, 'sample:N[:seed]' or comma-separated strings."),
+    devices: list[str] = typer.Option(..., "--device", help="Device config name or TOML path "
+                                      "(repeat for several)."),
+    stages: str = typer.Option("measure", help="Comma-separated: export,convert,measure,accuracy "
+                               "(run in that order; each queued when the one before is done)."),
+    priority: Optional[int] = typer.Option(None, help="Priority (lower first; 0 jumps the "
+                                           "queue). Default: the first stage's."),
+    max_attempts: int = typer.Option(3, help="Attempts before a job is failed."),
+    queue: str = QUEUE,
+) -> None:
+    """Queue jobs for every architecture x device."""
+    from anb.jobs.queue import JobSpec
+    from anb.jobs.stages import chain
+
+    try:
+        names = [s.strip() for s in stages.split(",") if s.strip()]
+        tables = [_device_table(d) for d in devices]
+        arch_list = _archs(archs)
+        specs: list[JobSpec] = [chain(a, name, names, priority, max_attempts,
+                                      {"device_config": table})
+                                for name, table in tables for a in arch_list]
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    if specs:
+        names = [specs[0].stage, *specs[0].next_stages]
+    with _open(queue) as q:
+        added = q.submit(specs)
+    typer.echo(f"queued {len(added)} job(s) ({len(specs) - len(added)} already in the queue) "
+               f"for {len(arch_list)} architecture(s) x {len(tables)} device(s), stages "
+               f"{'->'.join(names)} -> {queue}")
+
+
+def _status_text(q, failed: int) -> str:
+    from anb.jobs.queue import STATES
+
+    q.reap()
+    counts = q.counts()
+    rows: dict[tuple[str, str], dict[str, int]] = {}
+    for (device, stage, state), n in counts.items():
+        rows.setdefault((device, stage), {})[state] = n
+    lines = [f"{'device':<20} {'stage':<10} " + " ".join(f"{s:>9}" for s in STATES)]
+    for (device, stage), c in sorted(rows.items()):
+        lines.append(f"{device:<20} {stage:<10} " + " ".join(f"{c.get(s, 0):>9}" for s in STATES))
+    active = q.jobs(state="leased", limit=50)
+    if active:
+        lines.append("\nrunning:")
+        now = time.time()
+        for j in active:
+            lines.append(f"  #{j.id} {j.stage} {j.device} {j.arch[:40]} on {j.worker} "
+                         f"(attempt {j.attempts}/{j.max_attempts}, lease "
+                         f"{j.lease_until - now:+.0f} s)")
+    bad = q.jobs(state="failed", limit=failed)
+    if bad:
+        lines.append("\nfailed:")
+        lines += [f"  #{j.id} {j.stage} {j.device} {j.arch[:40]}: {j.last_error}" for j in bad]
+    return "\n".join(lines)
+
+
+@app.command("status")
+def status_cmd(
+    queue: str = QUEUE,
+    watch: float = typer.Option(0, help="Refresh every N seconds (a live view; Ctrl-C stops)."),
+    failed: int = typer.Option(10, help="Show up to N failed jobs with their errors."),
+    as_json: bool = typer.Option(False, "--json", help="Counts and running jobs as JSON."),
+) -> None:
+    """Counts per device and stage, who is running what, the last errors."""
+    with _open(queue) as q:
+        if as_json:
+            q.reap()
+            typer.echo(json.dumps({
+                "counts": [{"device": d, "stage": s, "state": st, "jobs": n}
+                           for (d, s, st), n in q.counts().items()],
+                "running": [{"id": j.id, "stage": j.stage, "device": j.device, "arch": j.arch,
+                             "worker": j.worker, "attempts": j.attempts}
+                            for j in q.jobs(state="leased", limit=1000)]}, indent=2))
+            return
+        while True:
+            text = _status_text(q, failed)
+            if not watch:
+                typer.echo(text)
+                return
+            typer.echo("\x1b[2J\x1b[H" + time.strftime("%H:%M:%S ") + queue + "\n" + text)
+            try:
+                time.sleep(watch)
+            except KeyboardInterrupt:
+                return
+
+
+def _ids(ids: list[int], device: Optional[str], stage: Optional[str]):
+    return (ids or None), device, stage
+
+
+@app.command("retry")
+def retry_cmd(ids: list[int] = typer.Argument(None, help="Job ids (default: all failed)."),
+              device: Optional[str] = None, stage: Optional[str] = None,
+              queue: str = QUEUE) -> None:
+    """Re-queue failed/cancelled jobs with fresh attempts."""
+    with _open(queue) as q:
+        typer.echo(f"re-queued {q.retry(*_ids(ids, device, stage))} job(s)")
+
+
+@app.command("cancel")
+def cancel_cmd(ids: list[int] = typer.Argument(None, help="Job ids."),
+               device: Optional[str] = None, stage: Optional[str] = None,
+               queue: str = QUEUE) -> None:
+    """Cancel queued/running jobs (by id, device or stage)."""
+    with _open(queue) as q:
+        try:
+            n = q.cancel(*_ids(ids, device, stage))
+        except ValueError as err:
+            _fail(str(err))
+        typer.echo(f"cancelled {n} job(s)")
+
+
+@app.command("bump")
+def bump_cmd(ids: list[int] = typer.Argument(..., help="Job ids."),
+             priority: int = typer.Option(0, help="New priority (0 jumps the queue)."),
+             queue: str = QUEUE) -> None:
+    """Change the priority of open jobs."""
+    with _open(queue) as q:
+        try:
+            n = q.bump(ids, priority)
+        except ValueError as err:
+            _fail(str(err))
+        typer.echo(f"set priority {priority} on {n} job(s)")
+
+
+def worker_cmd(
+    devices: list[str] = typer.Option([], "--device", help="Device this machine reaches "
+                                      "(config name or TOML path; repeat for several)."),
+    stages: str = typer.Option("export,convert,measure,accuracy", help="Stages this machine "
+                               "runs (device stages only for its --device)."),
+    store: Path = typer.Option(Path("anb-store"), help="Model store shared by the stages."),
+    out: Optional[Path] = typer.Option(None, help="Results folder (<out>/<device>/<arch_id>"
+                                       ".json, as 'anb measure' writes)."),
+    lease: float = typer.Option(60.0, help="Lease seconds (renewed every third)."),
+    poll: float = typer.Option(2.0, help="Seconds between claims when idle."),
+    max_jobs: Optional[int] = typer.Option(None, help="Stop after N jobs."),
+    idle_exit: bool = typer.Option(False, help="Stop when nothing is left to claim."),
+    name: Optional[str] = typer.Option(None, help="Worker name (default host:pid)."),
+    queue: str = QUEUE,
+) -> None:
+    """Run jobs from the queue until stopped (SIGTERM/Ctrl-C: after the current job)."""
+    import logging
+
+    from anb.jobs.worker import Worker, make_context, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        ctx = make_context(store, out, devices)
+        q = _open(queue)
+        worker = Worker(q, [s.strip() for s in stages.split(",") if s.strip()], ctx, name,
+                        lease, poll)
+        worker.capabilities()
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    with q:
+        stats = serve(worker, max_jobs=max_jobs, idle_exit=idle_exit)
+    typer.echo(f"{worker.name}: done {stats.done}, failed {stats.failed}, re-queued "
+               f"{stats.retried}, lost {stats.lost}")
+
+
+def register(root: typer.Typer) -> None:
+    """Add ``anb queue ...`` and ``anb worker`` to the root app."""
+    root.add_typer(app, name="queue")
+    root.command("worker")(worker_cmd)

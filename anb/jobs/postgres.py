@@ -1,0 +1,55 @@
+"""The queue on PostgreSQL (many hosts): claims take the first open row with
+``FOR UPDATE SKIP LOCKED``, so concurrent workers never wait on, or take, the same job."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from anb.jobs.sql import TABLE, SqlQueue
+
+
+class PostgresQueue(SqlQueue):
+    """:class:`~anb.jobs.queue.JobQueue` in a PostgreSQL database (table created if absent)."""
+
+    NOW = "extract(epoch from statement_timestamp())::double precision"  # once per statement
+    LOCK = "FOR UPDATE SKIP LOCKED"
+    ID_TYPE = "BIGSERIAL"
+    REAL = "DOUBLE PRECISION"
+
+    def __init__(self, url: str, connect_timeout_s: int = 10):
+        try:
+            import psycopg
+        except ImportError as err:
+            raise RuntimeError("the PostgreSQL queue needs psycopg: pip install "
+                               "'psycopg[binary]'") from err
+        super().__init__(url)
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s)
+        except psycopg.OperationalError as err:
+            raise RuntimeError(f"cannot connect to the queue database {url!r}: "
+                               f"{str(err).strip()}") from None
+        self._create()
+
+    def submit(self, jobs):
+        added = super().submit(jobs)
+        if len(added) >= 100:  # fresh statistics, so claims walk the open index in order
+            with self._lock, self._transaction() as cur:
+                cur.execute(f"ANALYZE {TABLE}")
+        return added
+
+    def _sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+    def _create(self) -> None:
+        with self._transaction() as cur:
+            # Two workers starting together would both try CREATE TABLE: serialise them.
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (TABLE,))
+            self._create_in(cur)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            yield cur
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,46 @@
+"""The queue on SQLite (the embedded default for one host): WAL mode, writers serialised by
+``BEGIN IMMEDIATE``, so a claim's select-and-lease is atomic across processes."""
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from anb.jobs.sql import SqlQueue
+
+
+class SqliteQueue(SqlQueue):
+    """:class:`~anb.jobs.queue.JobQueue` in a SQLite file (created if absent)."""
+
+    NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+    ID_TYPE = "INTEGER"  # an alias of the rowid: ids are never reused while rows remain
+    REAL = "REAL"
+
+    def __init__(self, path: str | Path, busy_timeout_s: float = 60.0):
+        path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"queue path {str(path)!r} is a folder; allowed: a SQLite file")
+        if not path.parent.is_dir():
+            raise ValueError(f"queue path {str(path)!r}: folder {str(path.parent)!r} does not "
+                             "exist")
+        super().__init__(f"sqlite:///{path.resolve()}")
+        self._conn = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None,
+                                     check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._create()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        cur = self._conn.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            yield cur
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        cur.execute("COMMIT")
+
+    def close(self) -> None:
+        self._conn.close()

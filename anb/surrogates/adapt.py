@@ -1,0 +1,390 @@
+"""A surrogate for a new device from a few measured architectures (transfer from known devices).
+
+A new device's cost is modelled twice from what anb already knows (the known devices' predicted
+costs, by default their additive per-layer cost models, see :class:`BenchmarkKnown`), and the
+two are blended in log space with the weight (0, 1/4, 1/2, 3/4 or 1) of lowest leave-one-out
+error on the measured points (validation split, n = 20: mean tau 0.937 vs 0.936 for a fixed
+1/2; latency_zcu102 0.966 vs 0.954):
+
+- *ridge*: its log cost is a ridge regression on the known devices' predicted log costs
+  (``-log throughput``, ``log latency``), shrinkage chosen by generalised cross-validation;
+- *additive*: its time per image is a non-negative combination of the known devices' predicted
+  times and the exact analytic per-operation costs (expand / depthwise 3x3 / depthwise 5x5 /
+  squeeze-excite / project MACs, feature-map traffic, layer and SE-layer counts), fitted by
+  non-negative least squares on relative error: a handful of parameters with physical signs.
+
+The std is the leave-one-out error of the blend on the measured points combined with the
+disagreement of the two models, times a factor chosen on the validation split of the
+leave-one-device-out benchmark (``benchmarks/new_device.py``). Architectures whose known-device
+costs lie outside the measured range carry an ``ood`` flag and a wider std.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+from scipy.optimize import nnls
+
+from anb.io import atomic_write_json, sha256_file
+from anb.searchspace.space import ANB_SPACE, SearchSpace
+
+FORMAT = "anb-adapted-surrogate"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+WEIGHTS_FILE = "adapted.npz"
+#: Fewest measured architectures an adapted surrogate accepts.
+MIN_POINTS = 5
+KINDS = ("throughput", "latency")
+OP_NAMES = ("expand_macs", "dw3_macs", "dw5_macs", "se_macs", "project_macs", "activations",
+            "layers", "se_layers")
+#: std multiplier, chosen for 90 % coverage on the validation split (see benchmarks/new_device.py)
+STD_FACTOR = 1.0
+_ALPHAS = np.logspace(-4, 2, 13)
+#: Weights of the ridge model in the average; with SELECT_BLEND the one with the lowest
+#: leave-one-out error on the measured points is used, else 0.5.
+BLENDS = (0.0, 0.25, 0.5, 0.75, 1.0)
+SELECT_BLEND = True
+
+
+class KnownDevices(Protocol):
+    """Predicted log costs of the devices a surrogate already knows."""
+
+    targets: list[str]
+
+    def log_costs(self, choices: np.ndarray) -> np.ndarray:
+        """``(n, len(targets))`` predicted ``-log throughput`` / ``log latency``."""
+
+
+def log_cost(target: str, values: np.ndarray) -> np.ndarray:
+    """``-log(throughput)`` or ``log(latency)``: larger is slower for both kinds."""
+    values = np.log(np.asarray(values, dtype=np.float64))
+    return -values if target.startswith("throughput_") else values
+
+
+def op_components(choices: np.ndarray, space: SearchSpace = ANB_SPACE,
+                  resolution: int = 224) -> np.ndarray:
+    """Exact per-operation totals of each architecture, ``(n, len(OP_NAMES))``."""
+    choices = np.asarray(choices, dtype=np.int64)
+    space.ordinal(choices)  # validates
+    dims, n = space.dims, len(choices)
+    size = (resolution - 1) // space.stem_stride + 1
+    out = np.zeros((n, len(OP_NAMES)))
+    for s, spec in enumerate(space.stages):
+        e, k, layers, se = (choices[:, s, f].astype(np.float64) for f in range(4))
+        for first in (True, False):
+            cin = spec.in_channels if first else spec.out_channels
+            stride = spec.stride if first else 1
+            count = np.ones(n) if first else layers - 1
+            size_out = (size - 1) // stride + 1
+            area_in, area_out = size**dims, size_out**dims
+            mid = cin * e
+            expand = (e != 1).astype(np.float64)
+            depthwise = mid * k**dims * area_out
+            parts = (cin * mid * area_in * expand, depthwise * (k == 3), depthwise * (k == 5),
+                     ((area_out + 1) * mid + 2 * mid * max(1, cin // 4)) * se,
+                     mid * spec.out_channels * area_out,
+                     cin * area_in + expand * 2 * mid * area_in + 2 * mid * area_out
+                     + spec.out_channels * area_out,
+                     np.ones(n), se)
+            for i, part in enumerate(parts):
+                out[:, i] += count * part
+            if first:
+                size = size_out
+    return out
+
+
+@dataclass
+class AdaptedModel:
+    """Fitted transfer model of one new device target (plain arrays; saved as ``.npz``)."""
+
+    target: str
+    known: list[str]
+    ridge_coef: np.ndarray
+    ridge_intercept: float
+    ridge_alpha: float
+    nnls_weights: np.ndarray
+    known_scale: np.ndarray
+    op_scale: np.ndarray
+    level: float
+    loo_rmse: float
+    lo: np.ndarray
+    hi: np.ndarray
+    n_points: int
+    std_factor: float = STD_FACTOR
+    known_source: str = "layer_cost"
+    blend: float = 0.5
+
+    # ---------------------------------------------------------------- fitting
+    @classmethod
+    def fit(cls, target: str, known: Sequence[str], known_log: np.ndarray, ops: np.ndarray,
+            values: np.ndarray, op_scale: np.ndarray | None = None,
+            known_scale: np.ndarray | None = None, std_factor: float = STD_FACTOR,
+            known_source: str = "layer_cost", select_blend: bool = SELECT_BLEND
+            ) -> "AdaptedModel":
+        """Fit on ``n`` measured rows: known-device log costs ``(n, m)``, op totals, values."""
+        check_target(target)
+        values = np.asarray(values, dtype=np.float64)
+        if len(values) < MIN_POINTS:
+            raise ValueError(f"need at least {MIN_POINTS} measured architectures to adapt "
+                             f"{target!r}, got {len(values)}")
+        if not np.all(np.isfinite(values)) or np.any(values <= 0):
+            bad = values[~(np.isfinite(values) & (values > 0))][0]
+            raise ValueError(f"measured {target} values must be positive numbers, got {bad!r}")
+        y = log_cost(target, values)
+        known_scale = np.median(np.exp(known_log), 0) if known_scale is None else known_scale
+        op_scale = np.median(ops, 0) + 1.0 if op_scale is None else op_scale
+        alpha = _gcv_alpha(known_log, y)
+        coef, intercept = _ridge(known_log, y, alpha)
+        level = float(np.median(y))
+        weights = _nnls(_basis(known_log, ops, known_scale, op_scale), np.exp(y - level))
+        loo = np.empty((len(y), 2))
+        for i in range(len(y)):
+            rest = np.arange(len(y)) != i
+            c, b = _ridge(known_log[rest], y[rest], alpha)
+            w = _nnls(_basis(known_log[rest], ops[rest], known_scale, op_scale),
+                      np.exp(y[rest] - level))
+            ridge_i = known_log[i] @ c + b
+            add_i = level + np.log(max(_basis(known_log[i:i + 1], ops[i:i + 1], known_scale,
+                                              op_scale)[0] @ w, 1e-12))
+            loo[i] = ridge_i - y[i], add_i - y[i]
+        errors = {b: float(np.sqrt(np.mean((b * loo[:, 0] + (1 - b) * loo[:, 1]) ** 2)))
+                  for b in BLENDS}
+        blend = min(errors, key=errors.get) if select_blend else 0.5
+        return cls(target, list(known), coef, float(intercept), float(alpha), weights,
+                   np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),
+                   level, errors[blend], known_log.min(0), known_log.max(0),
+                   len(y), std_factor, known_source, blend)
+
+    # ---------------------------------------------------------------- prediction
+    def predict_log_cost(self, known_log: np.ndarray, ops: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mean and std of the log cost, and the out-of-range flag, per row."""
+        ridge = known_log @ self.ridge_coef + self.ridge_intercept
+        additive = self.level + np.log(np.maximum(
+            _basis(known_log, ops, self.known_scale, self.op_scale) @ self.nnls_weights, 1e-12))
+        mean = self.blend * ridge + (1 - self.blend) * additive
+        span = np.maximum(self.hi - self.lo, 1e-9)
+        excess = np.maximum(np.maximum(self.lo - known_log, known_log - self.hi) / span, 0).max(1)
+        std = self.std_factor * np.sqrt(self.loo_rmse**2 + (0.5 * (ridge - additive)) ** 2)
+        return mean, std * (1.0 + excess), excess > 0.1
+
+    def predict(self, known_log: np.ndarray, ops: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Mean and std in the target's model space (``log`` of its value), and the flag."""
+        mean, std, ood = self.predict_log_cost(known_log, ops)
+        return (-mean if self.target.startswith("throughput_") else mean), std, ood
+
+    # ---------------------------------------------------------------- persistence
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {"ridge_coef": self.ridge_coef, "nnls_weights": self.nnls_weights,
+                "known_scale": self.known_scale, "op_scale": self.op_scale, "lo": self.lo,
+                "hi": self.hi}
+
+    def scalars(self) -> dict[str, Any]:
+        return {"target": self.target, "known": self.known,
+                "ridge_intercept": self.ridge_intercept, "ridge_alpha": self.ridge_alpha,
+                "level": self.level, "loo_rmse": self.loo_rmse, "n_points": self.n_points,
+                "std_factor": self.std_factor, "known_source": self.known_source,
+                "blend": self.blend}
+
+
+def check_target(target: str) -> None:
+    kind, _, device = target.partition("_")
+    if kind not in KINDS or not device:
+        raise ValueError(f"target {target!r} is not a device metric; allowed: "
+                         f"'throughput_<device>' or 'latency_<device>'")
+
+
+def _basis(known_log: np.ndarray, ops: np.ndarray, known_scale: np.ndarray,
+           op_scale: np.ndarray) -> np.ndarray:
+    """Non-negative cost components: known devices' times and the analytic op totals."""
+    return np.concatenate([np.exp(known_log) / known_scale, ops / op_scale,
+                           np.ones((len(ops), 1))], axis=1)
+
+
+def _nnls(basis: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Non-negative weights minimising the relative error ``sum((basis @ w / cost - 1)^2)``."""
+    return nnls(basis / cost[:, None], np.ones(len(cost)), maxiter=50 * basis.shape[1])[0]
+
+
+def _ridge(X: np.ndarray, y: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
+    mu_x, mu_y = X.mean(0), y.mean()
+    Xc = X - mu_x
+    coef = np.linalg.solve(Xc.T @ Xc + alpha * np.eye(X.shape[1]), Xc.T @ (y - mu_y))
+    return coef, float(mu_y - mu_x @ coef)
+
+
+def _gcv_alpha(X: np.ndarray, y: np.ndarray) -> float:
+    """Ridge shrinkage with the lowest generalised cross-validation error."""
+    Xc, yc = X - X.mean(0), y - y.mean()
+    u, s, _ = np.linalg.svd(Xc, full_matrices=False)
+    uty = u.T @ yc
+    best, best_err = _ALPHAS[0], np.inf
+    for alpha in _ALPHAS:
+        shrink = s**2 / (s**2 + alpha)
+        fitted = u @ (shrink * uty)
+        dof = len(y) - 1 - shrink.sum()
+        err = np.sum((yc - fitted) ** 2) / max(dof, 1e-9) ** 2
+        if err < best_err:
+            best, best_err = alpha, err
+    return float(best)
+
+
+# -------------------------------------------------------------------- known devices
+class BenchmarkKnown:
+    """Known devices of a fitted :class:`~anb.surrogates.SurrogateBenchmark`.
+
+    ``source="layer_cost"`` (used when the benchmark has a layer-cost model): the known
+    devices' additive per-layer cost predictions (compute-bound, saturation trimmed), which
+    transfer better than the full surrogates' predictions (validation split of
+    ``benchmarks/new_device.py``, n = 20: mean tau 0.938 vs 0.934); ``"surrogate"``: the
+    surrogates' predicted means.
+    """
+
+    def __init__(self, bench: Any, exclude: Sequence[str] = (), source: str | None = None):
+        self.bench = bench
+        layer_cost = bench.builder.layer_cost
+        lc_targets = list(layer_cost.targets_) if layer_cost is not None else []
+        self.source = source or ("layer_cost" if any(_is_device(t) for t in lc_targets)
+                                 else "surrogate")
+        if self.source not in ("layer_cost", "surrogate"):
+            raise ValueError(f"unknown known-device source {self.source!r}; allowed: "
+                             "'layer_cost', 'surrogate'")
+        pool = lc_targets if self.source == "layer_cost" else bench.metrics
+        self.targets = [m for m in pool if _is_device(m) and m not in exclude]
+        if not self.targets:
+            raise ValueError(f"the surrogate benchmark knows no other device metric "
+                             f"(it has {bench.metrics})")
+
+    def log_costs(self, choices: np.ndarray) -> np.ndarray:
+        if self.source == "layer_cost":
+            layer_cost = self.bench.builder.layer_cost
+            values = layer_cost.transform(choices, self.bench.space)
+            cols = [values[:, layer_cost.targets_.index(t)] for t in self.targets]
+        else:
+            dist = self.bench.predict_transformed(choices, self.targets)
+            cols = [dist[t][0] for t in self.targets]
+        return np.stack([-c if t.startswith("throughput_") else c
+                         for t, c in zip(self.targets, cols)], axis=1)
+
+
+def _is_device(name: str) -> bool:
+    return name.startswith(tuple(f"{k}_" for k in KINDS))
+
+
+# -------------------------------------------------------------------- artifact
+class AdaptedBenchmark:
+    """A base surrogate benchmark plus adapted device targets, queried together."""
+
+    def __init__(self, base: Any, models: dict[str, AdaptedModel], info: dict[str, Any]):
+        self.base = base
+        self.models = models
+        self.info = info
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.base.metrics) + [m for m in self.models if m not in self.base.metrics]
+
+    def predict_transformed(self, choices: np.ndarray, name: str
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Log-space mean and std of adapted target ``name`` and its out-of-range flag."""
+        model = self.models[name]
+        known = BenchmarkKnown(self.base, source=model.known_source)
+        missing = [t for t in model.known if t not in known.targets]
+        if missing:
+            raise ValueError(f"adapted target {name!r} needs base metrics {missing}")
+        known.targets = model.known
+        return model.predict(known.log_costs(choices), op_components(choices, self.base.space))
+
+    def query(self, archs: Any, metrics: str | Sequence[str] | None = None) -> "Any":
+        """Like ``SurrogateBenchmark.query``: ``<metric>``, ``<metric>_std`` per metric, plus
+        ``<adapted>_ood`` (True where the known devices' costs are outside the measured range)."""
+        import pandas as pd
+
+        names = self.metrics if metrics is None else \
+            [metrics] if isinstance(metrics, str) else list(metrics)
+        unknown = [m for m in names if m not in self.metrics]
+        if unknown:
+            raise ValueError(f"unknown metric {unknown[0]!r}; this benchmark knows {self.metrics}")
+        choices = self.base.choices(archs)
+        base_names = [m for m in names if m not in self.models]
+        parts = [self.base.query(choices, base_names)] if base_names else []
+        columns: dict[str, np.ndarray] = {}
+        for name in [m for m in names if m in self.models]:
+            mu, sigma, ood = self.predict_transformed(choices, name)
+            columns[name] = np.exp(mu)
+            columns[f"{name}_std"] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
+            columns[f"{name}_ood"] = ood
+        frame = pd.concat(parts + [pd.DataFrame(columns)], axis=1) if columns else parts[0]
+        order = [c for m in names for c in (m, f"{m}_std", f"{m}_ood") if c in frame.columns]
+        return frame[order]
+
+
+def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, AdaptedModel],
+                 info: dict[str, Any] | None = None) -> Path:
+    """Write ``<path>/`` (``adapted.npz`` + checksummed ``manifest.json``), never half-written."""
+    from anb.surrogates.artifact import read_manifest
+
+    path, base_path = Path(path), Path(base_path)
+    base_manifest = read_manifest(base_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        arrays = {f"{name}.{key}": value for name, model in models.items()
+                  for key, value in model.arrays().items()}
+        np.savez(tmp / WEIGHTS_FILE, **arrays)
+        manifest = {**(info or {}), "format": FORMAT, "format_version": FORMAT_VERSION,
+                    "base": {"path": os.path.relpath(base_path.resolve(), path.parent.resolve()),
+                             "manifest_sha256": base_manifest["manifest_sha256"]},
+                    "targets": {name: model.scalars() for name, model in models.items()},
+                    "files": {WEIGHTS_FILE: sha256_file(tmp / WEIGHTS_FILE)}}
+        manifest["manifest_sha256"] = _digest(manifest)
+        atomic_write_json(tmp / MANIFEST, manifest)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def load_adapted(path: str | Path, base: str | Path | None = None) -> AdaptedBenchmark:
+    """Load an adapted artifact (checksums verified) with its base surrogate benchmark."""
+    from anb.surrogates.artifact import load, read_manifest
+
+    path = Path(path)
+    file = path / MANIFEST
+    if not file.is_file():
+        raise ValueError(f"{str(path)!r} is not an adapted surrogate: no {MANIFEST}")
+    manifest = json.loads(file.read_text())
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{str(file)!r} is not an {FORMAT} v{FORMAT_VERSION} manifest")
+    if manifest.get("manifest_sha256") != _digest(manifest):
+        raise ValueError(f"{str(file)!r} was modified after it was written (checksum mismatch)")
+    for name, expected in manifest["files"].items():
+        if sha256_file(path / name) != expected:
+            raise ValueError(f"artifact file {name!r} is corrupted or tampered with")
+    base_path = Path(base) if base is not None else path.parent / manifest["base"]["path"]
+    if read_manifest(base_path)["manifest_sha256"] != manifest["base"]["manifest_sha256"]:
+        raise ValueError(f"base surrogate {str(base_path)!r} is not the one this model was "
+                         "adapted on (manifest checksum differs)")
+    models = {}
+    with np.load(path / WEIGHTS_FILE, allow_pickle=False) as data:
+        for name, scalars in manifest["targets"].items():
+            arrays = {k: data[f"{name}.{k}"] for k in ("ridge_coef", "nnls_weights",
+                                                      "known_scale", "op_scale", "lo", "hi")}
+            models[name] = AdaptedModel(**{**scalars, **arrays})
+    return AdaptedBenchmark(load(base_path), models, manifest)
+
+
+def _digest(manifest: dict[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,135 @@
+"""The packaged benchmark: ``anb.load()`` / ``anb.surrogates.load("accel-nasbench")``.
+
+First use fits the surrogates on the dataset that ships inside the package (the released
+Accel-NASBench data and its published split) with the packaged default config, and saves the
+artifact in the user's cache folder (``platformdirs``; ``ANB_CACHE_DIR`` overrides) under a key
+made of the anb version, the library versions and the hashes of the data, split and config.
+Later calls load it from there. A file lock makes concurrent first uses fit it once: the others
+wait and load what the first one wrote (the artifact itself is written to a temporary folder and
+renamed, so a reader never sees half of it).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from anb import resources
+from anb.io import sha256_file
+from anb.surrogates import artifact
+from anb.surrogates.benchmark import SurrogateBenchmark
+from anb.surrogates.fit import FitConfig
+from anb.version import __version__
+
+#: Names :func:`load` resolves to a packaged benchmark (anything else is an artifact folder).
+PACKAGED = ("accel-nasbench",)
+#: How long a process waits for another one's first-use fit before giving up (seconds).
+LOCK_TIMEOUT = 3600.0
+
+
+def cache_root() -> Path:
+    """``$ANB_CACHE_DIR`` if set, else the user's cache folder for anb (platformdirs)."""
+    if os.environ.get("ANB_CACHE_DIR"):
+        return Path(os.environ["ANB_CACHE_DIR"]).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("anb", appauthor=False))
+
+
+def _config(config: str | Path | FitConfig | None) -> FitConfig:
+    if config is None:
+        return FitConfig.from_file(resources.config_path("surrogates", "default.json"))
+    return config if isinstance(config, FitConfig) else FitConfig.from_file(config)
+
+
+def cache_key(config: FitConfig) -> dict[str, Any]:
+    """What the cached artifact depends on; any change gives a new cache entry."""
+    split = {p.name: sha256_file(p) for p in sorted(resources.RELEASED_SPLIT_DIR.glob("*.json"))}
+    return {"anb_version": __version__, "libraries": artifact.library_versions(),
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+            "data_sha256": sha256_file(resources.RELEASED_DATASET), "split_sha256": split,
+            "config": config.to_dict()}
+
+
+def cache_path(name: str = "accel-nasbench", config: str | Path | FitConfig | None = None) -> Path:
+    """The cache folder of the packaged benchmark ``name`` fitted with ``config``."""
+    _check_name(name)
+    digest = hashlib.sha256(json.dumps(cache_key(_config(config)), sort_keys=True).encode())
+    return cache_root() / name / f"{__version__}-{digest.hexdigest()[:16]}"
+
+
+def _check_name(name: str) -> None:
+    if name not in PACKAGED:
+        raise ValueError(f"unknown packaged benchmark {name!r}; allowed: {list(PACKAGED)} "
+                         "(or the folder of an artifact written by `anb fit`)")
+
+
+def _say(quiet: bool, text: str) -> None:
+    if not quiet:
+        print(f"anb: {text}", file=sys.stderr, flush=True)
+
+
+def load_packaged(name: str = "accel-nasbench", config: str | Path | FitConfig | None = None,
+                  n_jobs: int | None = None, quiet: bool = False) -> SurrogateBenchmark:
+    """The packaged benchmark, fitted on first use and cached (see the module docstring).
+
+    ``config``: a FitConfig (or its JSON file) instead of the packaged default; it is part of the
+    cache key. ``n_jobs``: threads for the first-use fit (default: the CPUs this process may use).
+    """
+    from filelock import FileLock
+
+    path = cache_path(name, config)
+    if (path / artifact.MANIFEST).is_file():
+        try:
+            return _load(path, quiet)
+        except ValueError as err:  # damaged after it was written: refit under the lock
+            _say(quiet, f"the cached benchmark {path} is unreadable ({err}); fitting it again")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT):
+        if (path / artifact.MANIFEST).is_file():  # another process fitted it while we waited
+            try:
+                return _load(path, quiet)
+            except ValueError:
+                pass
+        return _fit(name, path, _config(config), n_jobs, quiet)
+
+
+def _load(path: Path, quiet: bool) -> SurrogateBenchmark:
+    start = time.perf_counter()
+    bench = artifact.load(path)
+    _say(quiet, f"loaded the cached benchmark {path} in {time.perf_counter() - start:.2f} s")
+    return bench
+
+
+def _fit(name: str, path: Path, config: FitConfig, n_jobs: int | None, quiet: bool
+         ) -> SurrogateBenchmark:
+    from anb.surrogates.api import fit
+
+    if path.exists():  # unreadable or incomplete: not ours to trust, refit
+        shutil.rmtree(path)
+    jobs = n_jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else os.cpu_count() or 1)
+    targets = ", ".join(config.targets) if config.targets else "every target"
+    _say(quiet, f"first use of {name!r}: fitting the surrogates ({targets}) on the packaged dataset ({resources.RELEASED_DATASET.name}, published "
+                f"split) with {jobs} thread(s); cached in {path}")
+    start = time.perf_counter()
+    bench, _ = fit(resources.RELEASED_DATASET, path, config=config,
+                   split_dir=resources.RELEASED_SPLIT_DIR, n_jobs=jobs, progress=not quiet)
+    _say(quiet, f"fitted and cached {name!r} in {time.perf_counter() - start:.1f} s; "
+                "later loads read the cache")
+    return artifact.load(path)
+
+
+def load(path_or_name: str | Path, n_jobs: int | None = None) -> SurrogateBenchmark:
+    """A saved artifact folder, or a packaged benchmark by name (``"accel-nasbench"``)."""
+    if str(path_or_name) in PACKAGED and not Path(path_or_name).exists():
+        bench = load_packaged(str(path_or_name))
+        if n_jobs is not None:
+            bench.set_threads(n_jobs)
+        return bench
+    return artifact.load(path_or_name, n_jobs=n_jobs)

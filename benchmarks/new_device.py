@@ -1,0 +1,206 @@
+"""Leave one device out: how well does ``anb adapt`` know a device from n measurements?
+
+    .venv/bin/python benchmarks/new_device.py [--reps 10] [--n 10,20,50] [--on test|val]
+        [--devices latency_zcu102,...] [--active-pool 1000] [--std-factor F]
+
+For each of the 8 device targets of the released dataset: hide it; fit the other 7 devices'
+surrogates on the published train split (XGBoost on the analytic features plus the layer-cost
+base, early stopping on val); adapt to the hidden device from n architectures of the train split,
+drawn at random or chosen by the active selection (from a seeded pool of train architectures);
+score Kendall tau and 90 % interval coverage on the published test split (``--on val`` for
+choosing settings). Beside it, measured in the same run: the full-data surrogate of the hidden
+device (same XGBoost recipe, all train labels), XGBoost from scratch on the n points, and a ridge
+regression on the other devices' predicted log values. Goal: at n = 20 every device within 0.03
+of its full-data tau, coverage 0.85-0.95.
+
+    .venv/bin/python benchmarks/new_device.py --real DIR --base MODEL [--n-adapt 20]
+
+scores a real device: DIR holds 'anb measure' results; the first --n-adapt architectures (in
+file-name order) adapt, the rest are scored (tau, coverage), beside ridge and XGBoost from scratch.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from scipy.stats import kendalltau  # noqa: E402
+
+from anb import resources  # noqa: E402
+from anb.surrogates.adapt import (STD_FACTOR, AdaptedModel, _gcv_alpha, _ridge, log_cost,  # noqa: E402
+                                  op_components)
+from anb.surrogates.adapt_select import design_features, select  # noqa: E402
+from anb.surrogates.features import FeatureBuilder, LayerCostModel  # noqa: E402
+from anb.surrogates.fit import prepare  # noqa: E402
+
+Z90 = 1.6448536269514722
+
+
+def fit_device(X: np.ndarray, base: np.ndarray, y: np.ndarray, train: np.ndarray,
+               val: np.ndarray) -> np.ndarray:
+    """Full-data surrogate of one device (log cost): XGBoost correcting the layer-cost base."""
+    import xgboost as xgb
+
+    model = xgb.XGBRegressor(n_estimators=3000, max_depth=6, learning_rate=0.03, subsample=0.8,
+                             colsample_bytree=0.8, n_jobs=1, early_stopping_rounds=100)
+    model.fit(X[train], (y - base)[train], eval_set=[(X[val], (y - base)[val])], verbose=False)
+    return model.predict(X) + base
+
+
+def scratch_xgb(X: np.ndarray, y: np.ndarray, rows: np.ndarray, seed: int) -> np.ndarray:
+    import xgboost as xgb
+
+    model = xgb.XGBRegressor(n_estimators=300, max_depth=3, learning_rate=0.05, n_jobs=1,
+                             random_state=seed)
+    return model.fit(X[rows], y[rows]).predict(X)
+
+
+def ridge_baseline(K: np.ndarray, y: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    coef, intercept = _ridge(K[rows], y[rows], _gcv_alpha(K[rows], y[rows]))
+    return K @ coef + intercept
+
+
+def tau(a: np.ndarray, b: np.ndarray) -> float:
+    return float(kendalltau(a, b)[0])
+
+
+def leave_one_out(args: argparse.Namespace) -> None:
+    began = time.perf_counter()
+    prepared = prepare(resources.RELEASED_DATASET)
+    masks = prepared.masks
+    train, val = masks["train"], masks["val"]
+    score_on = masks[args.on]
+    devices = [t for t in prepared.labels if t != "val_top1"]
+    choices = prepared.choices
+    X = FeatureBuilder("features").transform(choices)
+    labels = {t: prepared.labels[t] for t in devices}
+    lc = LayerCostModel(trim=3.0).fit(choices[train], {t: (lab.values[train],
+                                                           lab.present[train])
+                                                       for t, lab in labels.items()})
+    L = lc.transform(choices)
+    Xa = np.concatenate([X, L], axis=1)
+    y_all, full = {}, {}
+    for i, t in enumerate(devices):
+        lab = labels[t]
+        y_model = np.log(np.where(lab.present, lab.values, 1.0))
+        pred = fit_device(Xa, L[:, i], y_model, lab.present & train, lab.present & val)
+        sign = -1.0 if t.startswith("throughput_") else 1.0
+        full[t] = sign * pred  # log cost
+        y_all[t] = np.where(lab.present, log_cost(t, np.where(lab.present, lab.values, 1.0)),
+                            np.nan)
+    ops = op_components(choices)
+    print(f"base surrogates fitted in {time.perf_counter() - began:.0f} s; scoring on "
+          f"{args.on} split, {args.reps} reps", flush=True)
+    chosen = args.devices.split(",") if args.devices else devices
+    header = (f"| device | n | full tau | xgb scratch | ridge | adapt random tau (cov) | "
+              f"adapt active tau (cov) | goal (full-0.03) met r/a |")
+    lines = [header, "|" + "---|" * 8]
+    summary = {}
+    for t in chosen:
+        others = [d for d in devices if d != t]
+        K = np.stack([full[d] for d in others], axis=1)  # ridge baseline
+        KL = np.stack([L[:, devices.index(d)] * (-1.0 if d.startswith("throughput_") else 1.0)
+                       for d in others], axis=1)  # what anb adapt transfers from
+        y = y_all[t]
+        present = np.isfinite(y)
+        ev = present & score_on
+        pool_all = np.flatnonzero(present & train)
+        feats = design_features(KL, ops)
+        full_tau = tau(full[t][ev], y[ev])
+        for n in args.n:
+            res = {"xgb": [], "ridge": [], "random": [], "active": [], "cov_r": [], "cov_a": []}
+            for rep in range(args.reps):
+                rng = np.random.default_rng(1000 * rep + n)
+                rows = {"random": rng.choice(pool_all, n, replace=False)}
+                pool = rng.choice(pool_all, min(args.active_pool, len(pool_all)), replace=False)
+                rows["active"] = pool[select(feats[pool], n, seed=rep)]
+                for mode, idx in rows.items():
+                    model = AdaptedModel.fit(t, others, KL[idx], ops[idx],
+                                             _value(t, y[idx]),
+                                             std_factor=args.std_factor)
+                    mean, std, _ = model.predict_log_cost(KL[ev], ops[ev])
+                    res[mode].append(tau(mean, y[ev]))
+                    res["cov_" + mode[0]].append(float(np.mean(np.abs(mean - y[ev])
+                                                               <= Z90 * std)))
+                res["xgb"].append(tau(scratch_xgb(X, np.nan_to_num(y), rows["random"], rep)[ev],
+                                      y[ev]))
+                res["ridge"].append(tau(ridge_baseline(K, np.nan_to_num(y), rows["random"])[ev],
+                                        y[ev]))
+            m = {k: float(np.mean(v)) for k, v in res.items()}
+            summary[(t, n)] = (full_tau, m)
+            ok = "/".join("yes" if m[k] >= full_tau - 0.03 else "no" for k in ("random", "active"))
+            lines.append(f"| {t} | {n} | {full_tau:.3f} | {m['xgb']:.3f} | {m['ridge']:.3f} | "
+                         f"{m['random']:.3f} ({m['cov_r']:.2f}) | {m['active']:.3f} "
+                         f"({m['cov_a']:.2f}) | {ok} |")
+            print(lines[-1], flush=True)
+    for n in args.n:
+        rows = [summary[(t, n)] for t in chosen]
+        mean = {k: np.mean([r[1][k] for r in rows]) for k in rows[0][1]}
+        lines.append(f"| mean | {n} | {np.mean([r[0] for r in rows]):.3f} | {mean['xgb']:.3f} | "
+                     f"{mean['ridge']:.3f} | {mean['random']:.3f} ({mean['cov_r']:.2f}) | "
+                     f"{mean['active']:.3f} ({mean['cov_a']:.2f}) | |")
+    print("\n".join(lines))
+    print(f"total {time.perf_counter() - began:.0f} s")
+
+
+def _value(target: str, y_log_cost: np.ndarray) -> np.ndarray:
+    """Measured values back from log cost (throughput = exp(-c), latency = exp(c))."""
+    return np.exp(-y_log_cost) if target.startswith("throughput_") else np.exp(y_log_cost)
+
+
+def real_device(args: argparse.Namespace) -> None:
+    """Adapt on the first --n-adapt measured architectures of DIR, score on the rest."""
+    from anb.records import load_dataset
+    from anb.surrogates.adapt import BenchmarkKnown
+    from anb.surrogates.artifact import load
+    from anb.surrogates.data import frame_choices
+
+    frame = load_dataset(args.real).sort_values("source").reset_index(drop=True)
+    bench = load(args.base)
+    known = BenchmarkKnown(bench)
+    choices = frame_choices(frame)
+    K, ops = known.log_costs(choices), op_components(choices)
+    K_pred = BenchmarkKnown(bench, source="surrogate").log_costs(choices)
+    X = FeatureBuilder("features").transform(choices)
+    fit_rows = np.arange(args.n_adapt)
+    test = np.arange(args.n_adapt, len(frame))
+    for t in [c for c in frame.columns if c.startswith(("latency_", "throughput_"))
+              and not c.endswith("_std")]:
+        values = frame[t].to_numpy(dtype=np.float64)
+        y = log_cost(t, values)
+        model = AdaptedModel.fit(t, known.targets, K[fit_rows], ops[fit_rows], values[fit_rows],
+                                 known_source=known.source)
+        mean, std, ood = model.predict_log_cost(K[test], ops[test])
+        print(f"{t}: adapt on {len(fit_rows)}, score on {len(test)}: tau "
+              f"{tau(mean, y[test]):.3f}, 90 % coverage {np.mean(np.abs(mean - y[test]) <= Z90 * std):.2f}"
+              f" (ood flagged {int(ood.sum())}); ridge tau "
+              f"{tau(ridge_baseline(K_pred, y, fit_rows)[test], y[test]):.3f}; xgb scratch tau "
+              f"{tau(scratch_xgb(X, y, fit_rows, 0)[test], y[test]):.3f}; MACs tau "
+              f"{tau(ops[test, :5].sum(1), y[test]):.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--n", type=lambda s: [int(x) for x in s.split(",")], default=[10, 20, 50])
+    parser.add_argument("--on", choices=["test", "val"], default="test")
+    parser.add_argument("--devices", default=None)
+    parser.add_argument("--active-pool", type=int, default=1000)
+    parser.add_argument("--std-factor", type=float, default=STD_FACTOR)
+    parser.add_argument("--real", default=None)
+    parser.add_argument("--base", default=None)
+    parser.add_argument("--n-adapt", type=int, default=20)
+    args = parser.parse_args()
+    if args.real:
+        if not args.base:
+            parser.error("--real needs --base (a surrogate artifact of the known devices)")
+        real_device(args)
+    else:
+        leave_one_out(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""``anb adapt`` / ``anb.surrogates.adapt_api``: a new device from a few measurements.
+
+The "new device" is latency_zcu102 of the released dataset, hidden from a small base surrogate
+fitted on the other 7 device columns (published train split); its measured values come from the
+dataset itself, written to a CSV as a user would.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import kendalltau
+from typer.testing import CliRunner
+
+from anb import resources
+from anb.cli import app
+from anb.searchspace.arch import Arch
+from anb.surrogates.adapt import AdaptedModel, load_adapted
+from anb.surrogates.adapt_api import adapt, read_measured, suggest
+from anb.surrogates.fit import prepare
+
+HIDDEN = "latency_zcu102"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def data():
+    return prepare(resources.RELEASED_DATASET)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, data):
+    """A small surrogate of the 7 other devices (60 trees each)."""
+    folder = tmp_path_factory.mktemp("adapt")
+    config = folder / "tiny.json"
+    config.write_text(json.dumps({"layer_cost_trim": 3.0, "default": {
+        "family": "xgboost", "n_members": 1, "params": {"n_estimators": 60,
+                                                        "learning_rate": 0.2}}}))
+    others = [t for t in data.labels if t not in ("val_top1", HIDDEN)]
+    out = folder / "base"
+    result = runner.invoke(app, ["fit", str(resources.RELEASED_DATASET), "--out", str(out),
+                                 "--config", str(config), "--targets", ",".join(others)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _rows(data, part: str, n: int, seed: int) -> np.ndarray:
+    lab = data.labels[HIDDEN]
+    pool = np.flatnonzero(lab.present & data.masks[part])
+    return np.random.default_rng(seed).choice(pool, n, replace=False) if n else pool
+
+
+def _write_csv(path: Path, data, rows: np.ndarray) -> Path:
+    frame = pd.DataFrame({"arch": data.frame["arch"].to_numpy()[rows],
+                          HIDDEN: data.labels[HIDDEN].values[rows]})
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def adapted(tmp_path_factory, data, base):
+    folder = tmp_path_factory.mktemp("adapted")
+    csv = _write_csv(folder / "my.csv", data, _rows(data, "train", 20, 0))
+    out = folder / "model"
+    result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
+                                 "--base", str(base), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return csv, out
+
+
+def test_adapt_beats_from_scratch_on_held_out_device(adapted, data):
+    """Transfer is what makes 20 points enough: XGBoost on the same 20 points ranks far worse."""
+    import xgboost as xgb
+
+    from anb.surrogates.features import FeatureBuilder
+
+    csv, out = adapted
+    bench = load_adapted(out)
+    test = _rows(data, "test", 0, 0)
+    truth = data.labels[HIDDEN].values[test]
+    pred = bench.query(data.choices[test], [HIDDEN])[HIDDEN].to_numpy()
+    tau = kendalltau(pred, truth)[0]
+    train = _rows(data, "train", 20, 0)
+    X = FeatureBuilder("features").transform(data.choices)
+    scratch = xgb.XGBRegressor(n_estimators=300, max_depth=3, learning_rate=0.05, n_jobs=1).fit(
+        X[train], np.log(data.labels[HIDDEN].values[train])).predict(X[test])
+    scratch_tau = kendalltau(scratch, truth)[0]
+    assert tau > 0.95 and tau > scratch_tau + 0.2, (tau, scratch_tau)
+
+
+def test_interval_covers_about_90_percent_of_test_labels(adapted, data):
+    _, out = adapted
+    test = _rows(data, "test", 0, 0)
+    bench = load_adapted(out)
+    mean, std, _ = bench.predict_transformed(data.choices[test], HIDDEN)
+    inside = np.abs(np.log(data.labels[HIDDEN].values[test]) - mean) <= 1.645 * std
+    assert 0.85 <= inside.mean() <= 0.97, inside.mean()
+    assert np.allclose(bench.query(data.choices[test], [HIDDEN])[HIDDEN], np.exp(mean))
+
+
+def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data):
+    _, out = adapted
+    bench = load_adapted(out)
+    arch = str(Arch.from_choices(data.choices[0]))
+    frame = bench.query([arch])
+    assert list(frame.columns[:2]) == ["latency_vck190", "latency_vck190_std"]
+    assert {HIDDEN, f"{HIDDEN}_std", f"{HIDDEN}_ood"} <= set(frame.columns)
+    assert len(bench.metrics) == 8 and HIDDEN in bench.metrics
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["targets"][HIDDEN]["n_points"] == 20
+    weights = out / "adapted.npz"
+    weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
+    with pytest.raises(ValueError, match="corrupted or tampered"):
+        load_adapted(out)
+
+
+def test_suggest_returns_k_distinct_unmeasured_archs(adapted, base):
+    csv, _ = adapted
+    result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
+                                 "--base", str(base), "--suggest", "6", "--candidates", "500"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.split()
+    measured = set(pd.read_csv(csv)["arch"])
+    assert len(lines) == 6 and len(set(lines)) == 6 and not set(lines) & measured
+    assert all(str(Arch.from_string(a)) == a for a in lines)
+    # the suggestion spreads over what is already known: it never repeats a measured design
+    again = suggest(base, 6, csv, "zcu102", n_candidates=500)
+    assert again == lines
+
+
+@pytest.mark.parametrize("content, message", [
+    ("arch,latency_zcu102\n{a},4.0\n{a},5.0\n", "needs at least 5|at least 5"),
+    ("arch,latency_myboard\n{a},4.0\n", r"unknown device 'zcu102'.*latency_myboard"),
+    ("arch,latency_zcu102\n{a},4.0\n{a},\n{a},3\n{a},3\n{a},3\n",
+     r"row 2 .*column 'latency_zcu102' has nan; every measured architecture needs a positive"),
+    ("arch,latency_zcu102\n{a},4.0\n{bad},4.0\n{a},3\n{a},3\n{a},3\n",
+     r"row 2: architecture .* is outside the search space .*field 'l' has value 5; "
+     r"allowed values are \[1, 2, 3, 4\]"),
+])
+def test_bad_measured_input_exits_with_clear_error_and_writes_nothing(tmp_path, base, content,
+                                                                      message):
+    a = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
+    bad = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l5se-e6k3l1se"
+    csv = tmp_path / "m.csv"
+    csv.write_text(content.format(a=a, bad=bad))
+    out = tmp_path / "model"
+    result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
+                                 "--base", str(base), "--out", str(out)])
+    assert result.exit_code == 2
+    assert __import__("re").search(message, result.output), result.output
+    assert not out.exists() and not list(tmp_path.glob(".model*"))
+
+
+def test_fit_rejects_non_device_target_and_too_few_points():
+    ops = np.ones((3, 8))
+    with pytest.raises(ValueError, match="at least 5 measured architectures"):
+        AdaptedModel.fit("latency_x", ["a"], np.zeros((3, 1)), ops, np.ones(3))
+    with pytest.raises(ValueError, match="'val_top1' is not a device metric"):
+        AdaptedModel.fit("val_top1", ["a"], np.zeros((6, 1)), np.ones((6, 8)), np.ones(6))
+
+
+def test_read_measured_accepts_anb_measure_records(tmp_path, data):
+    """A results folder as 'anb measure' writes it (records with platform_perf) reads too."""
+    rows = _rows(data, "train", 6, 1)
+    for i in rows:
+        arch = Arch.from_choices(data.choices[i])
+        record = {"architecture": arch.to_anb_dict(), "platform_perf": {
+            "latency_myboard": {"latency_mean": float(data.labels[HIDDEN].values[i]),
+                                "latency_std": 0.0}}}
+        (tmp_path / f"{arch.id}.json").write_text(json.dumps(record))
+    target, choices, values = read_measured(tmp_path, "myboard")
+    assert target == "latency_myboard" and len(values) == 6
+    assert sorted(values) == sorted(data.labels[HIDDEN].values[rows])

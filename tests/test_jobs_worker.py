@@ -1,0 +1,294 @@
+"""Workers on a shared queue: two worker processes on a real PostgreSQL with one killed (-9)
+mid-job (the job is re-leased and finished exactly once), heartbeats holding a lease, priority
+order, failing jobs ending failed with their error while the worker carries on, a hung board
+timing out, and the ``anb queue`` / ``anb worker`` command line."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from anb.cli import app
+from anb.jobs.queue import Capability, JobSpec, open_queue
+from anb.jobs.stages import StageContext, chain
+from anb.jobs.worker import Worker, make_context
+from anb.searchspace.sampler import Sampler
+from tests.realservers import free_port, missing_postgres, postgres_server
+
+REPO = Path(__file__).resolve().parents[1]
+ARCHS = [str(a) for a in Sampler(3).sample(3)]
+DEVICE = """name = "{name}"
+backend = "onnxruntime"
+resolution = 32
+threads = 1
+clock = "wall"
+[latency]
+batch = 1
+[warmup]
+max_seconds = 2.0
+max_steps = 50
+[stopping]
+min_reps = 5
+budget_seconds = {budget}
+"""
+
+
+def _device_file(folder: Path, name: str = "host-cpu", budget: float = 1.0, remote: str = ""
+                 ) -> Path:
+    path = folder / f"{name}.toml"
+    path.write_text(DEVICE.format(name=name, budget=budget) + remote)
+    return path
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    reason = missing_postgres()
+    if reason:
+        pytest.skip(reason)
+    with postgres_server() as url:
+        yield url
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def _worker_process(url: str, name: str, device: Path, tmp: Path) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "anb", "worker", "--queue", url, "--device", str(device),
+         "--stages", "measure", "--lease", "2", "--poll", "0.2", "--name", name,
+         "--store", str(tmp / "store"), "--out", str(tmp / "results")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+
+
+def test_two_workers_one_killed_mid_job_every_job_done_once(pg_url, tmp_path):
+    device = _device_file(tmp_path, budget=2.0)
+    with open_queue(pg_url) as q:
+        q.submit([JobSpec(a, "host-cpu", "measure", priority=30) for a in ARCHS])
+    a = _worker_process(pg_url, "worker-a", device, tmp_path)
+    b = None
+    try:
+        with open_queue(pg_url) as q:
+            victim = _wait(lambda: next((j for j in q.jobs(state="leased")
+                                         if j.worker == "worker-a"), None), 120,
+                           "worker-a to lease a job")
+            a.send_signal(signal.SIGKILL)  # mid-job: leased, measurement not finished
+            a.wait(timeout=30)
+            assert q.get([victim.id])[0].state == "leased"
+            b = _worker_process(pg_url, "worker-b", device, tmp_path)
+            _wait(lambda: q.counts().get(("host-cpu", "measure", "done")) == 3, 240,
+                  "worker-b to finish every job")
+            jobs = {j.id: j for j in q.jobs(limit=10)}
+        b.send_signal(signal.SIGTERM)  # stops after its current job (none): exit 0
+        out, _ = b.communicate(timeout=60)
+        assert b.returncode == 0, out
+        assert "worker-b: done 3, failed 0, re-queued 0, lost 0" in out
+    finally:
+        for p in (a, b):
+            if p is not None and p.poll() is None:
+                p.kill()
+    again = jobs[victim.id]
+    assert (again.state, again.worker, again.attempts) == ("done", "worker-b", 2)
+    assert "lease of worker worker-a expired" in again.last_error
+    assert all(j.attempts == 1 for i, j in jobs.items() if i != victim.id)
+    files = sorted((tmp_path / "results" / "host-cpu").glob("*.json"))
+    assert len(files) == 3
+    for job in jobs.values():  # the record on disk is the one result the queue accepted
+        record = json.loads((tmp_path / "results" / "host-cpu" /
+                             f"{job.result['record']['provenance']['throughput']['arch_id']}"
+                             ".json").read_text())
+        entry = record["platform_perf"]["latency_host-cpu"]
+        assert entry == job.result["record"]["platform_perf"]["latency_host-cpu"]
+        assert entry["unit"] == "ms" and entry["n"] >= 3
+
+
+def test_heartbeats_hold_the_lease_of_a_long_job(tmp_path):
+    url = str(tmp_path / "q.db")
+    ctx = make_context(tmp_path / "store", None, [str(_device_file(tmp_path, budget=1.5))])
+    with open_queue(url) as q, open_queue(url) as thief:
+        q.submit([JobSpec(ARCHS[0], "host-cpu", "measure")])
+        worker = Worker(q, ["measure"], ctx, "slow", lease_seconds=0.5, poll_seconds=0.1)
+        run = threading.Thread(target=worker.run, kwargs={"idle_exit": True})
+        run.start()
+        _wait(lambda: q.jobs(state="leased"), 30, "the worker to claim the job")
+        stolen = []
+        began = time.monotonic()
+        while run.is_alive():  # export + measurement outlast several 0.5 s leases
+            stolen.append(thief.claim("thief", [Capability("measure", "host-cpu")], 60))
+            time.sleep(0.05)
+        run.join()
+        (job,) = q.jobs()
+    assert time.monotonic() - began > 4 * 0.5
+    assert stolen and not any(stolen)
+    assert (job.state, job.attempts, worker.stats.done) == ("done", 1, 1)
+
+
+def test_worker_takes_jobs_in_priority_order(tmp_path):
+    url = str(tmp_path / "q.db")
+    ctx = make_context(tmp_path / "store", None, [str(_device_file(tmp_path))])
+    with open_queue(url) as q:
+        q.submit([JobSpec(ARCHS[0], "host-cpu", "export", priority=20),
+                  JobSpec(ARCHS[1], "host-cpu", "export", priority=5),
+                  JobSpec(ARCHS[2], "host-cpu", "export", priority=20)])
+        Worker(q, ["export"], ctx, "w", poll_seconds=0.1).run(idle_exit=True)
+        done = sorted(q.jobs(state="done"), key=lambda j: j.updated_at)
+    assert [j.arch for j in done] == [ARCHS[1], ARCHS[0], ARCHS[2]]
+
+
+HUNG = """#!/bin/sh
+# Stand-in for a board that hangs: it takes the runner's place and never answers.
+exec sleep 300
+"""
+
+
+def test_failing_jobs_end_failed_with_their_error_and_the_worker_carries_on(tmp_path):
+    hung = tmp_path / "hung-board-python"
+    hung.write_text(HUNG)
+    hung.chmod(0o755)
+    dead = _device_file(tmp_path, "dead-board", remote=f"""[remote]
+transport = "ssh://pi@127.0.0.1:{free_port()}"
+connect_timeout = 3
+""")
+    stuck = _device_file(tmp_path, "stuck-board", remote=f"""[remote]
+transport = "local://"
+python = "{hung}"
+workdir = "{tmp_path / 'board'}"
+timeout = 2
+""")
+    bare = _device_file(tmp_path, "bare-board", remote=f"""[remote]
+transport = "local://"
+python = "/usr/bin/python3"
+workdir = "{tmp_path / 'board'}"
+""")  # Debian's own Python: no numpy, no onnxruntime
+    good = _device_file(tmp_path, "host-cpu", budget=0.3)
+    url = str(tmp_path / "q.db")
+    ctx = make_context(tmp_path / "store", tmp_path / "results",
+                       [str(dead), str(stuck), str(bare), str(good)])
+    with open_queue(url) as q:
+        q.submit([JobSpec(ARCHS[0], "bare-board", "measure", priority=0, max_attempts=3),
+                  JobSpec(ARCHS[0], "dead-board", "measure", priority=1, max_attempts=2),
+                  JobSpec(ARCHS[0], "stuck-board", "measure", priority=2, max_attempts=1),
+                  JobSpec("e9k9l9-not-an-arch", "host-cpu", "measure", priority=3),
+                  JobSpec(ARCHS[1], "host-cpu", "measure", priority=4)])
+        worker = Worker(q, ["measure"], ctx, "w", poll_seconds=0.1)
+        stats = worker.run(idle_exit=True)
+        jobs = {j.device + ("!" if "not" in j.arch else ""): j for j in q.jobs()}
+    assert (stats.done, stats.failed, stats.retried) == (1, 4, 1)
+    # a board without the runtime fails at once (retrying cannot help), naming the step
+    assert (jobs["bare-board"].state, jobs["bare-board"].attempts) == ("failed", 1)
+    assert jobs["bare-board"].last_error.startswith(
+        "device 'bare-board', step 'import_runtime' (missing): No module named")
+    assert (jobs["dead-board"].state, jobs["dead-board"].attempts) == ("failed", 2)
+    assert jobs["dead-board"].last_error.startswith(
+        "device 'dead-board', step 'connect' (unreachable)")
+    assert (jobs["stuck-board"].state, jobs["stuck-board"].attempts) == ("failed", 1)
+    assert jobs["stuck-board"].last_error.startswith(
+        "device 'stuck-board', step 'run' (timeout): no answer within 2 s")
+    bad = jobs["host-cpu!"]  # bad input: failed at once, no retry
+    assert (bad.state, bad.attempts) == ("failed", 1)
+    assert bad.last_error.startswith("device 'host-cpu', step 'measure': ")
+    assert jobs["host-cpu"].state == "done"
+    assert len(list((tmp_path / "results" / "host-cpu").glob("*.json"))) == 1
+    assert list((tmp_path / "board").iterdir()) == []
+
+
+def test_queue_command_line(tmp_path):
+    runner = CliRunner()
+    url = str(tmp_path / "q.db")
+    device = _device_file(tmp_path)
+    archs = tmp_path / "archs.txt"
+    archs.write_text("\n".join(ARCHS[:2]) + "\n")
+
+    def anb(*args):
+        result = runner.invoke(app, [*args, "--queue", url])
+        return result.exit_code, result.output
+
+    code, out = anb("queue", "submit", "--archs", str(archs), "--device", str(device),
+                    "--stages", "measure,export")
+    assert code == 0 and "queued 2 job(s) (0 already in the queue)" in out
+    assert "stages export->measure" in out
+    code, out = anb("queue", "submit", "--archs", str(archs), "--device", str(device),
+                    "--stages", "export")
+    assert "queued 0 job(s) (2 already in the queue)" in out
+    code, out = anb("queue", "bump", "2", "--priority", "0")
+    assert code == 0 and "set priority 0 on 1 job(s)" in out
+    with open_queue(url) as q:
+        first = q.claim("w", [Capability("export")], 60)
+        assert (first.id, first.priority, first.payload["device_config"]["name"]) == \
+            (2, 0, "host-cpu")
+        q.fail(first, "device 'host-cpu', step 'export': boom", retry=False)
+    code, out = anb("queue", "status")
+    assert code == 0
+    assert [ln.split() for ln in out.splitlines()[:2]] == [
+        ["device", "stage", "queued", "leased", "done", "failed", "cancelled"],
+        ["host-cpu", "export", "1", "0", "0", "1", "0"]]
+    assert "#2 export host-cpu" in out and "boom" in out
+    code, out = anb("queue", "retry", "2")
+    assert "re-queued 1 job(s)" in out
+    code, out = anb("queue", "cancel", "--device", "host-cpu")
+    assert "cancelled 2 job(s)" in out
+    code, out = anb("queue", "status", "--json")
+    assert json.loads(out)["counts"] == [{"device": "host-cpu", "stage": "export",
+                                          "state": "cancelled", "jobs": 2}]
+    code, out = anb("queue", "cancel")
+    assert code == 2 and "refusing to cancel all" in out
+    search = tmp_path / "search"  # a search's output folder: its Pareto front
+    search.mkdir()
+    (search / "pareto.csv").write_text("arch,latency\n" + f"{ARCHS[2]},1.0\n{ARCHS[0]},2.0\n")
+    code, out = anb("queue", "submit", "--archs", str(search), "--device", str(device),
+                    "--priority", "7")
+    assert code == 0 and "queued 2 job(s)" in out
+    with open_queue(url) as q:
+        assert [(j.arch, j.priority) for j in q.jobs(stage="measure")] == [(ARCHS[2], 7),
+                                                                          (ARCHS[0], 7)]
+    code, out = anb("queue", "submit", "--archs", str(archs), "--device", "no-such-board")
+    assert code == 2 and "--device 'no-such-board'" in out
+    code, out = anb("queue", "submit", "--archs", str(archs), "--device", str(device),
+                    "--stages", "measure,flash")
+    assert code == 2 and "stage='flash' is invalid" in out
+    code, out = anb("worker", "--stages", "measure")
+    assert code == 2 and "device stages ['measure'] need --device" in out
+
+
+def test_stage_chain_export_convert_measure_accuracy_on_a_board(tmp_path):
+    board = _device_file(tmp_path, "lab-board", budget=0.3, remote=f"""[remote]
+transport = "local://"
+python = "{sys.executable}"
+workdir = "{tmp_path / 'board'}"
+""")
+    url = str(tmp_path / "q.db")
+    ctx = make_context(tmp_path / "store", tmp_path / "results", [str(board)])
+    with open_queue(url) as q:
+        q.submit([chain(ARCHS[0], "lab-board", ["accuracy", "measure", "export", "convert"])])
+        stats = Worker(q, ["export", "convert", "measure", "accuracy"], ctx, "w",
+                       poll_seconds=0.1).run(idle_exit=True)
+        jobs = sorted(q.jobs(), key=lambda j: j.updated_at)
+    assert stats.done == 4
+    assert [j.stage for j in jobs] == ["export", "convert", "measure", "accuracy"]
+    assert [j.priority for j in jobs[:3]] == [20, 20, 30]
+    export, convert, measure, accuracy = (j.result for j in jobs)
+    assert convert["models"]["latency_lab-board"]["model"] == export["model"]  # reused
+    assert len(list((tmp_path / "store" / "lab-board").glob("*.onnx"))) == 1
+    assert jobs[3].priority == 60 + round(measure["latency_ms"])
+    # fp32 on the board vs fp32 on the host: the same numbers
+    assert accuracy["top1_agreement"] == 1.0 and accuracy["images"] == 64
+    assert accuracy["max_abs_error"] < 1e-4 and accuracy["cosine_min"] > 0.99999
+    arch_id = measure["record"]["provenance"]["throughput"]["arch_id"]
+    record = json.loads((tmp_path / "results" / "lab-board" / f"{arch_id}.json").read_text())
+    assert record["platform_perf"]["latency_lab-board"]["latency_mean"] == pytest.approx(
+        measure["latency_ms"])

@@ -1,0 +1,190 @@
+"""Qualcomm SNPE back-end up to the SDK boundary (REFERENCE.md section 7).
+
+The SDK tools are STAND-INS (tests/standins/snpe/): executables named like the SDK's that
+accept its documented flags and print its documented formats; the "DLC" they handle is the
+ONNX model (quantized: onnxruntime QDQ) run with onnxruntime, so every number is real. The
+board is this machine through the ``local://`` transport.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from anb.collect_throughput.qualcomm import host
+from anb.collect_throughput.qualcomm.config import (Quantization, device_from_mapping,
+                                                    load_qualcomm_device)
+from anb.collect_throughput.qualcomm.device import DeviceStages
+from anb.collect_throughput.qualcomm.parse import (ParseError, parse_diagview_csv,
+                                                   parse_dlc_info, parse_throughput)
+from anb.collect_throughput.qualcomm.stages import build_dlc, measure_qualcomm
+from anb.collect_throughput.qualcomm.tools import ToolFailed, ToolMissing
+from anb.searchspace.arch import as_arch
+
+STANDINS = Path(__file__).parent / "standins" / "snpe"
+ARCH = "e1k3l1-e6k3l2-e6k5l2-e6k3l3-e6k5l1-e6k5l4-e6k3l1"
+
+
+@pytest.fixture
+def sdk_path(monkeypatch):
+    """The SNPE stand-ins first on PATH (with this interpreter's python3)."""
+    monkeypatch.setenv("PATH", f"{STANDINS}:{Path(sys.executable).parent}:{os.environ['PATH']}")
+    monkeypatch.delenv("SNPE_ROOT", raising=False)
+    return STANDINS
+
+
+class CountingLocal:
+    """``local://`` board that counts device commands (interim until the shared transports
+    land: same run/push/pull signatures)."""
+
+    def __init__(self):
+        self.commands: list[list[str]] = []
+
+    def run(self, argv, step, timeout, check=True):
+        self.commands.append(list(argv))
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"step {step!r}: {' '.join(argv)} exited {proc.returncode}: "
+                               f"{proc.stderr.strip()}")
+        return proc
+
+    def push(self, local, remote, step="push", timeout=300):
+        Path(remote).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(local, remote)
+
+    def pull(self, remote, local, step="pull", timeout=300):
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            shutil.copyfile(remote, local)
+        except OSError as err:
+            raise RuntimeError(f"step {step!r}: {err}") from None
+
+
+def small(device, tmp_path, **changes):
+    q = device.quantization and dataclasses.replace(device.quantization, calibration_images=4)
+    return dataclasses.replace(device, resolution=32, duration=1, latency_inputs=2,
+                               remote_dir=str(tmp_path / "board"), quantization=q, **changes)
+
+
+def test_shipped_configs_match_reference_section_7():
+    dsp = load_qualcomm_device("snpe-dsp")
+    assert (dsp.sdk, dsp.runtime, dsp.duration, dsp.perf_profile) == ("snpe", "dsp", 60,
+                                                                      "balanced")
+    assert dsp.runtime_flag == "--use_dsp"
+    assert dsp.quantization == Quantization(per_channel=True, act_bitwidth=8, bias_bitwidth=8,
+                                            act_quantizer="tf", calibration_images=64)
+    gpu = load_qualcomm_device("snpe-gpu-fp16")
+    assert (gpu.runtime_flag, gpu.quantization, gpu.precision) == ("--use_gpu_fp16", None,
+                                                                   "fp16")
+    assert load_qualcomm_device("qnn-htp").sdk == "qnn"
+
+
+def test_command_lines_match_reference_section_7(sdk_path, tmp_path):
+    q = Quantization(per_channel=True, act_bitwidth=16, bias_bitwidth=32,
+                     act_quantizer="enhanced")
+    argv = host.quantize_argv(Path("m.dlc"), Path("in.txt"), Path("q.dlc"), q)
+    assert Path(argv[0]).name == "snpe-dlc-quantize"
+    assert argv[1:] == ["--input_dlc", "m.dlc", "--input_list", "in.txt", "--output_dlc",
+                        "q.dlc", "--use_per_channel_quantization", "--act_bitwidth", "16",
+                        "--bias_bitwidth", "32", "--act_quantizer", "enhanced"]
+    stages = DeviceStages(load_qualcomm_device("snpe-dsp"), CountingLocal(), "a")
+    assert stages.throughput_argv("m.dlc", "x.raw") == [
+        "snpe-throughput-net-run", "--container", "m.dlc", "--duration", "60", "--use_dsp",
+        "--perf_profile", "balanced", "--input_raw", "x.raw"]
+    run = stages.net_run_argv("m.dlc", "in.txt")
+    for flag in ("--use_native_input_files", "--use_native_output_files", "--input_list"):
+        assert flag in run
+
+
+def test_end_to_end_record_layers_and_resume(sdk_path, tmp_path):
+    device = small(load_qualcomm_device("snpe-dsp"), tmp_path)
+    board = CountingLocal()
+    record = measure_qualcomm(ARCH, device, tmp_path / "out", transport=board)
+    perf = record["platform_perf"]
+    tp, lat = perf["throughput_snpe-dsp"], perf["latency_snpe-dsp"]
+    assert tp["unit"] == "images/s" and lat["unit"] == "ms"
+    assert tp["throughput_mean"] > 0 and lat["latency_mean"] > 0
+    assert lat["latency_mean"] == pytest.approx(lat["diag_totals_us"]["Avg Total Inference "
+                                                                      "Time"] / 1e3)
+    assert tp["precision"] == "int8"
+    on_disk = json.loads((tmp_path / "out" / "snpe-dsp" / f"{as_arch(ARCH).id}.json").read_text())
+    assert on_disk["platform_perf"].keys() == perf.keys()
+    import pandas as pd
+
+    layers = pd.read_csv(tmp_path / "out" / "snpe-dsp" / tp["layers_file"])
+    convs = layers[layers["type"] == "Conv"]
+    assert len(convs) >= 7 and (convs["time_us"] > 0).all()
+    assert (convs["bitwidth"] == 8).all(), "every Conv carries its 8-bit output encoding"
+    assert not (tmp_path / "board").exists() or not any((tmp_path / "board").iterdir())
+    n = len(board.commands)
+    measure_qualcomm(ARCH, device, tmp_path / "out", transport=board)
+    assert len(board.commands) == n, "a measured architecture is skipped"
+
+
+def test_raw_inputs_are_nhwc_and_outputs_match_onnxruntime(sdk_path, tmp_path):
+    from anb.searchspace.onnx_export import run_onnx
+
+    device = small(load_qualcomm_device("snpe-gpu-fp16"), tmp_path)
+    dlc, onnx_path = build_dlc(as_arch(ARCH), device, tmp_path / "host")
+    x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    raws = host.write_raw_inputs(x, tmp_path / "raw")
+    assert np.array_equal(np.fromfile(raws[1], np.float32), x[1].transpose(1, 2, 0).ravel())
+    stages = DeviceStages(device, CountingLocal(), "t")
+    model, listing, _ = stages.prepare(dlc, raws)
+    stages.net_run(model, listing)
+    got = stages.pull_outputs({"logits": (1, 1000)}, 1, tmp_path / "pulled")["logits"]
+    np.testing.assert_allclose(got, run_onnx(onnx_path, x[1:2]), rtol=1e-4, atol=1e-5)
+
+
+def test_tool_missing_tool_error_and_no_device(sdk_path, tmp_path, monkeypatch):
+    device = small(load_qualcomm_device("snpe-dsp"), tmp_path)
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    with pytest.raises(ToolMissing, match="snpe-onnx-to-dlc .*SNPE_ROOT"):
+        measure_qualcomm(ARCH, device, tmp_path / "out", transport=CountingLocal())
+    monkeypatch.setenv("PATH", f"{STANDINS}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    with pytest.raises(ToolFailed, match="snpe-onnx-to-dlc exited 1: .*could not read"):
+        host.convert(bad, tmp_path / "bad.dlc")
+    monkeypatch.setenv("ANB_STANDIN_SNPE_RUNTIMES", "cpu")
+    with pytest.raises(RuntimeError, match="step 'throughput'.*Runtime DSP is not available"):
+        measure_qualcomm(ARCH, device, tmp_path / "out", transport=CountingLocal())
+    assert not (tmp_path / "out" / "snpe-dsp").exists(), "nothing half-written"
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValueError, match="runtime='dsp' needs a \\[quantization\\]"):
+        device_from_mapping({"name": "x", "runtime": "dsp"})
+    with pytest.raises(ValueError, match="act_bitwidth=4 is invalid; allowed: 8 or 16"):
+        device_from_mapping({"name": "x", "quantization": {"act_bitwidth": 4}})
+    with pytest.raises(ValueError, match="unknown field\\(s\\) \\['durration'\\]"):
+        device_from_mapping({"name": "x", "durration": 5})
+    with pytest.raises(FileNotFoundError, match="shipped: .*snpe-dsp"):
+        load_qualcomm_device("nope")
+
+
+def test_parsers():
+    assert parse_throughput("Total Inferences: 10\nTotal throughput: 123.5 infs/sec\n") == 123.5
+    with pytest.raises(ParseError, match="no 'Total throughput"):
+        parse_throughput("crashed")
+    totals, layers = parse_diagview_csv(
+        "Message Name,Layer Id,Layer Name,Layer Type,Time,Unit,Runtime\n"
+        "Avg Total Inference Time,,,,2.5,ms,DSP\n"
+        "Layer Time,1,conv2,Conv,30,us,DSP\nLayer Time,0,conv1,Conv,0.01,ms,DSP\n")
+    assert totals == {"Avg Total Inference Time": 2500.0}
+    assert layers["layer"].tolist() == ["conv1", "conv2"]
+    assert layers["time_us"].tolist() == [10.0, 30.0]
+    with pytest.raises(ParseError, match="--csv_format_version 2"):
+        parse_diagview_csv("Message Type,Message Name,Message Data,Message Value\n")
+    info = parse_dlc_info("| Id | Name | Type |\n| 0 | c | Conv | x | y |\n"
+                          "| | | | encoding: bitwidth 16, min -1.5, max 2.0, scale 0.1, "
+                          "offset -3 |\n| 1 | r | Relu | y | z |\n")
+    assert info.loc[0, ["bitwidth", "min", "max"]].tolist() == [16, -1.5, 2.0]
+    assert np.isnan(info.loc[1, "bitwidth"])

@@ -1,0 +1,203 @@
+"""What makes measured numbers comparable (issue 12): protocol fingerprints on resume and merge
+(item 3), work files (item 7), machine state and pinning (item 8), per-request latency (item 9)
+and anchor architectures re-measured per block, with the drift ``anb merge`` reports."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from anb.cli import app
+from anb.collect_throughput.anchors import ANCHORS, anchor_drift, read_anchor_rows
+from anb.collect_throughput.backends.torch_backend import TorchBackend
+from anb.collect_throughput.driver import ProtocolMismatch, measure_archs
+from anb.collect_throughput.environment import parse_nvidia_smi
+from anb.collect_throughput.measure import measure
+from anb.collect_throughput.merge import MixedProtocols, merge_records
+from anb.collect_throughput.protocol import Protocol, StoppingRule, WarmupRule, load_device
+from anb.searchspace.arch import EFFICIENTNET_B0
+from anb.searchspace.sampler import Sampler
+
+runner = CliRunner()
+ARCHS = Sampler(5).sample(3)
+FAST = {"resolution": 32, "batch": 1, "stopping": {"budget_seconds": 0.1, "min_reps": 3,
+                                                    "min_rep_seconds": 0.0},
+        "warmup": {"max_seconds": 1.0, "min_steps": 2, "window": 1}}
+
+
+def _device(**changes):
+    return load_device("cpu-ort", {**FAST, **changes})
+
+
+def _records(out: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in (out / "cpu-ort").glob("*.json")}
+
+
+def test_fingerprint_follows_every_setting_that_changes_the_number():
+    base = next(iter(_device().protocols))
+    assert base.fingerprint == next(iter(_device().protocols)).fingerprint
+    for changes in ({"resolution": 64}, {"batch": 2}, {"precision": "fp32", "threads": 2},
+                    {"stopping": StoppingRule(budget_seconds=0.5)}, {"clock": "cpu"},
+                    {"pinned": False}):
+        assert base.replace(**changes).fingerprint != base.fingerprint, changes
+    # where the images lie is not part of the protocol
+    a = base.replace(inputs="imagenet", imagenet_dir="/data/a")
+    assert a.fingerprint == base.replace(inputs="imagenet", imagenet_dir="/b").fingerprint
+
+
+def test_resume_never_reuses_a_result_of_another_protocol(tmp_path):
+    summary = measure_archs(_device(), ARCHS[:1], tmp_path, progress=False, anchors=())
+    assert summary.measured == [ARCHS[0].id]
+    entry = _records(tmp_path)[ARCHS[0].id]["platform_perf"]["latency_cpu-ort"]
+    assert entry["protocol_fingerprint"] == next(iter(_device().protocols)).fingerprint
+    again = measure_archs(_device(), ARCHS[:1], tmp_path, progress=False, anchors=())
+    assert again.skipped == [ARCHS[0].id]
+    with pytest.raises(ProtocolMismatch, match=r"resolution: 32 -> 64"):
+        measure_archs(_device(resolution=64), ARCHS[:1], tmp_path, progress=False, anchors=())
+    result = runner.invoke(app, ["measure", "cpu-ort", "--archs", str(ARCHS[0]), "--out",
+                                 str(tmp_path), "--resolution", "32", "--batch", "1",
+                                 "--budget", "0.5", "--no-progress", "--anchors", "none"])
+    assert result.exit_code == 2 and "stopping.budget_seconds: 0.1 -> 0.5" in result.output
+
+
+def test_merge_refuses_two_protocols_in_one_column(tmp_path):
+    measure_archs(_device(), ARCHS[:1], tmp_path / "a", progress=False, anchors=())
+    measure_archs(_device(resolution=64), ARCHS[1:2], tmp_path / "b", progress=False, anchors=())
+    from anb.collect_throughput.merge import load_results
+
+    results = load_results([tmp_path / "a", tmp_path / "b"])
+    fps = {r["platform_perf"]["latency_cpu-ort"]["protocol_fingerprint"] for r in results}
+    assert len(fps) == 2
+    with pytest.raises(MixedProtocols) as err:
+        merge_records([], results)
+    for fp in fps:
+        assert fp in str(err.value)
+    assert "resolution: 32 -> 64" in str(err.value) or "resolution: 64 -> 32" in str(err.value)
+    cli = runner.invoke(app, ["merge", str(tmp_path / "a"), str(tmp_path / "b"), "--out",
+                              str(tmp_path / "m")])
+    assert cli.exit_code == 2 and "--allow-mixed-protocols" in cli.output
+    assert not (tmp_path / "m" / "records").exists()
+    _, report = merge_records([], results, allow_mixed_protocols=True)
+    assert sorted(report.protocols["latency_cpu-ort"]) == sorted(fps)
+
+
+def test_work_files_are_removed_unless_kept(tmp_path):
+    work = tmp_path / "work"
+    measure_archs(_device(), ARCHS[:2], tmp_path / "a", workdir=work, progress=False, anchors=())
+    assert list(work.glob("*.onnx")) == []
+    measure_archs(_device(), ARCHS[:2], tmp_path / "b", workdir=work, progress=False, anchors=(),
+                  keep_work=True)
+    assert sorted(p.name for p in work.glob("*.onnx")) == sorted(f"{a.id}_fp32.onnx"
+                                                                 for a in ARCHS[:2])
+
+
+def test_records_carry_machine_state_and_pinned_configs_pin(tmp_path):
+    before = os.sched_getaffinity(0)
+    summary = measure_archs(_device(), ARCHS[:1], tmp_path, progress=False, anchors=())
+    assert os.sched_getaffinity(0) == before  # restored after the run
+    assert summary.pinned_cpus == [max(before)]
+    entry = _records(tmp_path)[ARCHS[0].id]["platform_perf"]["throughput_cpu-ort"]
+    env = entry["environment"]
+    assert env["cpu_affinity"] == [max(before)]  # measured while pinned
+    assert env["cpu"] and "cpu_governor" in env
+    for state in (env["state_start"], env["state_end"]):
+        assert "load_average" in state and isinstance(state["busy_processes"], list)
+    unpinned = measure_archs(_device(pinned=False), ARCHS[1:2], tmp_path / "u", progress=False,
+                             anchors=())
+    assert unpinned.pinned_cpus is None
+
+
+def test_nvidia_smi_state_is_parsed():
+    """The GPU state query (its output format; the command itself waits for a GPU)."""
+    line = "NVIDIA A100-SXM4-40GB, 535.104.05, P0, 1410, 1215, 1410, 65.30, 400.00, 34, 0"
+    (row,) = parse_nvidia_smi(line + "\n")
+    assert row["name"] == "NVIDIA A100-SXM4-40GB" and row["clocks.sm"] == "1410"
+    assert row["power.draw"] == "65.30" and row["temperature.gpu"] == "34"
+
+
+class SyncCountingBackend(TorchBackend):
+    """The real CPU back-end with a counting stand-in for a device sync (no async device
+    here): latency must sync after every request, throughput never."""
+
+    def __init__(self):
+        self.syncs = 0
+
+    def sync(self):
+        def count():
+            self.syncs += 1
+        return count
+
+
+def test_latency_synchronises_every_request(tmp_path):
+    protocol = Protocol(device="cpu-torch", backend="torch", kind="latency", resolution=32,
+                        warmup=WarmupRule(min_steps=2, window=1, max_seconds=1.0),
+                        stopping=StoppingRule(min_reps=3, max_reps=3, budget_seconds=1.0,
+                                              min_rep_seconds=0.1))
+    backend = SyncCountingBackend()
+    m = measure(ARCHS[0], protocol, tmp_path, backend)
+    requests = len(m.warmup_times_s) + len(m.times_s) * m.inner
+    assert m.inner > 1 and backend.syncs == requests
+    backend = SyncCountingBackend()
+    measure(ARCHS[0], protocol.replace(kind="throughput"), tmp_path, backend)
+    assert backend.syncs == 0
+
+
+def test_anchors_are_measured_per_block_and_stored_with_results(tmp_path):
+    anchors = (EFFICIENTNET_B0, ARCHS[2])
+    summary = measure_archs(_device(), ARCHS[:2], tmp_path, progress=False, anchors=anchors,
+                            anchor_every=1)
+    assert len(summary.anchor_sessions) == 2  # one before each architecture
+    rows = read_anchor_rows(tmp_path / "cpu-ort" / "anchors.jsonl")
+    assert len(rows) == 2 * 2 * 2  # sessions x anchors x kinds
+    assert {r["arch_id"] for r in rows} == {a.id for a in anchors}
+    records = _records(tmp_path)
+    sessions = [records[a.id]["platform_perf"]["latency_cpu-ort"]["anchor_session"]
+                for a in ARCHS[:2]]
+    assert sessions == summary.anchor_sessions
+    assert set(records) == {a.id for a in ARCHS[:2]}  # anchors are not result records
+    merged = runner.invoke(app, ["merge", str(tmp_path), "--out", str(tmp_path / "m")])
+    assert merged.exit_code == 0, merged.output
+    assert "anchors: latency_cpu-ort: 2 session(s)" in merged.output
+    report = json.loads((tmp_path / "m" / "merge_report.json").read_text())
+    assert len(report["anchor_drift"]["throughput_cpu-ort"]["sessions"]) == 2
+
+
+def test_default_anchors_are_efficientnet_b0_and_the_extremes():
+    from anb.searchspace.counting import count
+
+    macs = [count(a).macs for a in ANCHORS]
+    assert ANCHORS[0] == EFFICIENTNET_B0 and macs[1] < macs[0] < macs[2]
+
+
+def test_anchor_drift_reports_a_slower_machine():
+    rows = []
+    for session, host, speed, t in (("s1", "a", 1.0, "2026-01-01"), ("s2", "b", 0.9, "2026-01-02")):
+        for arch, value in (("x", 100.0), ("y", 50.0), ("z", 10.0)):
+            rows.append({"session": session, "host": host, "arch_id": arch,
+                         "key": "throughput_d", "value": value * speed, "measured_at": t,
+                         "protocol_fingerprint": "f"})
+    drift = anchor_drift(rows)["throughput_d"]
+    assert [s["host"] for s in drift["sessions"]] == ["a", "b"]
+    assert drift["sessions"][1]["ratio_to_first"] == pytest.approx(0.9)
+    assert drift["max_drift"] == pytest.approx(0.1)
+
+
+def test_a_busy_process_is_seen():
+    import subprocess
+    import sys
+
+    from anb.collect_throughput.environment import busy_processes
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        import time
+
+        time.sleep(0.2)
+        busy = busy_processes(threshold_percent=5.0, window_s=0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert spinner.pid in [p["pid"] for p in busy]

@@ -1,0 +1,94 @@
+"""Every constant REFERENCE.md fixes for a device, checked against what ships (issue 12 item 2).
+
+One row per (device config, setting): the value the reference measured with and the section of
+``REFERENCE.md`` that states it. The values are read from the shipped configs
+(``anb/configs/devices/*.toml``) and, for the boards, from the self-contained FPGA scripts.
+Settings the reference gives as a floor (1 warm-up pass + 3 timed passes) are checked as such:
+the shipped rules warm up and repeat at least that much.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from anb.collect_throughput.protocol import load_device
+from tests.conftest import REPO
+
+S4 = "REFERENCE.md section 4 (GPU)"
+S4T = "REFERENCE.md section 4 (TPU)"
+S4F = "REFERENCE.md section 4 (FPGA)"
+
+# (config, kind, setting, value, section)
+EXACT = [
+    *[(gpu, kind, name, value, S4)
+      for gpu in ("a100", "3090")
+      for kind, name, value in (
+          ("throughput", "batch", 128), ("throughput", "resolution", 256),
+          ("throughput", "precision", "fp16"), ("throughput", "layout", "channels_last"),
+          ("throughput", "backend", "cuda"), ("latency", "resolution", 256),
+          ("latency", "precision", "fp16"), ("latency", "layout", "channels_last"))],
+    ("tpuv2", "throughput", "batch", 64, S4T),
+    ("tpuv3", "throughput", "batch", 128, S4T),
+    *[(tpu, "throughput", name, value, S4T) for tpu in ("tpuv2", "tpuv3")
+      for name, value in (("precision", "bf16"), ("backend", "xla"), ("allow_fallbacks", False))],
+]
+# The reference's 1 warm-up pass and 3 timed passes are floors of the adaptive rules.
+FLOORS = [(gpu, "warmup", "min_steps", 1, S4) for gpu in ("a100", "3090")] + \
+         [(gpu, "stopping", "min_reps", 3, S4) for gpu in ("a100", "3090")]
+
+
+def _protocol(config: str, kind: str):
+    return next(p for p in load_device(config).protocols if p.kind == kind)
+
+
+@pytest.mark.parametrize("config,kind,name,value,section", EXACT,
+                         ids=[f"{c}-{k}-{n}" for c, k, n, _, _ in EXACT])
+def test_device_config_matches_reference(config, kind, name, value, section):
+    got = getattr(_protocol(config, kind), name)
+    assert got == value, f"{config} {kind}.{name} = {got!r}; {section} says {value!r}"
+
+
+@pytest.mark.parametrize("config,table,name,floor,section", FLOORS,
+                         ids=[f"{c}-{t}-{n}" for c, t, n, _, _ in FLOORS])
+def test_device_rules_cover_reference_passes(config, table, name, floor, section):
+    for protocol in load_device(config).protocols:
+        got = getattr(getattr(protocol, table), name)
+        assert got >= floor, f"{config} {table}.{name} = {got}; {section} used {floor}"
+
+
+def test_tpu_runs_one_core():
+    """REFERENCE.md section 4 (TPU): one core: the back-end uses the process's one device."""
+    source = (REPO / "anb/collect_throughput/backends/xla.py").read_text()
+    assert "torch_xla.device()" in source and "xla_device_hw" in source
+
+
+def test_cuda_inputs_are_built_at_the_reference_shape_without_a_gpu():
+    """The CUDA back-end's input path runs here: batch 128 of 256 px fp16, channels_last
+    (REFERENCE.md section 4); only the copy to the GPU waits for one."""
+    from anb.collect_throughput.backends.cuda import CudaBackend
+    from anb.collect_throughput.backends.torch_backend import input_tensors
+
+    protocol = _protocol("a100", "throughput")
+    (x,) = input_tensors(protocol, "cpu", CudaBackend().input_dtype(protocol))
+    assert tuple(x.shape) == (128, 3, 256, 256) and x.dtype == torch.float16
+    assert x.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_imagenet_inputs_are_fed_at_the_protocol_resolution(tmp_path):
+    """REFERENCE.md section 4 (GPU): ImageNet-val at 256 px: resize + centre crop to 256."""
+    from PIL import Image
+
+    from anb.collect_throughput.inputs import preprocess_image
+
+    Image.new("RGB", (400, 300), (255, 0, 0)).save(tmp_path / "a.png")
+    assert preprocess_image(tmp_path / "a.png", 256).shape == (3, 256, 256)
+    # Short side resized to exactly 256 (no 256/224 crop): a 256-high border row is kept.
+    stripes = Image.new("RGB", (300, 256), (0, 0, 0))
+    stripes.paste((255, 255, 255), (0, 0, 300, 1))
+    stripes.save(tmp_path / "b.png")
+    top = preprocess_image(tmp_path / "b.png", 256)[:, 0]
+    assert top.mean() > 1.0  # the white top row survived the crop
