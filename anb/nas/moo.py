@@ -154,7 +154,7 @@ def pymoo_nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 
                 progress)
 
 
-def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 64,
+def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 32,
           progress: bool = False) -> SearchResult:
     """anb's default multi-objective search: pymoo NSGA-II/III with space-aware operators."""
     algorithm = _engine(problem, population, sampling=SpaceSampling(),

@@ -195,7 +195,7 @@ def regularized_evolution(problem: Problem, budget: int, seed: int = 0, populati
                         seed, {"population": population, "sample": sample, "batch": batch})
 
 
-def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 64,
+def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 32,
           progress: bool = False) -> SearchResult:
     """anb's default multi-objective search: pymoo NSGA-II (NSGA-III for 3+ objectives) with
     space-aware operators; see :mod:`anb.nas.moo`."""
