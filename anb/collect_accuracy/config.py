@@ -101,7 +101,12 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
     },
     "claims": {
         "backend": ("flock", "flock (lock files in <folder>/locks/; needs locks that are "
-                             "global across nodes) or none (one job per folder only)."),
+                             "global across nodes), queue (the shared job queue at "
+                             "claims.queue_url) or none (one job per folder only)."),
+        "queue_url": ("", "queue backend: sqlite:///path (one host) or postgresql://... "
+                          "(many hosts)."),
+        "lease_s": (7200.0, "queue backend: lease of a claim, renewed after every epoch; "
+                            "must exceed the longest epoch."),
         "probe": (True, "Multi-node jobs check at start-up that a lock taken on one node is "
                         "seen on the others (refuses node-local flock)."),
     },
@@ -117,7 +122,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("distributed", "device"): ("auto", "cuda", "cpu"),
     ("optimizer", "name"): ("sgd", "rmsprop"),
     ("optimizer", "schedule"): ("triangular", "cosine", "step"),
-    ("claims", "backend"): ("flock", "none"),
+    ("claims", "backend"): ("flock", "queue", "none"),
 }
 
 #: Numeric keys' allowed ranges: (minimum, maximum, minimum exclusive); None = unbounded.
@@ -152,6 +157,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("optimizer", "weight_decay"): (0, None, False),
     ("distributed", "timeout_s"): (1, None, False),
     ("model", "max_attempts"): (1, None, False),
+    ("claims", "lease_s"): (0, None, True),
     ("trainval", "global_batch"): (0, None, False),
     ("trainval", "randaugment_ops"): (0, None, False),
     ("trainval", "randaugment_magnitude"): (0, 30, False),
