@@ -247,7 +247,11 @@ def check_consistency(config: Config) -> None:
     if tv["eval_epochs"] > tv["epochs"]:
         raise ConfigError(f"config key 'trainval.eval_epochs': value {tv['eval_epochs']} must "
                           f"be in 1..trainval.epochs ({tv['epochs']})")
-    if config["optimizer"]["lr_peak_epoch"] > tv["epochs"]:
+    opt = config["optimizer"]
+    if opt["schedule"] != "triangular" and opt["warmup_epochs"] > tv["epochs"]:
+        raise ConfigError(f"config key 'optimizer.warmup_epochs': value {opt['warmup_epochs']} "
+                          f"is after the last epoch; allowed 0..trainval.epochs ({tv['epochs']})")
+    if opt["schedule"] == "triangular" and opt["lr_peak_epoch"] > tv["epochs"]:
         raise ConfigError(f"config key 'optimizer.lr_peak_epoch': value "
                           f"{config['optimizer']['lr_peak_epoch']} is after the last epoch; "
                           f"allowed 0..trainval.epochs ({tv['epochs']})")
