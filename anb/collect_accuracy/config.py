@@ -40,6 +40,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
                       "column."),
         "max_attempts": (3, "Failed trainings of one architecture (over reruns) before it "
                             "is given up."),
+        "max_replacements": (-1, "Designs of the shard tried beyond num_models to replace "
+                                 "skipped and failed ones (-1 = num_models)."),
         "activation": ("relu", "relu (ReLU/hard-sigmoid, the dataset's) or silu."),
         "dropout": (0.2, "Dropout before the classifier."),
         "drop_path": (0.2, "Stochastic depth rate of the last layer."),
@@ -157,6 +159,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("optimizer", "weight_decay"): (0, None, False),
     ("distributed", "timeout_s"): (1, None, False),
     ("model", "max_attempts"): (1, None, False),
+    ("model", "max_replacements"): (-1, None, False),
     ("claims", "lease_s"): (0, None, True),
     ("trainval", "global_batch"): (0, None, False),
     ("trainval", "randaugment_ops"): (0, None, False),

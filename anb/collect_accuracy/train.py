@@ -227,12 +227,17 @@ class Trainer:
         """Train ``archs``. Architectures claimed by another job are passed over and tried
         once more at the end (that job may have finished them, or died and left them). With
         ``stream`` (``archs`` followed by replacements), skipped and failed designs are
-        replaced until ``len(archs)`` are finished or being trained elsewhere."""
+        replaced until ``len(archs)`` are finished or being trained elsewhere, trying at most
+        ``model.max_replacements`` more designs (a recipe that fails on every design must
+        not walk the whole shard)."""
         counts = {"done": 0, "skipped": 0, "trained": 0, "busy": 0, "failed": 0}
         target = len(archs)
+        spare = self.config["model"]["max_replacements"]
+        limit = target + (target if spare < 0 else spare)
         busy: list[tuple[int, Arch]] = []
         for index, arch in enumerate(stream if stream is not None else archs):
-            if stream is not None and counts["done"] + counts["trained"] + len(busy) >= target:
+            if stream is not None and (counts["done"] + counts["trained"] + len(busy) >= target
+                                       or index >= limit):
                 break
             state = self.process(arch, index, target)
             if state == "busy":
