@@ -31,15 +31,13 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
-
-from typing import Iterator
 
 from anb.collect_accuracy import checkpoint, claims, failures, memcheck, provenance, recipe
 from anb.collect_accuracy.config import (Config, ConfigError, describe, for_world, global_batch,
@@ -158,8 +156,9 @@ class Trainer:
             if other not in (None, self.hash):
                 raise ConfigError(f"config key 'logging.folder': {str(self.folder)!r} holds "
                                   f"{path.name} of recipe {other}, this run's recipe is "
-                                  f"{self.hash}; {batch_hint(prov, self.global_batch, self.dist.world_size)}"
-                                  "use one folder per recipe")
+                                  f"{self.hash}; "
+                                  + batch_hint(prov, self.global_batch, self.dist.world_size)
+                                  + "use one folder per recipe")
             return name
         if failures.attempts(self.folder, arch.id) >= self.config["model"]["max_attempts"]:
             return "failed"
