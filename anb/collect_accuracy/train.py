@@ -131,9 +131,16 @@ class Trainer:
         self.steps = min(steps, self.tv["max_steps"]) if self.tv["max_steps"] else steps
         self._claim: claims.Claim | claims.QueueClaim | None = None
         self.queue: claims.QueueClaims | None = None
+        error: ConfigError | None = None
         if dist.is_main and self.claiming and config["claims"]["backend"] == "queue":
-            self.queue = claims.QueueClaims(config["claims"]["queue_url"], self.hash,
-                                            config["claims"]["lease_s"])
+            try:
+                self.queue = claims.QueueClaims(config["claims"]["queue_url"], self.hash,
+                                                config["claims"]["lease_s"])
+            except ConfigError as err:
+                error = err
+        error = broadcast_object(error, dist.world_size)  # every rank stops, none waits
+        if error is not None:
+            raise error
         if self.cuda:
             torch.backends.cudnn.benchmark = True
 
