@@ -201,3 +201,35 @@ def test_cross_host_probe_refuses_node_local_locks(tmp_path):
     # one host: nothing to probe
     assert _run_probe([shared] * 2, ["node-a", "node-a"]) == {0: False, 1: False}
     assert not list((shared / "locks").glob(".probe-*"))
+
+
+def test_queue_backend_claims_through_the_shared_job_queue(tmp_path, capsys):
+    """claims.backend = queue on SQLite: an architecture leased by another job is left to it;
+    once that lease expires (the job died), a rerun trains it; finished jobs are done."""
+    from anb.collect_accuracy.config import load_config, recipe_hash
+    from anb.jobs.queue import open_queue
+
+    archs = Sampler(9).sample(2)
+    url = f"sqlite:///{tmp_path / 'queue.db'}"
+    args = ["--config", str(CONFIG), "--folder", str(tmp_path / "out"), "--archs",
+            ",".join(str(a) for a in archs), *QUICK, "--claims.backend", "queue",
+            "--claims.queue_url", url]
+    other = claims.QueueClaims(url, recipe_hash(load_config(CONFIG, args[2:]), 1), 600)
+    held = other.try_claim(str(archs[0]), archs[0].id, "job-elsewhere")
+    assert held is not None
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"{archs[0].id} busy: claimed by job job-elsewhere" in out and "left to it" in out
+    assert sorted(p.stem for p in (tmp_path / "out" / "records").glob("*.json")) == [archs[1].id]
+    held.lease_s = 0.01  # the other job dies: its lease runs out and the job is taken over
+    assert held.renew()
+    time.sleep(0.1)
+    assert main(args) == 0
+    found = sorted(p.stem for p in (tmp_path / "out" / "records").glob("*.json"))
+    assert found == sorted(a.id for a in archs)
+    queue = open_queue(url)
+    states = {job.arch: job.state for job in queue.jobs(stage=claims.QUEUE_STAGE)}
+    assert states == {str(archs[0]): "done", str(archs[1]): "done"}
+    assert held.renew() is False  # the late worker's lease is gone
+    bad = main([*args[:-1], ""])
+    assert bad == 2 and "'claims.queue_url'" in capsys.readouterr().err

@@ -166,3 +166,20 @@ def test_shipped_recipes_load(path):
     config = load_config(path)
     assert config["dataloader"]["kind"] in ("ffcv", "folder", "digits", "numpy")
     assert (config["model"]["space"] == "anb-seq1d") == (config["dataloader"]["kind"] == "numpy")
+
+
+@pytest.mark.parametrize("override, message", [
+    (["--optimizer.name", "adam"], "'optimizer.name': value 'adam' is not allowed; allowed "
+                                   "values are ['sgd', 'rmsprop']"),
+    (["--schedule", "linear"], "'optimizer.schedule': value 'linear' is not allowed"),
+    (["--claims.backend", "nfs"], "'claims.backend': value 'nfs' is not allowed; allowed values "
+                                  "are ['flock', 'queue', 'none']"),
+    (["--ema_decay", "1.5"], "'trainval.ema_decay': value 1.5 is out of range"),
+    (["--global_batch", "-4"], "'trainval.global_batch': value -4 is out of range"),
+    (["--schedule", "cosine", "--warmup_epochs", "40"], "'optimizer.warmup_epochs': value 40.0 "
+                                                         "is after the last epoch"),
+])
+def test_full_recipe_keys_are_checked(override, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(CONFIG, override)
+    assert message in str(err.value)

@@ -109,3 +109,23 @@ def test_nan_loss_is_recorded_as_a_failure(tmp_path):
     assert not (tmp_path / "records").exists() or not _records(tmp_path)
     assert json.loads((tmp_path / "failed" / arch_id / entry["path"].split("/")[-1])
                       .read_text())["status"] == "failed"
+
+
+def test_nan_loss_on_two_ranks_fails_the_design_on_both_and_goes_on(tmp_path):
+    """torchrun, 2 gloo processes: the loss is all-reduced, so every rank sees the NaN, records
+    it and moves on together (no rank left waiting in a collective)."""
+    import subprocess
+
+    from tests.test_train_torchrun import REPO, child_env, torchrun_cmd
+
+    proc = subprocess.run(torchrun_cmd(tmp_path, "--num_models", "2", "--epochs", "1",
+                                       "--eval_epochs", "1", "--lr", "1e30", "--lr_batch", "1",
+                                       "--max_attempts", "1"),
+                          env=child_env(), cwd=REPO, capture_output=True, text=True, timeout=250)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    failed = failures.all_failed(tmp_path)
+    assert len(failed) == 4  # the two designs and two replacements (max_replacements -1)
+    for entries in failed.values():
+        assert sorted(e["rank"] for e in entries) == [0, 1]
+        assert all(e["error"].startswith("FloatingPointError") for e in entries)
+        assert len({e["job_id"] for e in entries}) == 1

@@ -108,3 +108,24 @@ def test_full_recipe_trains_a_pareto_csv_and_resumes(tmp_path, capsys, monkeypat
     bad.write_text("name\nx\n")
     assert main([*args, "--archs", str(bad)]) == 2
     assert "'model.archs'" in capsys.readouterr().err
+
+
+def test_randaugment_runs_through_torchvision_or_names_what_is_missing(tmp_path, capsys):
+    """RandAugment is torchvision's; where no torchvision matching torch is installed (this CI's
+    CPU torch has none on its index), the run stops before training with a clear message."""
+    try:
+        from torchvision.transforms import v2  # noqa: F401
+        available = True
+    except (ImportError, RuntimeError):
+        available = False
+    code = main(["--config", str(FULL), "--folder", str(tmp_path), "--archs", SMALL,
+                 "--progress", "false", "--max_steps", "2", "--max_val_steps", "1",
+                 "--epochs", "1", "--eval_epochs", "1", "--warmup_epochs", "0.5",
+                 "--randaugment_ops", "2"])
+    if available:
+        assert code == 0 and list((tmp_path / "records").glob("*.json"))
+    else:
+        assert code == 2
+        err = capsys.readouterr().err
+        assert "'trainval.randaugment_ops': value 2 needs torchvision" in err
+        assert not (tmp_path / "records").exists()

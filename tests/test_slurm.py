@@ -18,6 +18,7 @@ from anb.searchspace import Sampler
 from tests.test_train_torchrun import CONFIG, REPO, TORCHRUN
 
 TEMPLATE = REPO / "configs" / "slurm" / "train.sbatch"
+pytestmark = pytest.mark.timeout(600)
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "squeue")
 ARGS = ["--epochs", "2", "--eval_epochs", "1", "--progress", "false", "--seed", "3",
         "--batch_size", "16", "--max_steps", "3", "--max_val_steps", "1", "--val_batch_size", "64"]
@@ -130,7 +131,10 @@ def test_sbatch_template_runs_two_processes(cluster, tmp_path):
     for record in found.values():
         assert record["provenance"]["world_size"] == 2
         assert record["provenance"]["job_ids"] == [f"slurm-{job}-r0"]
-    assert f"anb: job {job} restart 0 on 1 node(s) x 2 process(es)" in _logs(tmp_path)
+    logs = _logs(tmp_path)
+    assert f"anb: job {job} restart 0 on 1 node(s) x 2 process(es), 2 CPU(s) per node" in logs
+    assert "\r" not in logs and "it/s" not in logs  # no progress bars in batch logs
+    assert "images_per_s=" in logs and "data_wait_s=" in logs
 
 
 def test_requeue_mid_stream_resumes_without_loss_or_repeat(cluster, tmp_path):
@@ -158,3 +162,35 @@ def test_requeue_mid_stream_resumes_without_loss_or_repeat(cluster, tmp_path):
     assert found[ids[2]]["provenance"]["job_ids"] == [f"slurm-{job}-r1"]
     logs = _logs(tmp_path)
     assert f"{ids[0]} already done" in logs and f"{ids[1]} resuming from epoch 1" in logs
+
+
+def test_template_requests_cpus_memory_a_free_port_and_allocated_gpus():
+    """Without CPUs and memory requested, 4 ranks x 12 loader workers share a core or two and
+    an in-memory ImageNet file is OOM-killed; a fixed port collides with other jobs."""
+    text = TEMPLATE.read_text()
+    directives = [line for line in text.splitlines() if line.startswith("#SBATCH")]
+    assert "#SBATCH --exclusive" in directives and "#SBATCH --mem=0" in directives
+    assert '--cpus-per-task="$CPUS"' in text and "CPUS=${SLURM_CPUS_ON_NODE" in text
+    assert "29500" not in text and "nvidia-smi" not in text
+    assert "--logging.progress false" in text
+    function = text[text.index("gpus_allocated() {"):text.index("\n}\n", text.index(
+        "gpus_allocated() {")) + 3]
+    for env, want in (({"SLURM_GPUS_ON_NODE": "4"}, "4"),
+                      ({"SLURM_GPUS_PER_NODE": "a100:8"}, "8"),
+                      ({"SLURM_GPUS_PER_NODE": "2"}, "2"), ({}, "0")):
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_GPUS")}
+        out = subprocess.run(["bash", "-c", function + "\ngpus_allocated"], env={**clean, **env},
+                             capture_output=True, text=True, timeout=30)
+        assert out.stdout.strip() == want, (env, out.stdout, out.stderr)
+
+
+def test_readme_slurm_example_trains_the_published_recipe():
+    """REFERENCE.md section 3: 4 GPUs x 512 images at peak lr 0.425."""
+    readme = (REPO / "README.md").read_text()
+    line = readme[readme.index("- **SLURM**"):readme.index("- **SLURM**") + 400]
+    assert "--nodes 1 --gpus-per-node 4" in line and "imagenet_proxy.ini" in line
+    from anb.collect_accuracy.config import global_batch, load_config, peak_lr
+
+    config = load_config(REPO / "configs" / "accuracy" / "imagenet_proxy.ini")
+    assert config["trainval"]["batch_size"] == 512
+    assert global_batch(config, 4) == 2048 and peak_lr(config, 4) == pytest.approx(0.425)

@@ -19,6 +19,7 @@ from anb.searchspace import Sampler
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 CONFIG = REPO / "configs" / "accuracy" / "digits_tiny.ini"
+pytestmark = pytest.mark.timeout(600)  # a hung collective fails the test, not the suite
 NUM_MODELS = 3
 ARGS = ["--num_models", str(NUM_MODELS), "--epochs", "3", "--eval_epochs", "2",
         "--progress", "false", "--seed", "7", "--batch_size", "16", "--max_steps", "3",

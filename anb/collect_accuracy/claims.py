@@ -17,6 +17,11 @@ refused with a message naming ``claims.backend``. ``claims.backend = none`` turn
 folder on several nodes then rely on the mount being global (Lustre ``-o flock``, NFS v4,
 GPFS, BeeGFS with ``tuneUseGlobalFileLocks``).
 
+``claims.backend = queue`` claims through the shared job queue (:mod:`anb.jobs`; SQLite on
+one host, PostgreSQL across hosts, ``claims.queue_url``) instead of lock files: each
+architecture of a recipe is one job, leased for ``claims.lease_s`` and renewed after every
+epoch, so a claim of a dead job expires with its lease whatever the file system.
+
 Lock files stay in place (removing a lock file another process has open would split the lock
 between two inodes). The holder never opens its own lock file a second time: on NFS, flock is
 emulated with POSIX locks, which a second close() in the same process would release.
@@ -157,3 +162,69 @@ def probe_global(folder: Path, dist: Any, host: str | None = None) -> bool:
             "-o flock, not localflock; BeeGFS: tuneUseGlobalFileLocks), or set "
             "--claims.backend none and give each job its own folder")
     return True
+
+
+QUEUE_STAGE = "train-accuracy"
+
+
+class QueueClaim:
+    """A lease on one architecture's job in the shared queue (:mod:`anb.jobs`)."""
+
+    def __init__(self, queue: Any, job: Any, lease_s: float):
+        self.queue, self.job, self.lease_s = queue, job, lease_s
+
+    def renew(self) -> bool:
+        """Extend the lease (after every epoch); False when it was lost."""
+        return self.job is not None and self.queue.heartbeat(self.job, self.lease_s)
+
+    def finish(self, result: dict[str, Any]) -> None:
+        if self.job is not None:
+            self.queue.complete(self.job, result)
+            self.job = None
+
+    def release(self) -> None:
+        """Give the job back unfinished (the next claim may take it)."""
+        if self.job is not None:
+            self.queue.release(self.job)
+            self.job = None
+
+
+class QueueClaims:
+    """Claims through the shared job queue: the job of an architecture under a recipe is
+    (arch, device = ``<recipe hash>:<arch id>``, stage ``train-accuracy``)."""
+
+    def __init__(self, url: str, recipe_hash: str, lease_s: float):
+        from anb.jobs.queue import open_queue
+
+        if not url:
+            raise ConfigError("config key 'claims.queue_url': empty, but claims.backend = "
+                              "'queue' needs it; allowed: sqlite:///path or postgresql://...")
+        try:
+            self.queue = open_queue(url)
+        except Exception as err:  # engine errors: bad URL, server unreachable
+            raise ConfigError(f"config key 'claims.queue_url': cannot open queue {url!r} "
+                              f"({type(err).__name__}: {err})") from None
+        self.recipe_hash, self.lease_s = recipe_hash, lease_s
+
+    def _device(self, arch_id: str) -> str:
+        return f"{self.recipe_hash}:{arch_id}"
+
+    def try_claim(self, arch: str, arch_id: str, worker: str) -> QueueClaim | None:
+        from anb.jobs.queue import Capability, JobSpec
+
+        device = self._device(arch_id)
+        self.queue.submit([JobSpec(arch=arch, device=device, stage=QUEUE_STAGE,
+                                   max_attempts=1_000_000)])
+        job = self.queue.claim(worker, [Capability(QUEUE_STAGE, device)], self.lease_s)
+        return None if job is None else QueueClaim(self.queue, job, self.lease_s)
+
+    def holder(self, arch_id: str) -> dict[str, Any]:
+        jobs = self.queue.jobs(device=self._device(arch_id), stage=QUEUE_STAGE, limit=1)
+        if not jobs:
+            return {}
+        job = jobs[0]
+        return {"job_id": job.worker, "host": "queue", "pid": job.id,
+                "since": f"{job.state}, lease until {job.lease_until}"}
+
+    def close(self) -> None:
+        self.queue.close()

@@ -40,6 +40,8 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
                       "column."),
         "max_attempts": (3, "Failed trainings of one architecture (over reruns) before it "
                             "is given up."),
+        "max_replacements": (-1, "Designs of the shard tried beyond num_models to replace "
+                                 "skipped and failed ones (-1 = num_models)."),
         "activation": ("relu", "relu (ReLU/hard-sigmoid, the dataset's) or silu."),
         "dropout": (0.2, "Dropout before the classifier."),
         "drop_path": (0.2, "Stochastic depth rate of the last layer."),
@@ -101,7 +103,12 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
     },
     "claims": {
         "backend": ("flock", "flock (lock files in <folder>/locks/; needs locks that are "
-                             "global across nodes) or none (one job per folder only)."),
+                             "global across nodes), queue (the shared job queue at "
+                             "claims.queue_url) or none (one job per folder only)."),
+        "queue_url": ("", "queue backend: sqlite:///path (one host) or postgresql://... "
+                          "(many hosts)."),
+        "lease_s": (7200.0, "queue backend: lease of a claim, renewed after every epoch; "
+                            "must exceed the longest epoch."),
         "probe": (True, "Multi-node jobs check at start-up that a lock taken on one node is "
                         "seen on the others (refuses node-local flock)."),
     },
@@ -117,7 +124,7 @@ CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("distributed", "device"): ("auto", "cuda", "cpu"),
     ("optimizer", "name"): ("sgd", "rmsprop"),
     ("optimizer", "schedule"): ("triangular", "cosine", "step"),
-    ("claims", "backend"): ("flock", "none"),
+    ("claims", "backend"): ("flock", "queue", "none"),
 }
 
 #: Numeric keys' allowed ranges: (minimum, maximum, minimum exclusive); None = unbounded.
@@ -152,6 +159,8 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("optimizer", "weight_decay"): (0, None, False),
     ("distributed", "timeout_s"): (1, None, False),
     ("model", "max_attempts"): (1, None, False),
+    ("model", "max_replacements"): (-1, None, False),
+    ("claims", "lease_s"): (0, None, True),
     ("trainval", "global_batch"): (0, None, False),
     ("trainval", "randaugment_ops"): (0, None, False),
     ("trainval", "randaugment_magnitude"): (0, 30, False),
@@ -241,7 +250,11 @@ def check_consistency(config: Config) -> None:
     if tv["eval_epochs"] > tv["epochs"]:
         raise ConfigError(f"config key 'trainval.eval_epochs': value {tv['eval_epochs']} must "
                           f"be in 1..trainval.epochs ({tv['epochs']})")
-    if config["optimizer"]["lr_peak_epoch"] > tv["epochs"]:
+    opt = config["optimizer"]
+    if opt["schedule"] != "triangular" and opt["warmup_epochs"] > tv["epochs"]:
+        raise ConfigError(f"config key 'optimizer.warmup_epochs': value {opt['warmup_epochs']} "
+                          f"is after the last epoch; allowed 0..trainval.epochs ({tv['epochs']})")
+    if opt["schedule"] == "triangular" and opt["lr_peak_epoch"] > tv["epochs"]:
         raise ConfigError(f"config key 'optimizer.lr_peak_epoch': value "
                           f"{config['optimizer']['lr_peak_epoch']} is after the last epoch; "
                           f"allowed 0..trainval.epochs ({tv['epochs']})")

@@ -31,15 +31,13 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
-
-from typing import Iterator
 
 from anb.collect_accuracy import checkpoint, claims, failures, memcheck, provenance, recipe
 from anb.collect_accuracy.config import (Config, ConfigError, describe, for_world, global_batch,
@@ -131,7 +129,18 @@ class Trainer:
         self.channels_last = self.tv["channels_last"] and self.cuda and space.dims == 2
         steps = loaders.train_steps()
         self.steps = min(steps, self.tv["max_steps"]) if self.tv["max_steps"] else steps
-        self._claim: claims.Claim | None = None
+        self._claim: claims.Claim | claims.QueueClaim | None = None
+        self.queue: claims.QueueClaims | None = None
+        error: ConfigError | None = None
+        if dist.is_main and self.claiming and config["claims"]["backend"] == "queue":
+            try:
+                self.queue = claims.QueueClaims(config["claims"]["queue_url"], self.hash,
+                                                config["claims"]["lease_s"])
+            except ConfigError as err:
+                error = err
+        error = broadcast_object(error, dist.world_size)  # every rank stops, none waits
+        if error is not None:
+            raise error
         if self.cuda:
             torch.backends.cudnn.benchmark = True
 
@@ -154,8 +163,9 @@ class Trainer:
             if other not in (None, self.hash):
                 raise ConfigError(f"config key 'logging.folder': {str(self.folder)!r} holds "
                                   f"{path.name} of recipe {other}, this run's recipe is "
-                                  f"{self.hash}; {batch_hint(prov, self.global_batch, self.dist.world_size)}"
-                                  "use one folder per recipe")
+                                  f"{self.hash}; "
+                                  + batch_hint(prov, self.global_batch, self.dist.world_size)
+                                  + "use one folder per recipe")
             return name
         if failures.attempts(self.folder, arch.id) >= self.config["model"]["max_attempts"]:
             return "failed"
@@ -170,10 +180,10 @@ class Trainer:
             try:
                 decision = (self._folder_state(arch), "")
                 if decision[0] == "todo" and self.claiming:
-                    self._claim = claims.try_claim(
-                        self.folder, arch.id, claims.holder_info(self.dist.job_id, str(arch)))
+                    self._claim = self._try_claim(arch)
                     if self._claim is None:
-                        holder = claims.read_holder(self.folder, arch.id)
+                        holder = (self.queue.holder(arch.id) if self.queue is not None
+                                  else claims.read_holder(self.folder, arch.id))
                         decision = ("busy", claims.describe(holder))
                     else:  # finished by another job between the look and the claim?
                         decision = (self._folder_state(arch), "")
@@ -197,13 +207,18 @@ class Trainer:
             return
         if self._claim is None and self.claiming:
             try:
-                self._claim = claims.try_claim(
-                    self.folder, arch.id, claims.holder_info(self.dist.job_id, str(arch)))
+                self._claim = self._try_claim(arch)
             except ConfigError:
                 return
             if self._claim is None:
                 return
         ckpt.unlink(missing_ok=True)
+
+    def _try_claim(self, arch: Arch) -> "claims.Claim | claims.QueueClaim | None":
+        if self.queue is not None:
+            return self.queue.try_claim(str(arch), arch.id, self.dist.job_id)
+        return claims.try_claim(self.folder, arch.id,
+                                claims.holder_info(self.dist.job_id, str(arch)))
 
     @property
     def claiming(self) -> bool:
@@ -218,12 +233,17 @@ class Trainer:
         """Train ``archs``. Architectures claimed by another job are passed over and tried
         once more at the end (that job may have finished them, or died and left them). With
         ``stream`` (``archs`` followed by replacements), skipped and failed designs are
-        replaced until ``len(archs)`` are finished or being trained elsewhere."""
+        replaced until ``len(archs)`` are finished or being trained elsewhere, trying at most
+        ``model.max_replacements`` more designs (a recipe that fails on every design must
+        not walk the whole shard)."""
         counts = {"done": 0, "skipped": 0, "trained": 0, "busy": 0, "failed": 0}
         target = len(archs)
+        spare = self.config["model"]["max_replacements"]
+        limit = target + (target if spare < 0 else spare)
         busy: list[tuple[int, Arch]] = []
         for index, arch in enumerate(stream if stream is not None else archs):
-            if stream is not None and counts["done"] + counts["trained"] + len(busy) >= target:
+            if stream is not None and (counts["done"] + counts["trained"] + len(busy) >= target
+                                       or index >= limit):
                 break
             state = self.process(arch, index, target)
             if state == "busy":
@@ -392,6 +412,9 @@ class Trainer:
                         **({"ema": ema.model.state_dict()} if ema is not None else {}),
                         "train_time": train_time, "steps_time": steps_time,
                         "job_ids": job_ids})
+                    if isinstance(self._claim, claims.QueueClaim) and not self._claim.renew():
+                        self.say(f"arch {arch.id}: the queue lease was lost (expired and "
+                                 "taken by another job?); finishing this epoch's work anyway")
                 wb.log_epoch(metrics)
                 self.say(f"arch {index + 1}/{total} {arch.id} epoch {epoch + 1}/{epochs} "
                           + " ".join(f"{k}={v:.4g}" for k, v in metrics.items() if k != "epoch"))
@@ -407,6 +430,9 @@ class Trainer:
             wb.finish(record, weights, self.config["logging"]["log_artifacts"])
             self._ckpt(arch).unlink(missing_ok=True)
             failures.clear(self.folder, arch.id)
+            if isinstance(self._claim, claims.QueueClaim):
+                self._claim.finish({"record": str(provenance.record_path(self.folder, arch)),
+                                    "val_top1": record["metrics"].get("val_top1")})
         self.say(f"arch {index + 1}/{total} {arch.id} finished: "
                   + " ".join(f"{k}={v}" for k, v in record["metrics"].items()))
         del net, model, optimizer, ema
@@ -591,7 +617,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = for_world(config, dist.world_size)
         loaders = make_loaders(config, dist.rank, dist.world_size, dist.device)
         trainer = Trainer(config, dist, loaders, space)
-        if trainer.claiming and config["claims"]["probe"]:
+        if trainer.claiming and config["claims"]["backend"] == "flock" \
+                and config["claims"]["probe"]:
             claims.probe_global(trainer.folder, dist)
         if dist.is_main:
             atomic_write_text(trainer.folder / f"config-{trainer.hash}.ini", to_ini(config))

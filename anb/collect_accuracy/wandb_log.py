@@ -74,9 +74,9 @@ class WandbRun:
                                  "record": json.dumps(record)})
         if log_artifact:
             arch_id = record["provenance"]["arch_id"]
-            artifact = wandb.Artifact(artifact_name(arch_id, self.recipe_hash, self.seed), type="anb-arch",
-                                      metadata={"arch": record["provenance"]["arch"],
-                                                **record["metrics"]})
+            metadata = {"arch": record["provenance"]["arch"], **record["metrics"]}
+            artifact = wandb.Artifact(artifact_name(arch_id, self.recipe_hash, self.seed),
+                                      type="anb-arch", metadata=metadata)
             folder = Path(self.run.dir)
             record_file = folder / "record.json"
             record_file.write_text(json.dumps(record, indent=2))
