@@ -51,7 +51,7 @@ def test_offspring_are_never_duplicates_of_each_other_or_the_population(search):
                                              Objective.parse("macs")])
     result = search(problem, 2000, seed=3, population=32)
     ids = result.history()["arch_id"].to_numpy()
-    for start in range(32, 2000, 32):  # one generation of offspring
+    for start in range(32, 2000, 32):  # one generation of offspring (32 each here)
         generation = ids[start:start + 32]
         assert len(set(generation)) == len(generation)
     assert len(set(ids)) / len(ids) > 0.97
