@@ -105,7 +105,10 @@ def test_interval_covers_about_90_percent_of_test_labels(adapted, data):
     assert np.allclose(bench.query(data.choices[test], [HIDDEN])[HIDDEN], np.exp(mean))
 
 
-def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data):
+def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data, base,
+                                                                   tmp_path):
+    import shutil
+
     _, out = adapted
     bench = load_adapted(out)
     arch = str(Arch.from_choices(data.choices[0]))
@@ -115,10 +118,12 @@ def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data
     assert len(bench.metrics) == 8 and HIDDEN in bench.metrics
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["targets"][HIDDEN]["n_points"] == 20
-    weights = out / "adapted.npz"
+    copy = shutil.copytree(out, tmp_path / "copy")
+    assert load_adapted(copy, base).query([arch]).equals(frame)
+    weights = copy / "adapted.npz"
     weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)
     with pytest.raises(ValueError, match="corrupted or tampered"):
-        load_adapted(out)
+        load_adapted(copy, base)
 
 
 def test_suggest_returns_k_distinct_unmeasured_archs(adapted, base):
@@ -178,3 +183,57 @@ def test_read_measured_accepts_anb_measure_records(tmp_path, data):
     target, choices, values = read_measured(tmp_path, "myboard")
     assert target == "latency_myboard" and len(values) == 6
     assert sorted(values) == sorted(data.labels[HIDDEN].values[rows])
+
+
+def test_python_adapt_matches_the_command(adapted, base, data, tmp_path):
+    csv, out = adapted
+    bench, model = adapt("zcu102", csv, base, tmp_path / "model")
+    archs = data.choices[:5]
+    assert model.target == HIDDEN and model.n_points == 20 and len(model.known) == 7
+    pd.testing.assert_frame_equal(bench.query(archs), load_adapted(out).query(archs))
+    unsaved, same = adapt("zcu102", csv, base)
+    assert unsaved is None and same.blend == model.blend
+
+
+def test_submit_queues_a_measure_job_per_suggested_arch(base, tmp_path):
+    from anb.jobs.queue import open_queue
+
+    queue = tmp_path / "queue.db"
+    args = ["adapt", "--device", "cpu-ort", "--base", str(base), "--suggest", "4",
+            "--candidates", "300", "--submit", "--queue", str(queue)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    archs = [line for line in result.stdout.split() if line.startswith("e")]
+    with open_queue(str(queue)) as q:
+        jobs = q.jobs(state="queued")
+    assert sorted(j.arch for j in jobs) == sorted(archs) and len(archs) == 4
+    assert {(j.device, j.stage) for j in jobs} == {("cpu-ort", "measure")}
+    assert jobs[0].payload["device_config"]["backend"] == "onnxruntime"
+    again = runner.invoke(app, args)
+    assert "queued 0 measure job(s) on cpu-ort (4 already in the queue)" in again.output
+
+
+def test_submit_needs_a_device_config_and_suggest(base, tmp_path):
+    result = runner.invoke(app, ["adapt", "--device", "myboard", "--base", str(base),
+                                 "--suggest", "2", "--candidates", "100", "--submit",
+                                 "--queue", str(tmp_path / "q.db")])
+    assert result.exit_code == 2 and "--device 'myboard': not a TOML file nor one of" in \
+        result.output
+    result = runner.invoke(app, ["adapt", "--device", "cpu-ort", "--base", str(base),
+                                 "--submit"])
+    assert result.exit_code == 2 and "give --suggest K" in result.output
+
+
+def test_suggest_never_returns_measured_or_duplicate_candidates(base, data):
+    """A pool made mostly of measured architectures (and repeats): only the others come back."""
+    from anb.surrogates.adapt import BenchmarkKnown
+    from anb.surrogates.adapt_select import suggest as select_next
+    from anb.surrogates.artifact import load
+
+    known = BenchmarkKnown(load(base))
+    measured = data.choices[:30]
+    fresh = data.choices[30:34]
+    pool = np.concatenate([measured, fresh, fresh, measured])
+    picked = select_next(known, 4, measured, pool=pool)
+    key = lambda rows: sorted(map(str, map(Arch.from_choices, rows)))  # noqa: E731
+    assert key(picked) == key(fresh)

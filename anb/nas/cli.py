@@ -20,6 +20,14 @@ def search(
     seed: int = typer.Option(0),
     noise: bool = typer.Option(False, help="Query plausible noisy observations, not means."),
     out: Path = typer.Option(Path("outputs/search"), help="Results folder."),
+    measure: Optional[str] = typer.Option(None, help="Measure this device's metrics in the "
+                                          "loop (device config name or TOML, e.g. cpu-ort)."),
+    queue: Optional[str] = typer.Option(None, help="With --measure: submit measurements to "
+                                        "this job queue instead of measuring here."),
+    max_measurements: Optional[int] = typer.Option(None, help="With --measure: at most this "
+                                                   "many new measurements."),
+    max_hours: Optional[float] = typer.Option(None, help="With --measure: stop after this "
+                                              "many hours."),
     supported_only: bool = typer.Option(False, help="Treat architectures the surrogate flags "
                                         "as out of distribution as infeasible."),
 ) -> None:
@@ -37,7 +45,17 @@ def search(
             from anb.surrogates import load
 
             surrogate = surrogate_evaluator(load(benchmark), noise=noise, seed=seed)
-        problem = Problem(combined(surrogate), [Objective.parse(o) for o in objective],
+        evaluator = combined(surrogate)
+        if measure is not None:
+            from anb.nas.measured import search_measured
+
+            s = search_measured(ALGORITHMS[algorithm], evaluator, measure, queue, objective,
+                                constraint or [], budget, seed, out, max_measurements, max_hours)
+            typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
+                       f"evaluations, {s['measurements']} measurements in {s['hours'] * 60:.1f} "
+                       f"min ({s['stopped']}); Pareto front {s['pareto_size']}; results in {out}")
+            return
+        problem = Problem(evaluator, [Objective.parse(o) for o in objective],
                           [Constraint.parse(c) for c in constraint or []],
                           supported_only=supported_only)
         result = ALGORITHMS[algorithm](problem, budget, seed=seed, progress=True)

@@ -20,7 +20,8 @@ from anb.surrogates.adapt_select import suggest as _suggest
 
 
 def read_measured(path: str | Path, device: str, kind: str | None = None,
-                  space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS) -> tuple[str, np.ndarray, np.ndarray]:
+                  space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS
+                  ) -> tuple[str, np.ndarray, np.ndarray]:
     """``(target, raw choices, values)`` of a device from a CSV (``arch`` + ``<kind>_<device>``
     columns) or from what ``anb measure`` wrote (a results folder or record JSON files)."""
     path = Path(path)
@@ -52,8 +53,8 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
     for i, (arch, value, raw) in enumerate(zip(frame["arch"], values, frame[target])):
         where = f"{str(path)!r} row {i + 1}"
         if not isinstance(arch, str) or not arch.strip():
-            raise ValueError(f"{where}: column 'arch' is empty; give an architecture string "
-                             "like 'e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se'")
+            raise ValueError(f"{where}: column 'arch' is empty; give an architecture string like "
+                             "'e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se'")
         if not np.isfinite(value) or value <= 0:
             raise ValueError(f"{where} ({arch}): column {target!r} has {raw!r}; every measured "
                              "architecture needs a positive number")
@@ -70,13 +71,24 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
 
 
 def _load_base(base: str | Path | Any) -> Any:
-    from anb.surrogates.artifact import load
+    """A surrogate benchmark: an artifact folder, a packaged name (``"accel-nasbench"``) or one
+    already loaded."""
+    from anb.surrogates.packaged import load
 
     return load(base) if isinstance(base, (str, Path)) else base
 
 
-def adapt(device: str, measured: str | Path, base: str | Path, out: str | Path | None = None,
-          kind: str | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
+def _base_folder(base: str | Path) -> Path:
+    """The artifact folder behind ``base`` (a packaged name resolves to its cache folder)."""
+    from anb.surrogates.packaged import PACKAGED, cache_path
+
+    if str(base) in PACKAGED and not Path(base).exists():
+        return cache_path(str(base))
+    return Path(base)
+
+
+def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench",
+          out: str | Path | None = None, kind: str | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
     benchmark ``base`` (a saved artifact folder); save it to ``out`` (queryable beside the base's
     metrics via :func:`anb.surrogates.adapt.load_adapted`)."""
@@ -89,11 +101,11 @@ def adapt(device: str, measured: str | Path, base: str | Path, out: str | Path |
     if out is None:
         return None, model
     info = {"measured": {"file": Path(measured).name, "n": int(len(values))}}
-    save_adapted(out, base, {target: model}, info)
+    save_adapted(out, _base_folder(base), {target: model}, info)
     return load_adapted(out), model
 
 
-def suggest(base: str | Path | Any, k: int, measured: str | Path | None = None,
+def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10, measured: str | Path | None = None,
             device: str | None = None, kind: str | None = None, n_candidates: int = 5000,
             seed: int = 0, exclude: Sequence[str] = ()) -> list[str]:
     """``k`` distinct architecture strings to measure next on a device (none measured yet)."""
@@ -107,3 +119,19 @@ def suggest(base: str | Path | Any, k: int, measured: str | Path | None = None,
     known = BenchmarkKnown(bench, exclude=[t for t in [target, *exclude] if t])
     picked = _suggest(known, k, done, n_candidates=n_candidates, seed=seed, space=bench.space)
     return [str(Arch.from_choices(row, bench.space)) for row in picked]
+
+
+def submit(archs: Sequence[str], device: str, queue: str, priority: int | None = None
+           ) -> tuple[int, int]:
+    """Queue a ``measure`` job per architecture on ``device`` (a device config name or TOML
+    path) in the measurement queue ``queue``; returns (added, already queued)."""
+    from anb.jobs.cli import _device_table
+    from anb.jobs.queue import open_queue
+    from anb.jobs.stages import chain
+
+    name, table = _device_table(device)
+    specs = [chain(a, name, ["measure"], priority, payload={"device_config": table})
+             for a in archs]
+    with open_queue(queue) as q:
+        added = q.submit(specs)
+    return len(added), len(specs) - len(added)

@@ -15,8 +15,8 @@ def _fail(err: Exception) -> None:
 def adapt_cmd(
     device: str = typer.Option(..., "--device", help="Device name: the CSV column is "
                                "throughput_<NAME> or latency_<NAME>."),
-    base: Path = typer.Option(..., "--base", help="Surrogate artifact of the known devices "
-                              "(written by 'anb fit')."),
+    base: str = typer.Option("accel-nasbench", "--base", help="Surrogate benchmark of the "
+                             "known devices: an 'anb fit' folder or the packaged name."),
     measured: Optional[Path] = typer.Option(None, "--measured", help="CSV with 'arch' and "
                                             "<kind>_<NAME> columns, or an 'anb measure' folder."),
     out: Optional[Path] = typer.Option(None, "--out", help="Adapted artifact folder to write."),
@@ -26,10 +26,17 @@ def adapt_cmd(
                                 "architectures to measure next (none already measured)."),
     candidates: int = typer.Option(5000, help="Sampled candidates --suggest chooses from."),
     seed: int = typer.Option(0, help="Seed of the candidate sample."),
+    submit: bool = typer.Option(False, "--submit", help="Queue a measure job per suggested "
+                                "architecture (--device is then a device config name or TOML)."),
+    queue: str = typer.Option("anb-queue.db", "--queue", envvar="ANB_QUEUE",
+                              help="Measurement queue for --submit: SQLite file or "
+                              "postgresql:// URL."),
 ) -> None:
     """Adapt a surrogate to a new device from measured architectures; suggest what to measure."""
-    from anb.surrogates.adapt_api import adapt, suggest as suggest_archs
+    from anb.surrogates.adapt_api import adapt, submit as submit_jobs, suggest as suggest_archs
 
+    if submit and not suggest:
+        _fail(ValueError("--submit queues the suggested architectures: give --suggest K"))
     if suggest == 0 and (measured is None or out is None):
         _fail(ValueError("give --measured and --out to adapt, or --suggest K to choose "
                          "architectures to measure"))
@@ -40,10 +47,15 @@ def adapt_cmd(
                        f"on {len(model.known)} known devices; leave-one-out log error "
                        f"{model.loo_rmse:.4f} -> {out}")
         if suggest:
-            for arch in suggest_archs(base, suggest, measured, device, metric,
-                                      n_candidates=candidates, seed=seed):
+            archs = suggest_archs(base, suggest, measured, device, metric,
+                                  n_candidates=candidates, seed=seed)
+            for arch in archs:
                 typer.echo(arch)
-    except (ValueError, FileNotFoundError) as err:
+            if submit:
+                added, queued = submit_jobs(archs, device, queue)
+                typer.echo(f"queued {added} measure job(s) on {device} ({queued} already "
+                           f"in the queue) -> {queue}", err=True)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
         _fail(err)
 
 

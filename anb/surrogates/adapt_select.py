@@ -34,9 +34,11 @@ def select(candidates: np.ndarray, k: int, measured: np.ndarray | None = None,
     clusters = min(k + len(M), len(Z))
     centres = KMeans(clusters, n_init=3, random_state=seed).fit(Z).cluster_centers_
     free = np.ones(len(centres), dtype=bool)
-    for row in M:  # each measured architecture covers its nearest uncovered centre
-        dist = ((centres - row) ** 2).sum(1)
-        dist[~free] = np.inf
+    gaps = ((M[:, None, :] - centres[None]) ** 2).sum(2) if len(M) else np.zeros((0, clusters))
+    for row in np.argsort(gaps.min(1)):  # measured rows cover their nearest free centre,
+        if free.sum() == k:                # closest first, leaving k centres to fill
+            break
+        dist = np.where(free, gaps[row], np.inf)
         free[int(np.argmin(dist))] = False
     chosen: list[int] = []
     for centre in centres[free][:k]:
