@@ -95,7 +95,7 @@ def test_load_fits_once_then_reads_the_cache(cache, capsys):
     assert path.stat().st_mtime_ns == stamp
     a, b = bench.query([B0]), again.query([B0])
     assert list(a.columns) == ["val_top1", "val_top1_std", "throughput_zcu102",
-                               "throughput_zcu102_std"]
+                               "throughput_zcu102_std", "ood", "ood_distance", "ood_cost"]
     np.testing.assert_array_equal(a.to_numpy(), b.to_numpy())
 
 

@@ -21,6 +21,7 @@ models ``<out>/by_layer_type.csv`` / ``.html`` (which layer types lose most) and
 from __future__ import annotations
 
 import inspect
+import os
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -128,6 +129,7 @@ def flag(table: pd.DataFrame, cos_threshold: float, sqnr_threshold: float, worst
 
 
 PLOTLY_JS = "plotly.min.js"
+PARENT_PLOTLY_JS = f"{os.pardir}/{PLOTLY_JS}"  # the copy one folder up, shared by every model
 
 
 def write_plotly_js(folder: Path) -> Path:
@@ -140,7 +142,7 @@ def write_plotly_js(folder: Path) -> Path:
 
 
 def plot_layers(table: pd.DataFrame, path: Path, title: str, cos_threshold: float,
-                sqnr_threshold: float, plotly_js: str = f"../{PLOTLY_JS}") -> Path:
+                sqnr_threshold: float, plotly_js: str = PARENT_PLOTLY_JS) -> Path:
     """Interactive per-layer plot (SQNR, SQNR drop, cosine; hover names the layer)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
