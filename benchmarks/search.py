@@ -11,6 +11,11 @@ until it stops, so that equals a run with the smaller budget). Hypervolume is of
 non-dominated evaluations, on objectives scaled to [0, 1] by the range of the released labels
 (reference point: the data's worst corner). Regularized evolution maximises the scalarised
 reward ``mean of the scaled objectives``.
+
+Measured (5 seeds, top-1 vs ZCU102 throughput, 2 shared cores, mean +- std) at 500 / 2,000 /
+10,000 queries: anb default 0.720+-0.040 / 0.832+-0.004 / 0.862+-0.001; pymoo NSGA-II default
+0.649+-0.038 / 0.828+-0.009 / 0.861+-0.001; regularized evolution 0.766 / 0.775 / 0.781;
+random search 0.595 / 0.665 / 0.713.
 """
 from __future__ import annotations
 

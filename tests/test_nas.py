@@ -105,6 +105,7 @@ def test_search_command_writes_results_and_rejects_bad_input(tmp_path):
     assert run.returncode == 0, run.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["evaluations"] == 200 and summary["pareto_size"] > 3
+    assert summary["hypervolume"] > 0 and len(summary["hypervolume_reference"]) == 2
     assert (out / "search.png").stat().st_size > 1000
     bad = subprocess.run([anb, "search", "-o", "val_top1", "--out", str(tmp_path / "b")],
                          capture_output=True, text=True)

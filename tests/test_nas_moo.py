@@ -51,7 +51,7 @@ def test_offspring_are_never_duplicates_of_each_other_or_the_population(search):
                                              Objective.parse("macs")])
     result = search(problem, 2000, seed=3, population=32)
     ids = result.history()["arch_id"].to_numpy()
-    for start in range(32, 2000, 32):  # one generation of offspring
+    for start in range(32, 2000, 32):  # one generation of offspring (32 each here)
         generation = ids[start:start + 32]
         assert len(set(generation)) == len(generation)
     assert len(set(ids)) / len(ids) > 0.97
@@ -111,3 +111,21 @@ def test_supported_only_keeps_the_search_inside_the_data(search):
     kept = search(Problem(_flagging_evaluator(300), objectives, supported_only=True), 800, seed=0)
     assert not kept.best()["ood"] and kept.best()["macs"] <= 300
     assert free.best_supported()["macs"] <= 300
+
+
+def test_report_carries_std_ood_and_names_an_extrapolated_best(tmp_path):
+    from anb.nas.report import write_report
+
+    def evaluator(choices, metrics):
+        out = dict(_flagging_evaluator(300)(choices, metrics))
+        out["params_std"] = np.full(len(choices), 0.1)
+        return out
+
+    result = nsga2(Problem(evaluator, [Objective.parse("params:max"), Objective.parse("macs")]),
+                   300, seed=0)
+    summary = write_report(result, tmp_path)
+    history = (tmp_path / "history.csv").read_text().splitlines()[0].split(",")
+    assert "params_std" in history and "ood" in history
+    assert summary["best_out_of_distribution"] is True
+    assert summary["best_in_distribution"]["ood"] is False
+    assert summary["best_in_distribution"]["macs"] <= 300 and summary["hypervolume"] > 0

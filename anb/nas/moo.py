@@ -5,8 +5,9 @@
   Das-Dennis reference directions for 3+ objectives: the generic baseline.
 - :func:`nsga2` (anb's default): the same engine (constrained domination, crowding, duplicate
   elimination) with what anb knows about the space: one-choice mutations and stage-wise
-  crossover that stay inside the space, and a first population seeded with the analytic-cost
-  extremes (the smallest and largest architecture of every stage choice).
+  crossover that stay inside the space, a first population seeded with the analytic-cost
+  extremes (the smallest and largest architecture of every stage choice), and 32 offspring per
+  generation of a 64-member population (more, smaller generations).
 
 pymoo minimises; objectives go in negated scores, constraints as ``value - bound <= 0``.
 """
@@ -126,13 +127,15 @@ def _run(problem: Problem, budget: int, seed: int, algorithm, name: str, info: d
                         seed, info)
 
 
-def _engine(problem: Problem, population: int, **operators):
+def _engine(problem: Problem, population: int, offspring: int | None = None, **operators):
     if len(problem.objectives) >= 3:
         directions = get_reference_directions("das-dennis", len(problem.objectives),
                                               n_partitions=_partitions(len(problem.objectives),
                                                                        population))
-        return NSGA3(directions, pop_size=population, eliminate_duplicates=True, **operators)
-    return NSGA2(pop_size=population, eliminate_duplicates=True, **operators)
+        return NSGA3(directions, pop_size=population, n_offsprings=offspring,
+                     eliminate_duplicates=True, **operators)
+    return NSGA2(pop_size=population, n_offsprings=offspring, eliminate_duplicates=True,
+                 **operators)
 
 
 def _partitions(n_obj: int, population: int) -> int:
@@ -154,10 +157,10 @@ def pymoo_nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 
                 progress)
 
 
-def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 32,
-          progress: bool = False) -> SearchResult:
+def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 64,
+          progress: bool = False, offspring: int | None = 32) -> SearchResult:
     """anb's default multi-objective search: pymoo NSGA-II/III with space-aware operators."""
-    algorithm = _engine(problem, population, sampling=SpaceSampling(),
+    algorithm = _engine(problem, population, offspring, sampling=SpaceSampling(),
                         crossover=StageCrossover(), mutation=ChoiceMutation())
-    return _run(problem, budget, seed, algorithm, "nsga2", {"population": population,
-                                                            "engine": "pymoo"}, progress)
+    return _run(problem, budget, seed, algorithm, "nsga2",
+                {"population": population, "offspring": offspring, "engine": "pymoo"}, progress)

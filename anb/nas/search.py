@@ -195,13 +195,13 @@ def regularized_evolution(problem: Problem, budget: int, seed: int = 0, populati
                         seed, {"population": population, "sample": sample, "batch": batch})
 
 
-def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 32,
-          progress: bool = False) -> SearchResult:
+def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 64,
+          progress: bool = False, offspring: int | None = 32) -> SearchResult:
     """anb's default multi-objective search: pymoo NSGA-II (NSGA-III for 3+ objectives) with
     space-aware operators; see :mod:`anb.nas.moo`."""
     from anb.nas.moo import nsga2 as run
 
-    return run(problem, budget, seed, population, progress)
+    return run(problem, budget, seed, population, progress, offspring)
 
 
 def pymoo_nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 100,
