@@ -1,4 +1,4 @@
-"""The Pareto follow-up for real: ``anb retrain`` (the trainer on the shipped digits recipe),
+"""The Pareto follow-up for real: ``anb retrain`` (the full recipe's tiny digits variant),
 ``anb measure`` on this CPU, ``anb front-report`` joining them with what the search predicted."""
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def _search_folder(folder: Path) -> Path:
 def test_retrain_measure_and_front_report(tmp_path):
     search = _search_folder(tmp_path / "search")
     result = runner.invoke(app, ["retrain", str(search / "pareto.csv"), "--out",
-                                 str(tmp_path / "rt"), "--config", "digits_tiny.ini"])
+                                 str(tmp_path / "rt"), "--config", "digits_full_tiny.ini",
+                                 "--trainval.max_steps", "4"])  # passed to the trainer: a short run
     assert result.exit_code == 0, result.output
     trained = pd.read_csv(tmp_path / "rt" / "accuracy.csv").set_index("arch_id")
     assert sorted(trained.index) == sorted(as_arch(a).id for a in ARCHS)

@@ -8,7 +8,7 @@ layer's output exposed, and compare tensor by tensor in graph order: cosine simi
 the error the layer itself adds) and max abs error. Quantized paths (``path``):
 
 - ``cpu-int8``: onnxruntime static int8 QDQ, per-channel weights (``quantize.quantize_int8``);
-- ``dpu``: the DPU scheme (per-tensor power-of-two scales) where this build has it;
+- ``dpu``: the DPU scheme (per-tensor symmetric power-of-two scales);
 - a Qualcomm device config (``snpe-dsp``...): the DLC built and quantized by the host stages,
   run on the board by ``snpe-net-run --debug`` on the same NHWC raw inputs; every layer's raw
   output pulled back and turned NCHW.
@@ -20,17 +20,16 @@ models ``<out>/by_layer_type.csv`` / ``.html`` (which layer types lose most) and
 """
 from __future__ import annotations
 
-import inspect
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from anb.collect_throughput.digits import digits_images, fit_digits, top1
-from anb.collect_throughput.quant_report import cosine, sqnr_db
+from anb.collect_throughput.quantize import cosine, sqnr_db
 from anb.io import atomic_write, atomic_write_json
 from anb.searchspace.arch import Arch, as_arch
 
@@ -177,25 +176,14 @@ def by_layer_type(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return out.sort_values("mean_sqnr_drop_db", ascending=False).reset_index()
 
 
-def _cpu_quantizer(scheme: str) -> Callable[[Path, Path, np.ndarray], Path]:
-    from anb.collect_throughput.quantize import quantize_int8
-
-    if "scheme" in inspect.signature(quantize_int8).parameters:
-        return lambda src, dst, cal: quantize_int8(src, dst, cal, scheme=scheme)
-    if scheme != "per-channel":
-        raise ValueError(f"path {scheme!r}: this build's quantize_int8 has no quantization "
-                         "schemes; allowed paths: ['cpu-int8'] or a Qualcomm device config")
-    return lambda src, dst, cal: quantize_int8(src, dst, cal, per_channel=True)
-
-
 def _cpu_path(model: Any, scheme: str, resolution: int, calibration: np.ndarray,
               images: np.ndarray, tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
-    from anb.collect_throughput.quantize import preprocess_float
+    from anb.collect_throughput.quantize import preprocess_float, quantize_int8
     from anb.searchspace.onnx_export import export_onnx
 
     raw = export_onnx(model, tmp / "float_raw.onnx", resolution=resolution)
     float_path = preprocess_float(raw, tmp / "float.onnx")
-    quant_path = _cpu_quantizer(scheme)(raw, tmp / "quant.onnx", calibration)
+    quant_path = quantize_int8(raw, tmp / "quant.onnx", calibration, scheme=scheme)
     import onnx
 
     return float_path, quant_path, by_node(graph_layers(onnx.load(str(quant_path))),
