@@ -96,8 +96,8 @@ def main() -> None:
                 else:
                     from tests.realservers import postgres_server
 
-                    with postgres_server() as url:
-                        row = run(url, jobs, workers)
+                    with postgres_server() as server:
+                        row = run(server.url, jobs, workers)
             rows.append({"engine": engine, "run": label, **row})
             print(json.dumps(rows[-1]), flush=True)
     print(f"\n{'engine':<9} {'run':<20} {'jobs':>6} {'claims/s':>9} {'median ms':>10} "

@@ -69,9 +69,20 @@ def _run(argv: list[str], timeout: float) -> None:
         raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr}")
 
 
+@dataclass(frozen=True)
+class PgServer:
+    """A running PostgreSQL: its URL, and a restart (to test that clients survive one)."""
+
+    url: str
+    pg_ctl: list[str]
+
+    def restart(self) -> None:
+        _run([*self.pg_ctl, "-m", "fast", "-w", "-t", "60", "restart"], 90)
+
+
 @contextmanager
-def postgres_server() -> Iterator[str]:
-    """A throw-away PostgreSQL cluster on 127.0.0.1:<random port>; yields its URL."""
+def postgres_server() -> Iterator[PgServer]:
+    """A throw-away PostgreSQL cluster on 127.0.0.1:<random port>."""
     user = "postgres" if os.geteuid() == 0 else None
     folder = Path(tempfile.mkdtemp(prefix="anb-pg-"))  # not under a root-only pytest folder
     data, sock = folder / "pgdata", folder / "pgsock"
@@ -82,13 +93,14 @@ def postgres_server() -> Iterator[str]:
     port = free_port()
     opts = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={sock} "
             "-c fsync=off -c max_connections=50 -c shared_buffers=32MB")
-    _run(_as_user(user, [_pg_bin("pg_ctl"), "-D", str(data), "-o", opts, "-w", "-t", "60",
-                         "-l", str(folder / "pg.log"), "start"]), 90)
+    pg_ctl = _as_user(user, [_pg_bin("pg_ctl"), "-D", str(data), "-o", opts,
+                             "-l", str(folder / "pg.log")])
+    _run([*pg_ctl, "-w", "-t", "60", "start"], 90)
     try:
-        yield f"postgresql://anb@127.0.0.1:{port}/postgres"
+        yield PgServer(f"postgresql://anb@127.0.0.1:{port}/postgres", pg_ctl)
     finally:
-        subprocess.run(_as_user(user, [_pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate",
-                                       "-w", "stop"]), capture_output=True, timeout=60)
+        subprocess.run([*pg_ctl, "-m", "immediate", "-w", "stop"], capture_output=True,
+                       timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
 
 

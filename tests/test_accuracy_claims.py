@@ -11,7 +11,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from anb.collect_accuracy import claims
+from anb.collect_accuracy.config import ConfigError
 from anb.collect_accuracy.train import main
 from anb.searchspace import Arch, Sampler
 
@@ -143,3 +146,58 @@ def test_two_jobs_on_one_folder_and_shard_never_train_an_architecture_twice(tmp_
     assert all(job_of[i] != job_of[held_id] for i in set(ids) - set(done_before) - {held_id})
     assert found[held_id]["provenance"]["world_size"] == 1
     assert not _held(folder) and not list((folder / "checkpoints").glob("*.pt"))
+
+
+def _probe(rank: int, port: int, folders: list[str], hosts: list[str], queue) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from anb.collect_accuracy.distributed import DistInfo
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=len(hosts))
+    info = DistInfo(rank, len(hosts), 0, torch.device("cpu"), "probe-test")
+    try:
+        queue.put((rank, claims.probe_global(Path(folders[rank]), info, host=hosts[rank])))
+    except ConfigError as err:
+        queue.put((rank, str(err)))
+    finally:
+        dist.destroy_process_group()
+
+
+def _run_probe(folders: list[Path], hosts: list[str]) -> dict[int, object]:
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_probe, args=(r, port, [str(f) for f in folders], hosts, queue))
+             for r in range(len(hosts))]
+    for proc in procs:
+        proc.start()
+    out = dict(queue.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(timeout=30)
+    return out
+
+
+@pytest.mark.timeout(200)
+def test_cross_host_probe_refuses_node_local_locks(tmp_path):
+    """Three ranks on "two hosts" (host names given to the probe). Global locks: every rank
+    sees one folder, the lock of rank 0 is taken for node-b. Node-local locks are stood in by
+    node-b seeing its own copy of the folder, where rank 0's lock does not exist."""
+    shared = tmp_path / "shared"
+    hosts = ["node-a", "node-a", "node-b"]
+    assert _run_probe([shared] * 3, hosts) == {0: True, 1: True, 2: True}
+    local_b = tmp_path / "node-b-view"
+    out = _run_probe([shared, shared, local_b], hosts)
+    for rank in range(3):
+        assert "has node-local locks (a lock taken on node-a was free on ['node-b'])" in out[rank]
+        assert "claims.backend" in out[rank]
+    # one host: nothing to probe
+    assert _run_probe([shared] * 2, ["node-a", "node-a"]) == {0: False, 1: False}
+    assert not list((shared / "locks").glob(".probe-*"))

@@ -12,7 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_accuracy.export import export, from_wandb_offline
+from anb.collect_accuracy.export import export, from_wandb_offline, merge
+from anb.collect_accuracy.wandb_log import project, run_id
 from anb.collect_accuracy.train import main
 from anb.collect_accuracy.wandb_offline import find_runs, read_run
 from anb.records import load_dataset, records_to_frame
@@ -53,6 +54,16 @@ def test_wandb_offline_files_match_what_was_logged(trained):
             assert logged[val["epoch"]]["val_top1"] == val["val_top1"]
             assert logged[val["epoch"]]["val_top5"] == val["val_top5"]
         assert logged[1]["train_time"] == pytest.approx(record["metrics"]["train_time"], abs=1e-3)
+        # slow nodes can be seen: throughput, data wait, epoch and validation time per epoch
+        for row in run.history:
+            assert row["images_per_s"] > 0 and row["data_wait_s"] >= 0
+            assert row["epoch_seconds"] >= row["val_seconds"] > 0
+        # released meanings: best top-5 over the evaluated epochs; train time with validation
+        assert record["metrics"]["val_top5"] == max(v["val_top5"] for v in prov["val_history"])
+        assert record["metrics"]["train_time"] == pytest.approx(
+            sum(h["epoch_seconds"] for h in run.history), abs=0.01)
+        assert prov["train_steps_time"] < record["metrics"]["train_time"]
+        assert run.config["global_batch"] == prov["global_batch"] == 32
         assert json.loads(run.summary["record"]) == record
         assert run.summary["best_val_top1"] == record["metrics"]["val_top1"]
         (artifact,) = run.artifacts
@@ -193,3 +204,65 @@ def test_same_result_from_several_sources_is_not_a_duplicate(trained, tmp_path):
     assert summary["records"] == 4 and summary["rows"] == 2 and summary["duplicates"] == 0
     frame = pd.read_csv(tmp_path / "both.csv")
     assert all(s.startswith("local:") for s in frame["source"])  # the earliest-sorted source
+
+
+def _train(folder: Path, *extra: str) -> Path:
+    assert main(["--config", str(CONFIG), "--folder", str(folder), "--archs", ARCHS[0],
+                 *TINY, *extra]) == 0
+    return folder
+
+
+def test_results_of_different_recipes_are_never_merged(trained, tmp_path):
+    smoke = _train(tmp_path / "smoke", "--epochs", "1", "--eval_epochs", "1",
+                   "--wandb_mode", "disabled")
+    hashes = {json.loads(p.read_text())["provenance"]["recipe_hash"]
+              for folder in (trained, smoke) for p in (folder / "records").glob("*.json")}
+    assert len(hashes) == 2
+    main_hash = json.loads(next((trained / "records").glob("*.json")).read_text())[
+        "provenance"]["recipe_hash"]
+    result = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "x.csv"),
+                                      "--local", str(trained), "--local", str(smoke)])
+    assert result.exit_code == 2 and "pick one with --recipe" in result.output
+    assert all(h in result.output for h in hashes) and not (tmp_path / "x.csv").exists()
+    found = pd.read_csv(tmp_path / "x.recipes.csv")
+    assert sorted(found["recipe_hash"]) == sorted(hashes)
+    assert sorted(found["records"]) == [1, 2]
+    summary = export(tmp_path / "y.csv", local=[trained, smoke], recipe=main_hash[:6])
+    assert summary["rows"] == 2 and summary["duplicates"] == 0 and summary["recipe"] == main_hash
+    assert len(summary["recipes"]) == 2
+    records = [json.loads(p.read_text()) for f in (trained, smoke)
+               for p in (f / "records").glob("*.json")]
+    with pytest.raises(ValueError, match="cannot merge results of 2 recipes"):
+        merge(records)
+    # by default each recipe logs to its own wandb project
+    assert project({"logging": {"wandb_project": ""}}, main_hash) == f"anb-{main_hash[:8]}"
+
+
+def test_seed_replicates_are_separate_wandb_runs(trained, tmp_path):
+    replicate = _train(tmp_path / "seed1", "--seed", "1")
+    first = {r.run_id for r in map(read_run, find_runs(trained / "wandb"))}
+    second = {r.run_id for r in map(read_run, find_runs(replicate / "wandb"))}
+    arch_id = Arch.from_string(ARCHS[0]).id
+    record = json.loads((replicate / "records" / f"{arch_id}.json").read_text())
+    recipe_hash = record["provenance"]["recipe_hash"]
+    assert run_id(arch_id, recipe_hash, 0) in first
+    assert second == {run_id(arch_id, recipe_hash, 1)} and not first & second
+    summary = export(tmp_path / "s.csv", wandb_dirs=[trained / "wandb", replicate / "wandb"])
+    assert summary["rows"] == 2 and summary["duplicates"] == 1  # two results, one arch
+
+
+def test_empty_and_truncated_wandb_files_are_listed(trained, tmp_path):
+    run_dir = find_runs(trained / "wandb")[0].parent
+    for name, size in (("offline-run-empty", 0), ("offline-run-cut", 5)):
+        copy = tmp_path / "wandb" / name
+        shutil.copytree(run_dir, copy)
+        log = next(copy.glob("run-*.wandb"))
+        log.write_bytes(log.read_bytes()[:size])
+    good = tmp_path / "wandb" / run_dir.name
+    shutil.copytree(run_dir, good)
+    summary = export(tmp_path / "w.csv", wandb_dirs=[tmp_path / "wandb"])
+    assert summary["rows"] == 1 and summary["unreadable"] == 2
+    incomplete = pd.read_csv(tmp_path / "w.incomplete.csv")
+    assert sorted(incomplete["source"].str.rsplit("/", n=1).str[-1]) == [
+        "offline-run-cut", "offline-run-empty"]
+    assert set(incomplete["status"]) == {"unreadable"}

@@ -20,6 +20,7 @@ from anb.collect_accuracy.train import main
 from tests.test_train_torchrun import CONFIG
 
 pytest.importorskip("ffcv", reason="FFCV is installed by scripts/ci/accuracy.sh")
+pytestmark = pytest.mark.timeout(300)
 MAX_SIDE = 44
 
 
@@ -88,3 +89,78 @@ def test_write_ffcv_errors(tmp_path):
                                       str(tmp_path / "x.beton")])
     assert result.exit_code == 2 and "does not exist" in result.output
     assert not (tmp_path / "x.beton").exists()
+
+
+def test_writer_mixes_raw_and_jpeg_with_compress_probability(betons, tmp_path):
+    """The reference's ``train_400_0.50_90``: each image JPEG with probability 0.5, else raw."""
+    from ffcv.reader import Reader
+
+    _, _, train_dir = betons
+    out = tmp_path / "mixed.beton"
+    result = CliRunner().invoke(app, ["write-ffcv", str(train_dir), str(out), "--max-side",
+                                      str(MAX_SIDE), "--compress-probability", "0.5",
+                                      "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    modes = Reader(str(out)).metadata["f0"]["mode"]  # 0: JPEG, 1: raw
+    share = float((modes == 0).mean())
+    assert len(modes) == 1437 and 0.4 < share < 0.6, share
+    assert set(Reader(str(betons[0])).metadata["f0"]["mode"].tolist()) == {0}
+    bad = CliRunner().invoke(app, ["write-ffcv", str(train_dir), str(tmp_path / "x.beton"),
+                                   "--compress-probability", "1.5"])
+    assert bad.exit_code == 2 and "--compress-probability: value 1.5" in bad.output
+
+
+def _distributed_loaders(rank: int, port: int, train: str, val: str, queue) -> None:
+    import os
+
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        # in_memory false: QUASI_RANDOM, which ffcv 1.0.2 refuses in distributed mode
+        config = load_config(CONFIG, ["--kind", "ffcv", "--train_path", train, "--val_path",
+                                      val, "--num_workers", "1", "--in_memory", "false"])
+        loaders = make_loaders(config, rank, 2, torch.device("cpu"))
+        x, _ = next(iter(loaders.train(0, 32)))
+        labels = [int(v) for _, y in loaders.val() for v in y]
+        queue.put((rank, loaders.train_loader.traversal_order.__class__.__name__,
+                   tuple(x.shape), labels))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_distributed_loaders_shuffle_randomly_and_count_each_val_image_once(betons):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    from anb.collect_accuracy.ffcv_io import train_order
+
+    train, val, _ = betons
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_distributed_loaders, args=(r, port, str(train), str(val), queue))
+             for r in range(2)]
+    for proc in procs:
+        proc.start()
+    results = dict((r, rest) for r, *rest in (queue.get(timeout=200) for _ in range(2)))
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    from ffcv.loader import OrderOption
+
+    assert train_order(True, False) == OrderOption.RANDOM
+    assert train_order(False, False) == OrderOption.QUASI_RANDOM
+    for rank in range(2):
+        order, shape, _ = results[rank]
+        assert order == "Random" and shape == (32, 3, 32, 32)
+    labels = results[0][2] + results[1][2]
+    assert len(labels) == 360  # the validation folder's images, none twice
+    from anb.collect_accuracy.data import digits_tensors
+
+    assert sorted(labels) == sorted(digits_tensors(8)[1][1].tolist())

@@ -1,7 +1,9 @@
-"""The FPGA board runner's threading/timing logic, driven for real through the onnxruntime
-int8 stand-in (``OrtStandInRunner``) where the board would use ``vart.Runner``."""
+"""The FPGA board runner (``fpga_code/board``), driven for real through the onnxruntime int8
+stand-in (``OrtStandInRunner``) where the board would use ``vart.Runner``: timing, fixed thread
+counts, jobs in flight, and the batch mode over a folder of compiled models (issue 12 item 5)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,9 +14,8 @@ import pytest
 
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
 from anb.collect_throughput.digits import digits_images
-from anb.collect_throughput.protocol import Protocol, StoppingRule, WarmupRule
+from anb.collect_throughput.merge import load_results, merge_records
 from anb.collect_throughput.quantize import quantize_int8, run_model
-from anb.collect_throughput.result import arch_record
 from anb.records import validate_record
 from anb.searchspace.sampler import Sampler
 
@@ -22,23 +23,36 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "fpga_code" / "board"))
 sys.path.insert(0, str(REPO / "fpga_code" / "host"))
 
+import board_core  # noqa: E402
 import compile_xmodel  # noqa: E402
 import dpu_timing  # noqa: E402
+import run_dpu  # noqa: E402
 from ort_runner import OrtStandInRunner  # noqa: E402
 
-ARCH = Sampler(9).sample(1)[0]
+ARCHS = Sampler(9).sample(3)
+ARCH = ARCHS[0]
 RES = 64
-RULES = dict(warmup=WarmupRule(max_steps=10, max_seconds=2),
-             stopping=StoppingRule(min_reps=5, max_reps=20, budget_seconds=0.5,
-                                   min_rep_seconds=0.0))
+FAST = {"warmup": {"min_steps": 2, "window": 1, "tolerance": 0.5, "max_steps": 5,
+                   "max_seconds": 2.0},
+        "stopping": {"min_reps": 3, "max_reps": 5, "rel_ci": 0.5, "confidence": 0.95,
+                     "trim": 0.1, "budget_seconds": 0.3, "min_rep_seconds": 0.0,
+                     "drift_window": 2}}
+
+
+@pytest.fixture(autouse=True)
+def fast_rules(monkeypatch):
+    """Short warm-up and stopping rules (the board's own are the reference's; see
+    tests/test_throughput_reference.py)."""
+    monkeypatch.setattr(board_core, "WARMUP", FAST["warmup"])
+    monkeypatch.setattr(board_core, "STOPPING", FAST["stopping"])
 
 
 @pytest.fixture(scope="module")
 def int8_model(tmp_path_factory):
     work = tmp_path_factory.mktemp("fpga")
     calibration, _ = digits_images(RES, "train")
-    path = quantize_int8(float_onnx(ARCH, work, RES), work / "int8.onnx", calibration[:16])
-    return path
+    return quantize_int8(float_onnx(ARCH, work, RES), work / "int8.onnx", calibration[:16],
+                         scheme="dpu")
 
 
 @pytest.fixture(scope="module")
@@ -68,34 +82,35 @@ def test_stand_in_runner_matches_the_int8_model(int8_model, images):
         dpu_timing.io_buffers(runner, images[:1])
 
 
-def test_latency_and_throughput_sweep_write_the_shared_record(int8_model, images, tmp_path):
-    env = {"device_name": "stand-in (onnxruntime int8)"}
-    base = dict(device="zcu102", backend="vart", precision="int8", resolution=RES, **RULES)
-    lat = dpu_timing.measure_latency(OrtStandInRunner(int8_model, 1, RES), images,
-                                     Protocol(kind="latency", batch=1, **base), str(ARCH),
-                                     ARCH.id, env)
+def test_throughput_uses_the_boards_fixed_threads_and_keeps_jobs_in_flight(int8_model, images):
     made = []
 
     def make_runner():
         made.append(OrtStandInRunner(int8_model, 2, RES))
         return made[-1]
 
-    thr = dpu_timing.measure_throughput(make_runner, images, Protocol(kind="throughput", batch=2,
-                                                                      **base),
-                                        str(ARCH), ARCH.id, env, thread_counts=(1, 2),
-                                        images_per_round=8)
-    assert len(made) == 3  # one runner per thread, per sweep point
-    assert all(r.next_id > 0 for r in made)  # every thread's own runner ran jobs
-    assert made[1].next_id == made[2].next_id  # the 2-thread rounds split the jobs evenly
-    assert set(thr.extra["thread_sweep"]) == {"1", "2"}
-    assert thr.extra["threads"] in (1, 2)
-    assert thr.value == max(thr.extra["thread_sweep"].values())
-    assert lat.key == "latency_zcu102" and lat.value > 0 and lat.extra["threads"] == 1
-    record = arch_record(ARCH, [lat, thr], tool="fpga_code/run_dpu.py")
-    assert validate_record(record).id == ARCH.id
-    entry = record["platform_perf"]["throughput_zcu102"]
-    assert entry["precision"] == "int8" and entry["unit"] == "images/s"
-    assert entry["throughput_mean"] == pytest.approx(thr.value)
+    entry = dpu_timing.measure_throughput(make_runner, images, "zcu102", {}, in_flight=3,
+                                          images_per_round=60, resolution=RES)
+    assert len(made) == 5 and entry["threads"] == 5  # ZCU102: 5 threads, no sweep
+    assert all(r.max_queued == 3 for r in made)  # three jobs queued on every runner
+    assert entry["in_flight"] == 3 and entry["protocol"]["threads"] == 5
+    assert "thread_sweep" not in entry
+    made.clear()
+    vck = dpu_timing.measure_throughput(make_runner, images, "vck190", {}, in_flight=1,
+                                        images_per_round=24, resolution=RES)
+    assert vck["threads"] == 6 and all(r.max_queued == 1 for r in made)
+
+
+def test_sweep_is_an_option_and_one_protocol_whatever_wins(int8_model, images):
+    make = lambda: OrtStandInRunner(int8_model, 2, RES)  # noqa: E731
+    a = dpu_timing.measure_throughput(make, images, "vck190", {}, images_per_round=8,
+                                      resolution=RES)
+    b = dpu_timing.measure_throughput(make, images, "vck190", {}, sweep=(1, 2),
+                                      images_per_round=8, resolution=RES)
+    assert set(b["thread_sweep"]) == {"1", "2"}
+    assert b["throughput_mean"] == max(b["thread_sweep"].values())
+    assert b["protocol"]["threads"] == [1, 2]
+    assert b["protocol_fingerprint"] != a["protocol_fingerprint"]
 
 
 def test_runner_errors_in_worker_threads_propagate(int8_model, images):
@@ -104,9 +119,76 @@ def test_runner_errors_in_worker_threads_propagate(int8_model, images):
             raise RuntimeError("DPU timeout")
 
     runner = Broken(int8_model, 1, RES)
-    step = dpu_timing.threaded_round([runner], [dpu_timing.io_buffers(runner, images)], 2)
+    step = dpu_timing.threaded_round([runner], [[dpu_timing.io_buffers(runner, images)]], 2)
     with pytest.raises(RuntimeError, match="DPU timeout"):
         step()
+
+
+def _xmodel_folder(root, int8_model, archs):
+    """Compiled models as the host writes them; here each is the stand-in's int8 ONNX."""
+    root.mkdir()
+    for i, arch in enumerate(archs):
+        target = root / f"{arch.id}.xmodel" if i % 2 == 0 else root / arch.id / f"{arch.id}.xmodel"
+        target.parent.mkdir(exist_ok=True)
+        target.write_bytes(Path(int8_model).read_bytes())
+    return root
+
+
+def _stand_in_factory(batch):
+    calls = []
+
+    def factory(xmodel):
+        calls.append(xmodel)
+        return lambda: OrtStandInRunner(xmodel, batch, RES)
+
+    factory.calls = calls
+    return factory
+
+
+def test_batch_mode_walks_the_folder_skips_finished_and_survives_failures(int8_model, tmp_path):
+    folder = _xmodel_folder(tmp_path / "xmodels", int8_model, ARCHS[:2])  # none for ARCHS[2]
+    listing = tmp_path / "archs.txt"
+    listing.write_text("\n".join(map(str, ARCHS)) + "\n")
+    out = tmp_path / "results"
+    argv = ["--device", "zcu102", "--out", str(out), "--xmodels", str(folder), "--archs",
+            str(listing), "--resolution", str(RES), "--images-per-round", "20"]
+    assert run_dpu.main(argv, runner_factory=_stand_in_factory(1)) == 1  # one had no xmodel
+    records = {p.stem: json.loads(p.read_text()) for p in (out / "zcu102").glob("*.json")}
+    assert set(records) == {a.id for a in ARCHS[:2]}
+    assert not list((out / "zcu102").glob(".*.tmp"))
+    for arch in ARCHS[:2]:
+        record = records[arch.id]
+        assert validate_record(record).id == arch.id
+        thr, lat = (record["platform_perf"][k] for k in ("throughput_zcu102", "latency_zcu102"))
+        assert thr["threads"] == 5 and lat["threads"] == 1 and lat["in_flight"] == 1
+        assert thr["unit"] == "images/s" and lat["unit"] == "ms" and lat["batch"] == 1
+    before = {k: v["platform_perf"]["latency_zcu102"]["measured_at"] for k, v in records.items()}
+    factory = _stand_in_factory(1)
+    assert run_dpu.main(argv, runner_factory=factory) == 1
+    again = {p.stem: json.loads(p.read_text()) for p in (out / "zcu102").glob("*.json")}
+    assert {k: v["platform_perf"]["latency_zcu102"]["measured_at"]
+            for k, v in again.items()} == before  # finished architectures were skipped
+    # another protocol (thread count) is not finished work
+    assert run_dpu.main(argv[:6] + ["--archs", str(listing), "--threads", "2", "--resolution",
+                                    str(RES), "--images-per-round", "20"],
+                        runner_factory=_stand_in_factory(1)) == 1
+    again = {p.stem: json.loads(p.read_text()) for p in (out / "zcu102").glob("*.json")}
+    assert all(r["platform_perf"]["throughput_zcu102"]["threads"] == 2 for r in again.values())
+    merged, report = merge_records([], load_results([out]))
+    assert len(merged) == 2 and set(report.protocols) == {"latency_zcu102", "throughput_zcu102"}
+
+
+def test_single_mode_and_bad_arguments(int8_model, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert run_dpu.main(["--device", "vck190", "--out", str(out)]) == 2
+    assert "give --xmodel with --arch" in capsys.readouterr().err
+    code = run_dpu.main(["--device", "vck190", "--out", str(out), "--xmodel", str(int8_model),
+                         "--arch", str(ARCH), "--resolution", str(RES), "--images-per-round",
+                         "12"], runner_factory=_stand_in_factory(6))
+    assert code == 0
+    record = json.loads((out / "vck190" / f"{ARCH.id}.json").read_text())
+    assert record["platform_perf"]["latency_vck190"]["batch"] == 6  # VCK190's native batch
+    assert record["platform_perf"]["throughput_vck190"]["threads"] == 6
 
 
 def test_compile_checks_the_dpu_subgraph_count(tmp_path, monkeypatch):

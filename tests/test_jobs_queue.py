@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +20,8 @@ def pg_url():
     reason = missing_postgres()
     if reason:
         pytest.skip(reason)
-    with postgres_server() as url:
-        yield url
+    with postgres_server() as server:
+        yield server.url
 
 
 _dbs = iter(range(10**6))

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.jobs.queue import Capability, JobSpec, open_queue
-from anb.jobs.stages import StageContext, chain
+from anb.jobs.stages import chain
 from anb.jobs.worker import Worker, make_context
 from anb.searchspace.sampler import Sampler
 from tests.realservers import free_port, missing_postgres, postgres_server
@@ -49,12 +49,23 @@ def _device_file(folder: Path, name: str = "host-cpu", budget: float = 1.0, remo
 
 
 @pytest.fixture(scope="module")
-def pg_url():
+def pg_server():
     reason = missing_postgres()
     if reason:
         pytest.skip(reason)
-    with postgres_server() as url:
-        yield url
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh database on the module's server."""
+    import psycopg
+
+    name = f"w{time.time_ns() % 10**12}"
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return pg_server.url.rsplit("/", 1)[0] + "/" + name
 
 
 def _wait(predicate, timeout: float, what: str):
@@ -115,6 +126,24 @@ def test_two_workers_one_killed_mid_job_every_job_done_once(pg_url, tmp_path):
         entry = record["platform_perf"]["latency_host-cpu"]
         assert entry == job.result["record"]["platform_perf"]["latency_host-cpu"]
         assert entry["unit"] == "ms" and entry["n"] >= 3
+
+
+def test_worker_rides_out_a_database_restart(pg_server, pg_url, tmp_path):
+    ctx = make_context(tmp_path / "store", None, [str(_device_file(tmp_path))])
+    with open_queue(pg_url) as q:
+        q.submit([JobSpec(a, "host-cpu", "export", priority=i) for i, a in enumerate(ARCHS)])
+        worker = Worker(q, ["export"], ctx, "steady", lease_seconds=10, poll_seconds=0.2)
+        run = threading.Thread(target=worker.run, kwargs={"idle_exit": True}, daemon=True)
+        run.start()
+        _wait(lambda: q.jobs(state="done"), 60, "the first job")
+        pg_server.restart()  # every connection is dropped
+        run.join(timeout=120)
+        worker.stop.set()  # a worker that never got the database back must not hang the test
+        assert not run.is_alive()
+    with open_queue(pg_url) as q:
+        jobs = q.jobs()
+    assert [(j.state, j.attempts) for j in jobs] == [("done", 1)] * 3
+    assert worker.stats.done == 3
 
 
 def test_heartbeats_hold_the_lease_of_a_long_job(tmp_path):
@@ -292,3 +321,9 @@ workdir = "{tmp_path / 'board'}"
     record = json.loads((tmp_path / "results" / "lab-board" / f"{arch_id}.json").read_text())
     assert record["platform_perf"]["latency_lab-board"]["latency_mean"] == pytest.approx(
         measure["latency_ms"])
+    # the queue holds the accepted records too: any host can write them out for 'anb merge'
+    result = CliRunner().invoke(app, ["queue", "results", "--out", str(tmp_path / "from-queue"),
+                                      "--queue", url])
+    assert result.exit_code == 0 and "wrote 1 record(s)" in result.output
+    assert json.loads((tmp_path / "from-queue" / "lab-board" / f"{arch_id}.json").read_text()) \
+        == record

@@ -10,7 +10,7 @@ import pytest
 from anb.nas import (Constraint, Objective, Problem, analytic_evaluator, nsga2, random_search,
                      regularized_evolution)
 from anb.nas.mutation import mutate, random_choices
-from anb.nas.pareto import crowding_distance, hypervolume_2d, non_dominated_fronts, pareto_mask
+from anb.nas.pareto import crowding_distance, hypervolume, non_dominated_fronts, pareto_mask
 from anb.searchspace import ANB_SPACE, Arch, count
 
 LARGEST = Arch.from_string("-".join(["e6k5l3se"] * 5 + ["e6k5l4se", "e6k5l3se"]))
@@ -46,7 +46,7 @@ def test_pareto_tools_on_a_small_example():
     assert non_dominated_fronts(scores).tolist() == [0, 0, 0, 1, 2, 0]
     crowd = crowding_distance(scores[:3])
     assert np.isinf(crowd[[0, 2]]).all() and crowd[1] == pytest.approx(2.0)
-    assert hypervolume_2d(scores, np.array([0.0, 0.0])) == pytest.approx(1 * 5 + 1 * 4 + 1 * 3)
+    assert hypervolume(scores, np.array([0.0, 0.0])) == pytest.approx(1 * 5 + 1 * 4 + 1 * 3)
 
 
 def test_evolution_finds_the_known_optimum_that_random_search_misses():
@@ -78,7 +78,7 @@ def test_nsga2_front_beats_random_search_in_hypervolume():
 
     def volume(result):
         front = result.pareto_front()
-        return hypervolume_2d(problem.scores({m: front[m].to_numpy() for m in problem.metrics}),
+        return hypervolume(problem.scores({m: front[m].to_numpy() for m in problem.metrics}),
                               reference)
 
     evolved, random = nsga2(problem, 1500, seed=1), random_search(problem, 1500, seed=1)

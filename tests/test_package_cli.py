@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import tomllib
 
 from typer.testing import CliRunner
 
@@ -17,9 +16,9 @@ runner = CliRunner()
 def test_version_is_one_value_everywhere():
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output == f"anb {anb.__version__}\n"
-    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == \
-        {"attr": "anb.version.__version__"}
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in pyproject
+    assert 'version = {attr = "anb.version.__version__"}' in pyproject
     assert f"## {anb.__version__}" in (REPO / "CHANGELOG.md").read_text()
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from anb.collect_throughput.qualcomm.parse import (ParseError, parse_diagview_cs
                                                    parse_dlc_info, parse_throughput)
 from anb.collect_throughput.qualcomm.stages import build_dlc, measure_qualcomm
 from anb.collect_throughput.qualcomm.tools import ToolFailed, ToolMissing
+from anb.collect_throughput.transports.local import LocalTransport
 from anb.searchspace.arch import as_arch
 
 STANDINS = Path(__file__).parent / "standins" / "snpe"
@@ -40,31 +39,16 @@ def sdk_path(monkeypatch):
     return STANDINS
 
 
-class CountingLocal:
-    """``local://`` board that counts device commands (interim until the shared transports
-    land: same run/push/pull signatures)."""
+class CountingLocal(LocalTransport):
+    """The ``local://`` transport (this machine is the board), counting device commands."""
 
     def __init__(self):
+        super().__init__("local://", "test-board")
         self.commands: list[list[str]] = []
 
     def run(self, argv, step, timeout, check=True):
         self.commands.append(list(argv))
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
-        if check and proc.returncode != 0:
-            raise RuntimeError(f"step {step!r}: {' '.join(argv)} exited {proc.returncode}: "
-                               f"{proc.stderr.strip()}")
-        return proc
-
-    def push(self, local, remote, step="push", timeout=300):
-        Path(remote).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(local, remote)
-
-    def pull(self, remote, local, step="pull", timeout=300):
-        Path(local).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            shutil.copyfile(remote, local)
-        except OSError as err:
-            raise RuntimeError(f"step {step!r}: {err}") from None
+        return super().run(argv, step, timeout, check)
 
 
 def small(device, tmp_path, **changes):
@@ -137,7 +121,9 @@ def test_raw_inputs_are_nhwc_and_outputs_match_onnxruntime(sdk_path, tmp_path):
     raws = host.write_raw_inputs(x, tmp_path / "raw")
     assert np.array_equal(np.fromfile(raws[1], np.float32), x[1].transpose(1, 2, 0).ravel())
     stages = DeviceStages(device, CountingLocal(), "t")
-    model, listing, _ = stages.prepare(dlc, raws)
+    model, listing, remote_raws = stages.prepare(dlc, raws)
+    assert Path(listing).read_text().splitlines() == remote_raws
+    assert [Path(r).read_bytes() for r in remote_raws] == [r.read_bytes() for r in raws]
     stages.net_run(model, listing)
     got = stages.pull_outputs({"logits": (1, 1000)}, 1, tmp_path / "pulled")["logits"]
     np.testing.assert_allclose(got, run_onnx(onnx_path, x[1:2]), rtol=1e-4, atol=1e-5)
@@ -188,3 +174,41 @@ def test_parsers():
                           "offset -3 |\n| 1 | r | Relu | y | z |\n")
     assert info.loc[0, ["bitwidth", "min", "max"]].tolist() == [16, -1.5, 2.0]
     assert np.isnan(info.loc[1, "bitwidth"])
+
+
+def test_shipped_transport_opens_adb_with_the_serial():
+    from anb.collect_throughput.qualcomm.device import open_device_transport
+
+    board = open_device_transport(load_qualcomm_device("snpe-dsp"))
+    assert board.command(["snpe-net-run", "--version"])[1:3] == ["-s", "qcs-devkit"]
+
+
+def test_qnn_converter_flags_and_device_stages_refused(sdk_path, tmp_path, monkeypatch):
+    qnn_bin = tmp_path / "qnn"
+    qnn_bin.mkdir()
+    (qnn_bin / "qnn-onnx-converter").write_text("#!/bin/sh\n")  # STAND-IN: only looked up
+    (qnn_bin / "qnn-onnx-converter").chmod(0o755)
+    monkeypatch.setenv("QNN_SDK_ROOT", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("PATH", f"{qnn_bin}:{os.environ['PATH']}")
+    q = Quantization(act_bitwidth=16)
+    argv = host.convert_argv("qnn", Path("m.onnx"), Path("m.cpp"), q, Path("in.txt"))
+    assert argv[1:] == ["--input_network", "m.onnx", "--output_path", "m.cpp", "--input_list",
+                        "in.txt", "--use_per_channel_quantization", "--act_bw", "16",
+                        "--bias_bw", "8", "--act_quantizer", "tf"]
+    with pytest.raises(ValueError, match="sdk='qnn' has no device stages"):
+        DeviceStages(load_qualcomm_device("qnn-htp"), CountingLocal(), "t")
+
+
+def test_no_device_on_adb_is_a_transient_error_naming_the_step(sdk_path, tmp_path):
+    from anb.collect_throughput.transports import TransportError
+    from anb.collect_throughput.transports.adb import AdbTransport
+
+    adb = tmp_path / "adb"  # STAND-IN for adb with no board attached
+    adb.write_text("#!/bin/sh\necho \"adb: error: device 'qcs-devkit' not found\" >&2\nexit 1\n")
+    adb.chmod(0o755)
+    board = AdbTransport("adb://qcs-devkit", "snpe-dsp", {"adb": str(adb)})
+    device = small(load_qualcomm_device("snpe-dsp"), tmp_path)
+    with pytest.raises(TransportError, match="step 'prepare' \\(unreachable\\).*not found") as err:
+        measure_qualcomm(ARCH, device, tmp_path / "out", transport=board)
+    assert err.value.transient
+    assert not (tmp_path / "out" / "snpe-dsp").exists()

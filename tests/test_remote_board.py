@@ -63,6 +63,11 @@ def board_python(ssh_board):
     return BOARD_VENV_PYTHON
 
 
+def _leftovers(workdir: Path) -> list[Path]:
+    """What a measurement left on the board besides the board's lock file."""
+    return [p for p in workdir.iterdir() if p.name != ".board.lock"]
+
+
 def _ssh_remote(board, python, **extra):
     return {"transport": board.url, "python": python, "workdir": str(board.board_dir),
             "identity": str(board.identity), "known_hosts": str(board.known_hosts),
@@ -133,7 +138,7 @@ def test_board_runner_is_self_contained_python37():
             imported.add(node.module.split(".")[0])
         elif isinstance(node, (ast.AnnAssign, ast.arg)) and getattr(node, "annotation", None):
             pytest.fail(f"annotation at line {node.lineno}: keep the runner 3.7-clean")
-    stdlib = {"json", "math", "os", "platform", "socket", "subprocess", "sys", "time",
+    stdlib = {"fcntl", "json", "math", "os", "platform", "socket", "subprocess", "sys", "time",
               "traceback"}
     assert imported == stdlib | {"numpy", "onnxruntime"}
     assert "from __future__" not in source
@@ -154,7 +159,7 @@ def test_ssh_board_measures_with_the_board_runner(ssh_board, board_python, tmp_p
     assert env["transport"] == ssh_board.url and env["device_name"] == "board-a"
     assert m.stop_reason in ("converged", "budget", "max_reps") and len(m.times_s) >= 3
     assert m.inner >= 1 and m.protocol["stopping"]["budget_seconds"] == 0.6
-    assert list(ssh_board.board_dir.iterdir()) == []  # cleaned up
+    assert _leftovers(ssh_board.board_dir) == []  # cleaned up
     # The same per-architecture record as local measurement, merged the same way.
     results = tmp_path / "results"
     atomic_write_json(results / "board-a" / f"{ARCH.id}.json", arch_record(ARCH, [m]))
@@ -202,7 +207,7 @@ def test_ssh_errors_name_device_and_step(ssh_board, board_python, tmp_path):
             OnnxRuntimeBoard().measure(folder, ARCH, device.protocols[0], junk)
     assert (err.value.step, err.value.kind) == ("load_model", "rejected")
     assert "rejected the model" in str(err.value)
-    assert list(ssh_board.board_dir.iterdir()) == []
+    assert _leftovers(ssh_board.board_dir) == []
 
 
 HUNG_BOARD = """#!/bin/sh
@@ -232,7 +237,7 @@ def test_hung_board_times_out_and_is_cleaned_up(ssh_board, board_python, tmp_pat
             break
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists()
-    assert list(ssh_board.board_dir.iterdir()) == []
+    assert _leftovers(ssh_board.board_dir) == []
 
 
 # -- ADB: command lines up to the adb binary ----------------------------------------------------
@@ -306,7 +311,7 @@ def test_adb_board_measures_through_the_stand_in(adb, tmp_path):
     assert [ln.split()[2] for ln in lines[1:5]] == ["push"] * 4
     assert lines[5].startswith("-s R5CT1234 shell sh -c 'cd ") and "runner.py" in lines[5]
     assert lines[6].split()[2] == "pull" and lines[-1].split()[3:5] == ["rm", "-rf"]
-    assert list((tmp_path / "data-local-tmp").iterdir()) == []
+    assert _leftovers(tmp_path / "data-local-tmp") == []
 
 
 # -- config -----------------------------------------------------------------------------------
@@ -356,7 +361,7 @@ workdir = "{tmp_path / 'board'}"
     record = json.loads((tmp_path / "out" / "bench-board" / f"{ARCH.id}.json").read_text())
     env = record["platform_perf"]["latency_bench-board"]["environment"]
     assert (env["transport"], env["python_executable"]) == ("local://", sys.executable)
-    assert list((tmp_path / "board").iterdir()) == []
+    assert _leftovers(tmp_path / "board") == []
     config.write_text(config.read_text().replace('"local://"', f'"ssh://pi@127.0.0.1:{free_port()}"'))
     result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
                                       str(tmp_path / "out2"), "--no-progress"])
@@ -372,3 +377,22 @@ def test_shipped_board_example_is_a_remote_device():
     spec = remote_spec(device)
     assert spec.transport.startswith("ssh://") and spec.runtime == "onnxruntime"
     assert {p.kind: p.batch for p in device.protocols} == {"latency": 1, "throughput": 8}
+
+
+def test_one_measurement_at_a_time_per_board(tmp_path):
+    import threading
+
+    device = _device({"transport": "local://", "python": sys.executable,
+                      "workdir": str(tmp_path / "board")}, budget=1.0)
+    OnnxRuntimeBoard().model(ARCH, device.protocols[0], tmp_path / "store")  # exported once
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(
+        measure_remote(device, ARCH, tmp_path / "store")[0])) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first, second = sorted(results, key=lambda m: m.extra["board_timed_from"])
+    assert first.extra["board_timed_to"] <= second.extra["board_timed_from"]  # never overlapped
+    assert second.environment["board_lock_wait_s"] > 0.5
+    assert _leftovers(tmp_path / "board") == []

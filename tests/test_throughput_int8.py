@@ -14,7 +14,7 @@ from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
 from anb.collect_throughput.digits import digits_images
 from anb.collect_throughput.measure import measure
 from anb.collect_throughput.protocol import load_device
-from anb.collect_throughput.quant_report import cosine, sqnr_db
+from anb.collect_throughput.quantize import cosine, sqnr_db
 from anb.collect_throughput.quantize import quantize_int8, run_model
 from anb.searchspace.sampler import Sampler
 
@@ -57,8 +57,9 @@ def test_int8_device_measures_and_records_scheme(arch, tmp_path):
     assert m.key == "latency_cpu-int8" and entry["precision"] == "int8" and m.value > 0
     q = entry["quantization"]
     assert q["format"] == "QDQ" and q["calibration_images"] == 16
-    assert 0.0 <= q["top1_agreement_vs_fp32"] <= 1.0
-    assert list(tmp_path.glob("*_int8_*.onnx"))
+    assert q["scheme"] == "per-channel" and q["weights"] == "random initialisation"
+    assert "top1_agreement_vs_fp32" not in q and q["logits_sqnr_db_vs_fp32"] > 10
+    assert list(tmp_path.glob("*_int8_per-channel_*.onnx"))
 
 
 def test_sqnr_and_cosine():
@@ -87,3 +88,93 @@ def test_quant_report_cli_writes_table_plot_and_summary(tmp_path):
     assert summary["top1_drop_pp"] == pytest.approx(summary["float_top1"] - summary["int8_top1"])
     bad = runner.invoke(app, ["quant-report", "e7k3", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and bad.output.startswith("error:")
+
+
+def _scales(path) -> dict[str, np.ndarray]:
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    inits = {i.name: i for i in model.graph.initializer}
+    names = {n.input[1] for n in model.graph.node
+             if n.op_type in ("QuantizeLinear", "DequantizeLinear")}
+    return {n: numpy_helper.to_array(inits[n]) for n in names}
+
+
+def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
+    """Issue 12 item 6: the DPU's fix_point scheme, beside the per-channel one."""
+    calibration, _ = digits_images(64, "train")
+    float_path = float_onnx(ARCH, tmp_path, 64)
+    dpu = quantize_int8(float_path, tmp_path / "dpu.onnx", calibration[:32], scheme="dpu")
+    scales = _scales(dpu)
+    assert len(scales) > 20
+    for name, scale in scales.items():
+        assert scale.size == 1, name  # one scale per tensor, weights included
+        exponent = np.log2(float(scale.ravel()[0]))
+        assert exponent == np.round(exponent), (name, scale)  # 2**-fix_point
+    per_channel = _scales(quantize_int8(float_path, tmp_path / "pc.onnx", calibration[:32]))
+    assert any(s.size > 1 for s in per_channel.values())
+    images, _ = digits_images(64, "test")
+    f, q = run_model(float_path, images[:16]), run_model(dpu, images[:16])
+    assert sqnr_db(f, q) > 10  # weights re-quantized to the rounded scales (else ~ -10 dB)
+    with pytest.raises(ValueError, match="scheme='fix'"):
+        quantize_int8(float_path, tmp_path / "x.onnx", calibration[:4], scheme="fix")
+
+
+def _image_folder(root, classes=4, per_class=12, size=40):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in range(classes):
+        (root / f"n{c:04d}").mkdir(parents=True)
+        for i in range(per_class):
+            colour = np.zeros((size, size, 3), dtype=np.uint8)
+            colour[..., c % 3] = 40 * (c + 1)
+            noise = rng.integers(0, 40, (size, size, 3), dtype=np.uint8)
+            Image.fromarray(colour + noise).save(root / f"n{c:04d}" / f"img_{i:03d}.png")
+    return root
+
+
+def test_stratified_sample_covers_every_class_and_is_seeded(tmp_path):
+    from anb.collect_throughput.inputs import calibration_and_eval
+
+    folder = _image_folder(tmp_path / "val", classes=5, per_class=10)
+    calib, evaluated = calibration_and_eval(folder, 10, 15, seed=3)
+    assert sorted({y for _, y in evaluated}) == [0, 1, 2, 3, 4]
+    assert [sum(y == c for _, y in evaluated) for c in range(5)] == [3] * 5
+    assert {y for _, y in calib} == {0, 1, 2, 3, 4}
+    assert not {f for f, _ in calib} & {f for f, _ in evaluated}
+    assert calibration_and_eval(folder, 10, 15, seed=3) == (calib, evaluated)
+    assert calibration_and_eval(folder, 10, 15, seed=4)[1] != evaluated
+
+
+def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
+    """A trainer checkpoint + an image folder; the FPGA target uses the DPU scheme."""
+    import torch
+
+    from anb.searchspace.model import build_model
+
+    folder = _image_folder(tmp_path / "val")
+    model = build_model(ARCH).eval()
+    torch.save({"format": 1, "model": {f"module.{k}": v for k, v in model.state_dict().items()},
+                "epoch": 1}, tmp_path / "ckpt.pt")
+    result = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path / "r"),
+                                 "--weights", str(tmp_path / "ckpt.pt"), "--images", str(folder),
+                                 "--resolution", "32", "--calibration", "8",
+                                 "--eval-images", "16"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["scheme"] == "dpu" and summary["agreement_meaningful"] is True
+    assert summary["weights"].startswith("trained weights") and "note:" not in result.output
+    assert summary["eval_images"] == 16 and "4 classes" in summary["dataset"]
+    with torch.no_grad():  # the loaded weights are the checkpoint's: same float top-1
+        assert summary["float_top1"] == pytest.approx(summary["torch_top1"], abs=7.0)
+    cpu = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path / "c"),
+                              "--images", str(folder), "--resolution", "32", "--target", "cpu",
+                              "--calibration", "8", "--eval-images", "8"])
+    assert cpu.exit_code == 0, cpu.output
+    random_summary = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert random_summary["scheme"] == "per-channel"
+    assert random_summary["agreement_meaningful"] is False and "note:" in cpu.output
+    bad = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path / "b"),
+                              "--weights", str(tmp_path / "ckpt.pt")])
+    assert bad.exit_code == 2 and "weights need images" in bad.output

@@ -8,10 +8,9 @@ the shipped rules warm up and repeat at least that much.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -92,3 +91,44 @@ def test_imagenet_inputs_are_fed_at_the_protocol_resolution(tmp_path):
     stripes.save(tmp_path / "b.png")
     top = preprocess_image(tmp_path / "b.png", 256)[:, 0]
     assert top.mean() > 1.0  # the white top row survived the crop
+
+
+def _fpga_modules():
+    for sub in ("board", "host"):
+        path = str(REPO / "fpga_code" / sub)
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    import compile_xmodel
+    import dpu_timing
+    import quantize_nndct
+
+    return dpu_timing, compile_xmodel, quantize_nndct
+
+
+# (board, constant, value, section): the board scripts cannot read anb's TOML (Python 3.7 +
+# numpy only), so their constants are checked where they live.
+FPGA = [
+    ("zcu102", "dpu", "DPUCZDX8G_ISA1_B4096", S4F), ("vck190", "dpu", "DPUCVDX8G", S4F),
+    ("zcu102", "threads", 5, S4F), ("vck190", "threads", 6, S4F),
+    ("zcu102", "latency_threads", 1, S4F), ("vck190", "latency_threads", 1, S4F),
+]
+
+
+@pytest.mark.parametrize("board,name,value,section", FPGA,
+                         ids=[f"{b}-{n}" for b, n, _, _ in FPGA])
+def test_fpga_board_constants_match_reference(board, name, value, section):
+    dpu_timing, _, _ = _fpga_modules()
+    got = dpu_timing.BOARDS[board][name]
+    assert got == value, f"{board} {name} = {got!r}; {section} says {value!r}"
+
+
+def test_fpga_host_and_round_constants_match_reference():
+    """REFERENCE.md section 4 (FPGA): ~150 calibration images, ~1000 images per throughput
+    measurement, the compiler's arch.json per DPU, int8 inputs pre-scaled by fix_point."""
+    dpu_timing, compile_xmodel, quantize_nndct = _fpga_modules()
+    assert dpu_timing.IMAGES_PER_ROUND == 1000
+    args = quantize_nndct.parser().parse_args(["--arch", "a", "--images", "i", "--out", "o"])
+    assert args.calib_images == 150 and args.device == "cpu"
+    assert "DPUCZDX8G" in compile_xmodel.BOARDS["zcu102"]
+    assert "DPUCVDX8G" in compile_xmodel.BOARDS["vck190"]
+    assert dpu_timing.prescale(np.array([0.5]), 6).tolist() == [32]  # round(x * 2**fix_point)

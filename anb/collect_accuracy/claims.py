@@ -125,15 +125,17 @@ def probe_global(folder: Path, dist: Any, host: str | None = None) -> bool:
     hosts = all_gather(host)
     if len(set(hosts)) < 2:
         return False
-    path = Path(folder) / "locks" / f".probe-{broadcast_object(os.getpid(), dist.world_size)}"
+    name = f".probe-{broadcast_object(os.getpid(), dist.world_size)}"
     claim = None
     if dist.is_main:
-        claim = try_claim(Path(folder), path.name, holder_info(dist.job_id, "probe"))
+        claim = try_claim(Path(folder), name, holder_info(dist.job_id, "probe"))
     barrier()
     seen_free = False
     first_of_host = hosts.index(host) == dist.rank
     if not dist.is_main and host != hosts[0] and first_of_host:
-        fd = os.open(lock_path(folder, path.name), os.O_RDWR | os.O_CREAT, 0o644)
+        probe = lock_path(folder, name)
+        probe.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             seen_free = True
@@ -146,7 +148,7 @@ def probe_global(folder: Path, dist: Any, host: str | None = None) -> bool:
     barrier()
     if claim is not None:
         claim.release()
-        lock_path(folder, path.name).unlink(missing_ok=True)
+        lock_path(folder, name).unlink(missing_ok=True)
     if free_on:
         raise ConfigError(
             f"config key 'claims.backend': value 'flock' but {str(folder)!r} has node-local "

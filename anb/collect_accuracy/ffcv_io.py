@@ -46,9 +46,6 @@ def write_beton(source: Path, out: Path, max_side: int = 400, quality: int = 90,
     probability ``compress_probability``, else raw (the reference's ``train_400_0.50_90`` is
     0.5; 1.0 = all JPEG). Atomic."""
     _ffcv()
-    from ffcv.fields import IntField, RGBImageField
-    from ffcv.writer import DatasetWriter
-
     from anb.io import atomic_write
 
     source = Path(source)
@@ -63,19 +60,39 @@ def write_beton(source: Path, out: Path, max_side: int = 400, quality: int = 90,
                          "of range; allowed 0..1")
     if workers < 1:
         raise ValueError(f"option --workers: value {workers} is out of range; allowed >= 1")
-    dataset = _FolderSource(source)
+    count = len(_FolderSource(source))
 
     def write(tmp: Path) -> None:
-        writer = DatasetWriter(str(tmp), {
-            "image": RGBImageField(
-                write_mode="jpg" if compress_probability == 1.0 else "proportion",
-                compress_probability=compress_probability, max_resolution=max_side,
-                jpeg_quality=quality),
-            "label": IntField()}, num_workers=workers)
-        writer.from_indexed_dataset(dataset)
+        # FFCV forks its writer processes and waits until they report every image: forked
+        # from a process with threads (torch, wandb) a worker can die, and FFCV then waits
+        # forever. A freshly spawned process forks them instead; its failure is an error.
+        import multiprocessing
+
+        child = multiprocessing.get_context("spawn").Process(
+            target=_write_worker, args=(str(source), str(tmp), max_side, quality, workers,
+                                        compress_probability))
+        child.start()
+        child.join()
+        if child.exitcode != 0:
+            raise RuntimeError(f"the FFCV writer for {str(source)!r} failed "
+                               f"(exit code {child.exitcode})")
 
     atomic_write(out, write)
-    return len(dataset)
+    return count
+
+
+def _write_worker(source: str, tmp: str, max_side: int, quality: int, workers: int,
+                  compress_probability: float) -> None:
+    from ffcv.fields import IntField, RGBImageField
+    from ffcv.writer import DatasetWriter
+
+    writer = DatasetWriter(tmp, {
+        "image": RGBImageField(
+            write_mode="jpg" if compress_probability == 1.0 else "proportion",
+            compress_probability=compress_probability, max_resolution=max_side,
+            jpeg_quality=quality),
+        "label": IntField()}, num_workers=workers)
+    writer.from_indexed_dataset(_FolderSource(Path(source)))
 
 
 def train_order(distributed: bool, in_memory: bool):
@@ -89,7 +106,7 @@ def train_order(distributed: bool, in_memory: bool):
 def val_indices(count: int, rank: int, world: int) -> np.ndarray:
     """This rank's validation images: every image on exactly one rank (FFCV's distributed
     sampler pads the last batch with repeats, which would count some images twice)."""
-    return np.arange(rank, count, world)
+    return np.arange(rank, count, world, dtype=np.uint64)  # FFCV indexes with uint64
 
 
 class _PerImage(torch.nn.Module):

@@ -494,8 +494,8 @@ class Trainer:
                 session_time: float, job_ids: list[str], prov: dict) -> dict[str, Any]:
         """The released dataset's fields: the primary metric (and the rest of its epoch's
         metrics) at its best evaluated epoch, ``val_top5`` the best top-5 over the evaluated
-        epochs, ``train_time`` the wall time of training including validation;
-        ``train_steps_time`` the training steps alone."""
+        epochs, ``train_time`` the wall time of training including validation; the training
+        steps alone are ``provenance.train_steps_time``."""
         key = primary_metric(self.config, self.space)
         best = max(history, key=lambda h: h[key])
         metrics = {k: v for k, v in best.items() if k not in ("epoch", "val_loss")}
@@ -503,13 +503,13 @@ class Trainer:
         top5 = [h["val_top5"] for h in history if h.get("val_top5") is not None]
         metrics["val_top5"] = max(top5) if top5 else None
         metrics["train_time"] = round(train_time, 3)
-        metrics["train_steps_time"] = round(steps_time, 3)
         info = provenance.model_info(arch, self.space, self.loaders.num_classes,
                                      self.loaders.in_channels,
                                      getattr(self.loaders, "length", None))
         return provenance.make_record(arch, metrics, info, {
             **prov, "best_epoch": best["epoch"], "val_history": history,
             "session_time": round(session_time, 3), "job_ids": job_ids,
+            "train_steps_time": round(steps_time, 3),
             "global_batch": self.global_batch,
             "peak_lr": recipe.peak_lr(self.config, self.dist.world_size),
             "run_id": run_id(arch.id, self.hash, self.config["model"]["seed"]),

@@ -25,8 +25,8 @@ def project(config: Config, recipe_hash: str) -> str:
     return config["logging"]["wandb_project"] or f"anb-{recipe_hash[:8]}"
 
 
-def artifact_name(arch_id: str, recipe_hash: str) -> str:
-    return f"arch-{arch_id}-{recipe_hash[:8]}"
+def artifact_name(arch_id: str, recipe_hash: str, seed: int) -> str:
+    return f"arch-{run_id(arch_id, recipe_hash, seed)}"
 
 
 def flat_config(config: Config) -> dict[str, Any]:
@@ -40,7 +40,7 @@ class WandbRun:
                  active: bool):
         log = config["logging"]
         self.run = None
-        self.recipe_hash = recipe_hash
+        self.recipe_hash, self.seed = recipe_hash, config["model"]["seed"]
         if not active or log["wandb_mode"] == "disabled":
             return
         import wandb
@@ -74,7 +74,7 @@ class WandbRun:
                                  "record": json.dumps(record)})
         if log_artifact:
             arch_id = record["provenance"]["arch_id"]
-            artifact = wandb.Artifact(artifact_name(arch_id, self.recipe_hash), type="anb-arch",
+            artifact = wandb.Artifact(artifact_name(arch_id, self.recipe_hash, self.seed), type="anb-arch",
                                       metadata={"arch": record["provenance"]["arch"],
                                                 **record["metrics"]})
             folder = Path(self.run.dir)

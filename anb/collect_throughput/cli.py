@@ -106,24 +106,39 @@ def merge_cmd(
 def quant_report_cmd(
     arch: str = typer.Argument(..., help="Architecture string, e.g. 'e6k5l1-...-e6k5l1se'."),
     out: Path = typer.Option(..., "--out", help="Folder for layers.csv, layers.png, summary.json."),
-    resolution: int = typer.Option(32, help="Digits image size (>= 32)."),
-    calibration: int = typer.Option(64, help="Calibration images."),
+    weights: Optional[Path] = typer.Option(None, help="Trained weights: the trainer's checkpoint, "
+                                           "its artifact folder (weights.pt + record.json) or a "
+                                           "state_dict file. Without them the backbone is random."),
+    images: Optional[Path] = typer.Option(None, help="Image folder with class sub-folders "
+                                          "(e.g. ImageNet val); default: the digits."),
+    target: str = typer.Option("fpga", help="fpga (DPU scheme: per-tensor power-of-two scales) "
+                               "| cpu (per-channel float scales)."),
+    resolution: Optional[int] = typer.Option(None, help="Input size (default 224 with --images, "
+                                             "32 on the digits)."),
+    calibration: int = typer.Option(150, help="Calibration images (the reference used ~150)."),
     eval_images: int = typer.Option(100, help="Test images for the accuracy change."),
+    seed: int = typer.Option(0, help="Seed of the class-stratified image sample."),
     cos_threshold: float = typer.Option(0.99, help="Flag layers with cosine below this."),
     sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
 ) -> None:
-    """Per-layer float-vs-int8 agreement and the accuracy change on the digits dataset."""
-    from anb.collect_throughput.quant_report import quant_report
+    """Per-layer float-vs-int8 agreement and the accuracy change under the target's int8 scheme."""
+    from anb.collect_throughput.quant_report import TARGET_SCHEMES, quant_report
 
+    if target not in TARGET_SCHEMES:
+        _fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
     try:
-        s = quant_report(arch, out, resolution, calibration, eval_images, cos_threshold,
-                         sqnr_threshold)
+        s = quant_report(arch, out, resolution or (224 if images else 32), calibration,
+                         eval_images, cos_threshold, sqnr_threshold, seed, TARGET_SCHEMES[target],
+                         weights, images)
     except (ValueError, RuntimeError) as err:
         _fail(str(err))
-    typer.echo(f"{s['arch']}: top-1 {s['float_top1']:.1f} -> {s['int8_top1']:.1f} % "
-               f"(agreement {100 * s['top1_agreement']:.1f} %, logits SQNR "
+    typer.echo(f"{s['arch']} [{s['scheme']}]: top-1 {s['float_top1']:.1f} -> "
+               f"{s['int8_top1']:.1f} % (agreement {100 * s['top1_agreement']:.1f} %, logits SQNR "
                f"{s['logits_sqnr_db']:.1f} dB); {len(s['layers_below_threshold'])} of "
                f"{s['layers']} layers below threshold, worst {s['worst_layer']} -> {out}")
+    if not s["agreement_meaningful"]:
+        typer.echo(f"note: {s['weights']}: these figures say nothing about a trained network's "
+                   "int8 accuracy; pass --weights and --images for that")
 
 
 def register(app: typer.Typer) -> None:

@@ -64,3 +64,45 @@ def make_inputs(protocol: Protocol, seed: int = 0) -> list[np.ndarray]:
     if protocol.inputs == "imagenet":
         return image_batches(protocol.imagenet_dir, protocol.batch, protocol.resolution)
     return [synthetic_batch(protocol.batch, protocol.resolution, seed)]
+
+
+def labelled_files(folder: str | Path) -> list[list[Path]]:
+    """Image files per class of an ImageNet-style folder (class sub-folders, sorted names:
+    index = label, as the trainer orders them)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ValueError(f"images={str(folder)!r} is not a folder of class sub-folders")
+    classes = sorted(d for d in folder.iterdir() if d.is_dir())
+    files = [sorted(f for f in c.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+             for c in classes]
+    if not any(files):
+        raise ValueError(f"images={str(folder)!r} holds no images in class sub-folders")
+    return files
+
+
+def stratified_sample(per_class: list[list[Path]], n: int, seed: int,
+                      exclude: frozenset = frozenset()) -> list[tuple[Path, int]]:
+    """``n`` ``(file, label)`` pairs spread over all classes: each class shuffled with
+    ``seed``, then one image per class in turn (classes in a shuffled order), until ``n``."""
+    rng = np.random.default_rng(seed)
+    pools = []
+    for label, files in enumerate(per_class):
+        files = [f for f in files if f not in exclude]
+        pools.append([(files[i], label) for i in rng.permutation(len(files))])
+    order = rng.permutation(len(pools))
+    picked: list[tuple[Path, int]] = []
+    depth = 0
+    while len(picked) < n and any(len(p) > depth for p in pools):
+        picked += [pools[c][depth] for c in order if len(pools[c]) > depth][: n - len(picked)]
+        depth += 1
+    return picked
+
+
+def calibration_and_eval(folder: str | Path, calibration: int, evaluation: int, seed: int = 0,
+                         ) -> tuple[list[tuple[Path, int]], list[tuple[Path, int]]]:
+    """Disjoint class-stratified calibration and evaluation samples of ``folder``."""
+    per_class = labelled_files(folder)
+    evaluated = stratified_sample(per_class, evaluation, seed)
+    calib = stratified_sample(per_class, calibration, seed + 1,
+                              frozenset(f for f, _ in evaluated))
+    return calib, evaluated

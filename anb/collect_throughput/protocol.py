@@ -33,11 +33,13 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 LAYOUTS = ("nchw", "channels_last")
 INPUTS = ("synthetic", "imagenet")
 CLOCKS = ("wall", "cpu")
+QUANTIZATIONS = ("per-channel", "dpu")
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9.\-]+")  # as anb.records.perf_key
 CONFIG_DIR = resources.CONFIG_DIR / "devices"
 FINGERPRINT_FIELDS = ("device", "backend", "kind", "batch", "resolution", "precision", "threads",
                       "layout", "inputs", "clock", "pinned", "compile", "cudnn_benchmark",
-                      "allow_fallbacks", "calibration_images", "warmup", "stopping")
+                      "allow_fallbacks", "calibration_images", "quantization", "warmup",
+                      "stopping")
 """What makes two measurements comparable: every setting that can change the number (not where
 the images lie, nor how a board is reached). A field added later joins only by being listed."""
 
@@ -138,6 +140,9 @@ class Protocol:
     cudnn_benchmark: bool = True
     allow_fallbacks: bool = False
     calibration_images: int = 64
+    quantization: str = "per-channel"
+    """int8 scheme of the onnxruntime-int8 back-end: ``per-channel`` or ``dpu`` (per-tensor,
+    power-of-two scales, as Xilinx DPUs run); see :mod:`.quantize`."""
     warmup: WarmupRule = field(default_factory=WarmupRule)
     stopping: StoppingRule = field(default_factory=StoppingRule)
 
@@ -145,7 +150,8 @@ class Protocol:
         if not isinstance(self.device, str) or not _DEVICE_NAME.fullmatch(self.device):
             _fail("device", self.device, "a device name of letters, digits, '.' and '-'")
         for name, allowed in (("backend", BACKENDS), ("kind", KINDS), ("precision", PRECISIONS),
-                              ("layout", LAYOUTS), ("inputs", INPUTS), ("clock", CLOCKS)):
+                              ("layout", LAYOUTS), ("inputs", INPUTS), ("clock", CLOCKS),
+                              ("quantization", QUANTIZATIONS)):
             if getattr(self, name) not in allowed:
                 _fail(name, getattr(self, name), str(list(allowed)))
         for name in ("batch", "resolution", "threads", "calibration_images"):

@@ -1,8 +1,9 @@
 """Quantization effect report: where an architecture's int8 network departs from its float one.
 
-For one architecture: fit it to the digits (see :func:`.digits.fit_digits`), export, quantize
-(see :mod:`.quantize`), run the float and int8 networks on the same test images and compare
-every layer's output tensor (onnxruntime's QDQ debugging tools): cosine similarity and SQNR
+For one architecture, with trained weights scored on an image folder (or, without weights, a
+random backbone whose agreement figures mean nothing, flagged as such): export, quantize under
+the target's scheme (``dpu`` for FPGA targets, ``per-channel`` for the CPU; :mod:`.quantize`),
+run the float and int8 networks on the same test images and compare every layer's output tensor (onnxruntime's QDQ debugging tools): cosine similarity and SQNR
 (dB) of the int8 activation against the float one (cumulative error up to that layer) and of the
 tensor just before/after its own quantize-dequantize pair (local error). Reports the output
 drop (top-1 of both networks, logits cosine/SQNR, top-1 agreement) and the layers below the
@@ -10,6 +11,7 @@ thresholds; writes ``layers.csv``, ``summary.json`` and ``layers.png``.
 """
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,23 +20,12 @@ import numpy as np
 import pandas as pd
 
 from anb.collect_throughput.digits import digits_images, fit_digits, top1
-from anb.collect_throughput.quantize import ArrayReader, preprocess_float, quantize_int8, run_model
+from anb.collect_throughput.inputs import calibration_and_eval, preprocess_image
+from anb.collect_throughput.quantize import (SCHEMES, ArrayReader, cosine, preprocess_float,
+                                             quantize_int8, run_model, sqnr_db)
 from anb.io import atomic_write, atomic_write_json
 from anb.searchspace.arch import Arch, as_arch
 from anb.searchspace.onnx_export import export_onnx
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
-    denom = np.linalg.norm(a) * np.linalg.norm(b)
-    return float(a @ b / denom) if denom else float(np.array_equal(a, b))
-
-
-def sqnr_db(reference: np.ndarray, other: np.ndarray) -> float:
-    """10 log10(|reference|^2 / |reference - other|^2); inf when identical."""
-    ref = np.ravel(reference).astype(np.float64)
-    noise = np.sum((ref - np.ravel(other)) ** 2)
-    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref**2) / noise))
 
 
 def layer_table(float_path: Path, int8_path: Path, images: np.ndarray) -> pd.DataFrame:
@@ -95,25 +86,97 @@ def plot_layers(table: pd.DataFrame, path: Path, cos_threshold: float, sqnr_thre
     return path
 
 
+TARGET_SCHEMES = {"fpga": "dpu", "cpu": "per-channel"}
+"""The int8 scheme each kind of target runs (FPGA DPUs: per-tensor power-of-two scales)."""
+
+
+def load_weights(path: str | Path) -> tuple[dict, str | None]:
+    """``(state_dict, arch string or None)`` from the trainer's checkpoint (``{"format",
+    "model", ...}``), its wandb artifact folder (``weights.pt`` + ``record.json``) or a plain
+    ``state_dict`` file."""
+    import torch
+
+    path = Path(path)
+    arch = None
+    if path.is_dir():
+        record = path / "record.json"
+        if record.exists():
+            arch = json.loads(record.read_text())["provenance"]["arch"]
+        path = path / "weights.pt"
+    if not path.is_file():
+        raise ValueError(f"weights={str(path)!r} does not exist; give a trainer checkpoint, an "
+                         "artifact folder (weights.pt + record.json) or a state_dict file")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(state, dict) and "model" in state and "format" in state:
+        state = state["model"]
+    if not isinstance(state, dict):
+        raise ValueError(f"weights={str(path)!r} holds no state_dict")
+    prefixes = ("module.", "_orig_mod.")
+    clean = {}
+    for key, value in state.items():
+        for prefix in prefixes:
+            key = key[len(prefix):] if key.startswith(prefix) else key
+        clean[key] = value
+    return clean, arch
+
+
+def _folder_images(items: list, resolution: int) -> tuple[np.ndarray, np.ndarray]:
+    x = np.stack([preprocess_image(f, resolution) for f, _ in items]).astype(np.float32)
+    return x, np.asarray([y for _, y in items], dtype=np.int64)
+
+
 def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibration: int = 64,
                  eval_images: int = 100, cos_threshold: float = 0.99, sqnr_threshold: float = 20.0,
-                 seed: int = 0) -> dict[str, Any]:
-    """Write the report for ``arch`` into ``out``; return the summary."""
+                 seed: int = 0, scheme: str = "dpu", weights: str | Path | None = None,
+                 images: str | Path | None = None) -> dict[str, Any]:
+    """Write the report for ``arch`` into ``out``; return the summary.
+
+    With ``weights`` (trained, see :func:`load_weights`) and ``images`` (class sub-folders,
+    sampled across all classes with ``seed``) the accuracy change is that of the trained
+    network. Without weights the backbone is random (a linear probe fitted on digits, or
+    nothing on a folder): the summary says ``agreement_meaningful: false``.
+    """
     import torch
+
+    from anb.searchspace.model import build_model
 
     arch = as_arch(arch)
     if resolution < 32:
         raise ValueError(f"resolution={resolution} is invalid; allowed: an integer >= 32")
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme={scheme!r} is invalid; allowed: {sorted(SCHEMES)}")
+    if weights is not None and images is None:
+        raise ValueError("weights need images: give an image folder (class sub-folders) to "
+                         "score the trained network on")
     out = Path(out)
+    if weights is not None:
+        state, trained_arch = load_weights(weights)
+        if trained_arch is not None and as_arch(trained_arch).id != arch.id:
+            raise ValueError(f"weights={str(weights)!r} are of {trained_arch}, not {arch}")
+        model = build_model(arch).eval()
+        model.load_state_dict(state)
+        source = f"trained weights from {weights}"
+    elif images is not None:
+        model = build_model(arch).eval()
+        source = "random initialisation"
+    else:
+        model = fit_digits(arch, resolution, seed)
+        source = "random backbone + linear probe fitted on digits"
+    if images is not None:
+        calib_items, eval_items = calibration_and_eval(images, calibration, eval_images, seed)
+        x_train, _ = _folder_images(calib_items, resolution)
+        x_test, y_test = _folder_images(eval_items, resolution)
+        dataset = f"image folder {images} ({len(set(y_test.tolist()))} classes in the sample)"
+    else:
+        x_train, _ = digits_images(resolution, "train", seed)
+        x_test, y_test = digits_images(resolution, "test", seed)
+        x_test, y_test = x_test[:eval_images], y_test[:eval_images]
+        dataset = "sklearn digits (8x8 upscaled)"
     out.mkdir(parents=True, exist_ok=True)
-    model = fit_digits(arch, resolution, seed)
-    x_train, _ = digits_images(resolution, "train", seed)
-    x_test, y_test = digits_images(resolution, "test", seed)
-    x_test, y_test = x_test[:eval_images], y_test[:eval_images]
     with tempfile.TemporaryDirectory(prefix="anb-qreport-") as tmp:
         raw = export_onnx(model, Path(tmp) / "float_raw.onnx", resolution=resolution)
         float_path = preprocess_float(raw, Path(tmp) / "float.onnx")
-        int8_path = quantize_int8(raw, Path(tmp) / "int8.onnx", x_train[:calibration])
+        int8_path = quantize_int8(raw, Path(tmp) / "int8.onnx", x_train[:calibration], scheme)
         float_logits, int8_logits = run_model(float_path, x_test), run_model(int8_path, x_test)
         with torch.no_grad():
             torch_logits = model(torch.from_numpy(x_test)).numpy()
@@ -121,8 +184,10 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
     table["below_threshold"] = (table["cosine"] < cos_threshold) | (table["sqnr_db"] < sqnr_threshold)
     summary = {
         "arch": str(arch), "arch_id": arch.id, "resolution": resolution,
-        "dataset": "sklearn digits (8x8 upscaled), linear-probe network",
-        "calibration_images": calibration, "eval_images": int(len(y_test)),
+        "scheme": scheme, **{f"scheme_{k}": v for k, v in SCHEMES[scheme].items()},
+        "weights": source, "agreement_meaningful": weights is not None, "dataset": dataset,
+        "calibration_images": int(min(calibration, len(x_train))),
+        "eval_images": int(len(y_test)),
         "float_top1": top1(float_logits, y_test), "int8_top1": top1(int8_logits, y_test),
         "torch_top1": top1(torch_logits, y_test),
         "top1_agreement": float(np.mean(float_logits.argmax(1) == int8_logits.argmax(1))),
@@ -137,5 +202,6 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
     atomic_write(out / "layers.csv", lambda tmp: table.to_csv(tmp, index=False))
     atomic_write_json(out / "summary.json", summary)
     plot_layers(table, out / "layers.png", cos_threshold, sqnr_threshold,
-                f"{arch}  top-1 {summary['float_top1']:.1f} -> {summary['int8_top1']:.1f} %")
+                f"{arch} [{scheme}]  top-1 {summary['float_top1']:.1f} -> "
+                f"{summary['int8_top1']:.1f} %")
     return summary

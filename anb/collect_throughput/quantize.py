@@ -1,5 +1,16 @@
-"""onnxruntime static int8 quantization: QDQ format, per-channel weights, symmetric int8
-activations and weights (the DPU's scheme), calibrated by MinMax on real images."""
+"""onnxruntime static int8 quantization (QDQ format, MinMax calibration on real images) under
+one of two schemes (:data:`SCHEMES`):
+
+- ``per-channel``: symmetric int8, one float scale per output channel of each weight and one
+  float scale per activation tensor (what onnxruntime does best on a CPU);
+- ``dpu``: what Xilinx DPUs run (Vitis AI ``fix_point``): symmetric int8, one scale per tensor
+  for weights and activations alike, every scale a power of two (``2**-fix_point``). The
+  calibrated per-tensor scale is rounded *up* to the next power of two (no new saturation) and
+  constant tensors (weights, biases) are re-quantized to it.
+
+:func:`quantize_int8` is the one entry point: ``quantize_int8(float_onnx, out, images,
+scheme="dpu")``.
+"""
 from __future__ import annotations
 
 import tempfile
@@ -40,21 +51,76 @@ def preprocess_float(float_path: str | Path, out_path: str | Path) -> Path:
     return atomic_write(out_path, lambda tmp: quant_pre_process(str(float_path), str(tmp)))
 
 
+SCHEMES = {
+    "per-channel": {"format": "QDQ", "weights": "int8 symmetric per-channel, float scales",
+                    "activations": "int8 symmetric per-tensor, float scales",
+                    "calibration": "MinMax"},
+    "dpu": {"format": "QDQ", "weights": "int8 symmetric per-tensor, power-of-two scales",
+            "activations": "int8 symmetric per-tensor, power-of-two scales",
+            "calibration": "MinMax, scales rounded up to 2**-fix_point"},
+}
+
+
+def power_of_two_scales(model) -> int:
+    """Round every QDQ scale of ``model`` (an ``onnx.ModelProto``, edited in place) up to a
+    power of two and re-quantize the constant tensors behind them; return how many scales."""
+    from onnx import numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    scale_names = {n.input[1] for n in model.graph.node
+                   if n.op_type in ("QuantizeLinear", "DequantizeLinear")}
+    old = {name: numpy_helper.to_array(inits[name]).astype(np.float64) for name in scale_names}
+    new = {name: np.exp2(np.ceil(np.log2(v))) for name, v in old.items()}
+    for node in model.graph.node:  # constants: int8 weights, int32 biases
+        if node.op_type == "DequantizeLinear" and node.input[0] in inits:
+            data = numpy_helper.to_array(inits[node.input[0]])
+            info = np.iinfo(data.dtype)
+            ratio = old[node.input[1]] / new[node.input[1]]
+            requantized = np.clip(np.round(data * ratio), info.min, info.max).astype(data.dtype)
+            inits[node.input[0]].CopyFrom(numpy_helper.from_array(requantized, node.input[0]))
+    for name, value in new.items():
+        dtype = numpy_helper.to_array(inits[name]).dtype
+        inits[name].CopyFrom(numpy_helper.from_array(value.astype(dtype), name))
+    return len(new)
+
+
 def quantize_int8(float_path: str | Path, out_path: str | Path, calibration: np.ndarray,
-                  per_channel: bool = True) -> Path:
-    """Write the static-int8 QDQ model of ``float_path`` (pre-processed first) to ``out_path``."""
+                  scheme: str = "per-channel") -> Path:
+    """Write the static-int8 QDQ model of ``float_path`` (pre-processed first) to ``out_path``
+    under ``scheme`` (see :data:`SCHEMES`)."""
+    import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme={scheme!r} is invalid; allowed: {sorted(SCHEMES)}")
     if len(calibration) == 0:
         raise ValueError("calibration needs at least one image")
     with tempfile.TemporaryDirectory(prefix="anb-quant-") as tmp:
         prepared = preprocess_float(float_path, Path(tmp) / "prep.onnx")
-        atomic_write(out_path, lambda target: quantize_static(
-            str(prepared), str(target), ArrayReader(calibration), quant_format=QuantFormat.QDQ,
-            per_channel=per_channel, activation_type=QuantType.QInt8,
+        staged = Path(tmp) / "int8.onnx"
+        quantize_static(
+            str(prepared), str(staged), ArrayReader(calibration), quant_format=QuantFormat.QDQ,
+            per_channel=scheme == "per-channel", activation_type=QuantType.QInt8,
             weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
-            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True}))
+            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+        model = onnx.load(str(staged))
+        if scheme == "dpu":
+            power_of_two_scales(model)
+        atomic_write(out_path, lambda target: onnx.save(model, str(target)))
     return Path(out_path)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
+    denom = np.linalg.norm(a) * np.linalg.norm(b)
+    return float(a @ b / denom) if denom else float(np.array_equal(a, b))
+
+
+def sqnr_db(reference: np.ndarray, other: np.ndarray) -> float:
+    """10 log10(|reference|^2 / |reference - other|^2); inf when identical."""
+    ref = np.ravel(reference).astype(np.float64)
+    noise = np.sum((ref - np.ravel(other)) ** 2)
+    return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref**2) / noise))
 
 
 def run_model(path: str | Path, images: np.ndarray, batch: int = 64) -> np.ndarray:

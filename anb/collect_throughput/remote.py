@@ -178,7 +178,7 @@ class BoardRuntime(ABC):
 def _board_failure(transport: Transport, step: str, result: dict[str, Any]) -> TransportError:
     kind = result.get("kind", "command")
     return transport.error(result.get("step", step), result.get("error", "failed"),
-                           kind if kind in ("missing", "rejected", "command") else "command")
+                           kind if kind in ("missing", "rejected", "timeout") else "command")
 
 
 class OnnxRuntimeBoard(BoardRuntime):
@@ -203,6 +203,8 @@ class OnnxRuntimeBoard(BoardRuntime):
         job = {"mode": mode, "model": folder.remote("model.onnx"),
                "inputs": folder.remote("inputs.npy"), "outputs": folder.remote("outputs.npy"),
                "threads": protocol.threads, "clock": protocol.clock,
+               "lock": f"{folder.spec.workdir.rstrip('/')}/.board.lock",
+               "lock_timeout": folder.spec.timeout / 2,
                "warmup": dataclasses.asdict(protocol.warmup),
                "stopping": dataclasses.asdict(protocol.stopping)}
         (tmp / "job.json").write_text(json.dumps(job))
@@ -246,7 +248,8 @@ class OnnxRuntimeBoard(BoardRuntime):
             inner=result["inner"], stop_reason=result["stop_reason"],
             protocol=protocol.as_dict(), environment=env,
             extra={"warmup_stop_reason": result["warmup_stop_reason"], "warmup_compiles": 0,
-                   "elapsed_seconds": result["elapsed_seconds"]})
+                   "elapsed_seconds": result["elapsed_seconds"],
+                   "board_timed_from": result["timed_from"], "board_timed_to": result["timed_to"]})
 
 
 RUNTIMES = {"onnxruntime": "anb.collect_throughput.remote:OnnxRuntimeBoard"}

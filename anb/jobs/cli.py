@@ -1,4 +1,4 @@
-"""``anb queue submit/status/retry/cancel/bump`` and ``anb worker``.
+"""``anb queue submit/status/retry/cancel/bump/results`` and ``anb worker``.
 
 The queue is named by ``--queue`` or ``$ANB_QUEUE``: a SQLite file (one host) or a
 ``postgresql://`` URL (many hosts).
@@ -196,6 +196,20 @@ def bump_cmd(ids: list[int] = typer.Argument(..., help="Job ids."),
         except ValueError as err:
             _fail(str(err))
         typer.echo(f"set priority {priority} on {n} job(s)")
+
+
+@app.command("results")
+def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/"
+                                         "<arch_id>.json, as 'anb measure' writes)."),
+                device: Optional[str] = None, queue: str = QUEUE) -> None:
+    """Write the records of finished measure jobs from the queue (for 'anb merge')."""
+    from anb.jobs.stages import publish
+
+    with _open(queue) as q:
+        done = q.jobs(state="done", device=device, stage="measure", limit=10**9)
+    for job in done:
+        publish(job, job.result, out)
+    typer.echo(f"wrote {len(done)} record(s) -> {out}")
 
 
 def worker_cmd(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from anb.jobs.queue import QueueUnavailable
 from anb.jobs.sql import TABLE, SqlQueue
 
 
@@ -23,12 +24,17 @@ class PostgresQueue(SqlQueue):
             raise RuntimeError("the PostgreSQL queue needs psycopg: pip install "
                                "'psycopg[binary]'") from err
         super().__init__(url)
+        self._psycopg, self._timeout = psycopg, connect_timeout_s
         try:
-            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s)
+            self._connect()
         except psycopg.OperationalError as err:
             raise RuntimeError(f"cannot connect to the queue database {url!r}: "
                                f"{str(err).strip()}") from None
         self._create()
+
+    def _connect(self) -> None:
+        self._conn = self._psycopg.connect(self.url, autocommit=True,
+                                           connect_timeout=self._timeout)
 
     def submit(self, jobs):
         added = super().submit(jobs)
@@ -48,8 +54,13 @@ class PostgresQueue(SqlQueue):
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
-        with self._conn.transaction(), self._conn.cursor() as cur:
-            yield cur
+        try:
+            if self._conn.broken or self._conn.closed:  # the server restarted: reconnect
+                self._connect()
+            with self._conn.transaction(), self._conn.cursor() as cur:
+                yield cur
+        except self._psycopg.OperationalError as err:
+            raise QueueUnavailable(f"queue database {self.url!r}: {str(err).strip()}") from err
 
     def close(self) -> None:
         self._conn.close()

@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 STATES = ("queued", "leased", "done", "failed", "cancelled")
-OPEN_STATES = ("queued", "leased")
+
+
+class QueueUnavailable(RuntimeError):
+    """The queue's database cannot be reached just now (restarting, network); the next call
+    reconnects. Workers wait and try again."""
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,10 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from anb.collect_throughput.transports import TransportError
-from anb.jobs.queue import Capability, Job, JobQueue
+from anb.jobs.queue import Capability, Job, JobQueue, QueueUnavailable
 from anb.jobs.stages import StageContext, follow_up, get_stage, handler, publish
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class Worker:
             outcome = self._fail(job, f"device {job.device!r}, step {job.stage!r}: "
                                  f"{type(err).__name__}: {err}", True)
         else:
-            if self.queue.complete(job, result, follow_up(job, result)):
+            if self._persist(lambda: self.queue.complete(job, result, follow_up(job, result))):
                 publish(job, result, self.ctx.out)
                 self.stats.done += 1
                 outcome = "done"
@@ -109,8 +109,22 @@ class Worker:
             beat.join()
         return outcome
 
+    def _persist(self, call: Callable[[], Any]) -> Any:
+        """``call()`` the queue, waiting out a database restart for up to two leases (after
+        that the job is re-leased anyway and this worker's word would be refused)."""
+        deadline = time.monotonic() + 2 * self.lease_seconds
+        while True:
+            try:
+                return call()
+            except QueueUnavailable as err:
+                if time.monotonic() > deadline:
+                    log.error("%s: giving up on the queue: %s", self.name, err)
+                    return None
+                log.warning("%s: %s; retrying", self.name, err)
+                time.sleep(self.poll_seconds)
+
     def _fail(self, job: Job, error: str, transient: bool) -> str:
-        state = self.queue.fail(job, error, retry=transient)
+        state = self._persist(lambda: self.queue.fail(job, error, retry=transient))
         self.stats.errors.append(error)
         if state == "failed":
             self.stats.failed += 1
@@ -126,9 +140,15 @@ class Worker:
         caps = self.capabilities()
         ran = 0
         while not self.stop.is_set() and (max_jobs is None or ran < max_jobs):
-            job = self.queue.claim(self.name, caps, self.lease_seconds)
+            try:
+                job = self.queue.claim(self.name, caps, self.lease_seconds)
+                if job is None:
+                    self.queue.reap()
+            except QueueUnavailable as err:  # the database restarts: wait, reconnect
+                log.warning("%s: %s; waiting", self.name, err)
+                self.stop.wait(self.poll_seconds)
+                continue
             if job is None:
-                self.queue.reap()
                 if idle_exit:
                     break
                 self.stop.wait(self.poll_seconds)

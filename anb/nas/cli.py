@@ -14,11 +14,22 @@ def search(
                                                    help="e.g. 'latency_zcu102<=5'."),
     benchmark: Optional[Path] = typer.Option(None, help="Fitted surrogate benchmark folder, "
                                              "or accel-nasbench (packaged); without it only macs/params/depth are known."),
-    algorithm: str = typer.Option("re", help="random | re (regularized evolution) | nsga2"),
+    algorithm: str = typer.Option("re", help="random | re (regularized evolution) | nsga2 "
+                                  "(anb's default, on pymoo) | pymoo_nsga2 (pymoo's defaults)"),
     budget: int = typer.Option(1000, min=1, help="Evaluations."),
     seed: int = typer.Option(0),
     noise: bool = typer.Option(False, help="Query plausible noisy observations, not means."),
     out: Path = typer.Option(Path("outputs/search"), help="Results folder."),
+    measure: Optional[str] = typer.Option(None, help="Measure this device's metrics in the "
+                                          "loop (device config name or TOML, e.g. cpu-ort)."),
+    queue: Optional[str] = typer.Option(None, help="With --measure: submit measurements to "
+                                        "this job queue instead of measuring here."),
+    max_measurements: Optional[int] = typer.Option(None, help="With --measure: at most this "
+                                                   "many new measurements."),
+    max_hours: Optional[float] = typer.Option(None, help="With --measure: stop after this "
+                                              "many hours."),
+    supported_only: bool = typer.Option(False, help="Treat architectures the surrogate flags "
+                                        "as out of distribution as infeasible."),
 ) -> None:
     """Search the space for the best architectures under objectives and constraints."""
     from anb.nas.evaluators import combined, surrogate_evaluator
@@ -34,14 +45,34 @@ def search(
             from anb.surrogates import load
 
             surrogate = surrogate_evaluator(load(benchmark), noise=noise, seed=seed)
-        problem = Problem(combined(surrogate), [Objective.parse(o) for o in objective],
-                          [Constraint.parse(c) for c in constraint or []])
+        evaluator = combined(surrogate)
+        if measure is not None:
+            from anb.nas.measured import search_measured
+
+            s = search_measured(ALGORITHMS[algorithm], evaluator, measure, queue, objective,
+                                constraint or [], budget, seed, out, max_measurements, max_hours)
+            typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
+                       f"evaluations, {s['measurements']} measurements in {s['hours'] * 60:.1f} "
+                       f"min ({s['stopped']}); Pareto front {s['pareto_size']}; results in {out}")
+            return
+        problem = Problem(evaluator, [Objective.parse(o) for o in objective],
+                          [Constraint.parse(c) for c in constraint or []],
+                          supported_only=supported_only)
         result = ALGORITHMS[algorithm](problem, budget, seed=seed, progress=True)
     except (ValueError, FileNotFoundError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2)
     summary = write_report(result, out)
     best = summary["best"]
+
+    def shown(row: dict) -> str:
+        return " ".join(f"{m}={row[m]:.4g}" + (f"+-{row[m + '_std']:.2g}" if m + "_std" in row
+                                                else "") for m in problem.metrics)
+
+    flag = " (OUT OF DISTRIBUTION: extrapolated, not supported by the data)" \
+        if summary.get("best_out_of_distribution") else ""
     typer.echo(f"{algorithm}: {summary['evaluations']} evaluations, best {best['arch']} "
-               + " ".join(f"{m}={best[m]:.4g}" for m in problem.metrics)
-               + f"; Pareto front {summary['pareto_size']}; results in {out}")
+               + shown(best) + flag + f"; Pareto front {summary['pareto_size']}; results in {out}")
+    if summary.get("best_in_distribution"):
+        typer.echo(f"best in distribution: {summary['best_in_distribution']['arch']} "
+                   + shown(summary["best_in_distribution"]))

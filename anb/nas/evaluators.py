@@ -1,7 +1,8 @@
 """Evaluators: map a ``(n, stages, 4)`` choices array to metric name -> values.
 
 ``analytic``: exact MACs / true MACs / params (millions) and depth from the counters.
-``surrogate``: a fitted benchmark's predictions (optionally one seeded noisy draw per query).
+``surrogate``: a fitted benchmark's predictions (optionally one seeded noisy draw per query), with
+each metric's ``<metric>_std`` and the out-of-distribution flag ``ood``.
 :func:`combined` answers analytic metrics exactly and sends the rest to the surrogate.
 """
 from __future__ import annotations
@@ -40,7 +41,14 @@ def surrogate_evaluator(benchmark: Any, noise: bool = False, seed: int = 0) -> E
     def evaluate(choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
         call_seed = int(rng.integers(2**31)) if noise else None
         frame = benchmark.query(choices, metrics=list(metrics), noise=noise, seed=call_seed)
-        return {m: frame[benchmark.resolve(m)[0]].to_numpy(dtype=float) for m in metrics}
+        out = {}
+        for m in metrics:
+            name = benchmark.resolve(m)[0]
+            out[m] = frame[name].to_numpy(dtype=float)
+            out[f"{m}_std"] = frame[f"{name}_std"].to_numpy(dtype=float)
+        if "ood" in frame:
+            out["ood"] = frame["ood"].to_numpy(dtype=bool)
+        return out
 
     return evaluate
 

@@ -50,16 +50,14 @@ def crowding_distance(scores: np.ndarray) -> np.ndarray:
     return distance
 
 
-def hypervolume_2d(scores: np.ndarray, reference: np.ndarray) -> float:
-    """Area dominated by a set of 2-objective scores (larger is better) above ``reference``."""
+def hypervolume(scores: np.ndarray, reference: np.ndarray) -> float:
+    """Volume dominated by score rows (larger is better, any number of objectives) above
+    ``reference`` (pymoo's exact hypervolume)."""
+    from pymoo.indicators.hv import HV
+
     points = np.asarray(scores, dtype=float)
+    reference = np.asarray(reference, dtype=float)
     points = points[(points > reference).all(axis=1)]
     if not len(points):
         return 0.0
-    points = points[pareto_mask(points)]
-    points = points[np.argsort(-points[:, 0])]
-    area, last_y = 0.0, reference[1]
-    for x, y in points:
-        area += (x - reference[0]) * (y - last_y)
-        last_y = y
-    return float(area)
+    return float(HV(ref_point=-reference)(-points))

@@ -30,6 +30,18 @@ def write_report(result: SearchResult, out: Path) -> dict:
         "feasible_share": float(history["feasible"].mean()),
         "best": json.loads(best.to_json()), "pareto_size": len(front), **result.info,
     }
+    if "ood" in history:
+        summary["best_out_of_distribution"] = bool(best["ood"])
+        summary["supported_only"] = result.problem.supported_only
+        summary["out_of_distribution_share"] = float(history["ood"].mean())
+        if best["ood"]:
+            supported = result.best_supported()
+            summary["best_in_distribution"] = None if supported is None else \
+                json.loads(supported.to_json())
+    if len(objectives) > 1:
+        volume, reference = result.hypervolume()
+        summary["hypervolume"] = volume
+        summary["hypervolume_reference"] = reference  # worst score per objective (max form)
     atomic_write_json(out / "summary.json", summary)
     fig, ax = plt.subplots(figsize=(6, 4))
     if len(objectives) == 1:
@@ -39,6 +51,13 @@ def write_report(result: SearchResult, out: Path) -> dict:
         x, y = objectives[0].metric, objectives[1].metric
         ax.scatter(history[x], history[y], s=3, alpha=0.3, label="evaluated")
         ax.scatter(front[x], front[y], s=12, color="C3", label="Pareto front")
+        if "ood" in history and history["ood"].any():
+            flagged = history[history["ood"].astype(bool)]
+            ax.scatter(flagged[x], flagged[y], s=14, marker="x", color="k",
+                       label="out of distribution")
+        if f"{x}_std" in front and f"{y}_std" in front:
+            ax.errorbar(front[x], front[y], xerr=front[f"{x}_std"], yerr=front[f"{y}_std"],
+                        fmt="none", ecolor="C3", alpha=0.4, lw=0.8)
         ax.set(xlabel=str(objectives[0]), ylabel=str(objectives[1]), title=result.algorithm)
         ax.legend()
     fig.tight_layout()

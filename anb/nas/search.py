@@ -3,10 +3,12 @@
 - :func:`random_search`: uniform samples, the baseline every NAS paper reports.
 - :func:`regularized_evolution`: aging evolution (Real et al., 2019) with tournament
   selection and one-choice mutations; ``batch`` children per step for cheap batched queries.
-- :func:`nsga2`: multi-objective search (non-dominated sorting + crowding distance).
+- :func:`nsga2` / :func:`pymoo_nsga2`: multi-objective search on pymoo (:mod:`anb.nas.moo`).
 
 Constraints are handled by feasibility first: a feasible architecture beats an infeasible one;
-two infeasible ones compare by total violation. Every evaluated architecture is kept in the
+two infeasible ones compare by total violation (pymoo's constrained domination for NSGA-II).
+With ``supported_only`` an architecture the surrogate flags as out of distribution counts as
+infeasible. Every evaluated architecture is kept in the
 result's history, in evaluation order.
 """
 from __future__ import annotations
@@ -33,6 +35,8 @@ class Problem:
     objectives: Sequence[Objective]
     constraints: Sequence[Constraint] = ()
     space: SearchSpace = ANB_SPACE
+    #: count out-of-distribution architectures (the surrogate's ``ood`` flag) as infeasible
+    supported_only: bool = False
 
     def __post_init__(self) -> None:
         if not self.objectives:
@@ -41,8 +45,11 @@ class Problem:
             [o.metric for o in self.objectives] + [c.metric for c in self.constraints]))
 
     def evaluate(self, choices: np.ndarray) -> dict[str, np.ndarray]:
+        """The metrics, plus whatever else the evaluator reports (``<metric>_std``, ``ood``)."""
         values = self.evaluator(choices, self.metrics)
-        return {m: np.asarray(values[m], dtype=float) for m in self.metrics}
+        out = {m: np.asarray(values[m], dtype=float) for m in self.metrics}
+        out.update({k: np.asarray(v) for k, v in values.items() if k not in out})
+        return out
 
     def scores(self, values: dict[str, np.ndarray]) -> np.ndarray:
         """``(n, objectives)``, larger is better."""
@@ -53,6 +60,8 @@ class Problem:
         total = np.zeros(n)
         for c in self.constraints:
             total += c.violation(values[c.metric])
+        if self.supported_only and "ood" in values:
+            total += np.asarray(values["ood"], dtype=float)
         return total
 
 
@@ -88,6 +97,26 @@ class SearchResult:
         if not self.feasible.any():
             key = -self.problem.violation(self.values)
         return frame.iloc[int(np.argmax(key))]
+
+    def best_supported(self) -> pd.Series | None:
+        """The best feasible evaluation the surrogate does not flag as out of distribution."""
+        if "ood" not in self.values:
+            return self.best()
+        ok = self.feasible & ~np.asarray(self.values["ood"], dtype=bool)
+        if not ok.any():
+            return None
+        score = np.where(ok, self.problem.scores(self.values)[:, 0], -np.inf)
+        return self.history().iloc[int(np.argmax(score))]
+
+    def hypervolume(self, reference: np.ndarray | None = None) -> tuple[float, list[float]]:
+        """Hypervolume of the feasible front in score space (larger is better) and the
+        reference point used (default: the worst score of every objective in the history)."""
+        from anb.nas.pareto import hypervolume
+
+        scores = self.problem.scores(self.values)
+        reference = scores.min(axis=0) if reference is None else np.asarray(reference, float)
+        feasible = scores[self.feasible]
+        return hypervolume(feasible, reference) if len(feasible) else 0.0, reference.tolist()
 
     def incumbent_trace(self) -> np.ndarray:
         """Best feasible first-objective value after each evaluation (NaN before any)."""
@@ -150,7 +179,8 @@ def regularized_evolution(problem: Problem, budget: int, seed: int = 0, populati
     bar = tqdm(total=budget, initial=done, disable=not progress, desc="regularized evolution")
     while done < budget:
         n = min(batch, budget - done)
-        contenders = rng.integers(0, len(pop), size=(n, sample))
+        # each tournament samples ``sample`` distinct members (without replacement)
+        contenders = np.argsort(rng.random((n, len(pop))), axis=1)[:, :sample]
         winners = contenders[np.arange(n), np.argmax(fitness[contenders], axis=1)]
         children = mutate(pop[winners], rng, problem.space)
         child_values = problem.evaluate(children)
@@ -165,55 +195,25 @@ def regularized_evolution(problem: Problem, budget: int, seed: int = 0, populati
                         seed, {"population": population, "sample": sample, "batch": batch})
 
 
-def _nsga2_rank(problem: Problem, values: dict[str, np.ndarray]) -> np.ndarray:
-    """Sort key (ascending = better): infeasible last, then front, then -crowding."""
-    scores = problem.scores(values)
-    violation = problem.violation(values)
-    fronts = non_dominated_fronts(scores)
-    crowd = np.zeros(len(scores))
-    for f in np.unique(fronts):
-        members = np.nonzero(fronts == f)[0]
-        crowd[members] = crowding_distance(scores[members])
-    return np.lexsort((-crowd, fronts, violation))
-
-
-def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 64,
+def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 32,
           progress: bool = False) -> SearchResult:
-    """Multi-objective evolution: binary tournaments, stage-wise crossover + one mutation,
-    elitist survival by (feasibility, front, crowding distance)."""
-    _check_budget(budget)
-    rng = np.random.default_rng(seed)
-    pop = random_choices(min(population, budget), rng, problem.space)
-    pop_values = problem.evaluate(pop)
-    chunks, values = [pop], [pop_values]
-    done = len(pop)
-    bar = tqdm(total=budget, initial=done, disable=not progress, desc="nsga2")
-    while done < budget:
-        n = min(population, budget - done)
-        order = _nsga2_rank(problem, pop_values)
-        position = np.empty(len(order), dtype=np.int64)
-        position[order] = np.arange(len(order))
-        pairs = rng.integers(0, len(pop), size=(2 * n, 2))
-        parents = np.where(position[pairs[:, 0]] < position[pairs[:, 1]], pairs[:, 0], pairs[:, 1])
-        mothers, fathers = pop[parents[:n]], pop[parents[n:]]
-        take = rng.random((n, problem.space.num_stages, 1)) < 0.5
-        children = mutate(np.where(take, mothers, fathers), rng, problem.space)
-        child_values = problem.evaluate(children)
-        chunks.append(children)
-        values.append(child_values)
-        merged = np.concatenate([pop, children])
-        merged_values = _concat([pop_values, child_values])
-        keep = _nsga2_rank(problem, merged_values)[:population]
-        pop = merged[keep]
-        pop_values = {k: v[keep] for k, v in merged_values.items()}
-        done += n
-        bar.update(n)
-    bar.close()
-    return SearchResult(problem, np.concatenate(chunks), _concat(values), "nsga2", seed,
-                        {"population": population})
+    """anb's default multi-objective search: pymoo NSGA-II (NSGA-III for 3+ objectives) with
+    space-aware operators; see :mod:`anb.nas.moo`."""
+    from anb.nas.moo import nsga2 as run
+
+    return run(problem, budget, seed, population, progress)
 
 
-ALGORITHMS = {"random": random_search, "re": regularized_evolution, "nsga2": nsga2}
+def pymoo_nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 100,
+                progress: bool = False) -> SearchResult:
+    """pymoo's NSGA-II with its integer-variable defaults (the generic baseline)."""
+    from anb.nas.moo import pymoo_nsga2 as run
+
+    return run(problem, budget, seed, population, progress)
+
+
+ALGORITHMS = {"random": random_search, "re": regularized_evolution, "nsga2": nsga2,
+              "pymoo_nsga2": pymoo_nsga2}
 
 
 def _check_budget(budget: int) -> None:

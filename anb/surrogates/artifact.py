@@ -27,6 +27,7 @@ FORMAT = "anb-surrogate"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LAYER_COST_FILE = "layer_cost.npz"
+SUPPORT_FILE = "support.npz"
 _FAMILY_LIBRARY = {"xgboost": "xgboost", "random_forest": "xgboost", "lightgbm": "lightgbm"}
 
 
@@ -56,6 +57,9 @@ def save(bench: SurrogateBenchmark, path: str | Path) -> Path:
         if bench.builder.layer_cost is not None:
             bench.builder.layer_cost.save(tmp / LAYER_COST_FILE)
             files.append(tmp / LAYER_COST_FILE)
+        if bench.support is not None:
+            bench.support.save(tmp / SUPPORT_FILE)
+            files.append(tmp / SUPPORT_FILE)
         targets = {}
         for name, model in bench.models.items():
             paths = model.save(tmp, name)
@@ -70,6 +74,7 @@ def save(bench: SurrogateBenchmark, path: str | Path) -> Path:
             "feature_schema": {"feature_set": bench.builder.feature_set,
                                "names": bench.builder.names(),
                                "layer_cost": LAYER_COST_FILE if bench.builder.layer_cost else None},
+            "support": SUPPORT_FILE if bench.support is not None else None,
             "targets": targets,
             "libraries": library_versions(),
             "files": {p.name: sha256_file(p) for p in files},
@@ -149,6 +154,28 @@ def _check_compatible(manifest: dict[str, Any]) -> None:
                                  f"{library} {have} has another major version")
 
 
+def _check_references(target: str, spec: dict[str, Any], listed: dict[str, str]) -> None:
+    """Every file a target names must be a checksummed plain name inside the artifact, and its
+    model family one anb knows."""
+    from anb.surrogates.estimators import FAMILIES
+
+    families = spec["model"]["family"]
+    for family in [families] if isinstance(families, str) else families:
+        if family not in FAMILIES:
+            raise ValueError(f"target {target!r} uses unknown model family {family!r}; "
+                             f"allowed: {sorted(FAMILIES)}")
+    for name in spec["files"]:
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"target {target!r} references {name!r}, a path outside the "
+                             "artifact folder; members must be plain file names inside it")
+        if name not in listed:
+            raise ValueError(f"target {target!r} references {name!r}, which is not in the "
+                             "manifest's checksummed file list")
+    if len(spec["files"]) != spec["model"]["n_members"]:
+        raise ValueError(f"target {target!r} lists {len(spec['files'])} member files for "
+                         f"n_members={spec['model']['n_members']}")
+
+
 def load(path: str | Path, n_jobs: int | None = None) -> SurrogateBenchmark:
     """Load a surrogate benchmark folder written by :func:`save` (verified, no code executed).
     ``n_jobs``: members predicted concurrently on large batches (default: up to 2 CPUs)."""
@@ -157,14 +184,26 @@ def load(path: str | Path, n_jobs: int | None = None) -> SurrogateBenchmark:
     _check_compatible(manifest)
     space = get_space(manifest["space"]["name"])
     schema = manifest["feature_schema"]
+    if schema["layer_cost"] and schema["layer_cost"] not in manifest["files"]:
+        raise ValueError(f"feature schema references {schema['layer_cost']!r}, which is not in "
+                         "the manifest's checksummed file list")
     layer_cost = LayerCostModel.load(path / schema["layer_cost"]) if schema["layer_cost"] else None
     builder = FeatureBuilder(schema["feature_set"], layer_cost, space)
     if builder.names() != schema["names"]:
         raise ValueError("artifact layer-cost targets do not match its feature schema")
+    support = None
+    if manifest.get("support"):
+        if manifest["support"] != SUPPORT_FILE or SUPPORT_FILE not in manifest["files"]:
+            raise ValueError(f"manifest references support file {manifest['support']!r}, "
+                             f"which is not the checksummed {SUPPORT_FILE!r}")
+        from anb.surrogates.support import Support
+
+        support = Support.load(path / SUPPORT_FILE, space)
     models, transforms = {}, {}
     for name, spec in manifest["targets"].items():
+        _check_references(name, spec, manifest["files"])
         models[name] = TargetSurrogate.from_spec(spec["model"], [path / f for f in spec["files"]])
         transforms[name] = spec["transform"]
     threads = n_jobs if n_jobs is not None else min(2, os.cpu_count() or 1)
     return SurrogateBenchmark(builder, models, transforms, info=manifest, space=space,
-                              n_jobs=threads)
+                              n_jobs=threads, support=support)

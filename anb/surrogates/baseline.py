@@ -1,12 +1,21 @@
-"""The reference benchmark's surrogate recipe, re-measured: one XGBoost and one LightGBM model
-per target on the 28-value ordinal encoding, raw labels, early stopping on validation."""
+"""The reference benchmark's surrogate baselines, re-measured with its own tuned settings.
+
+One XGBoost and one LightGBM model per target on the 28-value ordinal encoding, raw labels, the
+tuned hyper-parameters of ``configs/surrogates/baselines/`` (REFERENCE.md section 8: each
+ConfigSpace parameter's ``default``, ``num_rounds`` with ``early_stopping_rounds`` on validation),
+trained with the libraries' native ``train`` as the reference does.
+"""
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from anb.searchspace.encoding import encode
-from anb.surrogates.estimators import LightGBMFamily, XGBoostFamily
+from anb.resources import CONFIG_DIR
 from anb.surrogates.fit import Prepared
 from anb.surrogates.metrics import regression_metrics
 
@@ -29,24 +38,77 @@ TAU_GOALS = {"val_top1": 0.93, "throughput_a100": 0.99, "throughput_3090": 0.99,
              "throughput_vck190": 0.98, "latency_zcu102": 0.99, "latency_vck190": 0.99}
 
 
-def baseline_families(n_jobs: int = 1, scale: float = 1.0) -> dict[str, object]:
-    """Published-style settings: deep trees, small learning rate, many rounds.
-    ``scale`` < 1 shrinks the round budget (for tests)."""
-    rounds = max(20, int(5000 * scale))
-    return {
-        "xgboost": XGBoostFamily(n_estimators=rounds, max_depth=8, learning_rate=0.02,
-                                 subsample=0.9, colsample_bytree=0.9, early_stopping_rounds=100,
-                                 n_jobs=n_jobs),
-        "lightgbm": LightGBMFamily(n_estimators=rounds, num_leaves=63, learning_rate=0.02,
-                                   subsample=0.9, colsample_bytree=0.9, min_child_samples=10,
-                                   early_stopping_rounds=100, n_jobs=n_jobs),
-    }
+BASELINE_DIR = CONFIG_DIR / "surrogates" / "baselines"
+_FILE_PREFIX = {"xgboost": "xgb", "lightgbm": "lgb"}
+
+
+def settings_file(target: str, family: str) -> Path:
+    """The reference's settings file for ``target`` (accuracy: the un-suffixed one)."""
+    prefix = _FILE_PREFIX[family]
+    if target == "val_top1":
+        return BASELINE_DIR / f"{prefix}_configspace.json"
+    metric, device = target.split("_", 1)
+    return BASELINE_DIR / f"{prefix}_accel_{device}_{metric}_configspace.json"
+
+
+def reference_settings(target: str, family: str) -> dict[str, Any]:
+    """Tuned settings as native parameter names (``param:`` prefix dropped)."""
+    path = settings_file(target, family)
+    if not path.is_file():
+        raise ValueError(f"no reference {family} settings for target {target!r} ({path.name})")
+    out = {}
+    for hp in json.loads(path.read_text())["hyperparameters"]:
+        value = hp["value"] if hp["type"] == "constant" else hp["default"]
+        out[hp["name"].removeprefix("param:")] = value
+    out.pop("bananas_enc", None)
+    return out
+
+
+class ReferenceModel:
+    """One baseline model trained the reference's way (native ``train`` + early stopping)."""
+
+    def __init__(self, family: str, settings: dict[str, Any], n_jobs: int = 1,
+                 scale: float = 1.0, seed: int = 0):
+        self.family, self.settings = family, dict(settings)
+        self.n_jobs, self.scale, self.seed = n_jobs, scale, seed
+
+    def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.ndarray
+            ) -> "ReferenceModel":
+        params = dict(self.settings)
+        rounds = max(20, int(params.pop("num_rounds") * self.scale))
+        stop = int(params.pop("early_stopping_rounds"))
+        if self.family == "xgboost":
+            import xgboost as xgb
+
+            params.update(nthread=self.n_jobs, seed=self.seed, objective="reg:squarederror")
+            self.model_ = xgb.train(params, xgb.DMatrix(X, y), rounds,
+                                    evals=[(xgb.DMatrix(X_val, y_val), "val")],
+                                    early_stopping_rounds=stop, verbose_eval=False)
+        else:
+            import lightgbm as lgb
+
+            params.update(objective="regression", num_threads=self.n_jobs, seed=self.seed,
+                          verbosity=-1)
+            train = lgb.Dataset(X, y, params={"max_bin": params.get("max_bin", 255)})
+            self.model_ = lgb.train(params, train, rounds,
+                                    valid_sets=[lgb.Dataset(X_val, y_val, reference=train)],
+                                    callbacks=[lgb.early_stopping(stop, verbose=False)])
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        if self.family == "xgboost":
+            import xgboost as xgb
+
+            best = self.model_.best_iteration
+            return self.model_.predict(xgb.DMatrix(X), iteration_range=(0, best + 1))
+        return self.model_.predict(X, num_iteration=self.model_.best_iteration)
 
 
 def evaluate_baselines(prepared: Prepared, targets: list[str] | None = None, n_jobs: int = 1,
                        scale: float = 1.0, split: str = "test",
-                       fitted: dict[tuple[str, str], object] | None = None) -> pd.DataFrame:
-    """Fit and score the baseline recipe per target; rows ``(target, family)``.
+                       fitted: dict[tuple[str, str], object] | None = None,
+                       families: tuple[str, ...] = ("xgboost", "lightgbm")) -> pd.DataFrame:
+    """Fit and score the reference's baselines per target; rows ``(target, family)``.
     Fitted models are put into ``fitted`` (keyed by ``(target, family)``) when given."""
     X = encode(prepared.choices, "ordinal")
     train, val, test = (prepared.masks[k] for k in ("train", "val", split))
@@ -54,7 +116,8 @@ def evaluate_baselines(prepared: Prepared, targets: list[str] | None = None, n_j
     for target in targets or list(prepared.labels):
         lab = prepared.labels[target]
         tr, va, te = (m & lab.present for m in (train, val, test))
-        for name, family in baseline_families(n_jobs, scale).items():
+        for name in families:
+            family = ReferenceModel(name, reference_settings(target, name), n_jobs, scale)
             family.fit(X[tr], lab.values[tr], X[va], lab.values[va])
             metrics = regression_metrics(lab.values[te], family.predict(X[te]))
             if fitted is not None:

@@ -19,6 +19,11 @@ from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.compiled import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.features import FeatureBuilder
+from anb.surrogates.noise import standard_normal
+from anb.surrogates.support import Support
+
+#: Columns every query adds after the metrics: the out-of-distribution flag and its two scores.
+OOD_COLUMNS = ("ood", "ood_distance", "ood_cost")
 
 #: Friendly names accepted by ``query(metrics=...)``.
 ALIASES = {"accuracy": "val_top1", "top1": "val_top1"}
@@ -31,8 +36,9 @@ class SurrogateBenchmark:
 
     def __init__(self, builder: FeatureBuilder, models: dict[str, TargetSurrogate],
                  transforms: dict[str, str], info: dict[str, Any] | None = None,
-                 space: SearchSpace = ANB_SPACE, n_jobs: int = 1):
+                 space: SearchSpace = ANB_SPACE, n_jobs: int = 1, support: Support | None = None):
         self.builder = builder
+        self.support = support
         self.models = models
         self.transforms = transforms
         self.info = dict(info or {})
@@ -169,39 +175,67 @@ class SurrogateBenchmark:
                                                           model.members_)], axis=1)
         return out
 
-    def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None
+    def ood(self, choices: np.ndarray) -> dict[str, np.ndarray]:
+        """Out-of-distribution scores and flag (all in-distribution without a support)."""
+        if self.support is None:
+            n = len(choices)
+            return {"ood": np.zeros(n, dtype=bool), "ood_distance": np.zeros(n),
+                    "ood_cost": np.zeros(n)}
+        return self.support.score(choices)
+
+    def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None,
+                            ood: dict[str, np.ndarray] | None = None
                             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Mean and predictive std in each target's model space (log for device metrics)."""
+        """Mean and predictive std in each target's model space (log for device metrics);
+        the std grows outside the training data (:meth:`Support.inflate`)."""
         names = self.resolve(metrics)
-        X = self.builder.transform(self.choices(archs))
+        choices = self.choices(archs)
+        if not len(choices):
+            return {name: (np.zeros(0), np.zeros(0)) for name in names}
+        X = self.builder.transform(choices)
+        ood = ood if ood is not None else self.ood(choices)
         result = {}
         for name, preds in self._member_predictions(X, names).items():
-            noise = self.models[name].noise_std_
-            result[name] = (preds.mean(1), np.sqrt(preds.var(1) + noise**2))
+            model = self.models[name]
+            std = np.sqrt(preds.var(1) + model.noise_std_**2)
+            if self.support is not None:
+                std = Support.inflate(std, ood, model.trend_)
+            result[name] = (preds.mean(1), std)
         return result
 
     def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,
               seed: int | None = None) -> pd.DataFrame:
         """Predict ``metrics`` (default: all) for one or many architectures.
 
-        Returns a DataFrame with ``<metric>`` (mean, or with ``noise=True`` one seeded draw of
-        a plausible observed value) and ``<metric>_std`` (predictive std) per metric.
+        Returns a DataFrame with ``<metric>`` (the predicted mean, or with ``noise=True`` one
+        plausible repeated measurement: mean plus observation noise drawn per (seed,
+        architecture, metric)) and ``<metric>_std`` (predictive std: model + noise, wider out
+        of distribution) per metric, then ``ood`` (flag), ``ood_distance`` and ``ood_cost``.
         """
-        dist = self.predict_transformed(archs, metrics)
-        rng = np.random.default_rng(seed) if noise else None
-        names = list(dist)
-        n = len(next(iter(dist.values()))[0]) if dist else 0
+        names = self.resolve(metrics)
+        choices = self.choices(archs)
+        ood = self.ood(choices)
+        dist = self.predict_transformed(choices, names, ood)
+        if noise and seed is None:
+            seed = int(np.random.SeedSequence().entropy % 2**63)
+        n = len(choices)
         values = np.empty((n, 2 * len(names)))
         for i, name in enumerate(names):
             mu, sigma = dist[name]
-            draw = mu + sigma * rng.standard_normal(len(mu)) if rng is not None else mu
+            draw = mu
+            if noise:
+                draw = mu + self.models[name].observation_std_ * standard_normal(
+                    seed, choices, name, self.space)
             if self.transforms[name] == "log":
                 values[:, 2 * i] = np.exp(draw)
                 values[:, 2 * i + 1] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
             else:
                 values[:, 2 * i] = draw
                 values[:, 2 * i + 1] = sigma
-        return pd.DataFrame(values, columns=[c for t in names for c in (t, f"{t}_std")])
+        frame = pd.DataFrame(values, columns=[c for t in names for c in (t, f"{t}_std")])
+        for column in OOD_COLUMNS:
+            frame[column] = ood[column]
+        return frame
 
     def __del__(self) -> None:
         if getattr(self, "_pool", None) is not None and self._pool_pid == os.getpid():

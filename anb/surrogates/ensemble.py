@@ -31,8 +31,13 @@ class TargetSurrogate:
         self.random_state = random_state
 
     def _base(self, X: np.ndarray) -> np.ndarray:
-        return X[:, self.base_column].astype(np.float64) if self.base_column is not None \
-            else np.zeros(len(X))
+        """The base feature, clipped to its training range: a linear base cannot run away
+        outside the data (the tree/kernel corrections are bounded already)."""
+        if self.base_column is None:
+            return np.zeros(len(X))
+        base = X[:, self.base_column].astype(np.float64)
+        low, high = getattr(self, "base_range_", (-np.inf, np.inf))
+        return np.clip(base, low, high)
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
             y_val: np.ndarray | None = None,
@@ -42,6 +47,12 @@ class TargetSurrogate:
             raise ValueError("empty training set: no labelled rows are left after filtering")
         self.validate()
         rng = np.random.default_rng(self.random_state)
+        if self.base_column is not None:
+            raw = X[:, self.base_column].astype(np.float64)
+            self.base_range_ = (float(raw.min()), float(raw.max()))
+        #: |d target / d log MACs| (model space) and observation noise; set by the fit
+        self.trend_ = getattr(self, "trend_", 0.0)
+        self.observation_std_ = getattr(self, "observation_std_", 0.0)
         resid = y - self._base(X)
         resid_val = None if X_val is None else y_val - self._base(X_val)
         self.members_: list[Family] = []
@@ -115,6 +126,8 @@ class TargetSurrogate:
         return {"family": self.family, "params": self.params or {}, "n_members": self.n_members,
                 "bootstrap": self.bootstrap, "base_column": self.base_column,
                 "random_state": self.random_state, "noise_std": self.noise_std_,
+                "base_range": list(getattr(self, "base_range_", (None, None))),
+                "trend": self.trend_, "observation_std": self.observation_std_,
                 "member_params": [m.get_params() for m in self.members_]}
 
     @classmethod
@@ -124,4 +137,9 @@ class TargetSurrogate:
         model.members_ = [FAMILIES[model.member_family(i)].load(p, params)
                           for i, (p, params) in enumerate(zip(paths, spec["member_params"]))]
         model.noise_std_ = float(spec["noise_std"])
+        low, high = spec.get("base_range", [None, None])
+        if low is not None:
+            model.base_range_ = (float(low), float(high))
+        model.trend_ = float(spec.get("trend", 0.0))
+        model.observation_std_ = float(spec.get("observation_std", 0.0))
         return model

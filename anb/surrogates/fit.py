@@ -16,6 +16,8 @@ from anb.surrogates.data import (Labels, data_hash, frame_choices, labels, load_
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
 from anb.surrogates.metrics import interval_coverage, regression_metrics
+from anb.surrogates.noise import observation_std
+from anb.surrogates.support import Support, trend
 
 
 @dataclass
@@ -126,6 +128,9 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
     X = builder.transform(prepared.choices)
     total = sum(config.for_target(t).n_members for t in prepared.labels)
     bar = tqdm(total=total, desc="fitting surrogates", disable=not progress, unit="member")
+    support = Support(space).fit(prepared.choices[train])
+    log_macs = support.log_macs(prepared.choices)
+    seen = ~prepared.masks["test"]  # observation noise: any row but the test split's
     models, info = {}, {}
     for target, lab in prepared.labels.items():
         spec = config.for_target(target)
@@ -134,6 +139,9 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
         base = builder.column(f"lc_{target}") if layer_cost is not None else None
         model = TargetSurrogate(spec.family, spec.params, spec.n_members, spec.bootstrap, base,
                                 config.seed)
+        model.trend_ = trend(log_macs[tr], y[tr])
+        model.observation_std_ = observation_std(prepared.frame, prepared.choices, target,
+                                                 transform_for(target), lab.present & seen)
         models[target] = model.fit(X[tr], y[tr], X[va], y[va], progress=bar.update)
         info[target] = {"n_train": int(tr.sum()), "n_val": int(va.sum()),
                         "n_missing": lab.n_missing}
@@ -147,7 +155,7 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
                           "n_records": len(prepared.frame), "split": config.split},
         "targets": info,
     }
-    return SurrogateBenchmark(builder, models, transforms, manifest_info, space)
+    return SurrogateBenchmark(builder, models, transforms, manifest_info, space, support=support)
 
 
 def evaluate(bench: SurrogateBenchmark, prepared: Prepared, split: str = "test"

@@ -59,6 +59,7 @@ class OrtStandInRunner:
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.jobs: dict[int, Future] = {}
         self.next_id = 0
+        self.max_queued = 0  # most jobs submitted and not yet waited for
 
     def get_input_tensors(self) -> list[StandInTensor]:
         return self.inputs
@@ -76,6 +77,7 @@ class OrtStandInRunner:
         job = self.next_id
         self.next_id += 1
         self.jobs[job] = self.pool.submit(self._run, inputs, outputs)
+        self.max_queued = max(self.max_queued, len(self.jobs))
         return job, 0
 
     def wait(self, job: tuple[int, int]) -> int:

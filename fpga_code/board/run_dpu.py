@@ -1,35 +1,40 @@
 #!/usr/bin/env python3
-"""Board runner: measure one compiled architecture on a Xilinx DPU with ``xir`` + ``vart``.
+"""Board runner: measure compiled architectures on a Xilinx DPU with ``xir`` + ``vart``.
 
-Run on the board (ZCU102 / VCK190 Vitis AI image), with the repository's ``anb`` package copied
-beside it (its timing/record modules need only numpy)::
+Runs on the board image (Python 3.7+, numpy, ``xir``, ``vart``; nothing from ``anb``). Copy
+``fpga_code/board/`` to the board and run, for one architecture::
 
-    python3 run_dpu.py --xmodel build/zcu102/<arch_id>/<arch_id>.xmodel --arch <arch string> \
-        --device zcu102 --out results [--images calib.npy]
+    python3 run_dpu.py --device zcu102 --out results \
+        --xmodel build/zcu102/<arch_id>/<arch_id>.xmodel --arch <arch string>
 
-Writes ``results/<device>/<arch_id>.json`` (the record ``anb measure`` writes; ``anb merge``
-joins it): ``latency_<device>`` (1 thread, native batch) and ``throughput_<device>`` (best of
-the thread sweep). Only this file touches ``xir``/``vart``; the logic is in ``dpu_timing``.
+or, in batch mode, for every architecture of a list whose compiled model is in a folder
+(``<dir>/<arch_id>.xmodel`` or ``<dir>/<arch_id>/<arch_id>.xmodel``)::
+
+    python3 run_dpu.py --device zcu102 --out results --xmodels build/zcu102 --archs archs.txt
+
+Each architecture's record (``latency_<device>`` and ``throughput_<device>``, the record
+``anb measure`` writes) goes to ``results/<device>/<arch_id>.json`` atomically; batch mode skips
+architectures whose record already holds both under this run's protocol, and one that fails is
+reported and the rest go on (exit 1 at the end). Throughput runs at the board's fixed thread
+count (5 on ZCU102, 6 on VCK190) with ``--in-flight`` jobs queued per runner; ``--sweep`` tries
+the board's thread counts and keeps the best. Only this file touches ``xir``/``vart``.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import socket
 import sys
-from pathlib import Path
+import time
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 
+import board_core  # noqa: E402
 import dpu_timing  # noqa: E402
-from anb.collect_throughput.protocol import Protocol, StoppingRule, WarmupRule  # noqa: E402
-from anb.collect_throughput.result import arch_record  # noqa: E402
-from anb.io import atomic_write_json  # noqa: E402
-from anb.searchspace.arch import as_arch  # noqa: E402
 
 
 def dpu_subgraph(graph):
@@ -37,68 +42,169 @@ def dpu_subgraph(graph):
     subgraphs = [s for s in graph.get_root_subgraph().toposort_child_subgraph()
                  if s.has_attr("device") and s.get_attr("device").upper() == "DPU"]
     if len(subgraphs) != 1:
-        raise SystemExit(f"error: {len(subgraphs)} DPU subgraphs in the xmodel; need exactly 1 "
-                         "(an op fell back to the CPU; rerun the host DPU check)")
+        raise RuntimeError("{} DPU subgraphs in the xmodel; need exactly 1 (an op fell back to "
+                           "the CPU; rerun the host DPU check)".format(len(subgraphs)))
     return subgraphs[0]
 
 
-def board_environment(device: str) -> dict:
-    import vart  # noqa: F401  (version below)
-
+def board_environment(device):
     env = {"host": socket.gethostname(), "os": platform.platform(),
            "python": sys.version.split()[0], "device_name": device,
            "dpu": dpu_timing.BOARDS[device]["dpu"], "libraries": {"numpy": np.__version__}}
-    try:
-        from importlib import metadata
-
-        for name in ("vart", "xir", "target-factory"):
-            env["libraries"][name] = metadata.version(name)
-    except Exception:  # noqa: BLE001 - versions are best-effort on board images
-        pass
+    for name in ("vart", "xir"):  # best-effort: board images do not always set __version__
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__version__", None):
+            env["libraries"][name] = str(module.__version__)
+    if hasattr(os, "getloadavg"):
+        env["load_average"] = [round(x, 2) for x in os.getloadavg()]
     return env
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--xmodel", required=True, type=Path)
-    parser.add_argument("--arch", required=True, help="architecture string (record key)")
-    parser.add_argument("--device", required=True, choices=sorted(dpu_timing.BOARDS))
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--images", type=Path, help="NCHW float32 .npy (default: synthetic)")
-    parser.add_argument("--resolution", type=int, default=224)
-    parser.add_argument("--threads", type=int, nargs="*", help="throughput thread sweep")
-    parser.add_argument("--budget", type=float, default=10.0, help="seconds per measurement")
-    args = parser.parse_args()
+def xmodel_for(folder, arch_id):
+    """``<folder>/<arch_id>.xmodel`` or ``<folder>/<arch_id>/<arch_id>.xmodel`` (None if absent)."""
+    for path in (os.path.join(folder, arch_id + ".xmodel"),
+                 os.path.join(folder, arch_id, arch_id + ".xmodel")):
+        if os.path.isfile(path):
+            return path
+    return None
 
+
+def record_path(out, device, arch_id):
+    return os.path.join(out, device, arch_id + ".json")
+
+
+def expected_fingerprints(device, latency_batch, throughput_batch, args):
+    sweep = list(dpu_timing.BOARDS[device]["sweep"]) if args.sweep else None
+    lat = board_core.protocol(device, "latency", latency_batch, 1, args.resolution, args.budget)
+    thr = board_core.protocol(device, "throughput", throughput_batch,
+                              args.threads or dpu_timing.BOARDS[device]["threads"],
+                              args.resolution, args.budget)
+    if sweep:
+        thr = dict(thr, threads=sweep)
+    return {"latency_" + device: board_core.fingerprint(lat),
+            "throughput_" + device: board_core.fingerprint(thr)}
+
+
+def is_done(path, fingerprints):
+    """True when the record at ``path`` holds every key under the expected protocol."""
+    if not os.path.isfile(path):
+        return False
+    with open(path) as handle:
+        perf = json.load(handle).get("platform_perf", {})
+    return all(perf.get(key, {}).get("protocol_fingerprint") == fp
+               for key, fp in fingerprints.items())
+
+
+def measure_one(make_runner, arch, device, out, images, args):
+    """Latency + throughput of one architecture; writes its record; returns a short summary."""
+    env = board_environment(device)
+    probe = make_runner()
+    batch = dpu_timing.native_batch(probe)
+    if images is None:
+        images = np.random.default_rng(0).uniform(
+            -1, 1, (batch, 3, args.resolution, args.resolution)).astype(np.float32)
+    began = time.time()
+    latency = dpu_timing.measure_latency(probe, images, device, env, args.resolution, args.budget)
+    throughput = dpu_timing.measure_throughput(
+        make_runner, images, device, env, threads=args.threads,
+        sweep=dpu_timing.BOARDS[device]["sweep"] if args.sweep else None,
+        in_flight=args.in_flight, images_per_round=args.images_per_round,
+        resolution=args.resolution, budget=args.budget)
+    throughput["seconds_for_arch"] = time.time() - began
+    canonical = board_core.arch_string(board_core.parse_arch(arch))
+    arch_id = board_core.arch_id(canonical)
+    path = record_path(out, device, arch_id)
+    board_core.write_json_atomic(path, board_core.arch_record(
+        canonical, {"latency_" + device: latency, "throughput_" + device: throughput}))
+    return {"arch_id": arch_id, "latency_ms": latency["latency_mean"],
+            "throughput_ips": throughput["throughput_mean"], "threads": throughput["threads"],
+            "seconds": round(time.time() - began, 1), "record": path}
+
+
+def run_batch(archs, xmodels, device, out, images, args, runner_factory):
+    """Measure every architecture of ``archs`` with a compiled model under ``xmodels``;
+    skip finished ones; go on after a failure. Returns ``(done, skipped, failed)``."""
+    done, skipped, failed = [], [], {}
+    for arch in archs:
+        try:
+            arch_id = board_core.arch_id(arch)
+            xmodel = xmodel_for(xmodels, arch_id)
+            if xmodel is None:
+                raise FileNotFoundError("no {0}.xmodel or {0}/{0}.xmodel under {1}".format(
+                    arch_id, xmodels))
+            make_runner = runner_factory(xmodel)
+            batch = dpu_timing.native_batch(make_runner())
+            if is_done(record_path(out, device, arch_id),
+                       expected_fingerprints(device, batch, batch, args)):
+                skipped.append(arch_id)
+                continue
+            summary = measure_one(make_runner, arch, device, out, images, args)
+            print(json.dumps(summary), flush=True)
+            done.append(arch_id)
+        except Exception as err:  # noqa: BLE001 - one bad architecture never stops the rest
+            failed[arch] = "{}: {}".format(type(err).__name__, err)
+            print("error: {}: {}".format(arch, failed[arch]), file=sys.stderr, flush=True)
+    return done, skipped, failed
+
+
+def vart_factory(xmodel):
     import vart
     import xir
 
-    arch = as_arch(args.arch)
-    subgraph = dpu_subgraph(xir.Graph.deserialize(str(args.xmodel)))
+    subgraph = dpu_subgraph(xir.Graph.deserialize(xmodel))
+    return lambda: vart.Runner.create_runner(subgraph, "run")
 
-    def make_runner():
-        return vart.Runner.create_runner(subgraph, "run")
 
-    probe = make_runner()
-    batch = int(probe.get_input_tensors()[0].dims[0])
-    images = (np.load(args.images) if args.images else np.random.default_rng(0).uniform(
-        -1, 1, (batch, 3, args.resolution, args.resolution)).astype(np.float32))
-    rules = dict(warmup=WarmupRule(min_steps=5, window=5, tolerance=0.02),
-                 stopping=StoppingRule(min_reps=10, rel_ci=0.005, budget_seconds=args.budget,
-                                       min_rep_seconds=0.0))
-    env = board_environment(args.device)
-    base = dict(device=args.device, backend="vart", precision="int8", batch=batch,
-                resolution=args.resolution, **rules)
-    latency = dpu_timing.measure_latency(probe, images, Protocol(kind="latency", **base),
-                                         str(arch), arch.id, env)
-    throughput = dpu_timing.measure_throughput(
-        make_runner, images, Protocol(kind="throughput", **base), str(arch), arch.id, env,
-        args.threads or dpu_timing.BOARDS[args.device]["threads"])
-    path = args.out / args.device / f"{arch.id}.json"
-    atomic_write_json(path, arch_record(arch, [latency, throughput], tool="fpga_code/run_dpu.py"))
-    print(json.dumps({"latency_ms": latency.value, "throughput_ips": throughput.value,
-                      "threads": throughput.extra["threads"], "record": str(path)}))
+def read_archs(path):
+    with open(path) as handle:
+        return [line.strip() for line in handle if line.strip() and not line.startswith("#")]
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", required=True, choices=sorted(dpu_timing.BOARDS))
+    p.add_argument("--out", required=True)
+    p.add_argument("--xmodel", help="one compiled model (with --arch)")
+    p.add_argument("--arch", help="architecture string of --xmodel")
+    p.add_argument("--xmodels", help="batch mode: folder of compiled models (with --archs)")
+    p.add_argument("--archs", help="batch mode: text file, one architecture string per line")
+    p.add_argument("--images", help="NCHW float32 .npy (default: synthetic)")
+    p.add_argument("--resolution", type=int, default=224)
+    p.add_argument("--threads", type=int, help="throughput threads (default: the board's)")
+    p.add_argument("--sweep", action="store_true", help="sweep the board's thread counts")
+    p.add_argument("--in-flight", type=int, default=dpu_timing.IN_FLIGHT,
+                   help="jobs queued per runner")
+    p.add_argument("--images-per-round", type=int, default=dpu_timing.IMAGES_PER_ROUND)
+    p.add_argument("--budget", type=float, help="timing budget per measurement (s)")
+    return p
+
+
+def main(argv=None, runner_factory=vart_factory):
+    args = parser().parse_args(argv)
+    single, batch = bool(args.xmodel or args.arch), bool(args.xmodels or args.archs)
+    if single == batch or (single and not (args.xmodel and args.arch)) or \
+            (batch and not (args.xmodels and args.archs)):
+        print("error: give --xmodel with --arch, or --xmodels with --archs", file=sys.stderr)
+        return 2
+    images = np.load(args.images) if args.images else None
+    if single:
+        archs, folder = [args.arch], None
+    else:
+        archs, folder = read_archs(args.archs), args.xmodels
+    if single:
+        try:
+            print(json.dumps(measure_one(runner_factory(args.xmodel), args.arch, args.device,
+                                         args.out, images, args)))
+        except (RuntimeError, ValueError, OSError) as err:
+            print("error: {}".format(err), file=sys.stderr)
+            return 1
+        return 0
+    done, skipped, failed = run_batch(archs, folder, args.device, args.out, images, args,
+                                      runner_factory)
+    print("{}: measured {}, skipped {} (already done), failed {}".format(
+        args.device, len(done), len(skipped), len(failed)))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,23 +1,20 @@
 """onnxruntime static int8 on the CPU: the runnable stand-in for an edge int8 target (a DPU).
 
-The fp32 export is quantized (see :mod:`..quantize`) with ``calibration_images`` digits
-images; the result records the scheme and the top-1 agreement of the int8 and fp32 networks
-on the digits test images. (The accuracy change of a fitted network is ``anb quant-report``.)
+The fp32 export is quantized (see :mod:`..quantize`) under the protocol's ``quantization``
+scheme (``per-channel``, or ``dpu``: per-tensor power-of-two scales) with
+``calibration_images`` digits images. The network has random weights, so the result records
+the scheme and the logits' SQNR of int8 against fp32 (the graph runs and the scales are sane),
+not an accuracy or agreement figure: that needs trained weights (``anb quant-report``).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend, float_onnx
 from anb.collect_throughput.digits import digits_images
 from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.quantize import quantize_int8, run_model
+from anb.collect_throughput.quantize import SCHEMES, quantize_int8, run_model, sqnr_db
 from anb.searchspace.arch import Arch
-
-SCHEME = {"format": "QDQ", "weights": "int8 symmetric per-channel",
-          "activations": "int8 symmetric per-tensor", "calibration": "MinMax"}
 
 
 class OnnxRuntimeInt8Backend(OnnxRuntimeBackend):
@@ -28,14 +25,16 @@ class OnnxRuntimeInt8Backend(OnnxRuntimeBackend):
 
     def model_path(self, arch: Arch, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
         float_path = float_onnx(arch, workdir, protocol.resolution)
-        path = Path(workdir) / f"{arch.id}_int8_r{protocol.resolution}_c{protocol.calibration_images}.onnx"
+        path = Path(workdir) / (f"{arch.id}_int8_{protocol.quantization}_r{protocol.resolution}"
+                                f"_c{protocol.calibration_images}.onnx")
         if not path.exists():
             calibration, _ = digits_images(protocol.resolution, "train")
-            quantize_int8(float_path, path, calibration[: protocol.calibration_images])
+            quantize_int8(float_path, path, calibration[: protocol.calibration_images],
+                          protocol.quantization)
         images, _ = digits_images(protocol.resolution, "test")
         images = images[:64]
-        agree = float(np.mean(run_model(float_path, images).argmax(1)
-                              == run_model(path, images).argmax(1)))
-        return path, {"quantization": {**SCHEME, "calibration_images": protocol.calibration_images,
-                                       "top1_agreement_vs_fp32": agree,
-                                       "agreement_images": len(images)}}
+        sqnr = sqnr_db(run_model(float_path, images), run_model(path, images))
+        return path, {"quantization": {
+            "scheme": protocol.quantization, **SCHEMES[protocol.quantization],
+            "calibration_images": protocol.calibration_images, "weights": "random initialisation",
+            "logits_sqnr_db_vs_fp32": sqnr, "sqnr_images": len(images)}}

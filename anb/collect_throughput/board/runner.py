@@ -7,7 +7,8 @@ host pushes this file, the model, the inputs (``.npy``) and a job file, then run
     python3 runner.py JOB.json RESULT.json
 
 JOB: ``{"mode": "time" | "outputs", "model": path, "inputs": path, "threads": int,
-"clock": "wall" | "cpu", "providers": [...], "warmup": {...}, "stopping": {...}}`` with the
+"clock": "wall" | "cpu", "providers": [...], "lock": path, "lock_timeout": s,
+"warmup": {...}, "stopping": {...}}`` with the
 warm-up and stopping fields of ``anb.collect_throughput.protocol`` (all given by the host).
 Timing follows the same rules as local measurement (``anb.collect_throughput.timing`` and
 ``stats``; tests/test_remote_board.py checks step for step that both decide alike): warm up
@@ -16,9 +17,11 @@ pick ``inner`` steps per repetition to last ``min_rep_seconds``, repeat until th
 interval of the trimmed mean is within ``rel_ci`` (or ``max_reps`` / ``budget_seconds``).
 
 RESULT: ``{"ok": true, "times_s": [...], "warmup_times_s": [...], "inner", "stop_reason",
-"elapsed_seconds", "warmup_stop_reason", "environment": {...}}`` (mode ``time``) or
+"elapsed_seconds", "warmup_stop_reason", "timed_from", "timed_to", "environment": {...}}``
+(mode ``time``; one measurement at a time per board: ``lock`` is held while it runs) or
 ``{"ok": true, "outputs": path, ...}`` (mode ``outputs``); on failure ``{"ok": false,
-"step": ..., "kind": "missing" | "rejected" | "command", "error": ...}`` and exit status 3.
+"step": ..., "kind": "missing" | "rejected" | "timeout" | "command", "error": ...}`` and exit
+status 3.
 """
 import json
 import math
@@ -262,9 +265,32 @@ def _session(ort, job):
                          "onnxruntime %s rejected the model: %s" % (ort.__version__, err))
 
 
+def board_lock(path, timeout):
+    """Hold ``path`` locked (``flock``) so one measurement at a time runs on this board, even
+    with several hosts driving it or a killed host's runner still finishing; the lock goes with
+    the process. Returns the seconds waited."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    began = time.time()
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return time.time() - began  # fd stays open until the process exits
+        except (IOError, OSError):
+            if time.time() - began > timeout:
+                os.close(fd)
+                raise BoardError("lock", "timeout", "another measurement held %s for over %g s"
+                                 % (path, timeout))
+            time.sleep(0.1)
+
+
 def run_job(job):
     np, ort = _runtime()
+    waited = board_lock(job["lock"], float(job.get("lock_timeout", 600))) if job.get("lock") \
+        else 0.0
     env = board_environment(ort, np)
+    env["board_lock_wait_s"] = round(waited, 3)
     session = _session(ort, job)
     env["ort_providers"] = list(session.get_providers())
     env["ort_intra_op_threads"] = int(job.get("threads", 1))
@@ -290,8 +316,9 @@ def run_job(job):
         session.run([output], feeds[state["i"] % len(feeds)])
         state["i"] += 1
 
+    began = time.time()
     result = run_loop(step, Clock(job.get("clock", "wall")), job["warmup"], job["stopping"])
-    result.update({"ok": True, "environment": env})
+    result.update({"ok": True, "environment": env, "timed_from": began, "timed_to": time.time()})
     return result
 
 

@@ -9,6 +9,7 @@ and ``pull(remote, local, step)`` (``anb.collect_throughput.transports``: ``loca
 """
 from __future__ import annotations
 
+import logging
 import posixpath
 import tempfile
 from pathlib import Path
@@ -21,6 +22,8 @@ from anb.collect_throughput.qualcomm.config import QualcommDevice
 from anb.collect_throughput.qualcomm.host import to_nchw, write_input_list
 from anb.collect_throughput.qualcomm.parse import parse_diagview_csv, parse_throughput, read_raw
 from anb.collect_throughput.qualcomm.tools import find_tool, run_tool, tool_name
+
+log = logging.getLogger(__name__)
 
 
 class Transport(Protocol):
@@ -51,6 +54,9 @@ class DeviceStages:
 
     def __init__(self, device: QualcommDevice, transport: Transport, tag: str,
                  remote_bin: str = "", timeout: float = 600):
+        if device.sdk != "snpe":
+            raise ValueError(f"device {device.name!r}: sdk={device.sdk!r} has no device stages "
+                             "in this build (host conversion only); allowed: 'snpe'")
         self.device, self.transport, self.timeout = device, transport, timeout
         self.root = posixpath.join(device.remote_dir, tag)
         self.remote_bin = remote_bin
@@ -131,7 +137,12 @@ class DeviceStages:
         return parse_diagview_csv(csv_path.read_text())
 
     def cleanup(self) -> None:
-        self.transport.run(["rm", "-rf", self.root], "cleanup", self.timeout, check=False)
+        """Remove this run's folder on the board; best effort (an unreachable board must not
+        hide the error that ended the run)."""
+        try:
+            self.transport.run(["rm", "-rf", self.root], "cleanup", self.timeout, check=False)
+        except RuntimeError as err:
+            log.warning("%s: cleanup of %s failed: %s", self.device.name, self.root, err)
 
 
 def raw_file_name(tensor: str) -> str:

@@ -25,21 +25,22 @@ from anb.searchspace.arch import Arch, as_arch
 
 
 def build_dlc(arch: Arch, device: QualcommDevice, folder: Path,
-              calibration: np.ndarray | None = None) -> tuple[Path, Path]:
-    """Host stages: the (quantized when configured) DLC and the float ONNX it came from."""
+              calibration: np.ndarray | None = None, model: Any = None) -> tuple[Path, Path]:
+    """Host stages: the (quantized when configured) DLC and the static float ONNX it came from
+    (``model``: a built network of ``arch``; default: freshly initialised)."""
     from anb.searchspace.model import build_model
     from anb.searchspace.onnx_export import export_onnx
 
     folder.mkdir(parents=True, exist_ok=True)
-    onnx_path = export_onnx(build_model(arch), folder / "model.onnx",
-                            resolution=device.resolution, dynamic=False)
+    onnx_path = export_onnx(model if model is not None else build_model(arch),
+                            folder / "model.onnx", resolution=device.resolution, dynamic=False)
     dlc = host.convert(onnx_path, folder / "model_float.dlc")
     q = device.quantization
     if q is None:
         return dlc, onnx_path
     if calibration is None:
         calibration = synthetic_batch(q.calibration_images, device.resolution, seed=1)
-    raws = host.write_raw_inputs(calibration, folder / "calibration")
+    raws = host.write_raw_inputs(calibration[:q.calibration_images], folder / "calibration")
     listing = host.write_input_list([str(p) for p in raws], folder / "calibration.txt")
     return host.quantize(dlc, listing, folder / "model.dlc", q), onnx_path
 

@@ -18,7 +18,7 @@ from anb.io import atomic_write_bytes
 
 _UNREACHABLE = ("connection refused", "timed out", "no route to host", "could not resolve",
                 "network is unreachable", "connection closed", "connection reset",
-                "kex_exchange_identification", "broken pipe")
+                "kex_exchange_identification", "broken pipe", "not responding")
 _AUTH = ("permission denied", "host key verification failed", "too many authentication",
          "no matching host key", "remote host identification has changed")
 

@@ -1,0 +1,95 @@
+"""``anb quant-layers`` and ``anb measure-qualcomm`` (registered on the root app)."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def quant_layers_cmd(
+    archs: str = typer.Argument(..., help="Architectures: dataset path, text file, "
+                                "'sample:N[:seed]' or comma-separated strings."),
+    path: str = typer.Option("cpu-int8", "--path", help="cpu-int8 | dpu | a Qualcomm device "
+                             "config (configs/devices/qualcomm/*.toml name or path)."),
+    out: Path = typer.Option(..., "--out", help="Report folder."),
+    resolution: int = typer.Option(32, help="Digits image size (>= 32)."),
+    calibration: int = typer.Option(64, help="Calibration images."),
+    images: int = typer.Option(16, help="Images compared layer by layer."),
+    cos_threshold: float = typer.Option(0.99, help="Flag layers with cosine below this."),
+    sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
+    worst: int = typer.Option(5, help="Flag this many layers that lose most SQNR."),
+) -> None:
+    """Per-layer quantization effect (cosine, SQNR, max abs error) of a quantized path."""
+    from anb.collect_throughput.driver import read_arch_list
+    from anb.collect_throughput.layerwise import CPU_PATHS, layerwise
+    from anb.collect_throughput.qualcomm.config import QUALCOMM_DIR
+
+    shipped = sorted(p.stem for p in QUALCOMM_DIR.glob("*.toml"))
+    if path not in CPU_PATHS and path not in shipped and not Path(path).is_file():
+        _fail(f"--path {path!r} is invalid; allowed: {sorted(CPU_PATHS)}, a Qualcomm device "
+              f"config {shipped} or a TOML file")
+    if resolution < 32 or images < 1 or calibration < 1 or worst < 0:
+        _fail("--resolution must be >= 32, --images and --calibration >= 1, --worst >= 0 "
+              f"(got {resolution}, {images}, {calibration}, {worst})")
+    try:
+        result = layerwise(read_arch_list(archs), path, out, resolution=resolution,
+                           calibration=calibration, images=images, cos_threshold=cos_threshold,
+                           sqnr_threshold=sqnr_threshold, worst=worst)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    for s in result["models"]:
+        typer.echo(f"{s['arch']}: {len(s['layers_below_threshold'])} of {s['layers']} layers "
+                   f"below threshold; worst {s['worst_layers'][:1]}")
+    if result.get("by_layer_type"):
+        top = result["by_layer_type"][0]
+        typer.echo(f"layer type losing most: {top['op_type']} ({top['mean_sqnr_drop_db']:.2f} "
+                   f"dB per layer) -> {out}")
+    for arch_id, err in result["failed"].items():
+        typer.echo(f"failed {arch_id}: {err}", err=True)
+    if result["failed"]:
+        raise typer.Exit(1)
+
+
+def measure_qualcomm_cmd(
+    device: str = typer.Argument(..., help="Qualcomm device config name or TOML path."),
+    archs: str = typer.Option(..., "--archs", help="As for 'anb measure'."),
+    out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
+    workdir: Optional[Path] = typer.Option(None, help="Scratch folder for models."),
+    transport: Optional[str] = typer.Option(None, help="Override the config's transport: "
+                                            "adb://SERIAL, ssh://user@host or local://."),
+) -> None:
+    """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times."""
+    from anb.collect_throughput.driver import read_arch_list
+    from anb.collect_throughput.qualcomm.config import load_qualcomm_device
+    from anb.collect_throughput.qualcomm.stages import measure_qualcomm
+
+    try:
+        config = load_qualcomm_device(device)
+        if transport is not None:
+            config = dataclasses.replace(config, transport=transport)
+        arch_list = read_arch_list(archs)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
+    failed = 0
+    for arch in arch_list:
+        try:
+            measure_qualcomm(arch, config, out, workdir=workdir)
+        except (RuntimeError, ValueError, FileNotFoundError) as err:
+            failed += 1
+            typer.echo(f"failed {arch}: {err}", err=True)
+    typer.echo(f"{config.name}: {len(arch_list) - failed} measured, {failed} failed -> "
+               f"{Path(out) / config.name}")
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("quant-layers")(quant_layers_cmd)
+    app.command("measure-qualcomm")(measure_qualcomm_cmd)

@@ -1,0 +1,308 @@
+"""Quantization effect layer by layer: where a quantized network departs from its float one.
+
+For each architecture (a network fitted to the shipped digits, see
+:func:`anb.collect_throughput.digits.fit_digits`): run the float ONNX model with every layer's
+output exposed in onnxruntime fp32, run the quantized network on the same inputs with every
+layer's output exposed, and compare tensor by tensor in graph order: cosine similarity, SQNR
+(dB, cumulative error up to that layer), SQNR drop (the layer's SQNR minus its inputs' lowest:
+the error the layer itself adds) and max abs error. Quantized paths (``path``):
+
+- ``cpu-int8``: onnxruntime static int8 QDQ, per-channel weights (``quantize.quantize_int8``);
+- ``dpu``: the DPU scheme (per-tensor power-of-two scales) where this build has it;
+- a Qualcomm device config (``snpe-dsp``...): the DLC built and quantized by the host stages,
+  run on the board by ``snpe-net-run --debug`` on the same NHWC raw inputs; every layer's raw
+  output pulled back and turned NCHW.
+
+Per model ``<out>/<arch_id>/layers.csv`` and ``layers.html`` (plotly, self-contained) with the
+layers below the thresholds and the ``worst`` lowest-SQNR ones flagged, ``summary.json``; across
+models ``<out>/by_layer_type.csv`` / ``.html`` (which layer types lose most) and
+``<out>/summary.json``.
+"""
+from __future__ import annotations
+
+import inspect
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from anb.collect_throughput.digits import digits_images, fit_digits, top1
+from anb.collect_throughput.quant_report import cosine, sqnr_db
+from anb.io import atomic_write, atomic_write_json
+from anb.searchspace.arch import Arch, as_arch
+
+CPU_PATHS = {"cpu-int8": "per-channel", "dpu": "dpu"}
+_QDQ = ("QuantizeLinear", "DequantizeLinear")
+
+
+def graph_layers(model: Any) -> list[dict]:
+    """Layers of an ONNX graph in order (Q/DQ pairs are not layers): order, node, op_type,
+    inputs, outputs, and per output the tensor holding its value as the network sees it (the
+    dequantized one after a QuantizeLinear/DequantizeLinear pair)."""
+    nodes = list(model.graph.node)
+    q_of = {n.input[0]: n.output[0] for n in nodes if n.op_type == "QuantizeLinear"}
+    dq_of = {n.input[0]: n.output[0] for n in nodes if n.op_type == "DequantizeLinear"}
+    layers = []
+    for node in nodes:
+        if node.op_type in _QDQ:
+            continue
+        seen = {t: dq_of.get(q_of[t], t) if t in q_of else t for t in node.output}
+        layers.append({"order": len(layers), "node": node.name, "op_type": node.op_type,
+                       "inputs": list(node.input), "outputs": list(node.output), "seen": seen})
+    return layers
+
+
+def run_every_layer(path: str | Path, images: np.ndarray) -> dict[str, np.ndarray]:
+    """Every layer output of an ONNX model over ``images`` (NCHW; one image at a time when the
+    model's batch is fixed), keyed by the float tensor name (see :func:`graph_layers`)."""
+    import onnx
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    seen = {t: v for layer in graph_layers(model) for t, v in layer["seen"].items()}
+    present = {o.name for o in model.graph.output}
+    for name in dict.fromkeys(seen.values()):
+        if name not in present:
+            model.graph.output.append(onnx.ValueInfoProto(name=name))
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), opts,
+                                   providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    batch_dim = model.graph.input[0].type.tensor_type.shape.dim[0].dim_value
+    step = 1 if batch_dim == 1 else len(images)
+    runs = [dict(zip(names, session.run(None, {model.graph.input[0].name: images[i:i + step]})))
+            for i in range(0, len(images), step)]
+    return {t: np.concatenate([r[v] for r in runs]) for t, v in seen.items()}
+
+
+def by_node(source: list[dict], target: list[dict], acts: dict[str, np.ndarray],
+            ) -> dict[str, np.ndarray]:
+    """Re-key ``acts`` (outputs of the ``source`` graph) to the ``target`` graph's tensor names
+    through node name and output position (quantizers may rename tensors, not nodes)."""
+    names = {layer["node"]: layer["outputs"] for layer in target}
+    out = {}
+    for layer in source:
+        for i, tensor in enumerate(layer["outputs"]):
+            if tensor in acts and i < len(names.get(layer["node"], ())):
+                out[names[layer["node"]][i]] = acts[tensor]
+    return out
+
+
+def compare_layers(layers: list[dict], reference: dict[str, np.ndarray],
+                   candidate: dict[str, np.ndarray]) -> pd.DataFrame:
+    """One row per layer output present in both (graph order); see module docstring."""
+    rows, sqnr_of = [], {}
+    for layer in layers:
+        for tensor in layer["outputs"]:
+            if tensor not in reference or tensor not in candidate:
+                continue
+            ref, got = reference[tensor], candidate[tensor]
+            if ref.shape != got.shape:
+                raise ValueError(f"layer output {tensor!r}: reference shape {ref.shape} vs "
+                                 f"quantized {got.shape} (NCHW/NHWC mix-up?)")
+            s = sqnr_db(ref, got)
+            sqnr_of[tensor] = s
+            ins = [sqnr_of[t] for t in layer["inputs"] if t in sqnr_of]
+            rows.append({"order": layer["order"], "tensor": tensor, "node": layer["node"],
+                         "op_type": layer["op_type"], "cosine": cosine(ref, got), "sqnr_db": s,
+                         "sqnr_drop_db": (min(ins) - s) if ins else np.nan,
+                         "max_abs_err": float(np.max(np.abs(ref - got))),
+                         "ref_max_abs": float(np.max(np.abs(ref))), "numel": int(ref[0].size)})
+    if not rows:
+        raise RuntimeError("no layer output of the quantized network matched the float one")
+    return pd.DataFrame(rows)
+
+
+def flag(table: pd.DataFrame, cos_threshold: float, sqnr_threshold: float, worst: int,
+         ) -> pd.DataFrame:
+    table = table.copy()
+    table["below_threshold"] = (table["cosine"] < cos_threshold) | (table["sqnr_db"] < sqnr_threshold)
+    table["worst"] = False
+    drops = table["sqnr_drop_db"].fillna(-np.inf)
+    table.loc[drops.nlargest(min(worst, len(table))).index, "worst"] = True
+    return table
+
+
+PLOTLY_JS = "plotly.min.js"
+
+
+def write_plotly_js(folder: Path) -> Path:
+    """plotly.js once per report folder, so the HTML plots work offline and stay small."""
+    from plotly.offline import get_plotlyjs
+
+    target = folder / PLOTLY_JS
+    return target if target.exists() else atomic_write(target,
+                                                       lambda t: t.write_text(get_plotlyjs()))
+
+
+def plot_layers(table: pd.DataFrame, path: Path, title: str, cos_threshold: float,
+                sqnr_threshold: float, plotly_js: str = f"../{PLOTLY_JS}") -> Path:
+    """Interactive per-layer plot (SQNR, SQNR drop, cosine; hover names the layer)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    hover = [f"{r.tensor}<br>{r.op_type} ({r.node})" for r in table.itertuples()]
+    x = np.arange(len(table))
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=("SQNR vs float (dB)", "SQNR drop at the layer (dB)",
+                                        "cosine similarity"))
+    for row, column in ((1, "sqnr_db"), (2, "sqnr_drop_db"), (3, "cosine")):
+        fig.add_trace(go.Scatter(x=x, y=table[column], mode="lines+markers", name=column,
+                                 text=hover, hoverinfo="text+y"), row=row, col=1)
+    bad = table[table["worst"] | table["below_threshold"]]
+    fig.add_trace(go.Scatter(x=bad.index, y=bad["sqnr_db"], mode="markers", name="flagged",
+                             marker={"color": "red", "size": 10, "symbol": "x"},
+                             text=[hover[i] for i in bad.index], hoverinfo="text+y"),
+                  row=1, col=1)
+    fig.add_hline(y=sqnr_threshold, line_dash="dash", line_color="red", row=1, col=1)
+    fig.add_hline(y=cos_threshold, line_dash="dash", line_color="red", row=3, col=1)
+    fig.update_layout(title=title, height=900, showlegend=True)
+    return atomic_write(path, lambda tmp: fig.write_html(str(tmp), include_plotlyjs=plotly_js))
+
+
+def by_layer_type(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Across models: per op type, how much SQNR its layers lose and how often they are flagged."""
+    frame = pd.concat([t.assign(arch_id=a) for a, t in tables.items()], ignore_index=True)
+    out = frame.groupby("op_type").agg(
+        layers=("tensor", "size"), models=("arch_id", "nunique"),
+        mean_sqnr_drop_db=("sqnr_drop_db", "mean"), max_sqnr_drop_db=("sqnr_drop_db", "max"),
+        median_sqnr_db=("sqnr_db", "median"), min_cosine=("cosine", "min"),
+        flagged=("worst", "sum"), below_threshold=("below_threshold", "sum"))
+    return out.sort_values("mean_sqnr_drop_db", ascending=False).reset_index()
+
+
+def _cpu_quantizer(scheme: str) -> Callable[[Path, Path, np.ndarray], Path]:
+    from anb.collect_throughput.quantize import quantize_int8
+
+    if "scheme" in inspect.signature(quantize_int8).parameters:
+        return lambda src, dst, cal: quantize_int8(src, dst, cal, scheme=scheme)
+    if scheme != "per-channel":
+        raise ValueError(f"path {scheme!r}: this build's quantize_int8 has no quantization "
+                         "schemes; allowed paths: ['cpu-int8'] or a Qualcomm device config")
+    return lambda src, dst, cal: quantize_int8(src, dst, cal, per_channel=True)
+
+
+def _cpu_path(model: Any, scheme: str, resolution: int, calibration: np.ndarray,
+              images: np.ndarray, tmp: Path) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    from anb.collect_throughput.quantize import preprocess_float
+    from anb.searchspace.onnx_export import export_onnx
+
+    raw = export_onnx(model, tmp / "float_raw.onnx", resolution=resolution)
+    float_path = preprocess_float(raw, tmp / "float.onnx")
+    quant_path = _cpu_quantizer(scheme)(raw, tmp / "quant.onnx", calibration)
+    import onnx
+
+    return float_path, quant_path, by_node(graph_layers(onnx.load(str(quant_path))),
+                                           graph_layers(onnx.load(str(float_path))),
+                                           run_every_layer(quant_path, images))
+
+
+def _device_path(arch: Arch, model: Any, device_name: str, calibration: np.ndarray,
+                 images: np.ndarray, tmp: Path, transport: Any = None,
+                 ) -> tuple[Path, Path, dict[str, np.ndarray]]:
+    import onnx
+
+    from anb.collect_throughput.qualcomm import host
+    from anb.collect_throughput.qualcomm.config import load_qualcomm_device
+    from anb.collect_throughput.qualcomm.device import DeviceStages, open_device_transport
+    from anb.collect_throughput.qualcomm.stages import build_dlc
+
+    device = load_qualcomm_device(device_name)
+    if device.resolution != images.shape[-1]:
+        raise ValueError(f"device {device.name} runs {device.resolution} px but the report's "
+                         f"resolution is {images.shape[-1]}; pass --resolution "
+                         f"{device.resolution} or a config at the report's resolution")
+    dlc, onnx_path = build_dlc(arch, device, tmp / "host", calibration, model=model)
+    graph = onnx.shape_inference.infer_shapes(onnx.load(str(onnx_path))).graph
+    shapes = {vi.name: tuple(d.dim_value for d in vi.type.tensor_type.shape.dim)
+              for vi in list(graph.value_info) + list(graph.output)}
+    stages = DeviceStages(device, transport or open_device_transport(device), tag=arch.id)
+    try:
+        remote_model, listing, _ = stages.prepare(dlc, host.write_raw_inputs(images, tmp / "in"))
+        stages.net_run(remote_model, listing, debug=True)
+        per_input = [stages.pull_outputs(shapes, i, tmp / f"out{i}") for i in range(len(images))]
+    finally:
+        stages.cleanup()
+    outputs = {t: np.concatenate([p[t] for p in per_input]) for t in per_input[0]
+               if all(t in p for p in per_input)}
+    return onnx_path, dlc, outputs
+
+
+def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int = 32,
+                 calibration: int = 64, images: int = 16, cos_threshold: float = 0.99,
+                 sqnr_threshold: float = 20.0, worst: int = 5, seed: int = 0,
+                 transport: Any = None) -> tuple[dict, pd.DataFrame]:
+    """The report of one architecture under one quantized ``path`` (see module docstring)."""
+    import onnx
+
+    arch = as_arch(arch)
+    model = fit_digits(arch, resolution, seed)
+    x_train, _ = digits_images(resolution, "train", seed)
+    x_test, y_test = digits_images(resolution, "test", seed)
+    x = x_test[:images]
+    with tempfile.TemporaryDirectory(prefix="anb-layerwise-") as tmp:
+        tmp = Path(tmp)
+        if path in CPU_PATHS:
+            float_path, _, quantized = _cpu_path(model, CPU_PATHS[path], resolution,
+                                                 x_train[:calibration], x, tmp)
+        else:
+            float_path, _, quantized = _device_path(arch, model, path, x_train[:calibration],
+                                                    x, tmp, transport)
+        layers = graph_layers(onnx.load(str(float_path)))
+        reference = run_every_layer(float_path, x)
+    table = flag(compare_layers(layers, reference, quantized), cos_threshold, sqnr_threshold,
+                 worst)
+    target = Path(out) / arch.id
+    target.mkdir(parents=True, exist_ok=True)
+    write_plotly_js(Path(out))
+    logits_ref, logits_q = reference.get("logits"), quantized.get("logits")
+    summary = {"arch": str(arch), "arch_id": arch.id, "path": path, "resolution": resolution,
+               "images": int(len(x)), "calibration_images": int(min(calibration, len(x_train))),
+               "layers": int(len(table)), "cos_threshold": cos_threshold,
+               "sqnr_threshold_db": sqnr_threshold,
+               "worst_layers": table.loc[table["worst"], "tensor"].tolist(),
+               "layers_below_threshold": table.loc[table["below_threshold"], "tensor"].tolist()}
+    if logits_ref is not None and logits_q is not None:
+        summary.update(float_top1=top1(logits_ref, y_test[:images]),
+                       quantized_top1=top1(logits_q, y_test[:images]),
+                       logits_sqnr_db=sqnr_db(logits_ref, logits_q))
+    atomic_write(target / "layers.csv", lambda t: table.to_csv(t, index=False))
+    plot_layers(table, target / "layers.html", f"{arch} on {path}", cos_threshold,
+                sqnr_threshold)
+    atomic_write_json(target / "summary.json", summary)
+    return summary, table
+
+
+def layerwise(archs: Sequence[Arch | str], path: str, out: str | Path, **options: Any,
+              ) -> dict:
+    """:func:`layer_report` for every architecture (one failure is recorded, the rest go on)
+    and the summary across models by layer type."""
+    import plotly.express as px
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables, summaries, failed = {}, [], {}
+    for arch in archs:
+        arch = as_arch(arch)
+        try:
+            summary, table = layer_report(arch, path, out, **options)
+        except (ValueError, RuntimeError, FileNotFoundError) as err:
+            failed[arch.id] = f"{type(err).__name__}: {err}"
+            continue
+        tables[arch.id] = table
+        summaries.append(summary)
+    result = {"path": path, "models": summaries, "failed": failed}
+    if tables:
+        types = by_layer_type(tables)
+        atomic_write(out / "by_layer_type.csv", lambda t: types.to_csv(t, index=False))
+        fig = px.bar(types, x="op_type", y="mean_sqnr_drop_db", hover_data=list(types.columns),
+                     title=f"SQNR lost per layer type on {path} ({len(tables)} models)")
+        atomic_write(out / "by_layer_type.html",
+                     lambda t: fig.write_html(str(t), include_plotlyjs=PLOTLY_JS))
+        result["by_layer_type"] = types.to_dict(orient="records")
+    atomic_write_json(out / "summary.json", result)
+    return result

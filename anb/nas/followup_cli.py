@@ -1,0 +1,53 @@
+"""``anb retrain`` and ``anb front-report`` (registered on the root app)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def retrain_cmd(
+    ctx: typer.Context,
+    archs: Path = typer.Argument(..., help="A search's pareto.csv (or any CSV with 'arch')."),
+    out: Path = typer.Option(..., "--out", help="Folder: runs/ and accuracy.csv."),
+    config: str = typer.Option("imagenet_full.ini", help="Recipe: shipped name or INI path."),
+) -> None:
+    """Fully train the chosen designs (extra --section.key value arguments go to the trainer)."""
+    from anb.nas.followup import retrain
+
+    try:
+        status, dataset = retrain(archs, out, config, list(ctx.args))
+    except (FileNotFoundError, ValueError) as err:
+        _fail(str(err))
+    typer.echo(f"trainer exit status {status}; accuracy -> {dataset}")
+    raise typer.Exit(status)
+
+
+def front_report_cmd(
+    search: Path = typer.Argument(..., help="Search results folder (pareto.csv, summary.json)."),
+    out: Path = typer.Option(..., "--out", help="Report folder."),
+    accuracy: Optional[Path] = typer.Option(None, help="Trained accuracy dataset (anb retrain)."),
+    measured: Optional[Path] = typer.Option(None, help="'anb measure' results folder."),
+    accuracy_metric: str = typer.Option("val_top1", help="Accuracy column."),
+) -> None:
+    """Predicted vs measured accuracy and speed of a front; which designs fall off it."""
+    from anb.nas.followup import front_report
+
+    try:
+        s = front_report(search, out, accuracy, measured, accuracy_metric)
+    except (FileNotFoundError, ValueError, KeyError) as err:
+        _fail(str(err))
+    typer.echo(f"{s['complete']} of {s['designs']} designs measured; "
+               f"{len(s['falls_off'])} fall off the front -> {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("retrain", context_settings={"allow_extra_args": True,
+                                             "ignore_unknown_options": True})(retrain_cmd)
+    app.command("front-report")(front_report_cmd)

@@ -1,0 +1,307 @@
+"""Search with measurement in the loop: device speed measured on demand, accuracy from a
+surrogate (or the analytic counters).
+
+A :class:`Measurer` measures architectures on one device and answers with futures:
+:class:`LocalMeasurer` runs the throughput stage here (``anb measure``'s driver, results in
+``<out>/<device>/<arch_id>.json``), :class:`QueueMeasurer` submits ``measure`` jobs to the job
+queue and waits for the workers that reach the device. :class:`MeasuredEvaluator` is an
+evaluator for :mod:`anb.nas.search`: the device's metrics (``throughput_<device>``,
+``latency_<device>``) come from the measurer, cached by (architecture id, device) in memory and
+on disk; each batch's new architectures are submitted together and awaited together; the rest
+come from the surrogate. Budgets: ``max_measurements`` new measurements and ``max_hours`` of
+wall time; past either :class:`BudgetExhausted` ends the search, and :meth:`report` writes what
+was found from the evaluator's own log (every evaluation, measured or cached, in order).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from anb.nas.objectives import Constraint, Evaluator, Objective
+from anb.nas.pareto import pareto_mask
+from anb.searchspace.arch import Arch, archs_from_choices
+from anb.io import atomic_write, atomic_write_json
+
+
+class BudgetExhausted(RuntimeError):
+    """The measurement budget (count or hours) is spent."""
+
+
+class Measurer(ABC):
+    """Measures architectures on one device; :meth:`submit` returns one future per
+    architecture resolving to ``{metric: value}`` (e.g. ``throughput_cpu-ort``)."""
+
+    device: str
+    metrics: tuple[str, ...]
+
+    @abstractmethod
+    def submit(self, archs: Sequence[Arch]) -> list[Future]: ...
+
+    def stored(self) -> dict[str, dict[str, float]]:
+        """Values already measured before this run (arch id -> values)."""
+        return {}
+
+    def close(self) -> None:
+        """Release workers and connections."""
+
+
+def _values(record: dict, metrics: Sequence[str]) -> dict[str, float]:
+    perf = record["platform_perf"]
+    out = {}
+    for key in metrics:
+        kind = key.split("_", 1)[0]
+        if key in perf:
+            out[key] = float(perf[key][f"{kind}_mean"])
+    return out
+
+
+class LocalMeasurer(Measurer):
+    """The device's protocols run on this machine on a background thread; each submitted batch
+    is timed interleaved in blocks of up to ``interleave`` architectures (robust ranks on a
+    shared machine), one batch after another; records go to ``<out>/<device>/<arch_id>.json``.
+    In-loop measurements skip the driver's drift anchors (a search measures few at a time)."""
+
+    def __init__(self, device: str, out: str | Path, overrides: dict[str, Any] | None = None,
+                 interleave: int = 8):
+        from anb.collect_throughput.protocol import load_device
+
+        self.config = load_device(device, overrides or {})
+        self.device = self.config.name
+        self.metrics = tuple(p.key for p in self.config.protocols)
+        self.out, self.interleave = Path(out), interleave
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anb-measure")
+
+    def _measure(self, archs: list[Arch], futures: list[Future]) -> None:
+        from anb.collect_throughput.driver import measure_archs, read_result, result_path
+
+        try:
+            summary = measure_archs(self.config, archs, self.out, progress=False,
+                                    keep_going=True, interleave=self.interleave, anchors=())
+        except Exception as err:  # noqa: BLE001 - every future of the batch gets the error
+            for fut in futures:
+                fut.set_exception(err)
+            return
+        for arch, fut in zip(archs, futures):
+            if arch.id in summary.failed:
+                fut.set_exception(RuntimeError(summary.failed[arch.id]))
+            else:
+                fut.set_result(_values(read_result(result_path(self.out, self.device, arch)),
+                                       self.metrics))
+
+    def submit(self, archs: Sequence[Arch]) -> list[Future]:
+        futures = [Future() for _ in archs]
+        self._pool.submit(self._measure, list(archs), futures)
+        return futures
+
+    def stored(self) -> dict[str, dict[str, float]]:
+        folder = self.out / self.device
+        found = {}
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            values = _values(json.loads(path.read_text()), self.metrics)
+            if len(values) == len(self.metrics):
+                found[path.stem] = values
+        return found
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+class QueueMeasurer(Measurer):
+    """``measure`` jobs on the job queue at ``url`` for ``device``; a thread polls the queue and
+    resolves the futures as workers finish (a failed job fails its future)."""
+
+    def __init__(self, url: str, device: str, metrics: Sequence[str], priority: int | None = None,
+                 poll_seconds: float = 0.5):
+        from anb.jobs.queue import open_queue
+
+        self.queue = open_queue(url)
+        self.device, self.metrics = device, tuple(metrics)
+        self.priority, self.poll = priority, poll_seconds
+        self._pending: dict[int, Future] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="anb-queue-watch", daemon=True)
+        self._thread.start()
+
+    def submit(self, archs: Sequence[Arch]) -> list[Future]:
+        from anb.jobs.stages import chain
+
+        specs = [chain(str(a), self.device, ["measure"], priority=self.priority) for a in archs]
+        futures = [Future() for _ in archs]
+        with self._lock:
+            for job_id, fut in zip(self.queue.submit(specs), futures):
+                self._pending[job_id] = fut
+        return futures
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll):
+            with self._lock:
+                ids = list(self._pending)
+            if not ids:
+                continue
+            for job in self.queue.get(ids):
+                if job.state == "done":
+                    values = {k: float(v) for k, v in (job.result or {}).get("values", {}).items()
+                              if k in self.metrics}
+                    self._pending.pop(job.id).set_result(values)
+                elif job.state in ("failed", "cancelled"):
+                    self._pending.pop(job.id).set_exception(RuntimeError(
+                        f"job {job.id} ({job.arch} on {job.device}) {job.state}: "
+                        f"{job.last_error}"))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.queue.close()
+
+
+class MeasuredEvaluator:
+    """An evaluator (see module docstring). ``other`` answers every metric the measurer does
+    not (a surrogate or the analytic counters, :func:`anb.nas.evaluators.combined`)."""
+
+    def __init__(self, measurer: Measurer, other: Evaluator, max_measurements: int | None = None,
+                 max_hours: float | None = None):
+        if max_measurements is not None and max_measurements < 1:
+            raise ValueError(f"max_measurements={max_measurements} is invalid; allowed: >= 1")
+        if max_hours is not None and not max_hours > 0:
+            raise ValueError(f"max_hours={max_hours} is invalid; allowed: > 0")
+        self.measurer, self.other = measurer, other
+        self.max_measurements, self.max_hours = max_measurements, max_hours
+        self.cache: dict[tuple[str, str], dict[str, float]] = {
+            (arch_id, measurer.device): v for arch_id, v in measurer.stored().items()}
+        self.log: list[dict[str, Any]] = []
+        self.measured = 0
+        self.failed: dict[str, str] = {}
+        self.started = time.monotonic()
+
+    @property
+    def hours(self) -> float:
+        return (time.monotonic() - self.started) / 3600
+
+    def _measure(self, archs: list[Arch]) -> None:
+        todo = list({a.id: a for a in archs if (a.id, self.measurer.device) not in self.cache
+                     and a.id not in self.failed}.values())
+        if not todo:
+            return
+        if self.max_hours is not None and self.hours >= self.max_hours:
+            raise BudgetExhausted(f"{self.max_hours:g} h of measurement spent")
+        left = None if self.max_measurements is None else self.max_measurements - self.measured
+        if left is not None and left <= 0:
+            raise BudgetExhausted(f"{self.max_measurements} measurements spent")
+        batch = todo if left is None else todo[:left]
+        futures = self.measurer.submit(batch)
+        wait(futures)
+        for arch, fut in zip(batch, futures):
+            self.measured += 1
+            if fut.exception() is not None:
+                self.failed[arch.id] = str(fut.exception())
+            else:
+                self.cache[(arch.id, self.measurer.device)] = fut.result()
+        if len(batch) < len(todo):
+            raise BudgetExhausted(f"{self.max_measurements} measurements spent")
+
+    def __call__(self, choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
+        archs = archs_from_choices(choices)
+        measured = [m for m in metrics if m in self.measurer.metrics]
+        rest = [m for m in metrics if m not in self.measurer.metrics]
+        spent = None
+        if measured:
+            try:
+                self._measure(archs)
+            except BudgetExhausted as err:  # log what this batch got measured, then stop
+                spent = err
+                keep = [i for i, a in enumerate(archs)
+                        if (a.id, self.measurer.device) in self.cache or a.id in self.failed]
+                choices, archs = choices[keep], [archs[i] for i in keep]
+        out = dict(self.other(choices, rest)) if rest and len(archs) else {}
+        for m in measured:
+            out[m] = np.array([self._value(a, m) for a in archs])
+        for i, arch in enumerate(archs):
+            self.log.append({"arch": str(arch), "arch_id": arch.id,
+                             "measured": arch.id not in self.failed,
+                             **(self.cache.get((arch.id, self.measurer.device), {})
+                                if measured else {}),
+                             **{m: float(out[m][i]) for m in metrics}})
+        if spent is not None:
+            raise spent
+        return out
+
+    def _value(self, arch: Arch, metric: str) -> float:
+        values = self.cache.get((arch.id, self.measurer.device))
+        if values is None or metric not in values:
+            # a failed measurement: the worst value, so the search passes the design over
+            return 0.0 if metric.startswith("throughput") else float("inf")
+        return values[metric]
+
+    def report(self, out: str | Path, objectives: Sequence[Objective],
+               constraints: Sequence[Constraint] = (), info: dict | None = None) -> dict:
+        """``history.csv`` (every evaluation), ``pareto.csv`` (non-dominated feasible designs,
+        measured ones only) and ``summary.json`` in ``out``."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        history = pd.DataFrame(self.log)
+        unique = history.drop_duplicates("arch_id").reset_index(drop=True)
+        feasible = unique["measured"].to_numpy(bool).copy()
+        for c in constraints:
+            feasible &= c.satisfied(unique[c.metric].to_numpy(float))
+        scores = np.stack([o.score(unique[o.metric].to_numpy(float)) for o in objectives], 1)
+        mask = np.zeros(len(unique), bool)
+        if feasible.any():
+            mask[np.flatnonzero(feasible)[pareto_mask(scores[feasible])]] = True
+        front = unique[mask].sort_values(objectives[0].metric,
+                                         ascending=not objectives[0].maximise)
+        atomic_write(out / "history.csv", lambda t: history.to_csv(t, index=False))
+        atomic_write(out / "pareto.csv", lambda t: front.to_csv(t, index=False))
+        summary = {"device": self.measurer.device, "evaluations": len(history),
+                   "unique_architectures": len(unique), "measurements": self.measured,
+                   "failed": self.failed, "cache_hits": len(history) - self.measured,
+                   "max_measurements": self.max_measurements, "max_hours": self.max_hours,
+                   "hours": self.hours, "objectives": [str(o) for o in objectives],
+                   "constraints": [str(c) for c in constraints], "pareto_size": int(mask.sum()),
+                   "pareto": front.to_dict(orient="records"), **(info or {})}
+        atomic_write_json(out / "summary.json", summary)
+        return summary
+
+
+def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | None,
+                    objectives: Sequence[str], constraints: Sequence[str], budget: int,
+                    seed: int, out: str | Path, max_measurements: int | None = None,
+                    max_hours: float | None = None) -> dict:
+    """Run ``algorithm`` (an :data:`anb.nas.search.ALGORITHMS` entry) with ``device``'s metrics
+    measured in the loop (here, or through the job queue at ``queue``); write the report into
+    ``out`` (records of local measurements under ``out/measurements``)."""
+    from anb.collect_throughput.protocol import load_device
+    from anb.nas.search import Problem
+
+    objs = [Objective.parse(o) for o in objectives]
+    cons = [Constraint.parse(c) for c in constraints]
+    if queue is None:
+        measurer: Measurer = LocalMeasurer(device, Path(out) / "measurements")
+    else:
+        config = load_device(device)
+        measurer = QueueMeasurer(queue, config.name, [p.key for p in config.protocols])
+    if not any(o.metric in measurer.metrics for o in objs) and \
+            not any(c.metric in measurer.metrics for c in cons):
+        measurer.close()
+        raise ValueError(f"--measure {device}: no objective or constraint uses its metrics "
+                         f"{list(measurer.metrics)}")
+    evaluator = MeasuredEvaluator(measurer, other, max_measurements, max_hours)
+    stopped = "evaluation budget"
+    try:
+        algorithm(Problem(evaluator, objs, cons), budget, seed=seed, progress=False)
+    except BudgetExhausted as err:
+        stopped = str(err)
+    finally:
+        measurer.close()
+    name = getattr(getattr(algorithm, "func", algorithm), "__name__", str(algorithm))
+    info = {"algorithm": name, "seed": seed,
+            "budget_evaluations": budget, "stopped": stopped, "queue": queue}
+    return evaluator.report(out, objs, cons, info)

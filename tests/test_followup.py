@@ -1,0 +1,86 @@
+"""The Pareto follow-up for real: ``anb retrain`` (the trainer on the shipped digits recipe),
+``anb measure`` on this CPU, ``anb front-report`` joining them with what the search predicted."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from typer.testing import CliRunner
+
+from anb.cli import app
+from anb.searchspace.arch import as_arch
+
+DEVICE = Path(__file__).parent / "data" / "cpu-ort-32.toml"
+KEY = "throughput_cpu-ort-32"
+ARCHS = ["e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1",
+         "e1k3l1-e6k3l2-e6k5l2-e6k3l3-e6k5l1-e6k5l4-e6k3l1",
+         "e6k5l1se-e6k5l2se-e6k5l2se-e6k5l3se-e6k5l3se-e6k5l4se-e6k5l1se"]
+runner = CliRunner()
+
+
+def _search_folder(folder: Path) -> Path:
+    """What a two-objective search leaves (pareto.csv + summary.json)."""
+    folder.mkdir()
+    pd.DataFrame({"arch": ARCHS, "arch_id": [as_arch(a).id for a in ARCHS],
+                  "val_top1": [70.0, 75.0, 78.0], KEY: [3000.0, 1500.0, 400.0]}
+                 ).to_csv(folder / "pareto.csv", index=False)
+    (folder / "summary.json").write_text(json.dumps({"objectives": ["val_top1:max",
+                                                                    f"{KEY}:max"]}))
+    return folder
+
+
+def test_retrain_measure_and_front_report(tmp_path):
+    search = _search_folder(tmp_path / "search")
+    result = runner.invoke(app, ["retrain", str(search / "pareto.csv"), "--out",
+                                 str(tmp_path / "rt"), "--config", "digits_tiny.ini"])
+    assert result.exit_code == 0, result.output
+    trained = pd.read_csv(tmp_path / "rt" / "accuracy.csv").set_index("arch_id")
+    assert sorted(trained.index) == sorted(as_arch(a).id for a in ARCHS)
+    assert (tmp_path / "rt" / "archs.txt").read_text().split() == ARCHS
+    result = runner.invoke(app, ["measure", str(DEVICE), "--archs", str(tmp_path / "rt" / "archs.txt"), "--out",
+                                 str(tmp_path / "m"), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["front-report", str(search), "--out", str(tmp_path / "rep"),
+                                 "--accuracy", str(tmp_path / "rt" / "accuracy.csv"),
+                                 "--measured", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "rep" / "front_report.csv").set_index("arch_id")
+    for arch_id, row in table.iterrows():
+        record = json.loads((tmp_path / "m" / "cpu-ort-32" / f"{arch_id}.json").read_text())
+        assert row[f"{KEY}_measured"] == record["platform_perf"][KEY]["throughput_mean"]
+        assert row["val_top1_measured"] == trained.loc[arch_id, "val_top1"]
+    scores = table[["val_top1_measured", f"{KEY}_measured"]].to_numpy()
+    off = [any((o >= s).all() and (o > s).any() for o in scores) for s in scores]
+    assert table["falls_off"].tolist() == off
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert summary["complete"] == 3 and sorted(summary["falls_off"]) == sorted(
+        table.loc[np.array(off), "arch"])
+    assert "val_top1_kendall_tau" in summary
+    assert "plotly" in (tmp_path / "rep" / "front_report.html").read_text()[:5000].lower()
+
+
+def test_front_report_without_measurements_marks_designs_missing(tmp_path):
+    search = _search_folder(tmp_path / "search")
+    result = runner.invoke(app, ["front-report", str(search), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert summary["complete"] == 0 and summary["falls_off"] == [] and len(summary["missing"]) == 3
+
+
+def test_bad_inputs(tmp_path):
+    result = runner.invoke(app, ["retrain", str(tmp_path / "nope.csv"), "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "does not exist" in result.output
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name\nx\n")
+    result = runner.invoke(app, ["retrain", str(bad), "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "has no 'arch' column" in result.output
+    result = runner.invoke(app, ["retrain", str(_search_folder(tmp_path / "s") / "pareto.csv"),
+                                 "--out", str(tmp_path), "--config", "nope.ini"])
+    assert result.exit_code == 2 and "no shipped config accuracy/'nope.ini'" in result.output
+    one = tmp_path / "one"
+    _search_folder(one)
+    (one / "summary.json").write_text(json.dumps({"objectives": ["val_top1:max"]}))
+    result = runner.invoke(app, ["front-report", str(one), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "needs a two-objective search" in result.output

@@ -1,0 +1,87 @@
+"""Per-layer quantization effect: the CPU int8 path for real, the Qualcomm device path through
+the SNPE STAND-INS (tests/standins/snpe, onnxruntime behind the SDK's flags and file formats)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from anb.cli import app
+from anb.collect_throughput.layerwise import (by_layer_type, compare_layers, flag, layer_report,
+                                              layerwise)
+from tests.test_qualcomm import ARCH, CountingLocal, sdk_path  # noqa: F401 - fixture
+
+SMALL = dict(calibration=16, images=4)
+
+
+def test_metrics_exact_on_known_errors():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 4, 3, 3)), rng.standard_normal((2, 4, 3, 3))
+    layers = [{"order": 0, "node": "n0", "op_type": "Conv", "inputs": ["x"], "outputs": ["a"]},
+              {"order": 1, "node": "n1", "op_type": "Relu", "inputs": ["a"], "outputs": ["b"]}]
+    noise = 0.1 * a
+    table = compare_layers(layers, {"a": a, "b": b}, {"a": a + noise, "b": b})
+    assert table.loc[0, "sqnr_db"] == pytest.approx(20.0)  # |a|^2 / |0.1 a|^2 = 100
+    assert table.loc[0, "cosine"] == pytest.approx(1.0)
+    assert table.loc[0, "max_abs_err"] == pytest.approx(np.abs(noise).max())
+    assert table.loc[1, "sqnr_db"] == np.inf and table.loc[1, "cosine"] == 1.0
+    flagged = flag(table, 0.99, 25.0, worst=1)
+    assert flagged["below_threshold"].tolist() == [True, False]
+    with pytest.raises(ValueError, match="NCHW/NHWC"):
+        compare_layers(layers, {"a": a}, {"a": a.transpose(0, 2, 3, 1)})
+
+
+def test_summary_by_layer_type_ranks_the_lossiest_type():
+    t1 = pd.DataFrame({"tensor": ["c1", "r1"], "op_type": ["Conv", "Relu"],
+                       "sqnr_drop_db": [3.0, -1.0], "sqnr_db": [20.0, 21.0],
+                       "cosine": [0.99, 0.995], "worst": [True, False],
+                       "below_threshold": [False, False]})
+    t2 = t1.assign(sqnr_drop_db=[1.0, 0.5])
+    out = by_layer_type({"m1": t1, "m2": t2})
+    assert out["op_type"].tolist() == ["Conv", "Relu"]
+    assert out.loc[0, ["layers", "models", "mean_sqnr_drop_db", "flagged"]].tolist() == [2, 2, 2.0, 2]
+
+
+def test_cpu_int8_report_for_real(tmp_path):
+    result = layerwise([ARCH, "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"], "cpu-int8",
+                       tmp_path, worst=3, **SMALL)
+    assert not result["failed"] and len(result["models"]) == 2
+    for summary in result["models"]:
+        folder = tmp_path / summary["arch_id"]
+        table = pd.read_csv(folder / "layers.csv")
+        assert table["worst"].sum() == 3
+        worst = table.loc[table["worst"], "sqnr_drop_db"].min()
+        assert (table.loc[~table["worst"], "sqnr_drop_db"].fillna(-np.inf) <= worst).all()
+        assert "logits" in table["tensor"].tolist(), "the network output is compared too"
+        assert table.loc[0, "op_type"] == "Conv" and table.loc[0, "sqnr_db"] > 25, \
+            "the first int8 conv is close to float (a layout or matching error would not be)"
+        html = (folder / "layers.html").read_text()
+        assert "../plotly.min.js" in html
+        assert summary["worst_layers"][0].replace("/", "\\u002f") in html  # JSON-escaped
+    types = pd.read_csv(tmp_path / "by_layer_type.csv")
+    assert {"Conv", "Relu", "Add", "Gemm"} <= set(types["op_type"])
+    assert json.loads((tmp_path / "summary.json").read_text())["path"] == "cpu-int8"
+
+
+def test_device_path_through_snpe_standins(sdk_path, tmp_path):  # noqa: F811
+    config = tmp_path / "snpe-dsp-32.toml"
+    config.write_text('name = "snpe-dsp-32"\nsdk = "snpe"\nruntime = "dsp"\nresolution = 32\n'
+                      f'remote_dir = "{tmp_path / "board"}"\n[quantization]\n'
+                      'calibration_images = 16\n')
+    board = CountingLocal()
+    summary, table = layer_report(ARCH, str(config), tmp_path / "out", transport=board, **SMALL)
+    assert any("--debug" in c for c in board.commands)
+    assert len(table) > 40 and "logits" in table["tensor"].tolist()
+    assert table.loc[0, "sqnr_db"] > 25, "device outputs pulled NHWC and turned NCHW"
+    assert summary["path"] == str(config) and len(summary["worst_layers"]) == 5
+
+
+def test_cli_bad_path_and_resolution():
+    runner = CliRunner()
+    result = runner.invoke(app, ["quant-layers", ARCH, "--path", "dspp", "--out", "x"])
+    assert result.exit_code == 2 and "--path 'dspp' is invalid" in result.output
+    result = runner.invoke(app, ["quant-layers", ARCH, "--resolution", "8", "--out", "x"])
+    assert result.exit_code == 2 and "--resolution must be >= 32" in result.output

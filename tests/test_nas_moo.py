@@ -1,0 +1,113 @@
+"""Search on pymoo: constrained domination, duplicate elimination, tournaments without
+replacement, any number of objectives, the out-of-distribution restriction, hypervolume."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from anb.nas import (Constraint, Objective, Problem, analytic_evaluator, nsga2, pymoo_nsga2,
+                     random_search, regularized_evolution)
+from anb.nas.evaluators import combined
+from anb.nas.pareto import hypervolume
+from anb.searchspace.counting import cost_table
+
+
+def _front_scores(result):
+    front = result.pareto_front()
+    return result.problem.scores({m: front[m].to_numpy() for m in result.problem.metrics})
+
+
+def test_hypervolume_in_two_and_three_objectives():
+    square = np.array([[1.0, 3.0], [2.0, 2.0], [3.0, 1.0]])
+    assert hypervolume(square, np.zeros(2)) == pytest.approx(3 + 2 + 1)
+    cube = np.array([[1.0, 1.0, 1.0], [2.0, 0.5, 0.5]])
+    assert hypervolume(cube, np.zeros(3)) == pytest.approx(1.0 + 1.0 * 0.25)
+    assert hypervolume(cube, np.full(3, 5.0)) == 0.0
+
+
+def test_constrained_domination_keeps_infeasible_points_off_the_front():
+    """A large infeasible architecture dominates small feasible ones in both objectives; it
+    must still rank behind them (constrained domination), so the search ends feasible."""
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
+                                             Objective.parse("depth:max")],
+                      [Constraint.parse("macs<=200")])
+    result = nsga2(problem, 1200, seed=0)
+    history = result.history()
+    last = history.iloc[-300:]
+    assert last["feasible"].mean() > 0.5  # offspring of boundary parents may cross it
+    front = result.pareto_front()
+    assert front["feasible"].all() and (front["macs"] <= 200).all()
+    # the unconstrained optimum (infeasible) was seen, yet is not reported
+    unconstrained = nsga2(Problem(analytic_evaluator(), problem.objectives,
+                                  [Constraint.parse("macs<=1e9")]), 1200, seed=0)
+    assert unconstrained.best()["macs"] > 200
+    best = result.best()
+    assert best["feasible"] and best["params"] < unconstrained.best()["params"]
+
+
+@pytest.mark.parametrize("search", [nsga2, pymoo_nsga2])
+def test_offspring_are_never_duplicates_of_each_other_or_the_population(search):
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
+                                             Objective.parse("macs")])
+    result = search(problem, 2000, seed=3, population=32)
+    ids = result.history()["arch_id"].to_numpy()
+    for start in range(32, 2000, 32):  # one generation of offspring
+        generation = ids[start:start + 32]
+        assert len(set(generation)) == len(generation)
+    assert len(set(ids)) / len(ids) > 0.97
+
+
+def test_regularized_evolution_tournaments_sample_without_replacement():
+    """With ``sample == population`` every tournament sees the whole population, so each child
+    is one mutation away from the current best."""
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max")])
+    result = regularized_evolution(problem, 200, seed=4, population=8, sample=8, batch=1)
+    choices, params = result.choices, result.values["params"]
+    for step in range(8, 200):
+        window = slice(step - 8, step)  # the population when child ``step`` was made
+        parent = choices[window][int(np.argmax(params[window]))]
+        assert (choices[step] != parent).sum() == 1
+
+
+def test_three_objectives_run_on_nsga3_and_beat_random_search():
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
+                                             Objective.parse("macs"), Objective.parse("depth")])
+    reference = np.array([0.0, -1000.0, -30.0])
+    evolved = nsga2(problem, 1500, seed=1)
+    random = random_search(problem, 1500, seed=1)
+    assert hypervolume(_front_scores(evolved), reference) > \
+        1.02 * hypervolume(_front_scores(random), reference)
+
+
+def test_anb_default_beats_pymoo_default_at_equal_budget():
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
+                                             Objective.parse("macs")])
+    reference = np.array([0.0, -800.0])
+    ours = [hypervolume(_front_scores(nsga2(problem, 1000, seed=s)), reference) for s in (0, 1)]
+    theirs = [hypervolume(_front_scores(pymoo_nsga2(problem, 1000, seed=s)), reference)
+              for s in (0, 1)]
+    assert np.mean(ours) > np.mean(theirs)
+    assert len(nsga2(problem, 1000, seed=0).history()) == 1000
+
+
+def _flagging_evaluator(limit: float):
+    """A stand-in surrogate (boundary: no fitted benchmark here) that flags MACs above
+    ``limit`` as out of distribution, the way ``SurrogateBenchmark.query`` reports ``ood``."""
+    analytic = analytic_evaluator()
+
+    def evaluate(choices, metrics):
+        out = dict(analytic(choices, [m for m in metrics]))
+        out["ood"] = cost_table(choices).total("macs") / 1e6 > limit
+        return out
+
+    return evaluate
+
+
+@pytest.mark.parametrize("search", [nsga2, regularized_evolution])
+def test_supported_only_keeps_the_search_inside_the_data(search):
+    objectives = [Objective.parse("params:max"), Objective.parse("macs")]
+    free = search(Problem(_flagging_evaluator(300), objectives), 800, seed=0)
+    assert free.best()["ood"]
+    kept = search(Problem(_flagging_evaluator(300), objectives, supported_only=True), 800, seed=0)
+    assert not kept.best()["ood"] and kept.best()["macs"] <= 300
+    assert free.best_supported()["macs"] <= 300

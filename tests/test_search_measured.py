@@ -1,0 +1,151 @@
+"""Search with CPU measurement in the loop (onnxruntime on this CPU, for real): the evaluator's
+cache, batches and budgets, the queue path through a real SQLite queue and worker, and
+``anb search --measure`` end to end with surrogate accuracy."""
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from anb.cli import app
+from anb.nas.evaluators import analytic_evaluator, combined
+from anb.nas.measured import BudgetExhausted, LocalMeasurer, MeasuredEvaluator, QueueMeasurer
+from anb.nas.search import regularized_evolution
+from anb.searchspace.arch import archs_to_choices
+from anb.searchspace.sampler import Sampler
+from tests.conftest import DATASET_TARBALL
+
+DEVICE = Path(__file__).parent / "data" / "cpu-ort-32.toml"
+KEY = "throughput_cpu-ort-32"
+
+
+class CountingMeasurer(LocalMeasurer):
+    """The real local measurer, counting how many batches it was handed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.batches: list[int] = []
+
+    def submit(self, archs):
+        self.batches.append(len(archs))
+        return super().submit(archs)
+
+
+def test_cache_batches_and_measurement_budget(tmp_path):
+    archs = Sampler(3).sample(6)
+    measurer = CountingMeasurer(str(DEVICE), tmp_path)
+    ev = MeasuredEvaluator(measurer, analytic_evaluator(32), max_measurements=4)
+    first = ev(archs_to_choices(archs[:2]), [KEY, "params"])
+    assert measurer.batches == [2], "a batch is submitted at once"
+    again = ev(archs_to_choices(archs[:3]), [KEY, "params"])
+    assert measurer.batches == [2, 1] and ev.measured == 3, "cached architectures not re-measured"
+    np.testing.assert_array_equal(again[KEY][:2], first[KEY])
+    record = json.loads((tmp_path / "cpu-ort-32" / f"{archs[0].id}.json").read_text())
+    assert first[KEY][0] == record["platform_perf"][KEY]["throughput_mean"]
+    np.testing.assert_allclose(first["params"], analytic_evaluator(32)(
+        archs_to_choices(archs[:2]), ["params"])["params"])
+    with pytest.raises(BudgetExhausted, match="4 measurements spent"):
+        ev(archs_to_choices(archs[3:6]), [KEY])
+    assert ev.measured == 4 and len(ev.log) == 2 + 3 + 1, "the measured one is logged"
+    measurer.close()
+    fresh = CountingMeasurer(str(DEVICE), tmp_path)
+    ev2 = MeasuredEvaluator(fresh, analytic_evaluator(32), max_measurements=1)
+    ev2(archs_to_choices(archs[:4]), [KEY])
+    assert fresh.batches == [] and ev2.measured == 0, "records on disk are the cache"
+    fresh.close()
+
+
+def test_hours_budget_and_failed_measurement(tmp_path):
+    measurer = LocalMeasurer(str(DEVICE), tmp_path)
+    ev = MeasuredEvaluator(measurer, analytic_evaluator(32), max_hours=1e-9)
+    with pytest.raises(BudgetExhausted, match="h of measurement spent"):
+        ev(archs_to_choices(Sampler(4).sample(2)), [KEY])
+    assert ev.measured == 0 and not list(tmp_path.glob("*/*.json"))
+    measurer.close()
+    with pytest.raises(ValueError, match="max_measurements=0 is invalid"):
+        MeasuredEvaluator(measurer, analytic_evaluator(32), max_measurements=0)
+
+
+def test_queue_measurer_with_a_real_worker(tmp_path):
+    from anb.jobs.queue import open_queue
+    from anb.jobs.worker import Worker, make_context
+
+    url = str(tmp_path / "queue.db")
+    worker = Worker(open_queue(url), ["measure"], make_context(tmp_path / "store", None,
+                                                               [str(DEVICE)]),
+                    name="test-worker", poll_seconds=0.1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    measurer = QueueMeasurer(url, "cpu-ort-32", [KEY], poll_seconds=0.1)
+    try:
+        ev = MeasuredEvaluator(measurer, analytic_evaluator(32))
+        archs = Sampler(5).sample(2)
+        values = ev(archs_to_choices(archs), [KEY])[KEY]
+        assert (values > 0).all() and ev.measured == 2
+        jobs = open_queue(url).jobs()
+        assert [j.state for j in jobs] == ["done", "done"]
+        assert sorted(j.result["values"][KEY] for j in jobs) == sorted(values)
+    finally:
+        worker.stop.set()
+        measurer.close()
+        thread.join()
+
+
+@pytest.fixture(scope="module")
+def accuracy_benchmark(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench")
+    config = folder / "tiny.json"
+    config.write_text(json.dumps({"default": {"family": "xgboost", "n_members": 1, "params": {
+        "n_estimators": 60, "learning_rate": 0.2}}}))
+    result = CliRunner().invoke(app, ["fit", str(DATASET_TARBALL), "--out", str(folder / "b"),
+                                      "--config", str(config), "--targets", "val_top1"])
+    assert result.exit_code == 0, result.output
+    return folder / "b"
+
+
+def test_search_measure_end_to_end(tmp_path, accuracy_benchmark):
+    from anb.surrogates import load
+
+    out = tmp_path / "search"
+    result = CliRunner().invoke(app, [
+        "search", "--benchmark", str(accuracy_benchmark), "--measure", str(DEVICE),
+        "-o", "val_top1:max", "-o", f"{KEY}:max", "--algorithm", "random", "--budget", "200",
+        "--max-measurements", "6", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "6 measurements" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["measurements"] == 6 and summary["stopped"] == "6 measurements spent"
+    history = pd.read_csv(out / "history.csv")
+    assert len(history) == 6 and len(list((out / "measurements" / "cpu-ort-32").glob("*.json"))) == 6
+    for row in history.itertuples():
+        record = json.loads((out / "measurements" / "cpu-ort-32" / f"{row.arch_id}.json").read_text())
+        assert history.loc[row.Index, KEY] == record["platform_perf"][KEY]["throughput_mean"]
+    predicted = load(accuracy_benchmark).query(list(history["arch"]), metrics=["val_top1"])
+    np.testing.assert_allclose(history["val_top1"], predicted.iloc[:, 0], rtol=1e-6)
+    front = pd.read_csv(out / "pareto.csv")
+    scores = history[["val_top1", KEY]].to_numpy()
+    dominated = [any((o >= s).all() and (o > s).any() for o in scores) for s in scores]
+    assert sorted(front["arch_id"]) == sorted(history.loc[~np.array(dominated), "arch_id"])
+
+
+def test_search_measure_rejects_unused_device(tmp_path):
+    result = CliRunner().invoke(app, ["search", "--measure", str(DEVICE), "-o", "params:min",
+                                      "--budget", "4", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "no objective or constraint uses its metrics" in result.output
+
+
+def test_evolution_with_measurement_in_the_loop(tmp_path):
+    from anb.nas.measured import search_measured
+
+    algo = functools.partial(regularized_evolution, population=4, sample=2, batch=2)
+    s = search_measured(algo, combined(None, resolution=32), str(DEVICE), None,
+                        [f"{KEY}:max", "params:min"], ["params<=6"], 8, 0, tmp_path)
+    assert s["stopped"] == "evaluation budget" and s["evaluations"] == 8
+    assert s["measurements"] + s["cache_hits"] == 8 and s["pareto_size"] >= 1
+    assert all(p["params"] <= 6 for p in s["pareto"])

@@ -1,0 +1,133 @@
+"""Surrogates that say what they do not know: out-of-distribution flags and wider std, a
+bounded accuracy model, a held-out extrapolation check, artifact references, empty queries."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from anb.searchspace import Sampler
+from anb.searchspace.counting import cost_table
+from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, load, prepare, save
+from anb.surrogates.artifact import _digest
+from anb.surrogates.metrics import interval_coverage
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb"
+TARBALL = DATA / "anb_dataset_jsons.tar.gz"
+pytestmark = pytest.mark.skipif(not TARBALL.exists(), reason="released dataset not available")
+
+TARGETS = ["val_top1", "throughput_a100"]
+SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 2)
+CONFIG = FitConfig(targets=TARGETS, default=SMALL, layer_cost_trim=3.0)
+LARGEST = "-".join(["e6k5l3se"] * 7)
+SMALLEST = "-".join(["e1k3l1"] * 7)
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    return prepare(TARBALL, TARGETS)
+
+
+@pytest.fixture(scope="module")
+def bench(prepared):
+    return fit_benchmark(prepared, CONFIG, progress=False)
+
+
+@pytest.fixture(scope="module")
+def artifact(bench, tmp_path_factory):
+    return save(bench, tmp_path_factory.mktemp("art") / "bench")
+
+
+def test_empty_query_returns_an_empty_result(bench):
+    frame = bench.query([])
+    assert len(frame) == 0
+    assert list(frame.columns) == ["val_top1", "val_top1_std", "throughput_a100",
+                                   "throughput_a100_std", "ood", "ood_distance", "ood_cost"]
+    assert len(bench.query(np.zeros((0, 7, 4), dtype=np.int64), "accuracy", noise=True)) == 0
+
+
+def test_extremes_are_flagged_bounded_and_uncertain(bench, prepared):
+    train = prepared.masks["train"]
+    inside = bench.query(prepared.choices[prepared.masks["test"]])
+    far = bench.query([LARGEST, SMALLEST])
+    assert far["ood"].all() and (far["ood_cost"] > 0.2).all()
+    assert inside["ood"].mean() < 0.03
+    # the accuracy model cannot run away past the data (peak 67.1 %), nor A100 speed past 30,275
+    top = prepared.labels["val_top1"].values[train].max()
+    fastest = prepared.labels["throughput_a100"].values[train].max()
+    assert far["val_top1"][0] < top + 1.0 and far["throughput_a100"][1] < 1.15 * fastest
+    # and its std says so: several times the in-distribution std
+    assert far["val_top1_std"][0] > 3 * inside["val_top1_std"].median()
+    assert far["throughput_a100_std"][1] / far["throughput_a100"][1] > \
+        3 * (inside["throughput_a100_std"] / inside["throughput_a100"]).median()
+
+
+def test_std_grows_with_the_distance_from_the_data(bench):
+    from anb.surrogates.support import Support
+
+    std = np.full(3, 0.4)
+    score = {"ood_distance": np.array([0.5, 1.0, 2.0]), "ood_cost": np.array([0.0, 0.1, 0.3])}
+    grown = Support.inflate(std, score, trend=6.0)
+    assert grown[0] == 0.4 and np.all(np.diff(grown) > 0)
+    assert grown[2] == pytest.approx(np.hypot(0.8, 1.8))
+
+
+def test_held_out_extrapolation_beyond_the_80th_macs_percentile(prepared):
+    """Fit on architectures at or below the 80th MACs percentile, score the rest."""
+    macs = cost_table(prepared.choices).total("macs")
+    cut = np.quantile(macs, 0.8)
+    low, high = macs <= cut, macs > cut
+    masks = {"train": low & prepared.masks["train"], "val": low & prepared.masks["val"],
+             "test": np.zeros(len(macs), dtype=bool)}
+    sub = type(prepared)(prepared.frame, prepared.choices, masks, prepared.labels)
+    bench = fit_benchmark(sub, FitConfig(targets=TARGETS, default=SMALL), progress=False)
+    out = bench.query(prepared.choices[high])
+    inside = bench.query(prepared.choices[masks["train"]][:500])
+    assert out["ood"].mean() > 0.9
+    for target in TARGETS:
+        y = prepared.labels[target].values[high]
+        assert interval_coverage(y, out[target], out[f"{target}_std"]) >= 0.85
+        # wider than inside, well beyond the in-distribution spread (measured 1.8x / 22x)
+        assert out[f"{target}_std"].median() > 1.5 * inside[f"{target}_std"].median()
+
+
+# ------------------------------------------------------------------ artifact references
+def _rewrite(art: Path, change) -> None:
+    manifest = json.loads((art / "manifest.json").read_text())
+    change(manifest)
+    manifest["manifest_sha256"] = _digest(manifest)
+    (art / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda m: m["targets"]["val_top1"]["files"].__setitem__(0, "../outside.json"),
+     "outside the artifact"),
+    (lambda m: m["targets"]["val_top1"]["files"].__setitem__(0, "extra.json"),
+     "not in the manifest's checksummed file list"),
+    (lambda m: m["targets"]["val_top1"]["model"].update(family="catboost"),
+     "unknown model family 'catboost'"),
+    (lambda m: m.update(support="../support.npz"), "support file"),
+])
+def test_every_referenced_file_is_listed_checksummed_and_inside(artifact, tmp_path, change,
+                                                                 message):
+    art = Path(shutil.copytree(artifact, tmp_path / "copy"))
+    member = art / json.loads((art / "manifest.json").read_text())["targets"]["val_top1"][
+        "files"][0]
+    shutil.copy(member, art / "extra.json")
+    shutil.copy(member, tmp_path / "outside.json")
+    _rewrite(art, change)
+    with pytest.raises(ValueError, match=message):
+        load(art)
+
+
+def test_support_round_trips(bench, artifact):
+    choices = Sampler(seed=3).sample_choices(100)
+    loaded = load(artifact)
+    np.testing.assert_array_equal(loaded.query(choices).to_numpy(), bench.query(choices).to_numpy())
