@@ -237,3 +237,30 @@ def test_suggest_never_returns_measured_or_duplicate_candidates(base, data):
     picked = select_next(known, 4, measured, pool=pool)
     key = lambda rows: sorted(map(str, map(Arch.from_choices, rows)))  # noqa: E731
     assert key(picked) == key(fresh)
+
+
+def test_out_of_range_architectures_are_flagged_with_wider_std(base, data):
+    """Adapted on the 20 fastest-on-known-devices train architectures, the slowest test ones lie
+    outside the measured range: they carry the flag and a std widened by how far outside they are."""
+    from anb.surrogates.adapt import BenchmarkKnown, op_components
+    from anb.surrogates.artifact import load
+
+    known = BenchmarkKnown(load(base), exclude=[HIDDEN])
+    train, test = _rows(data, "train", 0, 0), _rows(data, "test", 0, 0)
+    K_train = known.log_costs(data.choices[train])
+    rows = train[np.argsort(K_train.mean(1))[:200:10]]
+    model = AdaptedModel.fit(HIDDEN, known.targets, known.log_costs(data.choices[rows]),
+                             op_components(data.choices[rows]),
+                             data.labels[HIDDEN].values[rows])
+    mean, std, ood = model.predict(known.log_costs(data.choices[test]),
+                                   op_components(data.choices[test]))
+    assert 0 < ood.sum() < len(test)
+    from dataclasses import replace
+
+    unbounded = replace(model, lo=np.full_like(model.lo, -1e9),
+                        hi=np.full_like(model.hi, 1e9))
+    same_mean, plain_std, none = unbounded.predict(known.log_costs(data.choices[test]),
+                                                   op_components(data.choices[test]))
+    assert not none.any() and np.allclose(same_mean, mean)
+    assert np.all(std[ood] >= 1.1 * plain_std[ood]) and np.allclose(std[~ood], plain_std[~ood],
+                                                                      rtol=0.11)
