@@ -62,6 +62,9 @@ def test_duplicate_submit_is_ignored(url):
         assert len(q.submit(_specs(3))) == 3
         added = q.submit(_specs(4))  # only arch3 is new
         assert [j.arch for j in q.get(added)] == ["arch3"]
+        ids = q.lookup(_specs(5))  # every spec's job, new or not; arch4 was never submitted
+        assert ids[3] == added[0] and ids[4] is None
+        assert [j.arch for j in q.get(ids[:4])] == ["arch0", "arch1", "arch2", "arch3"]
         assert sum(q.counts().values()) == 4
 
 

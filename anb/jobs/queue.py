@@ -132,6 +132,11 @@ class JobQueue(ABC):
         """Set the priority of open jobs ``ids`` (0 jumps the queue)."""
 
     @abstractmethod
+    def lookup(self, specs: Sequence[JobSpec]) -> list[int | None]:
+        """The id of the job stored for each spec's (arch, device, stage), None where there is
+        none: after :meth:`submit`, the ids of all of them, new or already queued."""
+
+    @abstractmethod
     def get(self, ids: Sequence[int]) -> list[Job]:
         """The jobs ``ids`` (missing ids are left out)."""
 

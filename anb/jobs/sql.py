@@ -202,6 +202,16 @@ class SqlQueue(JobQueue):
             cur.execute(self._sql(sql), params)
             return cur.fetchall()
 
+    def lookup(self, specs: Sequence[JobSpec]) -> list[int | None]:
+        out = []
+        with self._lock, self._transaction() as cur:
+            for spec in specs:
+                cur.execute(self._sql(f"SELECT id FROM {TABLE} WHERE arch = ? AND device = ? "
+                                      "AND stage = ?"), (spec.arch, spec.device, spec.stage))
+                row = cur.fetchone()
+                out.append(int(row[0]) if row else None)
+        return out
+
     def get(self, ids: Sequence[int]) -> list[Job]:
         where, params = _filters(ids, None, None)
         return [_row_job(r) for r in self._select(

@@ -137,7 +137,8 @@ class QueueMeasurer(Measurer):
         specs = [chain(str(a), self.device, ["measure"], priority=self.priority) for a in archs]
         futures = [Future() for _ in archs]
         with self._lock:
-            for job_id, fut in zip(self.queue.submit(specs), futures):
+            self.queue.submit(specs)  # returns new ids only; lookup gives every spec's job
+            for job_id, fut in zip(self.queue.lookup(specs), futures):
                 self._pending[job_id] = fut
         return futures
 
