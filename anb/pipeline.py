@@ -154,7 +154,7 @@ def stage_search(out: Path, model: Path, budget: int, seed: int) -> dict:
     """NSGA-II on the surrogates: accuracy against FPGA throughput."""
     from anb.nas.evaluators import combined, surrogate_evaluator
     from anb.nas.objectives import Objective
-    from anb.nas.report import write_report
+    from anb.nas.report import headline, write_report
     from anb.nas.search import Problem, nsga2
     from anb.surrogates import load
 
@@ -163,8 +163,9 @@ def stage_search(out: Path, model: Path, budget: int, seed: int) -> dict:
     console.print(f"[bold]search[/]: NSGA-II, {budget} surrogate queries, "
                   f"objectives {', '.join(SEARCH_OBJECTIVES)} -> {out / 'search'}")
     summary = write_report(nsga2(problem, budget, seed=seed, progress=True), out / "search")
-    console.print(f"  Pareto front of {summary['pareto_size']} architectures; best "
-                  f"val_top1 {summary['best']['val_top1']:.2f} % ({summary['best']['arch']})")
+    console.print(f"  Pareto front of {summary['pareto_size']} architectures")
+    for line in headline(summary, problem.metrics):
+        console.print(f"  {line}", markup=False)
     return summary
 
 

@@ -114,7 +114,7 @@ def test_supported_only_keeps_the_search_inside_the_data(search):
 
 
 def test_report_carries_std_ood_and_names_an_extrapolated_best(tmp_path):
-    from anb.nas.report import write_report
+    from anb.nas.report import headline, write_report
 
     def evaluator(choices, metrics):
         out = dict(_flagging_evaluator(300)(choices, metrics))
@@ -129,3 +129,7 @@ def test_report_carries_std_ood_and_names_an_extrapolated_best(tmp_path):
     assert summary["best_out_of_distribution"] is True
     assert summary["best_in_distribution"]["ood"] is False
     assert summary["best_in_distribution"]["macs"] <= 300 and summary["hypervolume"] > 0
+    best, inside = headline(summary, ["params", "macs"])  # what `anb search`/`anb pipeline` print
+    assert best.startswith(f"best {summary['best']['arch']} ") and "OUT OF DISTRIBUTION" in best
+    assert "params=" in best and "+-0.1" in best
+    assert inside.startswith(f"best in distribution: {summary['best_in_distribution']['arch']} ")

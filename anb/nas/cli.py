@@ -34,7 +34,7 @@ def search(
     """Search the space for the best architectures under objectives and constraints."""
     from anb.nas.evaluators import combined, surrogate_evaluator
     from anb.nas.objectives import Constraint, Objective
-    from anb.nas.report import write_report
+    from anb.nas.report import headline, write_report
     from anb.nas.search import ALGORITHMS, Problem
 
     try:
@@ -63,16 +63,8 @@ def search(
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2)
     summary = write_report(result, out)
-    best = summary["best"]
-
-    def shown(row: dict) -> str:
-        return " ".join(f"{m}={row[m]:.4g}" + (f"+-{row[m + '_std']:.2g}" if m + "_std" in row
-                                                else "") for m in problem.metrics)
-
-    flag = " (OUT OF DISTRIBUTION: extrapolated, not supported by the data)" \
-        if summary.get("best_out_of_distribution") else ""
-    typer.echo(f"{algorithm}: {summary['evaluations']} evaluations, best {best['arch']} "
-               + shown(best) + flag + f"; Pareto front {summary['pareto_size']}; results in {out}")
-    if summary.get("best_in_distribution"):
-        typer.echo(f"best in distribution: {summary['best_in_distribution']['arch']} "
-                   + shown(summary["best_in_distribution"]))
+    best, *others = headline(summary, problem.metrics)
+    typer.echo(f"{algorithm}: {summary['evaluations']} evaluations, {best}; "
+               f"Pareto front {summary['pareto_size']}; results in {out}")
+    for line in others:
+        typer.echo(line)

@@ -14,6 +14,22 @@ from anb.nas.search import SearchResult  # noqa: E402
 from anb.version import __version__  # noqa: E402
 
 
+def headline(summary: dict, metrics: list[str]) -> list[str]:
+    """The best design with its std per metric, flagged when the surrogate extrapolates, and
+    then the best design inside the data."""
+    def shown(row: dict) -> str:
+        return " ".join(f"{m}={row[m]:.4g}" + (f"+-{row[m + '_std']:.2g}" if m + "_std" in row
+                                                else "") for m in metrics)
+
+    flag = " (OUT OF DISTRIBUTION: extrapolated, not supported by the data)" \
+        if summary.get("best_out_of_distribution") else ""
+    lines = [f"best {summary['best']['arch']} {shown(summary['best'])}{flag}"]
+    if summary.get("best_in_distribution"):
+        lines.append(f"best in distribution: {summary['best_in_distribution']['arch']} "
+                     + shown(summary["best_in_distribution"]))
+    return lines
+
+
 def write_report(result: SearchResult, out: Path) -> dict:
     """Write ``history.csv``, ``pareto.csv``, ``search.png`` and ``summary.json`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
