@@ -109,8 +109,8 @@ def test_installed_wheel_works_from_an_unrelated_folder(installed, tmp_path):
     assert manifest["anb_version"] == version and manifest["training_data"]["n_records"] == 5138
 
     query = _run([anb, "query", "model"], work, env, stdin=B0 + "\n").stdout.splitlines()
-    assert query[0] == "arch,val_top1,val_top1_std,throughput_zcu102,throughput_zcu102_std,"
-                        "ood,ood_distance,ood_cost"
+    assert query[0] == ("arch,val_top1,val_top1_std,throughput_zcu102,throughput_zcu102_std,"
+                        "ood,ood_distance,ood_cost")
     assert query[1].startswith(B0 + ",")
 
     _run([anb, "search", "-o", "val_top1", "-o", "throughput_zcu102", "--algorithm", "nsga2",
