@@ -72,6 +72,11 @@ def test_arch_list_from_released_dataset_is_deduplicated(dataset_tarball):
     assert [a.id for a in read_arch_list("sample:3:3")] == [a.id for a in ARCHS[:3]]
 
 
+def test_long_comma_separated_list_is_not_taken_for_a_file_name():
+    many = Sampler(1).sample(40)  # ~2,000 characters: longer than any file name
+    assert [a.id for a in read_arch_list(",".join(map(str, many)))] == [a.id for a in many]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--archs", "e9k3l1", "--out", "x"], "e9k3l1"),
     (["--archs", "sample:x", "--out", "x"], "sample:x"),

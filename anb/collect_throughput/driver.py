@@ -39,6 +39,10 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
     first occurrence kept."""
     text = str(spec)
     path = Path(text)
+    try:
+        is_dir, is_file = path.is_dir(), path.is_file()
+    except OSError:  # e.g. a long comma-separated list is too long for a file name
+        is_dir = is_file = False
     if text.startswith("sample:"):
         parts = text.split(":")
         try:
@@ -47,11 +51,11 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
             raise ValueError(f"--archs {text!r} is malformed; expected 'sample:N' or "
                              "'sample:N:seed'") from None
         archs = Sampler(seed).sample(n)
-    elif path.is_dir() or (path.is_file() and text.endswith(_RECORD_SUFFIXES)):
+    elif is_dir or (is_file and text.endswith(_RECORD_SUFFIXES)):
         from anb.records import load_dataset
 
         archs = [Arch.from_string(a) for a in load_dataset(path)["arch"]]
-    elif path.is_file():
+    elif is_file:
         archs = [as_arch(line.strip()) for line in path.read_text().splitlines()
                  if line.strip() and not line.startswith("#")]
     elif "/" in text or text.endswith((".txt", ".json")):
