@@ -153,7 +153,7 @@ def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
     pending = list(records.values())
     if not pending:
         return summary
-    pinned = [p.threads for p in device.protocols if p.pinned]
+    pinned = [] if device.remote else [p.threads for p in device.protocols if p.pinned]
     affinity = os.sched_getaffinity(0) if pinned else None
     if pinned:
         summary.pinned_cpus = pin_cpus(max(pinned))
