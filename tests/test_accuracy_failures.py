@@ -111,6 +111,37 @@ def test_nan_loss_is_recorded_as_a_failure(tmp_path):
                       .read_text())["status"] == "failed"
 
 
+def test_failed_design_memory_is_released_before_it_is_freed(tmp_path, monkeypatch):
+    """The failed design's model (and so its optimiser state and activations) is unreachable
+    when ``free_memory`` runs: on CUDA a design that ran out of memory would otherwise still
+    hold it, and the next design would start on a nearly full GPU (seen on an H100)."""
+    import gc
+    import weakref
+
+    from anb.collect_accuracy import train
+
+    models: list[weakref.ref] = []
+    live_at_free: list[int] = []
+    build = train.build_model
+
+    def tracked(*args, **kwargs):
+        model = build(*args, **kwargs)
+        models.append(weakref.ref(model))
+        return model
+
+    def free(device):
+        gc.collect()
+        live_at_free.append(sum(ref() is not None for ref in models))
+
+    monkeypatch.setattr(train, "build_model", tracked)
+    monkeypatch.setattr(train, "free_memory", free)
+    arch = str(Sampler(5).sample(1)[0])
+    assert main(["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch,
+                 *TINY, "--lr", "1e30", "--lr_batch", "1"]) == 0
+    assert failures.all_failed(tmp_path) and models
+    assert live_at_free == [0]
+
+
 def test_nan_loss_on_two_ranks_fails_the_design_on_both_and_goes_on(tmp_path):
     """torchrun, 2 gloo processes: the loss is all-reduced, so every rank sees the NaN, records
     it and moves on together (no rank left waiting in a collective)."""

@@ -38,13 +38,15 @@ max_steps = 50
 [stopping]
 min_reps = 5
 budget_seconds = {budget}
+rel_ci = {rel_ci}
 """
 
 
-def _device_file(folder: Path, name: str = "host-cpu", budget: float = 1.0, remote: str = ""
-                 ) -> Path:
+def _device_file(folder: Path, name: str = "host-cpu", budget: float = 1.0, remote: str = "",
+                 rel_ci: float = 0.005) -> Path:
+    """A device config; ``rel_ci`` near 0 makes each measurement run its whole ``budget``."""
     path = folder / f"{name}.toml"
-    path.write_text(DEVICE.format(name=name, budget=budget) + remote)
+    path.write_text(DEVICE.format(name=name, budget=budget, rel_ci=rel_ci) + remote)
     return path
 
 
@@ -148,7 +150,9 @@ def test_worker_rides_out_a_database_restart(pg_server, pg_url, tmp_path):
 
 def test_heartbeats_hold_the_lease_of_a_long_job(tmp_path):
     url = str(tmp_path / "q.db")
-    ctx = make_context(tmp_path / "store", None, [str(_device_file(tmp_path, budget=1.5))])
+    # the whole 3 s budget is timed (no early convergence): the job outlasts six 0.5 s leases
+    device = _device_file(tmp_path, budget=3.0, rel_ci=1e-9)
+    ctx = make_context(tmp_path / "store", None, [str(device)])
     with open_queue(url) as q, open_queue(url) as thief:
         q.submit([JobSpec(ARCHS[0], "host-cpu", "measure")])
         worker = Worker(q, ["measure"], ctx, "slow", lease_seconds=0.5, poll_seconds=0.1)

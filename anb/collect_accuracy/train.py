@@ -320,11 +320,13 @@ class Trainer:
                             {"recipe_hash": self.hash, "stream_index": index})
             self.say(f"arch {index + 1}/{total} {arch.id} failed: {type(err).__name__}: "
                      f"{str(err)[:300]}")
-            free_memory(self.dist.device)
             if not everywhere:
                 raise
-            barrier()
-            return "failed"
+        # Out of the except block: the error, its traceback and the frames that held the failed
+        # design's model, optimiser and activations are released, so the memory can be freed.
+        free_memory(self.dist.device)
+        barrier()
+        return "failed"
 
     def _train_arch(self, arch: Arch, index: int, total: int) -> str:
         started = time.time()

@@ -42,6 +42,9 @@ FINGERPRINT_FIELDS = ("device", "backend", "kind", "batch", "resolution", "preci
                       "stopping")
 """What makes two measurements comparable: every setting that can change the number (not where
 the images lie, nor how a board is reached). A field added later joins only by being listed."""
+LATER_FINGERPRINT_FIELDS = {"cuda_graphs": False}
+"""Fields added after results were stored, with their default: each joins the fingerprint only
+when set to something else, so the fingerprints of results taken before it existed still hold."""
 
 
 def _fail(field_name: str, value: Any, allowed: str) -> None:
@@ -143,6 +146,9 @@ class Protocol:
     quantization: str = "per-channel"
     """int8 scheme of the onnxruntime-int8 back-end: ``per-channel`` or ``dpu`` (per-tensor,
     power-of-two scales, as Xilinx DPUs run); see :mod:`.quantize`."""
+    cuda_graphs: bool = False
+    """CUDA back-end: capture the forward once as a CUDA graph and replay it per step, so a
+    batch-1 request times the device's work, not Python's kernel launches."""
     warmup: WarmupRule = field(default_factory=WarmupRule)
     stopping: StoppingRule = field(default_factory=StoppingRule)
 
@@ -162,6 +168,9 @@ class Protocol:
             _fail("clock", self.clock, "'wall' unless threads=1 on a CPU back-end")
         if self.inputs == "imagenet" and not self.imagenet_dir:
             _fail("imagenet_dir", self.imagenet_dir, "a folder of images when inputs='imagenet'")
+        if self.cuda_graphs and (self.backend != "cuda" or self.compile):
+            _fail("cuda_graphs", self.cuda_graphs, "true only with backend='cuda' and "
+                  "compile=false")
         if (self.precision == "int8") != (self.backend in ("onnxruntime-int8", "vart")):
             _fail("precision", self.precision, "'int8' exactly with the onnxruntime-int8/vart "
                   "back-ends")
@@ -202,8 +211,12 @@ _PROTOCOL_FIELDS = {f.name for f in dataclasses.fields(Protocol)} - {"device", "
 
 
 def fingerprint_settings(protocol: Mapping[str, Any]) -> dict[str, Any]:
-    """The :data:`FINGERPRINT_FIELDS` of a protocol given as a dict (a stored record's)."""
-    return {k: protocol[k] for k in FINGERPRINT_FIELDS if k in protocol}
+    """The :data:`FINGERPRINT_FIELDS` of a protocol given as a dict (a stored record's), and
+    each of :data:`LATER_FINGERPRINT_FIELDS` set to other than its default."""
+    settings = {k: protocol[k] for k in FINGERPRINT_FIELDS if k in protocol}
+    settings.update({k: protocol[k] for k, default in LATER_FINGERPRINT_FIELDS.items()
+                     if protocol.get(k, default) != default})
+    return settings
 
 
 def protocol_fingerprint(protocol: Mapping[str, Any]) -> str:
@@ -216,8 +229,9 @@ def protocol_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     """``field: a -> b`` for every fingerprinted setting two protocols disagree on."""
     fa, fb = fingerprint_settings(a), fingerprint_settings(b)
     parts = []
-    for name in FINGERPRINT_FIELDS:
-        x, y = fa.get(name), fb.get(name)
+    for name in (*FINGERPRINT_FIELDS, *LATER_FINGERPRINT_FIELDS):
+        default = LATER_FINGERPRINT_FIELDS.get(name)
+        x, y = fa.get(name, default), fb.get(name, default)
         if isinstance(x, Mapping) and isinstance(y, Mapping):
             parts += [f"{name}.{k}: {x.get(k)!r} -> {y.get(k)!r}"
                       for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]

@@ -4,20 +4,29 @@ eval + inference mode, channels_last, fp16/bf16 autocast, ``cudnn.benchmark``, o
 ``torch.compile``, inputs already on the device in the protocol's precision (fp16 for the
 reference's a100/3090 columns: batch 128 at 256 px), and a clock of CUDA events: the
 stop event is recorded after the steps and synchronised before the elapsed time is read.
+With ``cuda_graphs`` (the shipped configs' latency protocol) the forward is captured once as a
+CUDA graph after warm-up and every step replays it: a batch-1 request then times the GPU's
+work rather than Python's kernel launches, which on a fast GPU dominate and vary with the host.
 Records GPU name, compute capability, memory, driver, CUDA, cuDNN and torch versions.
 """
 from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import torch
 
+from anb.collect_throughput.backends.base import Session, cycling
 from anb.collect_throughput.backends.torch_backend import AUTOCAST, TorchBackend
 from anb.collect_throughput.environment import host_environment
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import Clock
+from anb.searchspace.arch import Arch
+
+GRAPH_WARMUP_STEPS = 3
+"""Eager steps on a side stream before capture (cuDNN autotuning, allocator, lazy init)."""
 
 
 class CudaEventClock:
@@ -59,6 +68,30 @@ def gpu_environment(index: int = 0) -> dict[str, Any]:
     }
 
 
+def graph_step(run: Callable[[torch.Tensor], torch.Tensor], batches: Sequence[torch.Tensor],
+               ) -> Callable[[], None]:
+    """A step that copies the next batch into a static input and replays one CUDA graph of
+    ``run`` on it (the graph's output stays alive in its static buffer)."""
+    static = batches[0].clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_WARMUP_STEPS):
+            run(static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(static)
+    if len(batches) == 1:
+        return graph.replay
+
+    def feed(x: torch.Tensor) -> None:
+        static.copy_(x)
+        graph.replay()
+
+    return cycling(batches, feed)
+
+
 class CudaBackend(TorchBackend):
     """PyTorch on the first CUDA device."""
 
@@ -83,6 +116,16 @@ class CudaBackend(TorchBackend):
 
     def clock(self, protocol: Protocol) -> Clock:
         return CudaEventClock()
+
+    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
+        if not protocol.cuda_graphs:
+            return super().prepare(arch, protocol, workdir)
+        self.check(protocol)
+        self.setup(protocol)
+        run, batches = self.forward(arch, protocol, autocast_cache=False)  # capture needs no cache
+        return Session(step=graph_step(run, batches), clock=self.clock(protocol),
+                       environment=self.environment(protocol), sync=self.sync(),
+                       extra={"cuda_graphs": True})
 
     def environment(self, protocol: Protocol) -> dict[str, Any]:
         return {**host_environment(), **gpu_environment(),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -63,19 +63,27 @@ class TorchBackend(Backend):
         """float32 inputs, cast by autocast inside the network (the CUDA back-end feeds fp16)."""
         return torch.float32
 
-    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
-        self.check(protocol)
-        self.setup(protocol)
+    def forward(self, arch: Arch, protocol: Protocol, autocast_cache: bool = True,
+                ) -> tuple[Callable[[torch.Tensor], torch.Tensor], list[torch.Tensor]]:
+        """The protocol's forward (eval, inference mode, layout, autocast, compile) and its
+        input batches, on this back-end's device."""
         model = build_model(arch).eval().to(self.device, memory_format=memory_format(protocol))
         if protocol.compile:
             model = torch.compile(model)
         batches = input_tensors(protocol, self.device, self.input_dtype(protocol))
-        autocast = (torch.autocast(self.device, dtype=AUTOCAST[protocol.precision])
+        autocast = (torch.autocast(self.device, dtype=AUTOCAST[protocol.precision],
+                                   cache_enabled=autocast_cache)
                     if protocol.precision in AUTOCAST else contextlib.nullcontext())
 
         def run(x: torch.Tensor) -> torch.Tensor:
             with torch.inference_mode(), autocast:
                 return model(x)
 
+        return run, batches
+
+    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
+        self.check(protocol)
+        self.setup(protocol)
+        run, batches = self.forward(arch, protocol)
         return Session(step=cycling(batches, run), clock=self.clock(protocol),
                        environment=self.environment(protocol), sync=self.sync())
