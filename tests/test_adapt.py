@@ -19,6 +19,7 @@ import pytest
 from scipy.stats import kendalltau
 from typer.testing import CliRunner
 
+import anb
 from anb import resources
 from anb.cli import app
 from anb.searchspace.arch import Arch
@@ -118,6 +119,7 @@ def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data
     assert len(bench.metrics) == 8 and HIDDEN in bench.metrics
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["targets"][HIDDEN]["n_points"] == 20
+    assert manifest["anb_version"] == anb.__version__
     copy = shutil.copytree(out, tmp_path / "copy")
     assert load_adapted(copy, base).query([arch]).equals(frame)
     weights = copy / "adapted.npz"

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+import anb
 from anb.cli import app
 from anb.collect_throughput.layerwise import (by_layer_type, compare_layers, flag, layer_report,
                                               layerwise)
@@ -63,7 +64,9 @@ def test_cpu_int8_report_for_real(tmp_path):
         assert summary["worst_layers"][0].replace("/", "\\u002f") in html  # JSON-escaped
     types = pd.read_csv(tmp_path / "by_layer_type.csv")
     assert {"Conv", "Relu", "Add", "Gemm"} <= set(types["op_type"])
-    assert json.loads((tmp_path / "summary.json").read_text())["path"] == "cpu-int8"
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["path"] == "cpu-int8" and summary["anb_version"] == anb.__version__
+    assert all(m["anb_version"] == anb.__version__ for m in summary["models"])
 
 
 def test_device_path_through_snpe_standins(sdk_path, tmp_path):  # noqa: F811

@@ -361,6 +361,10 @@ workdir = "{tmp_path / 'board'}"
     record = json.loads((tmp_path / "out" / "bench-board" / f"{ARCH.id}.json").read_text())
     env = record["platform_perf"]["latency_bench-board"]["environment"]
     assert (env["transport"], env["python_executable"]) == ("local://", sys.executable)
+    import anb
+
+    assert env["anb_version"] == record["provenance"]["throughput"]["anb_version"] == \
+        anb.__version__
     assert _leftovers(tmp_path / "board") == []
     config.write_text(config.read_text().replace('"local://"', f'"ssh://pi@127.0.0.1:{free_port()}"'))
     result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",

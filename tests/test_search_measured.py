@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+import anb
 from anb.cli import app
 from anb.nas.evaluators import analytic_evaluator, combined
 from anb.nas.measured import BudgetExhausted, LocalMeasurer, MeasuredEvaluator, QueueMeasurer
@@ -121,6 +122,7 @@ def test_search_measure_end_to_end(tmp_path, accuracy_benchmark):
     assert "6 measurements" in result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["measurements"] == 6 and summary["stopped"] == "6 measurements spent"
+    assert summary["anb_version"] == anb.__version__
     history = pd.read_csv(out / "history.csv")
     assert len(history) == 6 and len(list((out / "measurements" / "cpu-ort-32").glob("*.json"))) == 6
     for row in history.itertuples():

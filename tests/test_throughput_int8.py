@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+import anb
 from anb.cli import app
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
 from anb.collect_throughput.digits import digits_images
@@ -78,6 +79,7 @@ def test_quant_report_cli_writes_table_plot_and_summary(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert (tmp_path / "layers.png").read_bytes()[:4] == b"\x89PNG"
     assert len(table) == summary["layers"] > 20
+    assert summary["anb_version"] == anb.__version__
     assert {"Conv", "Relu"} <= set(table["op_type"])
     assert table["cosine"].between(-1, 1.0000001).all()
     flagged = table.loc[table["below_threshold"], "tensor"].tolist()

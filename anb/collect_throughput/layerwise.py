@@ -32,6 +32,7 @@ from anb.collect_throughput.digits import digits_images, fit_digits, top1
 from anb.collect_throughput.quantize import cosine, sqnr_db
 from anb.io import atomic_write, atomic_write_json
 from anb.searchspace.arch import Arch, as_arch
+from anb.version import __version__
 
 CPU_PATHS = {"cpu-int8": "per-channel", "dpu": "dpu"}
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
@@ -250,7 +251,8 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
     target.mkdir(parents=True, exist_ok=True)
     write_plotly_js(Path(out))
     logits_ref, logits_q = reference.get("logits"), quantized.get("logits")
-    summary = {"arch": str(arch), "arch_id": arch.id, "path": path, "resolution": resolution,
+    summary = {"anb_version": __version__, "arch": str(arch), "arch_id": arch.id, "path": path,
+               "resolution": resolution,
                "images": int(len(x)), "calibration_images": int(min(calibration, len(x_train))),
                "layers": int(len(table)), "cos_threshold": cos_threshold,
                "sqnr_threshold_db": sqnr_threshold,
@@ -285,7 +287,7 @@ def layerwise(archs: Sequence[Arch | str], path: str, out: str | Path, **options
             continue
         tables[arch.id] = table
         summaries.append(summary)
-    result = {"path": path, "models": summaries, "failed": failed}
+    result = {"anb_version": __version__, "path": path, "models": summaries, "failed": failed}
     if tables:
         types = by_layer_type(tables)
         atomic_write(out / "by_layer_type.csv", lambda t: types.to_csv(t, index=False))

@@ -26,6 +26,7 @@ from anb.collect_throughput.quantize import (SCHEMES, ArrayReader, cosine, prepr
 from anb.io import atomic_write, atomic_write_json
 from anb.searchspace.arch import Arch, as_arch
 from anb.searchspace.onnx_export import export_onnx
+from anb.version import __version__
 
 
 def layer_table(float_path: Path, int8_path: Path, images: np.ndarray) -> pd.DataFrame:
@@ -183,7 +184,8 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
         table = layer_table(float_path, int8_path, x_test[:16])
     table["below_threshold"] = (table["cosine"] < cos_threshold) | (table["sqnr_db"] < sqnr_threshold)
     summary = {
-        "arch": str(arch), "arch_id": arch.id, "resolution": resolution,
+        "anb_version": __version__, "arch": str(arch), "arch_id": arch.id,
+        "resolution": resolution,
         "scheme": scheme, **{f"scheme_{k}": v for k, v in SCHEMES[scheme].items()},
         "weights": source, "agreement_meaningful": weights is not None, "dataset": dataset,
         "calibration_images": int(min(calibration, len(x_train))),

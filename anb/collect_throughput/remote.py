@@ -44,6 +44,7 @@ from anb.collect_throughput.result import Measurement
 from anb.collect_throughput.transports import (CommandResult, Transport, TransportError,
                                                open_transport)
 from anb.searchspace.arch import Arch, as_arch
+from anb.version import __version__
 
 log = logging.getLogger(__name__)
 TRANSPORT_OPTIONS = ("identity", "known_hosts", "ssh_options", "adb")
@@ -239,7 +240,7 @@ class OnnxRuntimeBoard(BoardRuntime):
         with tempfile.TemporaryDirectory(prefix="anb-board-") as tmp:
             result = self._run(folder, protocol, model, np.stack(make_inputs(protocol)), "time",
                                Path(tmp))
-        env = {**result["environment"], "device_name": protocol.device,
+        env = {**result["environment"], "anb_version": __version__, "device_name": protocol.device,
                "transport": folder.transport.url, "board_runtime": self.name}
         return Measurement(
             arch=str(arch), arch_id=arch.id, device=protocol.device, kind=protocol.kind,

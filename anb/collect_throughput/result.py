@@ -25,6 +25,7 @@ import numpy as np
 
 from anb.collect_throughput.protocol import protocol_fingerprint
 from anb.collect_throughput.stats import summarize
+from anb.version import __version__
 
 UNITS = {"latency": "ms", "throughput": "images/s"}
 
@@ -115,5 +116,6 @@ def arch_record(arch: Any, measurements: list[Measurement], tool: str = "anb mea
     return {
         "architecture": arch.to_anb_dict(),
         "platform_perf": {m.key: m.to_perf_entry() for m in measurements},
-        "provenance": {"throughput": {"tool": tool, "arch": str(arch), "arch_id": arch.id}},
+        "provenance": {"throughput": {"tool": tool, "anb_version": __version__, "arch": str(arch),
+                                      "arch_id": arch.id}},
     }

@@ -29,6 +29,7 @@ from anb.nas.objectives import Constraint, Evaluator, Objective
 from anb.nas.pareto import pareto_mask
 from anb.searchspace.arch import Arch, archs_from_choices
 from anb.io import atomic_write, atomic_write_json
+from anb.version import __version__
 
 
 class BudgetExhausted(RuntimeError):
@@ -261,7 +262,8 @@ class MeasuredEvaluator:
                                          ascending=not objectives[0].maximise)
         atomic_write(out / "history.csv", lambda t: history.to_csv(t, index=False))
         atomic_write(out / "pareto.csv", lambda t: front.to_csv(t, index=False))
-        summary = {"device": self.measurer.device, "evaluations": len(history),
+        summary = {"anb_version": __version__, "device": self.measurer.device,
+                   "evaluations": len(history),
                    "unique_architectures": len(unique), "measurements": self.measured,
                    "failed": self.failed, "cache_hits": len(history) - self.measured,
                    "max_measurements": self.max_measurements, "max_hours": self.max_hours,

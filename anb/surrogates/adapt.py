@@ -34,6 +34,7 @@ from scipy.optimize import nnls
 
 from anb.io import atomic_write_json, sha256_file
 from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.version import __version__
 
 FORMAT = "anb-adapted-surrogate"
 FORMAT_VERSION = 1
@@ -341,6 +342,7 @@ def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, Adap
                   for key, value in model.arrays().items()}
         np.savez(tmp / WEIGHTS_FILE, **arrays)
         manifest = {**(info or {}), "format": FORMAT, "format_version": FORMAT_VERSION,
+                    "anb_version": __version__,
                     "base": {"path": os.path.relpath(base_path.resolve(), path.parent.resolve()),
                              "manifest_sha256": base_manifest["manifest_sha256"]},
                     "targets": {name: model.scalars() for name, model in models.items()},
