@@ -94,7 +94,7 @@ def test_two_workers_one_killed_mid_job_every_job_done_once(pg_url, tmp_path):
     with open_queue(pg_url) as q:
         q.submit([JobSpec(a, "host-cpu", "measure", priority=30) for a in ARCHS])
     a = _worker_process(pg_url, "worker-a", device, tmp_path)
-    b = None
+    b = _worker_process(pg_url, "worker-b", device, tmp_path)  # both share the queue
     try:
         with open_queue(pg_url) as q:
             victim = _wait(lambda: next((j for j in q.jobs(state="leased")
@@ -102,8 +102,7 @@ def test_two_workers_one_killed_mid_job_every_job_done_once(pg_url, tmp_path):
                            "worker-a to lease a job")
             a.send_signal(signal.SIGKILL)  # mid-job: leased, measurement not finished
             a.wait(timeout=30)
-            assert q.get([victim.id])[0].state == "leased"
-            b = _worker_process(pg_url, "worker-b", device, tmp_path)
+            assert q.get([victim.id])[0].state == "leased" and b.poll() is None
             _wait(lambda: q.counts().get(("host-cpu", "measure", "done")) == 3, 240,
                   "worker-b to finish every job")
             jobs = {j.id: j for j in q.jobs(limit=10)}

@@ -142,6 +142,10 @@ def test_board_runner_is_self_contained_python37():
               "traceback"}
     assert imported == stdlib | {"numpy", "onnxruntime"}
     assert "from __future__" not in source
+    # library calls too (ast only sees syntax): vermin, as for fpga_code/
+    proc = subprocess.run([str(Path(sys.executable).with_name("vermin")), "--target=3.7",
+                           "--no-tips", "--violations", str(RUNNER)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 # -- SSH: a real sshd plays the board ---------------------------------------------------------
