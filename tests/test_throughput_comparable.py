@@ -17,7 +17,9 @@ from anb.collect_throughput.driver import ProtocolMismatch, measure_archs
 from anb.collect_throughput.environment import parse_nvidia_smi
 from anb.collect_throughput.measure import measure
 from anb.collect_throughput.merge import MixedProtocols, merge_records
-from anb.collect_throughput.protocol import Protocol, StoppingRule, WarmupRule, load_device
+from anb.collect_throughput.protocol import (FINGERPRINT_FIELDS, LATER_FINGERPRINT_FIELDS,
+                                            Protocol, StoppingRule, WarmupRule, load_device,
+                                            protocol_difference)
 from anb.searchspace.arch import EFFICIENTNET_B0
 from anb.searchspace.sampler import Sampler
 
@@ -36,13 +38,45 @@ def _records(out: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (out / "cpu-ort").glob("*.json")}
 
 
+# field: (settings that make the change valid, applied to both sides; the change itself)
+FINGERPRINT_CASES = {
+    "device": ({}, {"device": "cpu-ort2"}),
+    "backend": ({}, {"backend": "torch"}),
+    "kind": ({}, {"kind": "throughput"}),
+    "batch": ({}, {"batch": 2}),
+    "resolution": ({}, {"resolution": 64}),
+    "precision": ({}, {"precision": "fp16"}),
+    "threads": ({"clock": "wall"}, {"threads": 2}),
+    "layout": ({}, {"layout": "channels_last"}),
+    "inputs": ({"imagenet_dir": "/data/a"}, {"inputs": "imagenet"}),
+    "clock": ({"clock": "wall"}, {"clock": "cpu"}),
+    "pinned": ({"pinned": True}, {"pinned": False}),
+    "compile": ({}, {"compile": True}),
+    "cudnn_benchmark": ({"cudnn_benchmark": True}, {"cudnn_benchmark": False}),
+    "allow_fallbacks": ({"allow_fallbacks": False}, {"allow_fallbacks": True}),
+    "calibration_images": ({}, {"calibration_images": 32}),
+    "quantization": ({"quantization": "per-channel"}, {"quantization": "dpu"}),
+    "warmup": ({}, {"warmup": WarmupRule(min_steps=7)}),
+    "stopping": ({}, {"stopping": StoppingRule(budget_seconds=0.5)}),
+    "cuda_graphs": ({"backend": "cuda", "clock": "wall"}, {"cuda_graphs": True}),
+}
+
+
 def test_fingerprint_follows_every_setting_that_changes_the_number():
+    """One case per fingerprinted field; each changes exactly that setting (so removing any
+    field from FINGERPRINT_FIELDS, or a later field from LATER_FINGERPRINT_FIELDS, fails)."""
     base = next(iter(_device().protocols))
     assert base.fingerprint == next(iter(_device().protocols)).fingerprint
-    for changes in ({"resolution": 64}, {"batch": 2}, {"precision": "fp32", "threads": 2},
-                    {"stopping": StoppingRule(budget_seconds=0.5)}, {"clock": "cpu"},
-                    {"pinned": False}):
-        assert base.replace(**changes).fingerprint != base.fingerprint, changes
+    for name, (setup, change) in FINGERPRINT_CASES.items():
+        before = base.replace(**setup)
+        after = before.replace(**change)
+        assert getattr(after, name) != getattr(before, name), name  # the case changes it
+        changed = {k for k, v in after.as_dict().items() if before.as_dict()[k] != v}
+        assert changed == {name}, (name, changed)  # and nothing else
+        assert after.fingerprint != before.fingerprint, name
+        assert protocol_difference(before.as_dict(), after.as_dict()).startswith(name), name
+    # a field added to the fingerprint needs its case here
+    assert set(FINGERPRINT_CASES) == {*FINGERPRINT_FIELDS, *LATER_FINGERPRINT_FIELDS}
     # where the images lie is not part of the protocol
     a = base.replace(inputs="imagenet", imagenet_dir="/data/a")
     assert a.fingerprint == base.replace(inputs="imagenet", imagenet_dir="/b").fingerprint

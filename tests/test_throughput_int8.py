@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 import anb
 from anb.cli import app
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
-from anb.collect_throughput.digits import digits_images
+from anb.collect_throughput.digits import digits_images, top1
 from anb.collect_throughput.measure import measure
 from anb.collect_throughput.protocol import load_device
 from anb.collect_throughput.quantize import cosine, sqnr_db
@@ -102,8 +102,19 @@ def _scales(path) -> dict[str, np.ndarray]:
     return {n: numpy_helper.to_array(inits[n]) for n in names}
 
 
+def _zero_points(path) -> dict[str, np.ndarray]:
+    from onnx import numpy_helper
+
+    model = onnx.load(str(path))
+    inits = {i.name: i for i in model.graph.initializer}
+    names = {n.input[2] for n in model.graph.node
+             if n.op_type in ("QuantizeLinear", "DequantizeLinear") and len(n.input) > 2}
+    return {n: numpy_helper.to_array(inits[n]) for n in names}
+
+
 def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
-    """Issue 12 item 6: the DPU's fix_point scheme, beside the per-channel one."""
+    """Issue 12 item 6: the DPU's fix_point scheme (symmetric: every zero-point 0), beside the
+    per-channel one."""
     calibration, _ = digits_images(64, "train")
     float_path = float_onnx(ARCH, tmp_path, 64)
     dpu = quantize_int8(float_path, tmp_path / "dpu.onnx", calibration[:32], scheme="dpu")
@@ -113,6 +124,10 @@ def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
         assert scale.size == 1, name  # one scale per tensor, weights included
         exponent = np.log2(float(scale.ravel()[0]))
         assert exponent == np.round(exponent), (name, scale)  # 2**-fix_point
+    zero_points = _zero_points(dpu)
+    assert len(zero_points) > 20
+    for name, zero_point in zero_points.items():
+        assert not zero_point.any(), (name, zero_point)  # symmetric: 0 for every tensor
     per_channel = _scales(quantize_int8(float_path, tmp_path / "pc.onnx", calibration[:32]))
     assert any(s.size > 1 for s in per_channel.values())
     images, _ = digits_images(64, "test")
@@ -122,16 +137,17 @@ def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
         quantize_int8(float_path, tmp_path / "x.onnx", calibration[:4], scheme="fix")
 
 
-def _image_folder(root, classes=4, per_class=12, size=40):
+def _image_folder(root, classes=4, per_class=12, size=40, width=None):
     from PIL import Image
 
     rng = np.random.default_rng(0)
+    width = width or size
     for c in range(classes):
         (root / f"n{c:04d}").mkdir(parents=True)
         for i in range(per_class):
-            colour = np.zeros((size, size, 3), dtype=np.uint8)
+            colour = np.zeros((size, width, 3), dtype=np.uint8)
             colour[..., c % 3] = 40 * (c + 1)
-            noise = rng.integers(0, 40, (size, size, 3), dtype=np.uint8)
+            noise = rng.integers(0, 40, (size, width, 3), dtype=np.uint8)
             Image.fromarray(colour + noise).save(root / f"n{c:04d}" / f"img_{i:03d}.png")
     return root
 
@@ -149,14 +165,81 @@ def test_stratified_sample_covers_every_class_and_is_seeded(tmp_path):
     assert calibration_and_eval(folder, 10, 15, seed=4)[1] != evaluated
 
 
+def _trainer_val_images(items, resolution, crop_ratio=0.875):
+    """The trainer's validation transform, spelt out: centre crop of ``crop_ratio`` x the short
+    side resized to ``resolution`` (FolderDataset, val), then the trainer's normalisation."""
+    import torch
+
+    from anb.collect_accuracy.data import normalise
+    from anb.collect_accuracy.imagefolder import FolderDataset
+
+    data = FolderDataset([f for f, _ in items], [y for _, y in items], False, resolution,
+                         crop_ratio, 0)
+    x = torch.from_numpy(np.stack([data[i][0] for i in range(len(data))])).permute(0, 3, 1, 2)
+    return normalise(x).contiguous()
+
+
+def _trained_model(folder, resolution=32):
+    """A 1000-class network of ARCH with BatchNorm statistics re-estimated on the folder and a
+    classifier fitted to its 4 classes (through the trainer's transform): near 100 % top-1
+    there, where a fresh initialisation is at chance or below (its argmax falls on any of
+    1000 classes)."""
+    import torch
+    from sklearn.linear_model import LogisticRegression
+
+    from anb.collect_throughput.inputs import labelled_files
+    from anb.searchspace.model import build_model
+
+    torch.manual_seed(1)
+    model = build_model(ARCH)
+    items = [(f, label) for label, files in enumerate(labelled_files(folder)) for f in files]
+    x = _trainer_val_images(items, resolution)
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            module.reset_running_stats()
+            module.momentum = None  # cumulative average over the pass
+    with torch.no_grad():
+        model.train()(x)
+        features = model.eval().pool(model.forward_features(x)).flatten(1).numpy()
+    labels = np.asarray([y for _, y in items])
+    mean, std = features.mean(0), features.std(0) + 1e-6
+    probe = LogisticRegression(C=1.0, max_iter=2000).fit((features - mean) / std, labels)
+    weight = probe.coef_ / std
+    with torch.no_grad():
+        model.classifier.weight.zero_()
+        model.classifier.bias.fill_(-10.0)
+        model.classifier.weight[:4] = torch.from_numpy(weight.astype(np.float32))
+        model.classifier.bias[:4] = torch.from_numpy(
+            (probe.intercept_ - weight @ mean).astype(np.float32))
+    return model
+
+
+def _checkpoint_top1(model, folder, resolution, evaluation, calibration=8, seed=0):
+    """Top-1 (%) of ``model`` on the images quant-report evaluates (same sample, same
+    trainer's transform)."""
+    import torch
+
+    from anb.collect_throughput.inputs import calibration_and_eval
+
+    _, items = calibration_and_eval(folder, calibration, evaluation, seed)
+    with torch.no_grad():
+        logits = model(_trainer_val_images(items, resolution)).numpy()
+    return top1(logits, np.asarray([y for _, y in items]))
+
+
 def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
-    """A trainer checkpoint + an image folder; the FPGA target uses the DPU scheme."""
+    """A trainer checkpoint + an image folder; the FPGA target uses the DPU scheme. The
+    report's top-1 is the checkpoint's own on the same images (a fresh network's is not)."""
     import torch
 
     from anb.searchspace.model import build_model
 
     folder = _image_folder(tmp_path / "val")
-    model = build_model(ARCH).eval()
+    model = _trained_model(folder)
+    expected = _checkpoint_top1(model, folder, 32, 16)
+    torch.manual_seed(2)
+    fresh = _checkpoint_top1(build_model(ARCH).eval(), folder, 32, 16)
+    assert expected >= 90 and fresh <= 50  # the checkpoint differs clearly from an init
     torch.save({"format": 1, "model": {f"module.{k}": v for k, v in model.state_dict().items()},
                 "epoch": 1}, tmp_path / "ckpt.pt")
     result = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path / "r"),
@@ -168,8 +251,9 @@ def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
     assert summary["scheme"] == "dpu" and summary["agreement_meaningful"] is True
     assert summary["weights"].startswith("trained weights") and "note:" not in result.output
     assert summary["eval_images"] == 16 and "4 classes" in summary["dataset"]
-    with torch.no_grad():  # the loaded weights are the checkpoint's: same float top-1
-        assert summary["float_top1"] == pytest.approx(summary["torch_top1"], abs=7.0)
+    assert "trainer's validation transform" in summary["preprocessing"]
+    # the loaded weights are the checkpoint's: its top-1, in torch and in the float ONNX model
+    assert summary["torch_top1"] == expected and summary["float_top1"] == expected
     cpu = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path / "c"),
                               "--images", str(folder), "--resolution", "32", "--target", "cpu",
                               "--calibration", "8", "--eval-images", "8"])
@@ -180,3 +264,58 @@ def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
     bad = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path / "b"),
                               "--weights", str(tmp_path / "ckpt.pt")])
     assert bad.exit_code == 2 and "weights need images" in bad.output
+
+
+def test_quant_report_reads_an_artifact_folder_and_refuses_another_architecture(tmp_path):
+    """The trainer's wandb artifact (weights.pt + record.json) gives the weights and names the
+    architecture; weights of another architecture are refused, naming both."""
+    import torch
+
+    folder = _image_folder(tmp_path / "val")
+    model = _trained_model(folder)
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    torch.save(model.state_dict(), artifact / "weights.pt")
+    record = {"provenance": {"arch": str(ARCH), "arch_id": ARCH.id}}
+    (artifact / "record.json").write_text(json.dumps(record))
+    args = ["--weights", str(artifact), "--images", str(folder), "--resolution", "32",
+            "--calibration", "8", "--eval-images", "16"]
+    result = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path / "r"), *args])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["weights"] == f"trained weights from {artifact}"
+    assert summary["torch_top1"] == _checkpoint_top1(model, folder, 32, 16) >= 90
+
+    other = next(a for a in Sampler(7).sample(5) if a.id != ARCH.id)
+    bad = runner.invoke(app, ["quant-report", str(other), "--out", str(tmp_path / "b"), *args])
+    assert bad.exit_code == 2 and bad.output.startswith("error:")
+    message = " ".join(bad.output.split())
+    assert str(artifact) in message and "record.json" in message
+    assert f"trained for {ARCH}" in message and f"asked for {other}" in message
+    assert not (tmp_path / "b").exists()
+
+
+def test_quant_report_preprocesses_images_as_the_trainers_validation(tmp_path):
+    """Images are scored as the trainer validated them (short side at resolution / 0.875,
+    centre crop), not as the GPU timing inputs are built (short side at the resolution)."""
+    import torch
+
+    from anb.collect_accuracy.config import load_config
+    from anb.collect_accuracy.data import make_loaders
+    from anb.collect_accuracy.imagefolder import scan
+    from anb.collect_throughput.inputs import preprocess_image
+    from anb.collect_throughput.quant_report import eval_inputs
+
+    folder = _image_folder(tmp_path / "val", classes=2, per_class=3, size=40, width=56)
+    paths, labels, _ = scan(folder)
+    config = load_config(None, ["--kind", "folder", "--train_path", str(folder), "--val_path",
+                                str(folder), "--num_workers", "0", "--val_res", "32",
+                                "--val_batch_size", "8", "--batch_size", "2"])
+    assert config["trainval"]["crop_ratio"] == 0.875
+    (trainer_x, trainer_y), = list(make_loaders(config, 0, 1, torch.device("cpu")).val())
+    x, y = eval_inputs(list(zip(paths, labels)), 32)
+    assert x.dtype == np.float32 and x.shape == (6, 3, 32, 32)
+    assert np.array_equal(x, trainer_x.numpy()) and np.array_equal(y, trainer_y.numpy())
+    assert np.array_equal(x[:1], _trainer_val_images([(paths[0], 0)], 32).numpy())
+    # the GPU timing path keeps its own geometry (no crop margin): not the same pixels
+    assert not np.allclose(x[0], preprocess_image(paths[0], 32), atol=1e-3)

@@ -59,6 +59,35 @@ def test_device_rules_cover_reference_passes(config, table, name, floor, section
         assert got >= floor, f"{config} {table}.{name} = {got}; {section} used {floor}"
 
 
+COMMENTED = ("tpuv2", "tpuv3", "a100", "3090", "h100")
+
+
+@pytest.mark.parametrize("config", COMMENTED)
+def test_config_comments_state_the_batch_and_resolution_measured(config):
+    """Every "batch N" / "N px" a config's comments mention (outside its [latency] table, which
+    is batch 1) is the throughput protocol's: the comment cannot contradict the setting."""
+    import re
+
+    from anb.collect_throughput.protocol import CONFIG_DIR
+
+    protocol = _protocol(config, "throughput")
+    table, comments = None, []
+    for line in (CONFIG_DIR / f"{config}.toml").read_text().splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            table = line.strip("[]").strip()
+        elif line.startswith("#") and table != "latency":
+            comments.append(line.lstrip("#"))
+    text = " ".join(comments)
+    batches = [int(n) for n in re.findall(r"\bbatch\s+(\d+)", text, flags=re.IGNORECASE)]
+    assert batches, f"{config}.toml: no 'batch N' in its comments"
+    assert set(batches) == {protocol.batch}, \
+        f"{config}.toml: comments say batch {batches}, [throughput] batch = {protocol.batch}"
+    sizes = [int(n) for n in re.findall(r"\b(\d+)\s*px\b", text)]
+    assert set(sizes) <= {protocol.resolution}, \
+        f"{config}.toml: comments say {sizes} px, resolution = {protocol.resolution}"
+
+
 def test_tpu_runs_one_core():
     """REFERENCE.md section 4 (TPU): one core: the back-end uses the process's one device."""
     source = (REPO / "anb/collect_throughput/backends/xla.py").read_text()

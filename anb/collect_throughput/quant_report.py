@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from anb.collect_throughput.digits import digits_images, fit_digits, top1
-from anb.collect_throughput.inputs import calibration_and_eval, preprocess_image
+from anb.collect_throughput.inputs import calibration_and_eval
 from anb.collect_throughput.quantize import (SCHEMES, ArrayReader, cosine, preprocess_float,
                                              quantize_int8, run_model, sqnr_db)
 from anb.io import atomic_write, atomic_write_json
@@ -121,21 +121,46 @@ def load_weights(path: str | Path) -> tuple[dict, str | None]:
     return clean, arch
 
 
-def _folder_images(items: list, resolution: int) -> tuple[np.ndarray, np.ndarray]:
-    x = np.stack([preprocess_image(f, resolution) for f, _ in items]).astype(np.float32)
-    return x, np.asarray([y for _, y in items], dtype=np.int64)
+VAL_CROP_RATIO = 0.875
+"""The trainer's default ``trainval.crop_ratio`` (224/256)."""
+
+
+def eval_inputs(items: list, resolution: int, crop_ratio: float = VAL_CROP_RATIO,
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)``: the ``(file, label)`` items through the trainer's validation transform, which
+    trained weights were scored with: :class:`anb.collect_accuracy.imagefolder.FolderDataset`
+    (centre crop of ``crop_ratio`` x the short side, i.e. the short side at ``resolution /
+    crop_ratio``, resized to ``resolution``, bilinear) and the trainer's ImageNet
+    normalisation; NCHW float32. Not the GPU timing inputs
+    (:func:`anb.collect_throughput.inputs.preprocess_image`, no crop margin)."""
+    import torch
+
+    from anb.collect_accuracy.data import normalise
+    from anb.collect_accuracy.imagefolder import FolderDataset
+
+    labels = np.asarray([y for _, y in items], dtype=np.int64)
+    if not items:
+        return np.zeros((0, 3, resolution, resolution), dtype=np.float32), labels
+    data = FolderDataset([Path(f) for f, _ in items], labels.tolist(), train=False,
+                         res=resolution, crop_ratio=crop_ratio, seed=0)
+    hwc = np.stack([data[i][0] for i in range(len(data))])
+    x = normalise(torch.from_numpy(hwc).permute(0, 3, 1, 2))
+    return np.ascontiguousarray(x.numpy(), dtype=np.float32), labels
 
 
 def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibration: int = 64,
                  eval_images: int = 100, cos_threshold: float = 0.99, sqnr_threshold: float = 20.0,
                  seed: int = 0, scheme: str = "dpu", weights: str | Path | None = None,
-                 images: str | Path | None = None) -> dict[str, Any]:
+                 images: str | Path | None = None, crop_ratio: float = VAL_CROP_RATIO,
+                 ) -> dict[str, Any]:
     """Write the report for ``arch`` into ``out``; return the summary.
 
     With ``weights`` (trained, see :func:`load_weights`) and ``images`` (class sub-folders,
     sampled across all classes with ``seed``) the accuracy change is that of the trained
-    network. Without weights the backbone is random (a linear probe fitted on digits, or
-    nothing on a folder): the summary says ``agreement_meaningful: false``.
+    network; the folder's images (calibration and evaluation alike) go through the trainer's
+    validation transform (:func:`eval_inputs`, ``crop_ratio``). Without weights the backbone
+    is random (a linear probe fitted on digits, or nothing on a folder): the summary says
+    ``agreement_meaningful: false``.
     """
     import torch
 
@@ -144,6 +169,8 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
     arch = as_arch(arch)
     if resolution < 32:
         raise ValueError(f"resolution={resolution} is invalid; allowed: an integer >= 32")
+    if not 0 < crop_ratio <= 1:
+        raise ValueError(f"crop_ratio={crop_ratio} is invalid; allowed: a number in (0, 1]")
     if scheme not in SCHEMES:
         raise ValueError(f"scheme={scheme!r} is invalid; allowed: {sorted(SCHEMES)}")
     if weights is not None and images is None:
@@ -153,7 +180,9 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
     if weights is not None:
         state, trained_arch = load_weights(weights)
         if trained_arch is not None and as_arch(trained_arch).id != arch.id:
-            raise ValueError(f"weights={str(weights)!r} are of {trained_arch}, not {arch}")
+            raise ValueError(f"weights={str(weights)!r} were trained for {trained_arch} "
+                             f"(its record.json), but the report was asked for {arch}: give "
+                             "the architecture the weights belong to")
         model = build_model(arch).eval()
         model.load_state_dict(state)
         source = f"trained weights from {weights}"
@@ -165,14 +194,17 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
         source = "random backbone + linear probe fitted on digits"
     if images is not None:
         calib_items, eval_items = calibration_and_eval(images, calibration, eval_images, seed)
-        x_train, _ = _folder_images(calib_items, resolution)
-        x_test, y_test = _folder_images(eval_items, resolution)
+        x_train, _ = eval_inputs(calib_items, resolution, crop_ratio)
+        x_test, y_test = eval_inputs(eval_items, resolution, crop_ratio)
         dataset = f"image folder {images} ({len(set(y_test.tolist()))} classes in the sample)"
+        preprocessing = (f"trainer's validation transform: centre crop {crop_ratio} of the short "
+                         f"side, resized to {resolution} px, ImageNet mean/std")
     else:
         x_train, _ = digits_images(resolution, "train", seed)
         x_test, y_test = digits_images(resolution, "test", seed)
         x_test, y_test = x_test[:eval_images], y_test[:eval_images]
         dataset = "sklearn digits (8x8 upscaled)"
+        preprocessing = f"digits upscaled to {resolution} px, [-1, 1]"
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="anb-qreport-") as tmp:
         raw = export_onnx(model, Path(tmp) / "float_raw.onnx", resolution=resolution)
@@ -188,6 +220,7 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
         "resolution": resolution,
         "scheme": scheme, **{f"scheme_{k}": v for k, v in SCHEMES[scheme].items()},
         "weights": source, "agreement_meaningful": weights is not None, "dataset": dataset,
+        "preprocessing": preprocessing,
         "calibration_images": int(min(calibration, len(x_train))),
         "eval_images": int(len(y_test)),
         "float_top1": top1(float_logits, y_test), "int8_top1": top1(int8_logits, y_test),
