@@ -14,6 +14,14 @@ it, correctly, where the store is not shared). A handler's result is JSON; ``res
 (measure) is the per-architecture record, written to ``<out>/<device>/<arch_id>.json`` by
 :func:`publish` once the queue accepted the result, so it is written exactly once.
 
+Devices of either kind of config work here (:func:`anb.collect_throughput.driver.load_target`
+tells them apart): ``measure`` runs the device's target, so a Qualcomm SNPE config
+(``configs/devices/qualcomm/*.toml``) is measured on its board by
+:func:`~anb.collect_throughput.qualcomm.stages.measure_qualcomm` through its transport, and its
+per-layer table (``result["files"]``) is published beside the record. A Qualcomm device's host
+stages (export, DLC conversion, quantization) run inside its ``measure`` job; the separate
+export/convert/accuracy stages are for protocol configs.
+
 Add a stage with :func:`register_stage` (``handler`` is ``"module:function"``, imported when
 first used).
 """
@@ -71,17 +79,34 @@ class StageContext:
     store: Path
     out: Path | None = None
     devices: dict[str, Any] = field(default_factory=dict)
-    """Device configs (:class:`~anb.collect_throughput.protocol.DeviceConfig`) this worker was
-    started with, by name; others come from the job's payload or the shipped configs."""
+    """Device configs (:class:`~anb.collect_throughput.protocol.DeviceConfig` or
+    :class:`~anb.collect_throughput.qualcomm.config.QualcommDevice`) this worker was started
+    with, by name; others come from the job's payload or the shipped configs."""
 
     def device(self, job: Job):
-        from anb.collect_throughput.protocol import device_from_mapping, load_device
+        from anb.collect_throughput.driver import load_any_device
 
         if job.device in self.devices:
             return self.devices[job.device]
         if "device_config" in job.payload:
-            return device_from_mapping(job.payload["device_config"])
-        return load_device(job.device)
+            return load_any_device(job.payload["device_config"])
+        return load_any_device(job.device)
+
+    def target(self, job: Job):
+        """The job's device as a :class:`~anb.collect_throughput.driver.MeasureTarget`."""
+        from anb.collect_throughput.driver import as_target
+
+        return as_target(self.device(job))
+
+    def protocol_device(self, job: Job):
+        """The job's device for the stages that run its protocols one by one (export, convert,
+        accuracy); a clear error for a Qualcomm device."""
+        device = self.device(job)
+        if not hasattr(device, "protocols"):
+            raise ValueError(f"device {device.name!r} is a Qualcomm {device.sdk.upper()} device: "
+                             f"stage {job.stage!r} is not run separately for it (its measure "
+                             "stage exports, converts, quantizes and measures); queue 'measure'")
+        return device
 
     def store_dir(self, job: Job) -> Path:
         path = Path(self.store) / job.device
@@ -130,7 +155,7 @@ def run_export(job: Job, ctx: StageContext) -> dict[str, Any]:
     from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
     from anb.searchspace.arch import as_arch
 
-    device = ctx.device(job)
+    device = ctx.protocol_device(job)
     arch = as_arch(job.arch)
     path = float_onnx(arch, ctx.store_dir(job), device.protocols[0].resolution)
     return {"model": str(path), "bytes": path.stat().st_size}
@@ -140,7 +165,7 @@ def _prepare(job: Job, ctx: StageContext) -> list[tuple[str, Path, dict]]:
     from anb.collect_throughput.backends import get_backend
     from anb.searchspace.arch import as_arch
 
-    device = ctx.device(job)
+    device = ctx.protocol_device(job)
     arch = as_arch(job.arch)
     out = []
     for protocol in device.protocols:
@@ -166,24 +191,13 @@ def run_convert(job: Job, ctx: StageContext) -> dict[str, Any]:
 
 
 def run_measure(job: Job, ctx: StageContext) -> dict[str, Any]:
-    """Measure every protocol of the device: on its board (``[remote]``) or on this host."""
-    from anb.collect_throughput.result import arch_record
+    """Measure the device's keys for the job's architecture with the device's target
+    (protocols on its board or on this host; a Qualcomm device on its board over its
+    transport), models prepared in the store."""
     from anb.searchspace.arch import as_arch
 
-    device = ctx.device(job)
     arch = as_arch(job.arch)
-    if device.remote:
-        from anb.collect_throughput.remote import measure_remote
-
-        ms = measure_remote(device, arch, ctx.store_dir(job))
-    else:
-        from anb.collect_throughput.measure import measure
-
-        ms = [measure(arch, p, ctx.store_dir(job)) for p in device.protocols]
-    latency = [m.value for m in ms if m.kind == "latency"]
-    return {"record": arch_record(arch, ms, tool="anb worker"),
-            "values": {m.key: m.value for m in ms},
-            "latency_ms": latency[0] if latency else None}
+    return ctx.target(job).measure_job(arch, ctx.store_dir(job))
 
 
 def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
@@ -197,7 +211,7 @@ def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
     from anb.collect_throughput.quantize import run_model
     from anb.searchspace.arch import as_arch
 
-    device = ctx.device(job)
+    device = ctx.protocol_device(job)
     arch = as_arch(job.arch)
     protocol = device.protocols[0]
     images, _ = digits_images(protocol.resolution, "test")
@@ -222,15 +236,27 @@ def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
 
 def publish(job: Job, result: dict[str, Any], out: Path | None) -> Path | None:
     """Write a measure result's record to ``<out>/<device>/<arch_id>.json``, adding its
-    entries to a record already there (atomic; call after the queue accepted the result)."""
+    entries to a record already there, and copy the files it lists (``result["files"]``, e.g.
+    a Qualcomm per-layer table) beside it (atomic; call after the queue accepted the result).
+    A listed file this host cannot see (a store not shared with it) is skipped."""
     record = result.get("record")
     if out is None or record is None:
         return None
+    import logging
+    import shutil
+
     from anb.collect_throughput.driver import read_result, result_path
-    from anb.io import atomic_write_json
+    from anb.io import atomic_write, atomic_write_json
     from anb.searchspace.arch import as_arch
 
     path = result_path(out, job.device, as_arch(job.arch))
+    for name in result.get("files") or []:
+        source = Path(name)
+        if source.is_file():
+            atomic_write(path.parent / source.name, lambda t, s=source: shutil.copyfile(s, t))
+        else:
+            logging.getLogger(__name__).warning("job %d: %s is not on this host; not copied",
+                                                job.id, source)
     old = read_result(path)
     if old is not None:
         old["platform_perf"].update(record["platform_perf"])

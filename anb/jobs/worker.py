@@ -175,12 +175,14 @@ def serve(worker: Worker, **kwargs: Any) -> WorkerStats:
 
 
 def make_context(store: str | Path, out: str | Path | None, devices: list[str]) -> StageContext:
-    """A :class:`StageContext` with the device configs ``devices`` (names or TOML paths)."""
-    from anb.collect_throughput.protocol import load_device
+    """A :class:`StageContext` with the device configs ``devices`` (names or TOML paths; a
+    protocol config or a Qualcomm SNPE one, see
+    :func:`anb.collect_throughput.driver.load_target`)."""
+    from anb.collect_throughput.driver import load_any_device
 
     configs = {}
     for spec in devices:
-        config = load_device(spec)
+        config = load_any_device(spec)
         configs[config.name] = config
     Path(store).mkdir(parents=True, exist_ok=True)
     return StageContext(store=Path(store), out=Path(out) if out else None, devices=configs)

@@ -21,7 +21,8 @@ def search(
     noise: bool = typer.Option(False, help="Query plausible noisy observations, not means."),
     out: Path = typer.Option(Path("outputs/search"), help="Results folder."),
     measure: Optional[str] = typer.Option(None, help="Measure this device's metrics in the "
-                                          "loop (device config name or TOML, e.g. cpu-ort)."),
+                                          "loop (device config name or TOML, e.g. cpu-ort, or a "
+                                          "Qualcomm SNPE config such as snpe-dsp)."),
     queue: Optional[str] = typer.Option(None, help="With --measure: submit measurements to "
                                         "this job queue instead of measuring here."),
     max_measurements: Optional[int] = typer.Option(None, help="With --measure: at most this "

@@ -4,13 +4,16 @@ surrogate (or the analytic counters).
 A :class:`Measurer` measures architectures on one device and answers with futures:
 :class:`LocalMeasurer` runs the throughput stage here (``anb measure``'s driver, results in
 ``<out>/<device>/<arch_id>.json``), :class:`QueueMeasurer` submits ``measure`` jobs to the job
-queue and waits for the workers that reach the device. :class:`MeasuredEvaluator` is an
-evaluator for :mod:`anb.nas.search`: the device's metrics (``throughput_<device>``,
-``latency_<device>``) come from the measurer, cached by (architecture id, device) in memory and
-on disk; each batch's new architectures are submitted together and awaited together; the rest
-come from the surrogate. Budgets: ``max_measurements`` new measurements and ``max_hours`` of
-wall time; past either :class:`BudgetExhausted` ends the search, and :meth:`report` writes what
-was found from the evaluator's own log (every evaluation, measured or cached, in order).
+queue and waits for the workers that reach the device. The device is either kind of config
+(:func:`anb.collect_throughput.driver.load_target`): a protocol config, or a Qualcomm SNPE one
+measured on its board with ``measure_qualcomm`` through its transport.
+:class:`MeasuredEvaluator` is an evaluator for :mod:`anb.nas.search`: the device's metrics
+(``throughput_<device>``, ``latency_<device>``) come from the measurer, cached by (architecture
+id, device) in memory and on disk; each batch's new architectures are submitted together and
+awaited together; the rest come from the surrogate. Budgets: ``max_measurements`` new
+measurements and ``max_hours`` of wall time; past either :class:`BudgetExhausted` ends the
+search, and :meth:`report` writes what was found from the evaluator's own log (every
+evaluation, measured or cached, in order).
 """
 from __future__ import annotations
 
@@ -72,20 +75,21 @@ class LocalMeasurer(Measurer):
 
     def __init__(self, device: str, out: str | Path, overrides: dict[str, Any] | None = None,
                  interleave: int = 8):
-        from anb.collect_throughput.protocol import load_device
+        from anb.collect_throughput.driver import load_target
 
-        self.config = load_device(device, overrides or {})
-        self.device = self.config.name
-        self.metrics = tuple(p.key for p in self.config.protocols)
+        self.target = load_target(device, overrides or {})
+        self.config = self.target.config
+        self.device = self.target.name
+        self.metrics = tuple(self.target.keys)
         self.out, self.interleave = Path(out), interleave
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anb-measure")
 
     def _measure(self, archs: list[Arch], futures: list[Future]) -> None:
-        from anb.collect_throughput.driver import measure_archs, read_result, result_path
+        from anb.collect_throughput.driver import read_result, result_path
 
         try:
-            summary = measure_archs(self.config, archs, self.out, progress=False,
-                                    keep_going=True, interleave=self.interleave, anchors=())
+            summary = self.target.measure(archs, self.out, progress=False, keep_going=True,
+                                          interleave=self.interleave, anchors=())
         except Exception as err:  # noqa: BLE001 - every future of the batch gets the error
             for fut in futures:
                 fut.set_exception(err)
@@ -281,7 +285,7 @@ def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | 
     """Run ``algorithm`` (an :data:`anb.nas.search.ALGORITHMS` entry) with ``device``'s metrics
     measured in the loop (here, or through the job queue at ``queue``); write the report into
     ``out`` (records of local measurements under ``out/measurements``)."""
-    from anb.collect_throughput.protocol import load_device
+    from anb.collect_throughput.driver import load_target
     from anb.nas.search import Problem
 
     objs = [Objective.parse(o) for o in objectives]
@@ -289,8 +293,8 @@ def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | 
     if queue is None:
         measurer: Measurer = LocalMeasurer(device, Path(out) / "measurements")
     else:
-        config = load_device(device)
-        measurer = QueueMeasurer(queue, config.name, [p.key for p in config.protocols])
+        target = load_target(device)
+        measurer = QueueMeasurer(queue, target.name, target.keys)
     if not any(o.metric in measurer.metrics for o in objs) and \
             not any(c.metric in measurer.metrics for c in cons):
         measurer.close()

@@ -1,0 +1,200 @@
+"""A Qualcomm SNPE device in the measurement loop: ``anb search --measure <qualcomm config>``
+here, and the queue worker's ``measure`` stage for a Qualcomm device (records published once;
+tool missing, tool error and no device ending as the worker does for any device).
+
+As in ``tests/test_qualcomm.py`` the SDK tools are STAND-INS (tests/standins/snpe/) and the
+board is this machine through the ``local://`` transport (an ``adb`` stand-in with no board
+attached for "no device"); 32 px models, 1 s throughput runs.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from anb.cli import app
+from anb.collect_throughput.driver import load_target
+from anb.jobs.queue import JobSpec, open_queue
+from anb.searchspace.arch import as_arch
+from anb.searchspace.sampler import Sampler
+
+STANDINS = Path(__file__).parent / "standins" / "snpe"
+KEYS = ("throughput_qc-32", "latency_qc-32")
+CONFIG = """# a small SNPE DSP config for tests: the board is this machine (local://)
+name = "{name}"
+sdk = "snpe"
+runtime = "dsp"
+transport = "{transport}"
+remote_dir = "{board}"
+resolution = 32
+duration = 1
+perf_profile = "balanced"
+latency_inputs = 2
+
+[quantization]
+calibration_images = 4
+"""
+
+
+def qualcomm_config(folder: Path, name: str = "qc-32", transport: str = "local://") -> Path:
+    path = folder / f"{name}.toml"
+    path.write_text(CONFIG.format(name=name, transport=transport, board=folder / "board"))
+    return path
+
+
+def _path(*first: Path) -> str:
+    return ":".join([*map(str, first), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
+
+
+@pytest.fixture
+def sdk_path(monkeypatch):
+    """The SNPE stand-ins first on PATH (with this interpreter's python3)."""
+    monkeypatch.setenv("PATH", _path(STANDINS))
+    monkeypatch.delenv("SNPE_ROOT", raising=False)
+    monkeypatch.delenv("ANB_STANDIN_SNPE_RUNTIMES", raising=False)
+
+
+def _record(folder: Path, arch_id: str) -> dict:
+    return json.loads((folder / "qc-32" / f"{arch_id}.json").read_text())
+
+
+def test_a_qualcomm_config_is_a_measurement_target(tmp_path):
+    target = load_target(qualcomm_config(tmp_path))
+    assert (target.name, target.keys) == ("qc-32", KEYS)
+    assert type(target).__name__ == "QualcommTarget"
+    assert load_target("snpe-dsp", {"duration": 5}).config.duration == 5
+    assert type(load_target("cpu-ort")).__name__ == "ProtocolTarget"
+    with pytest.raises(ValueError, match="sdk='qnn' cannot be measured"):
+        load_target("qnn-htp")
+
+
+def test_search_measure_qualcomm_end_to_end(tmp_path, sdk_path):
+    config = qualcomm_config(tmp_path)
+    out = tmp_path / "search"
+    result = CliRunner().invoke(app, [
+        "search", "--measure", str(config), "-o", f"{KEYS[0]}:max", "-o", "params:min",
+        "--algorithm", "random", "--budget", "40", "--max-measurements", "3", "--seed", "2",
+        "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "qc-32 in the loop" in result.output and "3 measurements" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["device"] == "qc-32" and summary["measurements"] == 3
+    assert summary["stopped"] == "3 measurements spent" and summary["failed"] == {}
+    history = pd.read_csv(out / "history.csv")
+    assert len(history) == 3 and history["measured"].all()
+    records = out / "measurements"
+    assert len(list((records / "qc-32").glob("*.json"))) == 3
+    for row in history.itertuples():
+        record = _record(records, row.arch_id)
+        for key in KEYS:  # the values the search used are measure_qualcomm's records
+            kind = key.split("_")[0]
+            assert history.loc[row.Index, key] == record["platform_perf"][key][f"{kind}_mean"]
+        entry = record["platform_perf"][KEYS[0]]
+        assert entry["sdk"] == "snpe" and entry["runtime"] == "dsp" and entry["precision"] == "int8"
+        assert (records / "qc-32" / entry["layers_file"]).is_file()
+    assert summary["pareto_size"] >= 1
+    assert not any((tmp_path / "board").iterdir()), "board folders removed"
+
+
+def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, sdk_path,
+                                                                      monkeypatch):
+    import anb.jobs.worker as worker_module
+    from anb.jobs.worker import Worker, make_context
+    from anb.nas.evaluators import combined
+    from anb.nas.measured import search_measured
+    from anb.nas.search import random_search
+
+    published: list[int] = []
+    real_publish = worker_module.publish
+
+    def counting_publish(job, result, out):
+        published.append(job.id)
+        return real_publish(job, result, out)
+
+    monkeypatch.setattr(worker_module, "publish", counting_publish)
+    config = qualcomm_config(tmp_path)
+    url = str(tmp_path / "queue.db")
+    results = tmp_path / "results"
+    worker = Worker(open_queue(url), ["measure"],
+                    make_context(tmp_path / "store", results, [str(config)]),
+                    name="qc-worker", poll_seconds=0.1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    search = functools.partial(search_measured, random_search, combined(None, resolution=32),
+                               str(config), url, [f"{KEYS[0]}:max", "params:min"], [], 20, 3,
+                               max_measurements=2)
+    try:
+        first = search(out=tmp_path / "s1")
+        again = search(out=tmp_path / "s2")  # the same candidates: the queue's jobs answer
+    finally:
+        worker.stop.set()
+        thread.join()
+    assert first["measurements"] == 2 and first["failed"] == {}
+    jobs = open_queue(url).jobs()
+    assert [(j.stage, j.device, j.state) for j in jobs] == [("measure", "qc-32", "done")] * 2
+    assert sorted(published) == sorted(j.id for j in jobs), "each record published once"
+    assert worker.stats.done == 2 and again["measurements"] == 2
+    history = pd.read_csv(tmp_path / "s1" / "history.csv")
+    for job in jobs:
+        arch_id = as_arch(job.arch).id
+        record = _record(results, arch_id)
+        assert record == job.result["record"]
+        perf = record["platform_perf"]
+        assert job.result["values"] == {KEYS[0]: perf[KEYS[0]]["throughput_mean"],
+                                        KEYS[1]: perf[KEYS[1]]["latency_mean"]}
+        row = history[history["arch_id"] == arch_id].iloc[0]
+        assert row[KEYS[0]] == perf[KEYS[0]]["throughput_mean"]
+        layers = pd.read_csv(results / "qc-32" / perf[KEYS[0]]["layers_file"])
+        assert (layers["time_us"] > 0).all()
+    assert sorted(p.name for p in (results / "qc-32").iterdir()) == sorted(
+        f"{as_arch(j.arch).id}{s}" for j in jobs for s in (".json", ".layers.csv"))
+    assert pd.read_csv(tmp_path / "s2" / "history.csv")[KEYS[0]].tolist() == \
+        history[KEYS[0]].tolist()
+
+
+def test_queue_jobs_on_qualcomm_devices_fail_naming_the_step(tmp_path, monkeypatch):
+    from anb.jobs.worker import Worker, make_context
+
+    arch = str(Sampler(7).sample(1)[0])
+    adb = tmp_path / "bin" / "adb"  # STAND-IN for adb with no board attached
+    adb.parent.mkdir()
+    adb.write_text("#!/bin/sh\necho \"adb: error: device 'qcs-devkit' not found\" >&2\nexit 1\n")
+    adb.chmod(0o755)
+    local = qualcomm_config(tmp_path)
+    unplugged = qualcomm_config(tmp_path, "qc-adb", "adb://qcs-devkit")
+    url = str(tmp_path / "q.db")
+    ctx = make_context(tmp_path / "store", tmp_path / "results", [str(local), str(unplugged)])
+    q = open_queue(url)
+    # 1. the SDK is not installed: failed at once (a retry cannot help), naming the step
+    monkeypatch.setenv("PATH", _path(adb.parent))
+    monkeypatch.delenv("SNPE_ROOT", raising=False)
+    q.submit([JobSpec(arch, "qc-32", "measure", max_attempts=3)])
+    Worker(q, ["measure"], ctx, "w1", poll_seconds=0.1).run(idle_exit=True)
+    missing, = q.jobs()
+    assert (missing.state, missing.attempts) == ("failed", 1)
+    assert missing.last_error.startswith(
+        "device 'qc-32', step 'convert' (missing): ToolMissing: snpe-onnx-to-dlc")
+    # 2. a tool error on the board (no DSP): failed at once; 3. no device: retried, then failed
+    monkeypatch.setenv("PATH", _path(STANDINS, adb.parent))
+    monkeypatch.setenv("ANB_STANDIN_SNPE_RUNTIMES", "cpu")
+    q.retry([missing.id])
+    q.submit([JobSpec(arch, "qc-adb", "measure", max_attempts=2)])
+    stats = Worker(q, ["measure"], ctx, "w2", poll_seconds=0.1).run(idle_exit=True)
+    jobs = {j.device: j for j in q.jobs()}
+    assert (stats.failed, stats.retried, stats.done) == (2, 1, 0)
+    tool_error = jobs["qc-32"]
+    assert tool_error.state == "failed"
+    assert tool_error.last_error.startswith("device 'qc-32', step 'throughput' (command): ")
+    assert "Runtime DSP is not available" in tool_error.last_error
+    no_device = jobs["qc-adb"]
+    assert (no_device.state, no_device.attempts) == ("failed", 2)
+    assert no_device.last_error.startswith("device 'qc-adb', step 'prepare' (unreachable): ")
+    assert not (tmp_path / "results").exists(), "nothing published"
+    q.close()
