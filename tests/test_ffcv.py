@@ -16,18 +16,24 @@ from anb.collect_accuracy.config import load_config
 from anb.collect_accuracy.data import make_loaders
 from anb.collect_accuracy.imagefolder import scan, write_digits_folder
 from anb.collect_accuracy.train import main
+from anb.searchspace import get_space
 
 from tests.test_train_torchrun import CONFIG
 
 pytest.importorskip("ffcv", reason="FFCV is installed by scripts/ci/accuracy.sh")
 pytestmark = pytest.mark.timeout(300)
 MAX_SIDE = 44
+# odd: 2 ranks cannot split it evenly, so FFCV's distributed sampler would pad it to 360
+VAL_IMAGES = 359
 
 
 @pytest.fixture(scope="module")
 def betons(tmp_path_factory) -> tuple[Path, Path, Path]:
     root = tmp_path_factory.mktemp("ffcv")
     train_dir, val_dir = write_digits_folder(root / "images", sizes=(40, 56))
+    images = sorted(val_dir.glob("*/*.jpg"))
+    images[-1].unlink()  # 360 -> VAL_IMAGES
+    assert len(scan(val_dir)[0]) == VAL_IMAGES
     runner = CliRunner()
     for folder, name in ((train_dir, "train"), (val_dir, "val")):
         result = runner.invoke(app, ["write-ffcv", str(folder), str(root / f"{name}.beton"),
@@ -110,10 +116,20 @@ def test_writer_mixes_raw_and_jpeg_with_compress_probability(betons, tmp_path):
     assert bad.exit_code == 2 and "--compress-probability: value 1.5" in bad.output
 
 
+class _Constant(torch.nn.Module):
+    """Predicts class 0 for every image."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.arange(10, 0, -1, dtype=torch.float32).expand(len(x), -1)
+
+
 def _distributed_loaders(rank: int, port: int, train: str, val: str, queue) -> None:
     import os
 
     import torch.distributed as dist
+
+    from anb.collect_accuracy.distributed import DistInfo
+    from anb.collect_accuracy.train import Trainer
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -125,8 +141,12 @@ def _distributed_loaders(rank: int, port: int, train: str, val: str, queue) -> N
         loaders = make_loaders(config, rank, 2, torch.device("cpu"))
         x, _ = next(iter(loaders.train(0, 32)))
         labels = [int(v) for _, y in loaders.val() for v in y]
+        # the trainer's all-reduced validation over the same loader
+        trainer = Trainer(config, DistInfo(rank, 2, rank, torch.device("cpu"), "test"), loaders,
+                          get_space("anb-mnasnet"))
+        val_top1 = trainer.evaluate(_Constant(), torch.nn.CrossEntropyLoss())["val_top1"]
         queue.put((rank, loaders.train_loader.traversal_order.__class__.__name__,
-                   tuple(x.shape), labels))
+                   tuple(x.shape), labels, val_top1))
     finally:
         dist.destroy_process_group()
 
@@ -138,7 +158,9 @@ def test_distributed_loaders_shuffle_randomly_and_count_each_val_image_once(beto
 
     from anb.collect_accuracy.ffcv_io import train_order
 
-    train, val, _ = betons
+    from ffcv.reader import Reader
+
+    train, val, train_dir = betons
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -157,10 +179,15 @@ def test_distributed_loaders_shuffle_randomly_and_count_each_val_image_once(beto
     assert train_order(True, False) == OrderOption.RANDOM
     assert train_order(False, False) == OrderOption.QUASI_RANDOM
     for rank in range(2):
-        order, shape, _ = results[rank]
+        order, shape, *_ = results[rank]
         assert order == "Random" and shape == (32, 3, 32, 32)
+    # every validation image counted exactly once: FFCV's distributed sampler would pad the
+    # odd count to 360 (one image twice)
+    assert Reader(str(val)).num_samples == VAL_IMAGES
     labels = results[0][2] + results[1][2]
-    assert len(labels) == 360  # the validation folder's images, none twice
-    from anb.collect_accuracy.data import digits_tensors
-
-    assert sorted(labels) == sorted(digits_tensors(8)[1][1].tolist())
+    assert len(labels) == VAL_IMAGES
+    assert sorted(labels) == sorted(scan(train_dir.parent / "val")[1])
+    assert sorted(len(results[r][2]) for r in range(2)) == [VAL_IMAGES // 2, VAL_IMAGES // 2 + 1]
+    # the trainer's numbers are over the same VAL_IMAGES: top-1 of always-class-0
+    expected = round(100.0 * labels.count(0) / VAL_IMAGES, 3)
+    assert results[0][3] == results[1][3] == expected
