@@ -198,3 +198,21 @@ def test_queue_jobs_on_qualcomm_devices_fail_naming_the_step(tmp_path, monkeypat
     assert no_device.last_error.startswith("device 'qc-adb', step 'prepare' (unreachable): ")
     assert not (tmp_path / "results").exists(), "nothing published"
     q.close()
+
+
+def test_queue_submit_takes_a_qualcomm_config(tmp_path):
+    """`anb queue submit --device <qualcomm config> --stages measure` queues the device's jobs
+    with its table, and an unknown device is a clear error naming the option."""
+    url = str(tmp_path / "q.db")
+    arch = str(Sampler(3).sample(1)[0])
+    result = CliRunner().invoke(app, ["queue", "submit", "--queue", url, "--archs", arch,
+                                      "--device", str(qualcomm_config(tmp_path)),
+                                      "--stages", "measure"])
+    assert result.exit_code == 0, result.output
+    with open_queue(url) as q:
+        (job,) = q.jobs()
+    assert (job.device, job.stage) == ("qc-32", "measure")
+    assert job.payload["device_config"]["sdk"] == "snpe"
+    result = CliRunner().invoke(app, ["queue", "submit", "--queue", url, "--archs", arch,
+                                      "--device", "no-such-board", "--stages", "measure"])
+    assert result.exit_code != 0 and "--device 'no-such-board'" in result.output

@@ -307,32 +307,39 @@ def is_qualcomm_table(data: Mapping[str, Any]) -> bool:
         QualcommDevice.__dataclass_fields__)
 
 
+def read_device_table(spec: str | Path) -> dict[str, Any]:
+    """The TOML table of a device config of either kind: a path or a shipped name
+    (``cpu-ort``, ``snpe-dsp``)."""
+    import tomllib
+
+    from anb.collect_throughput.protocol import CONFIG_DIR, available_devices
+    from anb.collect_throughput.qualcomm import config as qc
+
+    path = Path(spec)
+    if not path.is_file() and not path.suffix:
+        path = next((p for p in (CONFIG_DIR / f"{spec}.toml", qc.QUALCOMM_DIR / f"{spec}.toml")
+                     if p.is_file()), path)
+    if not path.is_file():
+        raise ValueError(f"device={str(spec)!r} is invalid; allowed: a TOML file or one of "
+                         f"{available_devices()} or of the Qualcomm configs "
+                         f"{sorted(p.stem for p in qc.QUALCOMM_DIR.glob('*.toml'))}")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
+
+
 def load_any_device(spec: str | Path | Mapping[str, Any],
                     overrides: Mapping[str, Any] | None = None) -> Any:
     """A device config of either kind from a TOML path, a shipped name (``cpu-ort``,
     ``snpe-dsp``) or a parsed table. ``overrides`` apply to every protocol of a protocol
     config, and replace top-level fields of a Qualcomm one (e.g. ``{"duration": 10}``)."""
     import dataclasses
-    import tomllib
 
-    from anb.collect_throughput.protocol import CONFIG_DIR, available_devices, device_from_mapping
+    from anb.collect_throughput.protocol import device_from_mapping
     from anb.collect_throughput.qualcomm import config as qc
 
-    if isinstance(spec, Mapping):
-        data = dict(spec)
-    else:
-        path = Path(spec)
-        if not path.is_file() and not path.suffix:
-            path = next((p for p in (CONFIG_DIR / f"{spec}.toml", qc.QUALCOMM_DIR / f"{spec}.toml")
-                         if p.is_file()), path)
-        if not path.is_file():
-            raise ValueError(f"device={str(spec)!r} is invalid; allowed: a TOML file or one of "
-                             f"{available_devices()} or of the Qualcomm configs "
-                             f"{sorted(p.stem for p in qc.QUALCOMM_DIR.glob('*.toml'))}")
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as err:
-            raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
+    data = dict(spec) if isinstance(spec, Mapping) else read_device_table(spec)
     if not is_qualcomm_table(data):
         return device_from_mapping(data, overrides)
     device = qc.device_from_mapping(data)

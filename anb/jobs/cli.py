@@ -33,21 +33,14 @@ def _open(url: str):
 
 
 def _device_table(spec: str) -> tuple[str, dict[str, Any]]:
-    """A device config's TOML table (validated), by shipped name or path."""
-    import tomllib
+    """A device config's TOML table (validated; either kind), by shipped name or path."""
+    from anb.collect_throughput.driver import load_any_device, read_device_table
 
-    from anb.collect_throughput.protocol import CONFIG_DIR, available_devices, device_from_mapping
-
-    path = Path(spec)
-    if not path.suffix:
-        path = CONFIG_DIR / f"{spec}.toml"
-    if not path.is_file():
-        raise ValueError(f"--device {spec!r}: not a TOML file nor one of {available_devices()}")
     try:
-        table = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"--device {spec!r}: {path} is not valid TOML: {err}") from None
-    return device_from_mapping(table).name, table
+        table = read_device_table(spec)
+        return load_any_device(table).name, table
+    except ValueError as err:
+        raise ValueError(f"--device {spec!r}: {err}") from None
 
 
 def _archs(spec: str) -> list[str]:
