@@ -7,6 +7,10 @@ surrogate's top-1 and the measured throughput; stops at ``--max-measurements`` o
 results (history.csv, pareto.csv, summary.json, the measured records) are in ``--out``.
 
     python benchmarks/search_measured.py --benchmark <anb fit folder> --out outputs/search-cpu
+
+Measured on this 2-core VM (accuracy from ``anb fit --targets val_top1``, test tau 0.924): 32
+measurements / 0.25 h budget, 33 evaluations, 32 measurements (1 cache hit), 390 s; front of 6
+designs from 59.4 % / 227 images/s to 66.4 % / 72 images/s.
 """
 from __future__ import annotations
 
