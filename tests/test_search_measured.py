@@ -151,3 +151,24 @@ def test_evolution_with_measurement_in_the_loop(tmp_path):
     assert s["stopped"] == "evaluation budget" and s["evaluations"] == 8
     assert s["measurements"] + s["cache_hits"] == 8 and s["pareto_size"] >= 1
     assert all(p["params"] <= 6 for p in s["pareto"])
+
+
+def test_supported_only_reaches_the_measured_search(tmp_path, monkeypatch):
+    """`anb search --measure ... --supported-only` restricts the search like the surrogate-only
+    one (it was silently dropped with --measure)."""
+    from anb.nas import search
+
+    seen = []
+
+    def capture(problem, budget, seed, progress):
+        seen.append(problem.supported_only)
+        return search.random_search(problem, budget, seed=seed, progress=progress)
+
+    monkeypatch.setitem(search.ALGORITHMS, "capture", capture)
+    for flag in ([], ["--supported-only"]):
+        result = CliRunner().invoke(app, ["search", "--measure", str(DEVICE), "-o", f"{KEY}:max",
+                                          "--algorithm", "capture", "--budget", "4", "--out",
+                                          str(tmp_path / str(len(flag))), *flag])
+        assert result.exit_code == 0, result.output
+    assert seen == [False, True]
+    assert json.loads((tmp_path / "1" / "summary.json").read_text())["supported_only"] is True

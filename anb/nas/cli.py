@@ -51,7 +51,8 @@ def search(
             from anb.nas.measured import search_measured
 
             s = search_measured(ALGORITHMS[algorithm], evaluator, measure, queue, objective,
-                                constraint or [], budget, seed, out, max_measurements, max_hours)
+                                constraint or [], budget, seed, out, max_measurements, max_hours,
+                                supported_only)
             typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
                        f"evaluations, {s['measurements']} measurements in {s['hours'] * 60:.1f} "
                        f"min ({s['stopped']}); Pareto front {s['pareto_size']}; results in {out}")

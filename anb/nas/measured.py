@@ -281,10 +281,11 @@ class MeasuredEvaluator:
 def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | None,
                     objectives: Sequence[str], constraints: Sequence[str], budget: int,
                     seed: int, out: str | Path, max_measurements: int | None = None,
-                    max_hours: float | None = None) -> dict:
+                    max_hours: float | None = None, supported_only: bool = False) -> dict:
     """Run ``algorithm`` (an :data:`anb.nas.search.ALGORITHMS` entry) with ``device``'s metrics
     measured in the loop (here, or through the job queue at ``queue``); write the report into
-    ``out`` (records of local measurements under ``out/measurements``)."""
+    ``out`` (records of local measurements under ``out/measurements``). ``supported_only``: as
+    :class:`anb.nas.search.Problem`'s (architectures the surrogate flags are infeasible)."""
     from anb.collect_throughput.driver import load_target
     from anb.nas.search import Problem
 
@@ -303,12 +304,14 @@ def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | 
     evaluator = MeasuredEvaluator(measurer, other, max_measurements, max_hours)
     stopped = "evaluation budget"
     try:
-        algorithm(Problem(evaluator, objs, cons), budget, seed=seed, progress=False)
+        algorithm(Problem(evaluator, objs, cons, supported_only=supported_only), budget,
+                  seed=seed, progress=False)
     except BudgetExhausted as err:
         stopped = str(err)
     finally:
         measurer.close()
     name = getattr(getattr(algorithm, "func", algorithm), "__name__", str(algorithm))
     info = {"algorithm": name, "seed": seed,
-            "budget_evaluations": budget, "stopped": stopped, "queue": queue}
+            "budget_evaluations": budget, "stopped": stopped, "queue": queue,
+            "supported_only": supported_only}
     return evaluator.report(out, objs, cons, info)
