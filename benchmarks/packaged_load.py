@@ -7,6 +7,10 @@ cached call, and the cache key (hashing the packaged data, split and config) aga
 call it is part of.
 
     .venv/bin/python benchmarks/packaged_load.py [--repeats 3] [--config small.json]
+
+Measured (2 CPU cores busy with other work, default config): wheel 1.48 MB; first use 54.1 s
+(fit + save + load, 2 threads); cached anb.load() 0.61 s (median of 3 fresh processes; 1.70 s
+with the process and `import anb`); first use / cached 89x; the cache key costs 0.006 s.
 """
 from __future__ import annotations
 
