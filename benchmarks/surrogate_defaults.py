@@ -76,8 +76,8 @@ the verdict it gets above (members 3: +0.00010, sd 0.00006, 5/5).
 
 (*) The only other value that passes the rule: 3 members instead of 2. Kept at 2, a judgement
 made after seeing the figure: the gain is 0.0001 tau (val_top1 +0.0005, each device target at
-most +0.0001) for about 1.5x the fit and query time of those 8 targets (the packaged first use
-is ~30 s), and a rule that adopts any clear gain would keep adding members.
+most +0.0001) for about 1.5x the fit and query time of those 8 targets (which the packaged
+first use fits), and a rule that adopts any clear gain would keep adding members.
 
 Fold-to-fold sd of the default's own CV tau per target (the spread the paired gains remove):
 val_top1 0.0018, tpuv3 0.0056, tpuv2 0.0012, vck190 throughput 0.0010 / latency 0.0008,
