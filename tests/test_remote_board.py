@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import fcntl
 import json
 import os
 import subprocess
@@ -396,11 +397,17 @@ def test_one_measurement_at_a_time_per_board(tmp_path):
     results = []
     threads = [threading.Thread(target=lambda: results.append(
         measure_remote(device, ARCH, tmp_path / "store")[0])) for _ in range(2)]
-    for t in threads:
-        t.start()
+    lock = tmp_path / "board" / ".board.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as held:  # both runners queue behind this holder, however slow the host
+        fcntl.flock(held, fcntl.LOCK_EX)
+        for t in threads:
+            t.start()
+        time.sleep(3.0)  # long enough for both runners to start and block on the lock
     for t in threads:
         t.join()
     first, second = sorted(results, key=lambda m: m.extra["board_timed_from"])
     assert first.extra["board_timed_to"] <= second.extra["board_timed_from"]  # never overlapped
-    assert second.environment["board_lock_wait_s"] > 0.5
+    # the second waited for the holder and then for the first's whole >= 1 s measurement
+    assert second.environment["board_lock_wait_s"] > first.environment["board_lock_wait_s"] + 0.5
     assert _leftovers(tmp_path / "board") == []
