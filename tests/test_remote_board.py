@@ -408,6 +408,7 @@ def test_one_measurement_at_a_time_per_board(tmp_path):
         t.join()
     first, second = sorted(results, key=lambda m: m.extra["board_timed_from"])
     assert first.extra["board_timed_to"] <= second.extra["board_timed_from"]  # never overlapped
-    # the second waited for the holder and then for the first's whole >= 1 s measurement
-    assert second.environment["board_lock_wait_s"] > first.environment["board_lock_wait_s"] + 0.5
+    # both waited for the holder (recorded), the second also for the first's measurement
+    waits = [m.environment["board_lock_wait_s"] for m in (first, second)]
+    assert 0.5 < waits[0] < waits[1]
     assert _leftovers(tmp_path / "board") == []
