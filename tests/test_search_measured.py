@@ -172,3 +172,41 @@ def test_supported_only_reaches_the_measured_search(tmp_path, monkeypatch):
         assert result.exit_code == 0, result.output
     assert seen == [False, True]
     assert json.loads((tmp_path / "1" / "summary.json").read_text())["supported_only"] is True
+
+
+class OneFailingMeasurer(LocalMeasurer):
+    """The real local measurer, except that the board rejects one chosen architecture
+    (a stand-in for a model the device refuses)."""
+
+    def __init__(self, bad: str, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.bad = bad
+
+    def _measure(self, archs, futures):
+        keep = [(a, f) for a, f in zip(archs, futures) if a.id != self.bad]
+        for arch, fut in zip(archs, futures):
+            if arch.id == self.bad:
+                fut.set_exception(RuntimeError("step 'load' (rejected): model refused (stand-in)"))
+        super()._measure([a for a, _ in keep], [f for _, f in keep])
+
+
+def test_failed_measurement_is_the_worst_value_and_stays_off_the_front(tmp_path):
+    from anb.nas.objectives import Objective
+
+    archs = Sampler(6).sample(3)
+    params = analytic_evaluator(32)(archs_to_choices(archs), ["params"])["params"]
+    archs.insert(1, archs.pop(int(np.argmin(params))))  # the smallest fails: on the front if kept
+    measurer = OneFailingMeasurer(archs[1].id, str(DEVICE), tmp_path)
+    ev = MeasuredEvaluator(measurer, analytic_evaluator(32))
+    values = ev(archs_to_choices(archs), [KEY, "params"])
+    measurer.close()
+    assert values[KEY][1] == 0.0 and values[KEY][0] > 0 and values[KEY][2] > 0
+    assert ev.measured == 3 and "model refused" in ev.failed[archs[1].id]
+    # a failed design is not measured again, and is never on the front
+    ev(archs_to_choices(archs[1:2]), [KEY])
+    assert ev.measured == 3
+    s = ev.report(tmp_path / "report", [Objective.parse(f"{KEY}:max"),
+                                        Objective.parse("params:min")])
+    assert archs[1].id in s["failed"] and archs[1].id not in {p["arch_id"] for p in s["pareto"]}
+    history = pd.read_csv(tmp_path / "report" / "history.csv")
+    assert not history.loc[history["arch_id"] == archs[1].id, "measured"].any()
