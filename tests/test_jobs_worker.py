@@ -239,7 +239,8 @@ workdir = "{tmp_path / 'board'}"
     assert list((tmp_path / "board").iterdir()) == []
 
 
-def test_queue_command_line(tmp_path):
+def test_queue_command_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where `anb worker`'s default --store would go
     runner = CliRunner()
     url = str(tmp_path / "q.db")
     device = _device_file(tmp_path)
@@ -295,6 +296,7 @@ def test_queue_command_line(tmp_path):
     assert code == 2 and "stage='flash' is invalid" in out
     code, out = anb("worker", "--stages", "measure")
     assert code == 2 and "device stages ['measure'] need --device" in out
+    assert not (tmp_path / "anb-store").exists()  # bad input writes nothing
 
 
 def test_stage_chain_export_convert_measure_accuracy_on_a_board(tmp_path):

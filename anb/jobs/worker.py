@@ -184,5 +184,4 @@ def make_context(store: str | Path, out: str | Path | None, devices: list[str]) 
     for spec in devices:
         config = load_any_device(spec)
         configs[config.name] = config
-    Path(store).mkdir(parents=True, exist_ok=True)
     return StageContext(store=Path(store), out=Path(out) if out else None, devices=configs)
