@@ -1,4 +1,4 @@
 """``python -m anb``: the same as the ``anb`` console script."""
-from anb.cli import app
+from anb.cli import main
 
-app()
+main()

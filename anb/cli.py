@@ -33,3 +33,10 @@ from anb.surrogates.adapt_cli import register as register_adapt  # noqa: E402
 register_adapt(app)
 from anb.nas.followup_cli import register as register_followup  # noqa: E402
 register_followup(app)
+
+
+def main() -> None:
+    """The ``anb`` console script (and ``python -m anb``)."""
+    from anb.cli_support import run
+
+    run(app)

@@ -1,0 +1,70 @@
+"""What every ``anb`` command shares: the error line, the exit codes and Ctrl-C.
+
+A mistake the user can fix (a missing file, a folder given for a file, a bad value) ends
+with one ``error:`` line on stderr and exit code 2; Ctrl-C ends with exit code 130. A
+traceback is left only for a bug in anb itself.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+import click
+import typer
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class UserError(ValueError):
+    """A mistake the user can fix: shown as one ``error:`` line, exit code 2."""
+
+
+def fail(message: object) -> NoReturn:
+    """Print ``error: <message>`` to stderr and leave the command with exit code 2."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
+
+
+def describe_os_error(err: OSError) -> str:
+    """``<path>: <what is wrong>`` for an operating-system error on a user's path."""
+    what = {
+        IsADirectoryError: "is a folder, a file is needed here",
+        NotADirectoryError: "is not a folder (a file stands where a folder is needed)",
+        FileNotFoundError: "does not exist",
+        FileExistsError: "already exists",
+        PermissionError: "permission denied",
+    }.get(type(err), err.strerror or str(err))
+    names = [n for n in (err.filename, err.filename2) if n is not None]
+    where = " -> ".join(os.fsdecode(n) for n in names)
+    return f"{where}: {what}" if where else str(what)
+
+
+def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
+    """Run ``app`` as the console command: usage errors, a user's OS errors and Ctrl-C end
+    with a clear line and exit codes 2 / 2 / 130 instead of a traceback."""
+    try:
+        result = app(args=args, standalone_mode=False)
+    except click.exceptions.Abort as err:
+        if isinstance(err.__cause__ or err.__context__, KeyboardInterrupt):
+            _interrupted()
+        typer.echo("Aborted!", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        _interrupted()
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except OSError as err:
+        if err.filename is None:
+            raise
+        typer.echo(f"error: {describe_os_error(err)}", err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+def _interrupted() -> NoReturn:
+    typer.echo("interrupted (Ctrl-C): finished work is kept; run the command again to resume",
+               err=True)
+    sys.exit(EXIT_INTERRUPTED)
