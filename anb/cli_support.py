@@ -10,7 +10,6 @@ import os
 import sys
 from typing import NoReturn
 
-import click
 import typer
 
 EXIT_USAGE = 2
@@ -36,9 +35,8 @@ def describe_os_error(err: OSError) -> str:
         FileExistsError: "already exists",
         PermissionError: "permission denied",
     }.get(type(err), err.strerror or str(err))
-    names = [n for n in (err.filename, err.filename2) if n is not None]
-    where = " -> ".join(os.fsdecode(n) for n in names)
-    return f"{where}: {what}" if where else str(what)
+    target = err.filename2 if err.filename2 is not None else err.filename  # a rename's target
+    return f"{os.fsdecode(target)}: {what}" if target is not None else str(what)
 
 
 def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
@@ -46,16 +44,16 @@ def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
     with a clear line and exit codes 2 / 2 / 130 instead of a traceback."""
     try:
         result = app(args=args, standalone_mode=False)
-    except click.exceptions.Abort as err:
+    except typer.Abort as err:
         if isinstance(err.__cause__ or err.__context__, KeyboardInterrupt):
             _interrupted()
         typer.echo("Aborted!", err=True)
         sys.exit(1)
     except KeyboardInterrupt:
         _interrupted()
-    except click.ClickException as err:
-        err.show()
-        sys.exit(err.exit_code)
+    except typer.TyperException as err:  # a usage error: click's message and exit code
+        err.show()  # type: ignore[attr-defined]
+        sys.exit(err.exit_code)  # type: ignore[attr-defined]
     except OSError as err:
         if err.filename is None:
             raise
