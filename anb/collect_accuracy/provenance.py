@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 import torch
 
-import anb
 from anb.io import atomic_write_json
 from anb.records import write_record
 from anb.searchspace.arch import Arch
 from anb.searchspace.counting import count
 from anb.searchspace.space import SearchSpace
+from anb.version import __version__
 
 
 def versions() -> dict[str, str]:
-    out = {"anb": anb.__version__, "python": platform.python_version(),
+    out = {"anb": __version__, "python": platform.python_version(),
            "torch": torch.__version__, "numpy": np.__version__}
     for name in ("wandb", "ffcv"):
         module = sys.modules.get(name)
@@ -56,7 +56,7 @@ def _driver() -> str | None:
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str | None:
     """The commit of the anb checkout in use (None for an installed wheel)."""
-    root = Path(anb.__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     if not (root / ".git").exists():
         return None
     try:
@@ -104,7 +104,7 @@ def base_provenance(arch: Arch, config: dict, recipe_hash: str, stream_index: in
                     world_size: int, device: torch.device) -> dict[str, Any]:
     model = config["model"]
     return {
-        "anb_version": anb.__version__, "arch_id": arch.id, "arch": str(arch), "space": model["space"], "seed": model["seed"],
+        "anb_version": __version__, "arch_id": arch.id, "arch": str(arch), "space": model["space"], "seed": model["seed"],
         "shard": model["shard"], "stream_index": stream_index, "recipe_hash": recipe_hash,
         "world_size": world_size, "device": device.type, "hostname": socket.gethostname(),
         "dataset": {**{k: config["dataloader"][k] for k in ("kind", "train_path", "val_path")},
