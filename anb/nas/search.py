@@ -41,6 +41,13 @@ class Problem:
     def __post_init__(self) -> None:
         if not self.objectives:
             raise ValueError("a search needs at least one objective, e.g. 'val_top1:max'")
+        seen: dict[str, Objective] = {}
+        for objective in self.objectives:
+            if objective.metric in seen:
+                raise ValueError(f"objective metric {objective.metric!r} is given twice "
+                                 f"({seen[objective.metric]} and {objective}); each metric may "
+                                 "be one objective")
+            seen[objective.metric] = objective
         self.metrics = list(dict.fromkeys(
             [o.metric for o in self.objectives] + [c.metric for c in self.constraints]))
 
@@ -88,6 +95,14 @@ class SearchResult:
             frame[metric] = values
         frame["feasible"] = self.feasible
         return frame
+
+    def violations(self, row: int) -> dict[str, float]:
+        """How far evaluation ``row`` is outside each constraint it breaks (``ood``: 1)."""
+        out = {str(c): float(c.violation(self.values[c.metric][row:row + 1])[0])
+               for c in self.problem.constraints}
+        if self.problem.supported_only and "ood" in self.values:
+            out["in-distribution (supported_only)"] = float(bool(self.values["ood"][row]))
+        return {name: gap for name, gap in out.items() if gap > 0}
 
     def best(self) -> pd.Series:
         """The best feasible evaluation of the first objective (the least violating if none)."""
