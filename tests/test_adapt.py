@@ -100,7 +100,7 @@ def test_interval_covers_about_90_percent_of_test_labels(adapted, data):
     _, out = adapted
     test = _rows(data, "test", 0, 0)
     bench = load_adapted(out)
-    mean, std, _ = bench.predict_transformed(data.choices[test], HIDDEN)
+    mean, std, _ = bench.predict_adapted(data.choices[test], HIDDEN)
     inside = np.abs(np.log(data.labels[HIDDEN].values[test]) - mean) <= 1.645 * std
     assert 0.85 <= inside.mean() <= 0.97, inside.mean()
     assert np.allclose(bench.query(data.choices[test], [HIDDEN])[HIDDEN], np.exp(mean))
@@ -114,8 +114,10 @@ def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data
     bench = load_adapted(out)
     arch = str(Arch.from_choices(data.choices[0]))
     frame = bench.query([arch])
-    assert list(frame.columns[:2]) == ["latency_vck190", "latency_vck190_std"]
-    assert {HIDDEN, f"{HIDDEN}_std", f"{HIDDEN}_ood"} <= set(frame.columns)
+    assert list(frame.columns[:3]) == ["arch", "latency_vck190", "latency_vck190_std"]
+    assert frame["arch"].tolist() == [arch]
+    assert list(frame.columns[-6:]) == [HIDDEN, f"{HIDDEN}_std", f"{HIDDEN}_ood", "ood",
+                                        "ood_distance", "ood_cost"]
     assert len(bench.metrics) == 8 and HIDDEN in bench.metrics
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["targets"][HIDDEN]["n_points"] == 20
@@ -182,9 +184,9 @@ def test_read_measured_accepts_anb_measure_records(tmp_path, data):
             "latency_myboard": {"latency_mean": float(data.labels[HIDDEN].values[i]),
                                 "latency_std": 0.0}}}
         (tmp_path / f"{arch.id}.json").write_text(json.dumps(record))
-    target, choices, values = read_measured(tmp_path, "myboard")
-    assert target == "latency_myboard" and len(values) == 6
-    assert sorted(values) == sorted(data.labels[HIDDEN].values[rows])
+    measured = read_measured(tmp_path, "myboard")
+    assert measured.target == "latency_myboard" and len(measured.values) == 6
+    assert sorted(measured.values) == sorted(data.labels[HIDDEN].values[rows])
 
 
 def test_python_adapt_matches_the_command(adapted, base, data, tmp_path):
