@@ -17,11 +17,11 @@ def load(name: str = "accel-nasbench", **kwargs: Any) -> Any:
     :func:`anb.surrogates.packaged.load`; ``kwargs``: its ``n_jobs``)."""
     from pathlib import Path
 
-    from anb.surrogates.packaged import PACKAGED, load as load_folder, load_packaged
+    from anb.surrogates.packaged import load as load_folder, load_packaged
 
-    if str(name) in PACKAGED and not Path(name).exists():
-        return load_packaged(str(name), **kwargs)
-    return load_folder(name, **kwargs)
+    if Path(name).exists():
+        return load_folder(name, **kwargs)
+    return load_packaged(str(name), **kwargs)
 
 
 __all__ = ["__version__", "load"]

@@ -67,7 +67,7 @@ def cache_path(name: str = "accel-nasbench", config: str | Path | FitConfig | No
 def _check_name(name: str) -> None:
     if name not in PACKAGED:
         raise ValueError(f"unknown packaged benchmark {name!r}; allowed: {list(PACKAGED)} "
-                         "(or the folder of an artifact written by `anb fit`)")
+                         "(or the folder of a benchmark written by `anb fit` or `anb adapt`)")
 
 
 def _say(quiet: bool, text: str) -> None:
