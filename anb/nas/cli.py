@@ -12,8 +12,9 @@ def search(
                                         help="metric[:max|min], repeat for multi-objective."),
     constraint: Optional[list[str]] = typer.Option(None, "--constraint", "-c",
                                                    help="e.g. 'latency_zcu102<=5'."),
-    benchmark: Optional[Path] = typer.Option(None, help="Fitted surrogate benchmark folder, "
-                                             "or accel-nasbench (packaged); without it only macs/params/depth are known."),
+    benchmark: Optional[Path] = typer.Option(None, help="Benchmark folder (`anb fit` or `anb "
+                                             "adapt`), or accel-nasbench (packaged); without it "
+                                             "only macs/params/depth are known."),
     algorithm: str = typer.Option("re", help="random | re (regularized evolution) | nsga2 "
                                   "(anb's default, on pymoo) | pymoo_nsga2 (pymoo's defaults)"),
     budget: int = typer.Option(1000, min=1, help="Evaluations. A budget whose estimated run "

@@ -21,7 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from anb.nas.mutation import mutate, random_choices
-from anb.nas.objectives import Constraint, Evaluator, Objective
+from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import crowding_distance, non_dominated_fronts, pareto_mask
 from anb.searchspace.arch import archs_from_choices
 from anb.searchspace.space import ANB_SPACE, SearchSpace
@@ -41,13 +41,7 @@ class Problem:
     def __post_init__(self) -> None:
         if not self.objectives:
             raise ValueError("a search needs at least one objective, e.g. 'val_top1:max'")
-        seen: dict[str, Objective] = {}
-        for objective in self.objectives:
-            if objective.metric in seen:
-                raise ValueError(f"objective metric {objective.metric!r} is given twice "
-                                 f"({seen[objective.metric]} and {objective}); each metric may "
-                                 "be one objective")
-            seen[objective.metric] = objective
+        check_objectives(self.objectives)
         self.metrics = list(dict.fromkeys(
             [o.metric for o in self.objectives] + [c.metric for c in self.constraints]))
 

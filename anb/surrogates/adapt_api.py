@@ -130,8 +130,9 @@ def _base_folder(base: str | Path) -> Path:
 def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench",
           out: str | Path | None = None, kind: str | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
-    benchmark ``base`` (a saved artifact folder); save it to ``out`` (queryable beside the base's
-    metrics via :func:`anb.surrogates.adapt.load_adapted`)."""
+    benchmark ``base`` (a saved artifact folder); save it to ``out``, a benchmark of the base's
+    metrics plus the new device (``anb.load(out)``, ``anb query out``, ``anb search
+    --benchmark out``). Repeated measurements of a design are averaged (:func:`read_measured`)."""
     data = read_measured(measured, device, kind)
     bench = _load_base(base)
     known = BenchmarkKnown(bench, exclude=[data.target])

@@ -98,9 +98,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command("query")
     def query_cmd(
-        model: Path = typer.Argument(..., help="artifact folder written by `anb fit`, or "
-                                               "accel-nasbench (the packaged benchmark)"),
-        archs: str = typer.Argument("-", help="file of architectures, or '-' for stdin"),
+        model: Path = typer.Argument(..., help="benchmark folder written by `anb fit` or "
+                                               "`anb adapt`, or accel-nasbench (packaged)"),
+        archs: str = typer.Argument("-", help="file of architectures (strings, JSON, or a CSV "
+                                              "with 'arch' or block{i}_* columns), or '-' for "
+                                              "stdin"),
         metrics: Optional[str] = typer.Option(None, help="comma-separated metrics (default all)"),
         noise: bool = typer.Option(False, help="sample plausible observed values"),
         seed: Optional[int] = typer.Option(None),
