@@ -12,10 +12,16 @@ from anb.version import __version__
 
 
 def load(name: str = "accel-nasbench", **kwargs: Any) -> Any:
-    """The packaged benchmark ``name`` (see :func:`anb.surrogates.packaged.load_packaged`)."""
-    from anb.surrogates.packaged import load_packaged
+    """The packaged benchmark ``name`` (see :func:`anb.surrogates.packaged.load_packaged`), or a
+    benchmark folder written by ``anb fit`` or ``anb adapt`` (see
+    :func:`anb.surrogates.packaged.load`; ``kwargs``: its ``n_jobs``)."""
+    from pathlib import Path
 
-    return load_packaged(name, **kwargs)
+    from anb.surrogates.packaged import load as load_folder, load_packaged
+
+    if Path(name).exists():
+        return load_folder(name, **kwargs)
+    return load_packaged(str(name), **kwargs)
 
 
 __all__ = ["__version__", "load"]

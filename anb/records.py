@@ -13,6 +13,10 @@ The flat table form (CSV / Parquet / DataFrame) has one row per record with colu
 ``arch_id``, ``arch``, ``block{i}_{e,k,l,se}``, ``val_top1``, ``val_top5``, ``train_time``,
 ``macs``, ``params``, ``<kind>_<device>`` (mean) and ``<kind>_<device>_std`` for every
 ``platform_perf`` entry, ``source`` (the record's file name) and ``provenance`` (JSON text).
+
+Every reader of an architecture table takes the architecture of a row from either an ``arch``
+string column (what ``anb query`` and a search's ``pareto.csv`` write) or the ``block{i}_*``
+columns, through :func:`table_archs`.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ REFERENCE_DEVICES = {
 }
 _PERF_KEY = re.compile(r"(throughput|latency)_([A-Za-z0-9.\-]+)")
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+_EXAMPLE = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
 
 
 def perf_key(kind: str, device: str) -> str:
@@ -76,6 +81,15 @@ def validate_record(record: Mapping[str, Any], where: str = "record",
     return arch
 
 
+def model_info(arch: Arch, space: SearchSpace = ANB_SPACE) -> dict[str, float]:
+    """The analytic ``model_info`` of an architecture as the released records hold it: MACs
+    and params in millions at 224 px and 1000 classes."""
+    from anb.searchspace.counting import count
+
+    counts = count(arch, space=space)
+    return {"macs": round(counts.macs / 1e6, 6), "params": round(counts.params / 1e6, 6)}
+
+
 def _sort_key(name: str) -> tuple:
     digits = re.findall(r"\d+", name)
     return (int(digits[-1]) if digits else -1, name)
@@ -112,9 +126,9 @@ def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]
         named += [(path.name if len(items) == 1 else f"{path.name}:{i}", r)
                   for i, r in enumerate(items)]
     elif path.suffix in _TABLE_SUFFIXES:
-        frame = pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)
+        frame = read_table(path)
         named += [(f"{path.name}:row_{i}", r)
-                  for i, r in enumerate(frame_to_records(frame, space))]
+                  for i, r in enumerate(frame_to_records(frame, space, repr(str(path))))]
     else:
         raise ValueError(f"cannot read records from {str(path)!r}; give a folder of JSON files, "
                          "a .tar.gz of them, a .json, .jsonl, .csv or .parquet file")
@@ -124,6 +138,14 @@ def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]
         validate_record(record, where=name, space=space)
         records.append({**record, "source": record.get("source", name)})
     return records
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """A ``.csv`` or ``.parquet`` table (the ``arch`` column kept as text)."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        return pd.read_csv(path, dtype={"arch": str})
+    return pd.read_parquet(path)
 
 
 def records_to_frame(records: Iterable[Mapping[str, Any]],
@@ -163,16 +185,49 @@ def perf_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if _PERF_KEY.fullmatch(c) and not c.endswith("_std")]
 
 
-def frame_to_records(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE) -> list[dict]:
-    """Inverse of :func:`records_to_frame` (missing values become null)."""
-    block_keys = [f"block{i}_{f}" for i in range(space.num_stages) for f in ("e", "k", "l", "se")]
-    missing = [k for k in block_keys if k not in frame.columns]
+def block_columns(space: SearchSpace = ANB_SPACE) -> list[str]:
+    """The ``block{i}_{e,k,l,se}`` columns of the flat table."""
+    return [f"block{i}_{f}" for i in range(space.num_stages) for f in ("e", "k", "l", "se")]
+
+
+def table_archs(frame: pd.DataFrame, where: str = "table",
+                space: SearchSpace = ANB_SPACE) -> list[Arch]:
+    """The architecture of each row of a table, from its ``arch`` string column or else its
+    ``block{i}_*`` columns. Errors name ``where``, the row (1-based) and the value."""
+    blocks = block_columns(space)
+    if "arch" in frame.columns:
+        archs = []
+        for i, text in enumerate(frame["arch"]):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{where} row {i + 1}: column 'arch' is empty; give an "
+                                 f"architecture string like {_EXAMPLE!r}")
+            try:
+                archs.append(Arch.from_string(text.strip(), space))
+            except ValueError as err:
+                raise ValueError(f"{where} row {i + 1}: architecture {text!r} is outside the "
+                                 f"search space {space.name!r}: {err}") from None
+        return archs
+    missing = [k for k in blocks if k not in frame.columns]
     if missing:
-        raise ValueError(f"table has no architecture column(s) {missing[:4]}"
-                         f"{'...' if len(missing) > 4 else ''}")
+        raise ValueError(f"{where} has no architecture: give an 'arch' column of architecture "
+                         f"strings or the columns {blocks[0]} ... {blocks[-1]} (missing "
+                         f"{missing[:4]}{'...' if len(missing) > 4 else ''}; columns: "
+                         f"{list(frame.columns)[:8]})")
+    archs = []
+    for i, row in enumerate(frame[blocks].to_dict("records")):
+        try:
+            archs.append(Arch.from_anb_dict(row, space))
+        except ValueError as err:
+            raise ValueError(f"{where} row {i + 1}: {err}") from None
+    return archs
+
+
+def frame_to_records(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE,
+                     where: str = "table") -> list[dict]:
+    """Inverse of :func:`records_to_frame` (missing values become null); the architecture
+    comes from either table convention (:func:`table_archs`)."""
     records = []
-    for i, row in enumerate(frame.to_dict("records")):
-        arch = Arch.from_anb_dict({k: row[k] for k in block_keys}, space)
+    for arch, row in zip(table_archs(frame, where, space), frame.to_dict("records")):
         record: dict[str, Any] = {"architecture": arch.to_anb_dict()}
         record["metrics"] = {k: _clean(row.get(k)) for k in METRIC_KEYS if k in row}
         record["model_info"] = {k: _clean(row.get(k)) for k in MODEL_INFO_KEYS if k in row}

@@ -100,7 +100,7 @@ def test_interval_covers_about_90_percent_of_test_labels(adapted, data):
     _, out = adapted
     test = _rows(data, "test", 0, 0)
     bench = load_adapted(out)
-    mean, std, _ = bench.predict_transformed(data.choices[test], HIDDEN)
+    mean, std, _ = bench.predict_adapted(data.choices[test], HIDDEN)
     inside = np.abs(np.log(data.labels[HIDDEN].values[test]) - mean) <= 1.645 * std
     assert 0.85 <= inside.mean() <= 0.97, inside.mean()
     assert np.allclose(bench.query(data.choices[test], [HIDDEN])[HIDDEN], np.exp(mean))
@@ -114,8 +114,10 @@ def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data
     bench = load_adapted(out)
     arch = str(Arch.from_choices(data.choices[0]))
     frame = bench.query([arch])
-    assert list(frame.columns[:2]) == ["latency_vck190", "latency_vck190_std"]
-    assert {HIDDEN, f"{HIDDEN}_std", f"{HIDDEN}_ood"} <= set(frame.columns)
+    assert list(frame.columns[:3]) == ["arch", "latency_vck190", "latency_vck190_std"]
+    assert frame["arch"].tolist() == [arch]
+    assert list(frame.columns[-6:]) == [HIDDEN, f"{HIDDEN}_std", f"{HIDDEN}_ood", "ood",
+                                        "ood_distance", "ood_cost"]
     assert len(bench.metrics) == 8 and HIDDEN in bench.metrics
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["targets"][HIDDEN]["n_points"] == 20
@@ -182,9 +184,9 @@ def test_read_measured_accepts_anb_measure_records(tmp_path, data):
             "latency_myboard": {"latency_mean": float(data.labels[HIDDEN].values[i]),
                                 "latency_std": 0.0}}}
         (tmp_path / f"{arch.id}.json").write_text(json.dumps(record))
-    target, choices, values = read_measured(tmp_path, "myboard")
-    assert target == "latency_myboard" and len(values) == 6
-    assert sorted(values) == sorted(data.labels[HIDDEN].values[rows])
+    measured = read_measured(tmp_path, "myboard")
+    assert measured.target == "latency_myboard" and len(measured.values) == 6
+    assert sorted(measured.values) == sorted(data.labels[HIDDEN].values[rows])
 
 
 def test_python_adapt_matches_the_command(adapted, base, data, tmp_path):
@@ -350,3 +352,82 @@ def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, b
     both = np.array([small, large], dtype=np.int64)  # the smallest and the largest design
     fast, slow = model.predict(known.log_costs(both), op_components(both))[0]
     assert fast > slow + 0.5, (fast, slow)
+
+
+def test_adapted_folder_is_a_benchmark_everywhere(adapted, base, data, tmp_path):
+    """anb.load, anb.surrogates.load, `anb query` and `anb search --benchmark` all take it."""
+    import anb.surrogates
+
+    _, out = adapted
+    archs = [str(Arch.from_choices(c)) for c in data.choices[:6]]
+    reference = load_adapted(out).query(archs)
+    for loaded in (anb.load(out), anb.surrogates.load(out), anb.load(str(out))):
+        pd.testing.assert_frame_equal(loaded.query(archs), reference)
+    assert reference["arch"].tolist() == archs
+    assert reference["ood"].dtype == bool and (reference[f"{HIDDEN}_std"] > 0).all()
+
+    result = runner.invoke(app, ["query", str(out), "-"], input="\n".join(archs) + "\n")
+    assert result.exit_code == 0, result.output
+    printed = pd.read_csv(__import__("io").StringIO(result.output))
+    assert list(printed.columns) == list(reference.columns)
+    np.testing.assert_allclose(printed[HIDDEN], reference[HIDDEN], rtol=1e-5)
+
+    noisy = load_adapted(out).query(archs, [HIDDEN], noise=True, seed=3)
+    assert noisy.equals(load_adapted(out).query(archs, [HIDDEN], noise=True, seed=3))
+    assert not np.allclose(noisy[HIDDEN], reference[HIDDEN])
+    np.testing.assert_allclose(noisy[f"{HIDDEN}_std"], reference[f"{HIDDEN}_std"])
+
+    search = tmp_path / "search"
+    result = runner.invoke(app, ["search", "--benchmark", str(out), "-o", f"{HIDDEN}:min",
+                                 "-o", "throughput_a100", "--budget", "40", "--out", str(search)])
+    assert result.exit_code == 0, result.output
+    best = json.loads((search / "summary.json").read_text())["best"]
+    assert best[HIDDEN] == pytest.approx(
+        float(load_adapted(out).query([best["arch"]], [HIDDEN])[HIDDEN].iloc[0]), rel=1e-9)
+
+
+def test_an_adapted_folder_is_not_a_base_to_adapt_on(adapted, tmp_path):
+    csv, out = adapted
+    with pytest.raises(ValueError, match="is an adapted surrogate; adapt on the surrogate"):
+        adapt("zcu102", csv, out, tmp_path / "again")
+
+
+def test_repeated_measurements_of_a_design_are_averaged(base, data, tmp_path):
+    """8 rows of one design plus 19 others: 20 designs, fitted as on the averaged rows."""
+    rows = _rows(data, "train", 20, 3)
+    frame = pd.DataFrame({"arch": data.frame["arch"].to_numpy()[rows],
+                          HIDDEN: data.labels[HIDDEN].values[rows]})
+    repeats = frame.iloc[[0]].loc[[0] * 8].assign(**{HIDDEN: frame[HIDDEN][0] * np.linspace(
+        0.9, 1.1, 8) + 0.3})
+    with_repeats = pd.concat([frame.iloc[:5], repeats, frame.iloc[5:]], ignore_index=True)
+    averaged = frame.copy()
+    averaged.loc[0, HIDDEN] = np.mean(np.r_[frame[HIDDEN][0], repeats[HIDDEN]])
+    with_repeats.to_csv(tmp_path / "repeats.csv", index=False)
+    averaged.to_csv(tmp_path / "averaged.csv", index=False)
+
+    result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured",
+                                 str(tmp_path / "repeats.csv"), "--base", str(base), "--out",
+                                 str(tmp_path / "model")])
+    assert result.exit_code == 0, result.output
+    assert "adapted from 20 measured architectures (28 measurements, repeats averaged)" in \
+        result.output
+    _, fitted = adapt("zcu102", tmp_path / "repeats.csv", base)
+    _, reference = adapt("zcu102", tmp_path / "averaged.csv", base)
+    assert fitted.n_points == reference.n_points == 20
+    for key, value in reference.arrays().items():
+        np.testing.assert_allclose(fitted.arrays()[key], value, rtol=1e-12, err_msg=key)
+    for key, value in reference.scalars().items():
+        assert fitted.scalars()[key] == (pytest.approx(value) if isinstance(value, float)
+                                         else value), key
+    measured = json.loads((tmp_path / "model" / "manifest.json").read_text())["measured"]
+    values = np.r_[frame[HIDDEN][0], repeats[HIDDEN]]
+    assert measured["n"] == 20 and measured["rows"] == 28
+    assert measured["repeated"] == [{"arch": frame["arch"][0], "n": 9,
+                                     "mean": pytest.approx(values.mean()),
+                                     "std": pytest.approx(values.std(ddof=1))}]
+
+    few = pd.concat([repeats, frame.iloc[1:4]], ignore_index=True)
+    few.to_csv(tmp_path / "few.csv", index=False)
+    with pytest.raises(ValueError, match=r"holds 4 distinct measured architectures of "
+                                         r"'latency_zcu102' \(11 rows\); adapting needs at least 5"):
+        read_measured(tmp_path / "few.csv", "zcu102")

@@ -1,6 +1,9 @@
 """`anb space` from the shell: output and exit codes."""
+import re
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,36 @@ def test_sample_is_sharded_and_matches_the_library():
     assert out.stdout.split() == [str(a) for a in Sampler(9).sample(4, shard=(1, 3))]
     ids = run("space", "sample", "-n", "2", "--format", "id").stdout.split()
     assert ids == [a.id for a in Sampler(0).sample(2)]
+
+
+def test_sample_beyond_the_space_is_refused_at_once():
+    start = time.monotonic()
+    out = run("space", "sample", "-n", str(10**12))
+    assert out.returncode == 2 and out.stdout == ""
+    assert "cannot sample 1,000,000,000,000 architectures" in out.stderr
+    assert "holds 104,485,552,128" in out.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_sample_streams_in_bounded_memory():
+    """A huge N prints its first chunks at once and holds only a chunk in memory."""
+    proc = subprocess.Popen(ANB + ["space", "sample", "-n", str(5 * 10**10)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        timer = threading.Timer(60, proc.kill)  # a non-streaming sampler never prints
+        timer.start()
+        while len(lines) < 200_000:
+            line = proc.stdout.readline()
+            assert line, "the sampler printed nothing before it was stopped"
+            lines.append(line)
+        timer.cancel()
+        rss_kb = int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{proc.pid}/status").read_text())[1])
+        assert rss_kb < 400_000
+        assert len(set(lines)) == len(lines)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_count_reads_args_and_stdin():

@@ -76,7 +76,7 @@ def test_bad_inputs(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("name\nx\n")
     result = runner.invoke(app, ["retrain", str(bad), "--out", str(tmp_path)])
-    assert result.exit_code == 2 and "has no 'arch' column" in result.output
+    assert result.exit_code == 2 and "has no architecture: give an 'arch' column" in result.output
     result = runner.invoke(app, ["retrain", str(_search_folder(tmp_path / "s") / "pareto.csv"),
                                  "--out", str(tmp_path), "--config", "nope.ini"])
     assert result.exit_code == 2 and "no shipped config accuracy/'nope.ini'" in result.output

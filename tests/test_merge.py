@@ -11,7 +11,7 @@ from anb.cli import app
 from anb.collect_throughput.driver import measure_archs
 from anb.collect_throughput.merge import MergeConflict, merge_records
 from anb.collect_throughput.protocol import load_device
-from anb.records import load_dataset, load_records
+from anb.records import load_dataset, load_records, model_info
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 
@@ -57,6 +57,8 @@ def test_merge_round_trip_with_released_dataset(measured, dataset_tarball, relea
         assert rows["val_top1"].nunique() == 2  # both trainings kept, both get the measurement
         new = frame[frame["arch_id"] == archs[2].id]
         assert new["val_top1"].isna().all() and new["latency_cpu-ort"].notna().all()
+        # a record without accuracy still has its analytic MACs and params
+        assert new[["macs", "params"]].iloc[0].tolist() == list(model_info(archs[2]).values())
     records = {r["source"]: r for r in load_records(tmp_path / "records")}
     full = records["result_0.json"]["platform_perf"]["latency_cpu-ort"]
     assert full["raw_times_s"] and full["environment"]["cpu"]  # the JSON keeps everything
@@ -96,3 +98,8 @@ def test_merge_cli_errors_are_one_line(tmp_path):
     result = runner.invoke(app, ["merge", str(tmp_path), "--out", str(tmp_path / "o"),
                                  "--on-conflict", "coin-flip"])
     assert result.exit_code == 2 and "coin-flip" in result.output
+
+
+def test_model_info_is_the_released_convention(released_records):
+    for record in released_records[:50]:
+        assert model_info(as_arch(record)) == pytest.approx(record["model_info"], abs=1e-6)

@@ -113,3 +113,51 @@ def test_search_command_writes_results_and_rejects_bad_input(tmp_path):
     bad = subprocess.run([anb, "search", "-o", "macs", "--algorithm", "bohb"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "--algorithm 'bohb' is not one of" in bad.stderr
+
+
+def test_a_metric_given_as_two_objectives_is_refused():
+    with pytest.raises(ValueError, match=r"objective metric 'macs' is given twice "
+                                         r"\(macs:min and macs:max\)"):
+        Problem(analytic_evaluator(), [Objective.parse("macs"), Objective.parse("macs:max")])
+
+
+def test_infeasible_search_says_so_writes_its_report_and_exits_1(tmp_path):
+    anb = str(Path(sys.executable).with_name("anb"))
+    out = tmp_path / "s"
+    run = subprocess.run([anb, "search", "-o", "params:max", "-c", "macs<=1", "--budget", "100",
+                          "--out", str(out)], capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    least = summary["best"]
+    assert summary["feasible"] is False and summary["pareto_size"] == 0
+    assert summary["violations"] == {"macs<=1": pytest.approx(least["macs"] - 1)}
+    history = (out / "history.csv").read_text().splitlines()
+    assert len(history) == 101
+    assert "error: no feasible design: none of the 100 evaluated designs meets macs<=1" \
+        in run.stderr
+    assert f"the least violating is {least['arch']}" in run.stderr
+    assert f"violates macs<=1 by {least['macs'] - 1:.4g}" in run.stderr
+    assert "best" not in run.stdout
+
+
+def test_search_budget_over_an_hour_is_refused_without_yes(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+    from anb.nas import budget
+
+    anb = str(Path(sys.executable).with_name("anb"))
+    huge = subprocess.run([anb, "search", "-o", "macs", "--budget", str(10**9), "--out",
+                           str(tmp_path / "huge")], capture_output=True, text=True, timeout=120)
+    assert huge.returncode == 2
+    assert "error: --budget 1,000,000,000 would take about" in huge.stderr
+    assert "runs over 1.0 h need --yes" in huge.stderr
+    assert not (tmp_path / "huge").exists()
+    monkeypatch.setattr(budget, "MAX_SECONDS", 0.0)  # every estimate is over the limit
+    args = ["search", "-o", "macs", "--budget", "300"]
+    refused = CliRunner().invoke(app, args + ["--out", str(tmp_path / "a")])
+    assert refused.exit_code == 2 and "need --yes" in refused.output
+    ran = CliRunner().invoke(app, args + ["--yes", "--out", str(tmp_path / "b")])
+    assert ran.exit_code == 0, ran.output
+    assert "estimated run time" in ran.output
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["evaluations"] == 300

@@ -94,7 +94,7 @@ def test_load_fits_once_then_reads_the_cache(cache, capsys):
     assert "first use" not in second and "loaded the cached benchmark" in second
     assert path.stat().st_mtime_ns == stamp
     a, b = bench.query([B0]), again.query([B0])
-    assert list(a.columns) == ["val_top1", "val_top1_std", "throughput_zcu102",
+    assert list(a.columns) == ["arch", "val_top1", "val_top1_std", "throughput_zcu102",
                                "throughput_zcu102_std", "ood", "ood_distance", "ood_cost"]
     np.testing.assert_array_equal(a.to_numpy(), b.to_numpy())
 

@@ -7,6 +7,7 @@ import pytest
 
 from anb.records import (
     frame_to_records, load_dataset, load_records, perf_columns, perf_key, records_to_frame,
+    table_archs,
     write_record,
 )
 from tests.conftest import SPLITS_DIR
@@ -83,9 +84,26 @@ def test_tables_read_as_records(released_records, tmp_path, suffix):
     for a, b in zip(released_records[:20], back):
         assert (a["architecture"], a["metrics"], a["model_info"], a["platform_perf"]) == \
             (b["architecture"], b["metrics"], b["model_info"], b["platform_perf"])
-    frame.drop(columns=["block3_k"]).to_csv(tmp_path / "bad.csv", index=False)
-    with pytest.raises(ValueError, match="block3_k"):
+    frame.drop(columns=["arch", "block3_k"]).to_csv(tmp_path / "bad.csv", index=False)
+    with pytest.raises(ValueError, match=r"bad.csv' has no architecture: give an 'arch' column"
+                                         r".*missing \['block3_k'\]"):
         load_records(tmp_path / "bad.csv")
+
+
+def test_both_table_conventions_give_the_same_records(released_records, tmp_path):
+    """A table with only the ``arch`` string column (``anb query``'s output) and one with only
+    the ``block{i}_*`` columns read as the same records."""
+    frame = records_to_frame(released_records[:10])
+    blocks = [c for c in frame.columns if c.startswith("block")]
+    frame.drop(columns=blocks).to_csv(tmp_path / "strings.csv", index=False)
+    frame.drop(columns=["arch"]).to_csv(tmp_path / "blocks.csv", index=False)
+    strings, columns = load_records(tmp_path / "strings.csv"), load_records(tmp_path / "blocks.csv")
+    assert [r["architecture"] for r in strings] == [r["architecture"] for r in columns] == \
+        [r["architecture"] for r in released_records[:10]]
+    assert table_archs(frame.drop(columns=blocks)) == table_archs(frame.drop(columns=["arch"]))
+    frame.loc[3, "arch"] = "e1k3l1"
+    with pytest.raises(ValueError, match=r"t.csv' row 4: architecture 'e1k3l1' is outside"):
+        table_archs(frame, "'t.csv'")
 
 
 def test_bad_records_name_the_file_and_field(tmp_path, released_records):

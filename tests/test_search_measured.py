@@ -129,7 +129,7 @@ def test_search_measure_end_to_end(tmp_path, accuracy_benchmark):
         record = json.loads((out / "measurements" / "cpu-ort-32" / f"{row.arch_id}.json").read_text())
         assert history.loc[row.Index, KEY] == record["platform_perf"][KEY]["throughput_mean"]
     predicted = load(accuracy_benchmark).query(list(history["arch"]), metrics=["val_top1"])
-    np.testing.assert_allclose(history["val_top1"], predicted.iloc[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(history["val_top1"], predicted["val_top1"], rtol=1e-6)
     front = pd.read_csv(out / "pareto.csv")
     scores = history[["val_top1", KEY]].to_numpy()
     dominated = [any((o >= s).all() and (o > s).any() for o in scores) for s in scores]

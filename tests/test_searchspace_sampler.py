@@ -81,3 +81,21 @@ def test_bad_shards_are_rejected(shard, message):
 def test_negative_n_is_rejected():
     with pytest.raises(ValueError, match="n must be >= 0"):
         Sampler(0).sample(-1)
+
+
+def test_n_beyond_the_space_or_shard_is_refused_naming_both_sizes():
+    with pytest.raises(ValueError, match=r"cannot sample 1,000,000,000,000 .* holds "
+                                         r"104,485,552,128"):
+        Sampler(0).sample_indices(10**12)
+    quarter = Sampler(0).shard_size("1/4")
+    assert quarter == 26_121_388_032
+    with pytest.raises(ValueError, match="26,121,388,032 of them in shard 1/4"):
+        Sampler(0).sample(quarter + 1, shard="1/4")
+
+
+def test_streamed_sample_equals_the_list_across_chunks():
+    small = Sampler(3, chunk=7)
+    streamed = [str(a) for a in small.iter_sample(30, shard="1/3", exclude=small.sample(4))]
+    assert streamed == [str(a) for a in Sampler(3).sample(30, shard="1/3",
+                                                           exclude=Sampler(3).sample(4))]
+    assert len(set(streamed)) == 30

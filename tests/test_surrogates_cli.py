@@ -9,6 +9,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -96,3 +97,58 @@ def test_fit_rejects_bad_config(tmp_path):
                                  "--config", str(config)])
     assert result.exit_code != 0 and "unknown model family 'catboost'" in result.output
     assert not (tmp_path / "x").exists()
+
+
+def test_query_output_is_read_by_fit_merge_and_front_report(fitted, tmp_path):
+    """`anb query` writes an 'arch' column; every table reader takes it (one convention)."""
+    from anb.records import load_dataset
+    from anb.searchspace import Arch
+
+    out, _ = fitted
+    archs = [str(a) for a in Sampler(seed=8).sample(120)]
+    pred = tmp_path / "pred.csv"
+    result = runner.invoke(app, ["query", str(out), "-", "-o", str(pred)],
+                           input="\n".join(archs) + "\n")
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(pred)
+    assert table.columns[0] == "arch" and table["arch"].tolist() == archs
+
+    config = out.parent / "tiny.json"
+    refit = tmp_path / "refit"
+    result = runner.invoke(app, ["fit", str(pred), "--out", str(refit), "--config", str(config),
+                                 "--targets", "throughput_a100", "--split", "random"])
+    assert result.exit_code == 0, result.output
+    assert read_manifest(refit)["training_data"]["n_records"] == 120
+
+    results = tmp_path / "results"
+    results.mkdir()
+    for arch in (Arch.from_string(archs[0]), EFFICIENTNET_B0):
+        (results / f"{arch.id}.json").write_text(json.dumps({
+            "architecture": arch.to_anb_dict(),
+            "platform_perf": {"throughput_cpu-x": {"throughput_mean": 50.0}}}))
+    merged = tmp_path / "merged"
+    result = runner.invoke(app, ["merge", str(results), "--accuracy", str(pred), "--out",
+                                 str(merged)])
+    assert result.exit_code == 0, result.output
+    frame = load_dataset(merged / "records").set_index("arch")
+    assert len(frame) == 121
+    np.testing.assert_allclose(frame.loc[archs, "throughput_a100"], table["throughput_a100"],
+                               rtol=1e-5)
+    assert frame.loc[archs[0], "throughput_cpu-x"] == 50.0
+    assert frame.loc[str(EFFICIENTNET_B0), ["macs", "params"]].tolist() == [415.145024, 5.288548]
+
+    search = tmp_path / "search"
+    result = runner.invoke(app, ["search", "--benchmark", str(out), "-o", "throughput_a100",
+                                 "-o", "latency_vck190", "--budget", "30", "--out", str(search)])
+    assert result.exit_code == 0, result.output
+    front = pd.read_csv(search / "pareto.csv")
+    front_pred = tmp_path / "front_pred.csv"
+    result = runner.invoke(app, ["query", str(out), str(search / "pareto.csv"), "-o",
+                                 str(front_pred)])
+    assert result.exit_code == 0, result.output
+    report = tmp_path / "report"
+    result = runner.invoke(app, ["front-report", str(search), "--out", str(report), "--accuracy",
+                                 str(front_pred), "--accuracy-metric", "throughput_a100"])
+    assert result.exit_code == 0, result.output
+    measured = pd.read_csv(report / "front_report.csv")["throughput_a100_measured"]
+    np.testing.assert_allclose(measured, front["throughput_a100"], rtol=1e-5)

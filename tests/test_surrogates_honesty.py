@@ -48,7 +48,7 @@ def artifact(bench, tmp_path_factory):
 def test_empty_query_returns_an_empty_result(bench):
     frame = bench.query([])
     assert len(frame) == 0
-    assert list(frame.columns) == ["val_top1", "val_top1_std", "throughput_a100",
+    assert list(frame.columns) == ["arch", "val_top1", "val_top1_std", "throughput_a100",
                                    "throughput_a100_std", "ood", "ood_distance", "ood_cost"]
     assert len(bench.query(np.zeros((0, 7, 4), dtype=np.int64), "accuracy", noise=True)) == 0
 

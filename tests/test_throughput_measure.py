@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.driver import read_arch_list, shard_of
+from anb.collect_throughput.driver import SAMPLE_LIMIT, read_arch_list, shard_of
 from anb.searchspace.sampler import Sampler
 
 FAST = ["--resolution", "64", "--budget", "0.2", "--batch", "2", "--no-progress",
@@ -83,6 +83,8 @@ def test_long_comma_separated_list_is_not_taken_for_a_file_name():
     (["--archs", "missing/list.txt", "--out", "x"], "missing/list.txt"),
     (["--archs", "sample:2", "--out", "x", "--shard", "3/2"], "shard"),
     (["--archs", "sample:2", "--out", "x", "--clock", "sundial"], "clock='sundial'"),
+    (["--archs", f"sample:{10**12}", "--out", "x"], "holds 104,485,552,128"),
+    (["--archs", f"sample:{SAMPLE_LIMIT + 1}", "--out", "x"], f"at most {SAMPLE_LIMIT:,}"),
 ])
 def test_bad_input_exits_nonzero_with_one_line(args, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

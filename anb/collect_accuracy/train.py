@@ -24,7 +24,6 @@ claimed elsewhere is passed over and tried once more at the end of the stream.
 from __future__ import annotations
 
 import argparse
-import csv
 import gc
 import json
 import math
@@ -54,18 +53,18 @@ from anb.searchspace.space import SearchSpace, get_space
 
 
 def _arch_texts(value: str) -> list[str]:
-    """``model.archs``: a CSV file with an ``arch`` column (a search's ``pareto.csv``), or
-    architecture strings separated by commas."""
+    """``model.archs``: a CSV file with an ``arch`` column (a search's ``pareto.csv``) or
+    ``block{i}_*`` columns, or architecture strings separated by commas."""
     if value.strip().lower().endswith(".csv"):
+        from anb.records import read_table, table_archs
+
         path = Path(value.strip())
         if not path.is_file():
             raise ConfigError(f"config key 'model.archs': file {str(path)!r} does not exist")
-        with path.open(newline="") as handle:
-            rows = list(csv.DictReader(handle))
-        if not rows or "arch" not in rows[0]:
-            raise ConfigError(f"config key 'model.archs': {str(path)!r} has no 'arch' column "
-                              f"(columns: {list(rows[0]) if rows else []})")
-        return [row["arch"].strip() for row in rows if row["arch"].strip()]
+        try:
+            return [str(a) for a in table_archs(read_table(path), repr(str(path)))]
+        except ValueError as err:
+            raise ConfigError(f"config key 'model.archs': {err}") from None
     return [t.strip() for t in value.split(",") if t.strip()]
 
 

@@ -37,12 +37,14 @@ from anb.searchspace.sampler import Sampler, parse_shard
 
 log = logging.getLogger(__name__)
 _RECORD_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".json", ".jsonl", ".csv", ".parquet", ".pq")
+#: Most architectures ``sample:N`` gives (a list to measure or queue is held in memory).
+SAMPLE_LIMIT = 100_000
 
 
 def read_arch_list(spec: str | Path) -> list[Arch]:
     """Architectures from a dataset (any form ``anb.records`` reads), a text file with one
-    architecture string per line, ``sample:N[:seed]``, or comma-separated strings. De-duplicated,
-    first occurrence kept."""
+    architecture string per line, ``sample:N[:seed]`` (N at most :data:`SAMPLE_LIMIT`), or
+    comma-separated strings. De-duplicated, first occurrence kept."""
     text = str(spec)
     path = Path(text)
     try:
@@ -56,6 +58,14 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
         except (IndexError, ValueError):
             raise ValueError(f"--archs {text!r} is malformed; expected 'sample:N' or "
                              "'sample:N:seed'") from None
+        try:
+            Sampler(seed).check_size(n)
+        except ValueError as err:
+            raise ValueError(f"--archs {text!r}: {err}") from None
+        if n > SAMPLE_LIMIT:
+            raise ValueError(f"--archs {text!r} asks for {n:,} architectures; sample:N takes at "
+                             f"most {SAMPLE_LIMIT:,}; for more, write disjoint parts with `anb space "
+                             "sample -n N --shard i/k > part_i.txt` and pass each file")
         archs = Sampler(seed).sample(n)
     elif is_dir or (is_file and text.endswith(_RECORD_SUFFIXES)):
         from anb.records import load_dataset

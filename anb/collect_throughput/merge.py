@@ -6,7 +6,8 @@ twice with different means, or measured for a key the accuracy record already ho
 different mean, is a conflict; ``on_conflict`` decides: ``keep-existing`` (first seen: the accuracy record, then
 result folders in the order given), ``replace`` (last seen wins) or ``error``. Gaps are the
 (architecture, key) pairs some architectures have and others lack; device results with no
-accuracy record are kept as records without metrics and listed as ``device_only``.
+accuracy record are kept as records without metrics (with the analytic ``model_info``, MACs and
+params) and listed as ``device_only``.
 
 Every measured entry carries its protocol fingerprint; a key whose results were taken under
 more than one protocol is refused (:class:`MixedProtocols`, naming both and how they differ)
@@ -28,7 +29,8 @@ from typing import Any, Iterable
 from anb.collect_throughput.anchors import ANCHOR_FILE, anchor_drift, read_anchor_rows
 from anb.collect_throughput.protocol import entry_fingerprint, protocol_difference
 from anb.io import atomic_write, atomic_write_json
-from anb.records import load_records, records_to_frame, validate_record
+from anb.records import load_records, model_info, records_to_frame, validate_record
+from anb.searchspace.arch import Arch
 from anb.version import __version__
 
 ON_CONFLICT = ("keep-existing", "replace", "error")
@@ -156,8 +158,10 @@ def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: st
                             f"{first['sources'][1]}")
     for arch_id in sorted(set(templates) - set(seen)):
         report.device_only.append(arch_id)
-        merged.append({"architecture": templates[arch_id]["architecture"], "metrics": {},
-                       "model_info": {}, "source": f"{arch_id}.json",
+        architecture = templates[arch_id]["architecture"]
+        merged.append({"architecture": architecture, "metrics": {},
+                       "model_info": model_info(Arch.from_anb_dict(architecture)),
+                       "source": f"{arch_id}.json",
                        "platform_perf": {k: copy.deepcopy(v[0])
                                          for k, v in measured[arch_id].items()}})
         ids.append(arch_id)

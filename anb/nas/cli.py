@@ -12,11 +12,15 @@ def search(
                                         help="metric[:max|min], repeat for multi-objective."),
     constraint: Optional[list[str]] = typer.Option(None, "--constraint", "-c",
                                                    help="e.g. 'latency_zcu102<=5'."),
-    benchmark: Optional[Path] = typer.Option(None, help="Fitted surrogate benchmark folder, "
-                                             "or accel-nasbench (packaged); without it only macs/params/depth are known."),
+    benchmark: Optional[Path] = typer.Option(None, help="Benchmark folder (`anb fit` or `anb "
+                                             "adapt`), or accel-nasbench (packaged); without it "
+                                             "only macs/params/depth are known."),
     algorithm: str = typer.Option("re", help="random | re (regularized evolution) | nsga2 "
                                   "(anb's default, on pymoo) | pymoo_nsga2 (pymoo's defaults)"),
-    budget: int = typer.Option(1000, min=1, help="Evaluations."),
+    budget: int = typer.Option(1000, min=1, help="Evaluations. A budget whose estimated run "
+                               "time (from a pilot of 256 evaluations) exceeds 1 hour is "
+                               "refused unless --yes is given."),
+    yes: bool = typer.Option(False, "--yes", help="Run a budget estimated to take over 1 hour."),
     seed: int = typer.Option(0),
     noise: bool = typer.Option(False, help="Query plausible noisy observations, not means."),
     out: Path = typer.Option(Path("outputs/search"), help="Results folder."),
@@ -32,7 +36,11 @@ def search(
     supported_only: bool = typer.Option(False, help="Treat architectures the surrogate flags "
                                         "as out of distribution as infeasible."),
 ) -> None:
-    """Search the space for the best architectures under objectives and constraints."""
+    """Search the space for the best architectures under objectives and constraints.
+
+    Exit status: 0 when a design meets every constraint; 1 when none does (the least violating
+    one is shown and the report is written); 2 for bad input or a refused budget."""
+    from anb.nas.budget import MAX_SECONDS, PILOT_EVALUATIONS, describe, estimate_seconds
     from anb.nas.evaluators import combined, surrogate_evaluator
     from anb.nas.objectives import Constraint, Objective
     from anb.nas.report import headline, write_report
@@ -41,31 +49,48 @@ def search(
     try:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"--algorithm {algorithm!r} is not one of {sorted(ALGORITHMS)}")
-        surrogate = None
+        bench = None
         if benchmark is not None:
             from anb.surrogates import load
 
-            surrogate = surrogate_evaluator(load(benchmark), noise=noise, seed=seed)
-        evaluator = combined(surrogate)
+            bench = load(benchmark)
+
+        def evaluator():  # a fresh one per run: a noisy evaluator's stream advances
+            return combined(None if bench is None else
+                            surrogate_evaluator(bench, noise=noise, seed=seed))
         if measure is not None:
             from anb.nas.measured import search_measured
 
-            s = search_measured(ALGORITHMS[algorithm], evaluator, measure, queue, objective,
+            s = search_measured(ALGORITHMS[algorithm], evaluator(), measure, queue, objective,
                                 constraint or [], budget, seed, out, max_measurements, max_hours,
                                 supported_only)
             typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
                        f"evaluations, {s['measurements']} measurements in {s['hours'] * 60:.1f} "
                        f"min ({s['stopped']}); Pareto front {s['pareto_size']}; results in {out}")
             return
-        problem = Problem(evaluator, [Objective.parse(o) for o in objective],
-                          [Constraint.parse(c) for c in constraint or []],
-                          supported_only=supported_only)
-        result = ALGORITHMS[algorithm](problem, budget, seed=seed, progress=True)
+        def problem() -> Problem:
+            return Problem(evaluator(), [Objective.parse(o) for o in objective],
+                           [Constraint.parse(c) for c in constraint or []],
+                           supported_only=supported_only)
+
+        run = ALGORITHMS[algorithm]
+        if budget > PILOT_EVALUATIONS:
+            seconds = estimate_seconds(run, problem(), budget, seed)
+            if seconds > MAX_SECONDS and not yes:
+                raise ValueError(f"--budget {budget:,} would take about {describe(seconds)} "
+                                 f"(estimated from {PILOT_EVALUATIONS} evaluations); runs over "
+                                 f"{describe(MAX_SECONDS)} need --yes, or lower --budget")
+            typer.echo(f"estimated run time {describe(seconds)}", err=True)
+        result = run(problem(), budget, seed=seed, progress=True)
     except (ValueError, FileNotFoundError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2)
     summary = write_report(result, out)
-    best, *others = headline(summary, problem.metrics)
+    best, *others = headline(summary, result.problem.metrics)
+    if not summary["feasible"]:
+        typer.echo(f"{algorithm}: {summary['evaluations']} evaluations; results in {out}")
+        typer.echo(f"error: {best}", err=True)
+        raise typer.Exit(1)
     typer.echo(f"{algorithm}: {summary['evaluations']} evaluations, {best}; "
                f"Pareto front {summary['pareto_size']}; results in {out}")
     for line in others:

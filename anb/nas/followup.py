@@ -40,16 +40,15 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     (trainer exit status, dataset path)."""
     from anb.collect_accuracy.export import export
     from anb.collect_accuracy.train import main
+    from anb.records import read_table, table_archs
 
     archs, out = Path(archs), Path(out)
     if not archs.is_file():
         raise FileNotFoundError(f"architecture list {archs} does not exist (a search's "
-                                "pareto.csv or a CSV with an 'arch' column)")
-    table = pd.read_csv(archs)
-    if "arch" not in table.columns:
-        raise ValueError(f"{archs} has no 'arch' column")
+                                "pareto.csv or a CSV with an 'arch' column or block{i}_* columns)")
+    listed = table_archs(read_table(archs), repr(str(archs)))
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "archs.txt", lambda t: t.write_text("".join(f"{a}\n" for a in table["arch"])))
+    atomic_write(out / "archs.txt", lambda t: t.write_text("".join(f"{a}\n" for a in listed)))
     runs = out / "runs"
     status = main(["--config", str(recipe_path(config)), "--model.archs", str(archs),
                    "--logging.folder", str(runs), *extra])

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from anb.nas.objectives import Constraint, Evaluator, Objective
+from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import pareto_mask
 from anb.searchspace.arch import Arch, archs_from_choices
 from anb.io import atomic_write, atomic_write_json
@@ -290,6 +290,7 @@ def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | 
     from anb.nas.search import Problem
 
     objs = [Objective.parse(o) for o in objectives]
+    check_objectives(objs)
     cons = [Constraint.parse(c) for c in constraints]
     if queue is None:
         measurer: Measurer = LocalMeasurer(device, Path(out) / "measurements")

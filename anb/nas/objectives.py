@@ -42,6 +42,17 @@ class Objective:
         return f"{self.metric}:{'max' if self.maximise else 'min'}"
 
 
+def check_objectives(objectives: Sequence[Objective]) -> None:
+    """Refuse a metric given as more than one objective (``-o m -o m:min``)."""
+    seen: dict[str, Objective] = {}
+    for objective in objectives:
+        if objective.metric in seen:
+            raise ValueError(f"objective metric {objective.metric!r} is given twice "
+                             f"({seen[objective.metric]} and {objective}); each metric may be "
+                             "one objective")
+        seen[objective.metric] = objective
+
+
 @dataclass(frozen=True)
 class Constraint:
     metric: str

@@ -16,10 +16,18 @@ from anb.version import __version__  # noqa: E402
 
 def headline(summary: dict, metrics: list[str]) -> list[str]:
     """The best design with its std per metric, flagged when the surrogate extrapolates, and
-    then the best design inside the data."""
+    then the best design inside the data; without a feasible design, the least violating one
+    and by how much it violates each constraint."""
     def shown(row: dict) -> str:
         return " ".join(f"{m}={row[m]:.4g}" + (f"+-{row[m + '_std']:.2g}" if m + "_std" in row
                                                 else "") for m in metrics)
+
+    if summary.get("feasible") is False:
+        broken = ", ".join(f"{name} by {gap:.4g}" for name, gap in summary["violations"].items())
+        return [f"no feasible design: none of the {summary['evaluations']} evaluated designs "
+                f"meets {', '.join(summary['constraints']) or 'the constraints'}; the least "
+                f"violating is {summary['best']['arch']} {shown(summary['best'])} "
+                f"(violates {broken})"]
 
     flag = " (OUT OF DISTRIBUTION: extrapolated, not supported by the data)" \
         if summary.get("best_out_of_distribution") else ""
@@ -44,8 +52,11 @@ def write_report(result: SearchResult, out: Path) -> dict:
         "objectives": [str(o) for o in objectives],
         "constraints": [str(c) for c in result.problem.constraints],
         "feasible_share": float(history["feasible"].mean()),
+        "feasible": bool(history["feasible"].any()),
         "best": json.loads(best.to_json()), "pareto_size": len(front), **result.info,
     }
+    if not summary["feasible"]:  # "best" is then the least violating design
+        summary["violations"] = result.violations(int(best["step"]))
     if "ood" in history:
         summary["best_out_of_distribution"] = bool(best["ood"])
         summary["supported_only"] = result.problem.supported_only

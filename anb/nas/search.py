@@ -21,7 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from anb.nas.mutation import mutate, random_choices
-from anb.nas.objectives import Constraint, Evaluator, Objective
+from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import crowding_distance, non_dominated_fronts, pareto_mask
 from anb.searchspace.arch import archs_from_choices
 from anb.searchspace.space import ANB_SPACE, SearchSpace
@@ -41,6 +41,7 @@ class Problem:
     def __post_init__(self) -> None:
         if not self.objectives:
             raise ValueError("a search needs at least one objective, e.g. 'val_top1:max'")
+        check_objectives(self.objectives)
         self.metrics = list(dict.fromkeys(
             [o.metric for o in self.objectives] + [c.metric for c in self.constraints]))
 
@@ -88,6 +89,14 @@ class SearchResult:
             frame[metric] = values
         frame["feasible"] = self.feasible
         return frame
+
+    def violations(self, row: int) -> dict[str, float]:
+        """How far evaluation ``row`` is outside each constraint it breaks (``ood``: 1)."""
+        out = {str(c): float(c.violation(self.values[c.metric][row:row + 1])[0])
+               for c in self.problem.constraints}
+        if self.problem.supported_only and "ood" in self.values:
+            out["in-distribution (supported_only)"] = float(bool(self.values["ood"][row]))
+        return {name: gap for name, gap in out.items() if gap > 0}
 
     def best(self) -> pd.Series:
         """The best feasible evaluation of the first objective (the least violating if none)."""

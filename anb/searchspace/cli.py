@@ -47,14 +47,16 @@ def sample_cmd(
     fmt: str = typer.Option("string", "--format", help="string | json | id"),
     space: str = SPACE_OPTION,
 ) -> None:
-    """Print the first N architectures of a seeded, sharded stream."""
+    """Print the first N architectures of a seeded, sharded stream, as they are drawn
+    (bounded memory for any N; N beyond the space's size is refused)."""
     if fmt not in ("string", "json", "id"):
         _fail(f"--format {fmt!r} is not one of ['string', 'json', 'id']")
     try:
-        archs = Sampler(seed, get_space(space)).sample(n, shard=shard)
+        sampler = Sampler(seed, get_space(space))
+        sampler.check_size(n, shard)
     except ValueError as err:
         _fail(str(err))
-    for arch in archs:
+    for arch in sampler.iter_sample(n, shard=shard):
         if fmt == "json":
             typer.echo(json.dumps(arch.to_anb_dict()))
         elif fmt == "id":

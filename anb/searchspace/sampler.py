@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -106,17 +106,32 @@ class Sampler:
         stop = min(stop, self.space.size())
         return self.permutation(np.arange(start, stop, dtype=np.uint64))
 
-    def sample_indices(
+    def shard_size(self, shard: tuple[int, int] | str | None = None) -> int:
+        """How many architectures shard ``shard`` of the stream holds."""
+        i, k = parse_shard(shard)
+        return max(0, (self.space.size() - i + k - 1) // k)
+
+    def check_size(self, n: int, shard: tuple[int, int] | str | None = None) -> None:
+        """Refuse ``n`` below 0 or beyond what the shard holds (the stream never repeats)."""
+        if n < 0:
+            raise ValueError(f"n must be >= 0, got {n}")
+        available = self.shard_size(shard)
+        if n > available:
+            i, k = parse_shard(shard)
+            part = "" if k == 1 else f", {available:,} of them in shard {i}/{k}"
+            raise ValueError(f"cannot sample {n:,} architectures: the space {self.space.name!r} "
+                             f"holds {self.space.size():,}{part}, and sampling never repeats one")
+
+    def iter_indices(
         self,
         n: int,
         shard: tuple[int, int] | str | None = None,
         exclude: Iterable[Any] = (),
-    ) -> np.ndarray:
-        if n < 0:
-            raise ValueError(f"n must be >= 0, got {n}")
+    ) -> Iterator[np.ndarray]:
+        """:meth:`sample_indices` in chunks of at most ``chunk`` indices (bounded memory)."""
+        self.check_size(n, shard)
         i, k = parse_shard(shard)
         excluded_index, excluded_ids = _excluded_keys(exclude, self.space)
-        taken: list[np.ndarray] = []
         have, step = 0, 0
         total = self.space.size()
         while have < n:
@@ -130,10 +145,25 @@ class Sampler:
             if excluded_ids:
                 keep = [a.id not in excluded_ids for a in self._archs(candidates)]
                 candidates = candidates[np.asarray(keep, dtype=bool)]
-            taken.append(candidates[: n - have])
-            have += taken[-1].size
+            candidates = candidates[: n - have]
+            have += candidates.size
             step += 1
+            if candidates.size:
+                yield candidates
+
+    def sample_indices(
+        self,
+        n: int,
+        shard: tuple[int, int] | str | None = None,
+        exclude: Iterable[Any] = (),
+    ) -> np.ndarray:
+        taken = list(self.iter_indices(n, shard, exclude))
         return np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
+
+    def iter_sample(self, n: int, **kwargs: Any) -> Iterator[Arch]:
+        """Like :meth:`sample`, one architecture at a time (bounded memory for any ``n``)."""
+        for indices in self.iter_indices(n, **kwargs):
+            yield from self._archs(indices)
 
     def sample_choices(self, n: int, **kwargs: Any) -> np.ndarray:
         """Like :meth:`sample_indices`, as a ``(n, num_stages, 4)`` array of raw values."""

@@ -282,7 +282,8 @@ def _is_device(name: str) -> bool:
 
 # -------------------------------------------------------------------- artifact
 class AdaptedBenchmark:
-    """A base surrogate benchmark plus adapted device targets, queried together."""
+    """A base surrogate benchmark plus adapted device targets, queried together like any
+    benchmark (``anb query``, ``anb search --benchmark``, :func:`anb.load` take its folder)."""
 
     def __init__(self, base: Any, models: dict[str, AdaptedModel], info: dict[str, Any]):
         self.base = base
@@ -290,11 +291,38 @@ class AdaptedBenchmark:
         self.info = info
 
     @property
+    def space(self) -> SearchSpace:
+        return self.base.space
+
+    @property
     def metrics(self) -> list[str]:
         return list(self.base.metrics) + [m for m in self.models if m not in self.base.metrics]
 
-    def predict_transformed(self, choices: np.ndarray, name: str
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    @property
+    def devices(self) -> list[str]:
+        return sorted(set(self.base.devices) | {m.split("_", 1)[1] for m in self.models})
+
+    def choices(self, archs: Any) -> np.ndarray:
+        """Raw choices of any architecture form the base benchmark accepts."""
+        return self.base.choices(archs)
+
+    def resolve(self, metrics: str | Sequence[str] | None) -> list[str]:
+        """Validate metric names (the base's aliases allowed); ``None`` means all."""
+        from anb.surrogates.benchmark import ALIASES
+
+        if metrics is None:
+            return self.metrics
+        out = []
+        for name in [metrics] if isinstance(metrics, str) else metrics:
+            full = name if name in self.models else ALIASES.get(name, name)
+            if full not in self.metrics:
+                raise ValueError(f"unknown metric {name!r}; this benchmark knows {self.metrics} "
+                                 f"(aliases {sorted(ALIASES)})")
+            out.append(full)
+        return out
+
+    def predict_adapted(self, choices: np.ndarray, name: str
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Log-space mean and std of adapted target ``name`` and its out-of-range flag."""
         model = self.models[name]
         known = BenchmarkKnown(self.base, source=model.known_source)
@@ -304,28 +332,43 @@ class AdaptedBenchmark:
         known.targets = model.known
         return model.predict(known.log_costs(choices), op_components(choices, self.base.space))
 
-    def query(self, archs: Any, metrics: str | Sequence[str] | None = None) -> "Any":
-        """Like ``SurrogateBenchmark.query``: ``<metric>``, ``<metric>_std`` per metric, plus
-        ``<adapted>_ood`` (True where the known devices' costs are outside the measured range)."""
-        import pandas as pd
+    def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,
+              seed: int | None = None) -> "Any":
+        """Like ``SurrogateBenchmark.query`` (``arch``, ``<metric>``, ``<metric>_std``, then
+        ``ood``, ``ood_distance``, ``ood_cost``), with ``<adapted>_ood`` after each adapted
+        metric (its known-device costs lie outside the measured range); ``ood`` is also set
+        where a queried adapted metric is flagged. With ``noise`` an adapted metric's draw
+        uses its leave-one-out error as the observation noise."""
+        from anb.surrogates.benchmark import OOD_COLUMNS
+        from anb.surrogates.noise import standard_normal
 
-        names = self.metrics if metrics is None else \
-            [metrics] if isinstance(metrics, str) else list(metrics)
-        unknown = [m for m in names if m not in self.metrics]
-        if unknown:
-            raise ValueError(f"unknown metric {unknown[0]!r}; this benchmark knows {self.metrics}")
-        choices = self.base.choices(archs)
-        base_names = [m for m in names if m not in self.models]
-        parts = [self.base.query(choices, base_names)] if base_names else []
-        columns: dict[str, np.ndarray] = {}
+        names = self.resolve(metrics)
+        choices = self.choices(archs)
+        if noise and seed is None:
+            seed = int(np.random.SeedSequence().entropy % 2**63)
+        frame = self.base.query(choices, [m for m in names if m not in self.models], noise, seed)
         for name in [m for m in names if m in self.models]:
-            mu, sigma, ood = self.predict_transformed(choices, name)
-            columns[name] = np.exp(mu)
-            columns[f"{name}_std"] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
-            columns[f"{name}_ood"] = ood
-        frame = pd.concat(parts + [pd.DataFrame(columns)], axis=1) if columns else parts[0]
-        order = [c for m in names for c in (m, f"{m}_std", f"{m}_ood") if c in frame.columns]
+            mu, sigma, flag = self.predict_adapted(choices, name)
+            draw = mu
+            if noise:
+                draw = mu + self.models[name].loo_rmse * standard_normal(seed, choices, name,
+                                                                         self.space)
+            frame[name] = np.exp(draw)
+            frame[f"{name}_std"] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
+            frame[f"{name}_ood"] = flag
+            frame["ood"] = frame["ood"].to_numpy(dtype=bool) | flag
+        order = ["arch"] + [c for m in names for c in (m, f"{m}_std", f"{m}_ood")
+                            if c in frame.columns] + list(OOD_COLUMNS)
         return frame[order]
+
+
+def is_adapted(path: str | Path) -> bool:
+    """Whether the folder ``path`` holds an adapted artifact (its manifest's ``format``)."""
+    file = Path(path) / MANIFEST
+    try:
+        return json.loads(file.read_text()).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False  # the artifact loader reports what is wrong with it
 
 
 def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, AdaptedModel],
@@ -358,8 +401,10 @@ def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, Adap
     return path
 
 
-def load_adapted(path: str | Path, base: str | Path | None = None) -> AdaptedBenchmark:
-    """Load an adapted artifact (checksums verified) with its base surrogate benchmark."""
+def load_adapted(path: str | Path, base: str | Path | None = None,
+                 n_jobs: int | None = None) -> AdaptedBenchmark:
+    """Load an adapted artifact (checksums verified) with its base surrogate benchmark
+    (``base``: another copy of it; ``n_jobs``: as :func:`anb.surrogates.artifact.load`)."""
     from anb.surrogates.artifact import load, read_manifest
 
     path = Path(path)
@@ -384,7 +429,7 @@ def load_adapted(path: str | Path, base: str | Path | None = None) -> AdaptedBen
             arrays = {k: data[f"{name}.{k}"] for k in ("ridge_coef", "nnls_weights",
                                                       "known_scale", "op_scale", "lo", "hi")}
             models[name] = AdaptedModel(**{**scalars, **arrays})
-    return AdaptedBenchmark(load(base_path), models, manifest)
+    return AdaptedBenchmark(load(base_path, n_jobs=n_jobs), models, manifest)
 
 
 def _digest(manifest: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -19,24 +20,65 @@ from anb.surrogates.adapt import (KINDS, MIN_POINTS, AdaptedBenchmark, AdaptedMo
 from anb.surrogates.adapt_select import suggest as _suggest
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A device's measurements, one row per distinct design: repeated measurements of a design
+    are merged into their mean (``values``), their count (``repeats``) and their sample std
+    (``spread``, NaN for a design measured once)."""
+
+    target: str
+    choices: np.ndarray
+    values: np.ndarray
+    repeats: np.ndarray
+    spread: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        """Measurements read (before merging repeats)."""
+        return int(self.repeats.sum())
+
+    def summary(self) -> dict[str, Any]:
+        """What the adapted artifact records: designs, rows and each repeated design's spread."""
+        repeated = np.nonzero(self.repeats > 1)[0]
+        return {"n": int(len(self.values)), "rows": self.rows,
+                "repeated": [{"arch": str(Arch.from_choices(self.choices[i])),
+                              "n": int(self.repeats[i]), "mean": float(self.values[i]),
+                              "std": float(self.spread[i])} for i in repeated]}
+
+
+def merge_repeats(target: str, choices: np.ndarray, values: np.ndarray) -> Measured:
+    """One row per distinct design (first-seen order): mean, count and std of its values."""
+    choices = np.asarray(choices, dtype=np.int64)
+    flat = choices.reshape(len(choices), -1)
+    _, first, group = np.unique(flat, axis=0, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    order = np.argsort(first)  # unique() sorts; keep the file's order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    group = rank[group]
+    values = np.asarray(values, dtype=np.float64)
+    count = np.bincount(group, minlength=len(order))
+    mean = np.bincount(group, values, minlength=len(order)) / np.maximum(count, 1)
+    square = np.bincount(group, (values - mean[group]) ** 2, minlength=len(order))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        spread = np.where(count > 1, np.sqrt(square / (count - 1)), np.nan)
+    return Measured(target, choices[np.sort(first)], mean, count, spread)
+
+
 def read_measured(path: str | Path, device: str, kind: str | None = None,
-                  space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS
-                  ) -> tuple[str, np.ndarray, np.ndarray]:
-    """``(target, raw choices, values)`` of a device from a CSV (``arch`` + ``<kind>_<device>``
-    columns) or from what ``anb measure`` wrote (a results folder or record JSON files)."""
+                  space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS) -> Measured:
+    """A device's measurements from a table (an ``arch`` column or ``block{i}_*`` columns, and
+    ``<kind>_<device>``) or from what ``anb measure`` wrote (a results folder or record JSON
+    files); repeated designs are merged (:func:`merge_repeats`) and ``min_points`` counts
+    distinct designs."""
+    from anb.records import load_dataset, read_table, table_archs
+
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"measured file {str(path)!r} does not exist")
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown metric kind {kind!r}; allowed: {list(KINDS)}")
-    if path.suffix == ".csv":
-        frame = pd.read_csv(path, dtype={"arch": str}, keep_default_na=True)
-    else:
-        from anb.records import load_dataset
-
-        frame = load_dataset(path, space)
-    if "arch" not in frame.columns:
-        raise ValueError(f"{str(path)!r} has no 'arch' column (columns: {list(frame.columns)})")
+    frame = read_table(path) if path.suffix in (".csv", ".parquet", ".pq") else load_dataset(path, space)
     wanted = [f"{k}_{device}" for k in ([kind] if kind else KINDS)]
     present = [c for c in wanted if c in frame.columns]
     if not present:
@@ -48,34 +90,32 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
         raise ValueError(f"{str(path)!r} has both {present}; choose one with --metric "
                          f"({' or '.join(KINDS)})")
     target = present[0]
+    archs = table_archs(frame, repr(str(path)), space)
     values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
-    rows = []
-    for i, (arch, value, raw) in enumerate(zip(frame["arch"], values, frame[target])):
-        where = f"{str(path)!r} row {i + 1}"
-        if not isinstance(arch, str) or not arch.strip():
-            raise ValueError(f"{where}: column 'arch' is empty; give an architecture string like "
-                             "'e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se'")
+    for i, (arch, value, raw) in enumerate(zip(archs, values, frame[target])):
         if not np.isfinite(value) or value <= 0:
-            raise ValueError(f"{where} ({arch}): column {target!r} has {raw!r}; every measured "
-                             "architecture needs a positive number")
-        try:
-            rows.append(Arch.from_string(arch.strip(), space).to_choices())
-        except ValueError as err:
-            raise ValueError(f"{where}: architecture {arch!r} is outside the search space "
-                             f"{space.name!r}: {err}") from None
-    choices = np.stack(rows) if rows else np.zeros((0, space.num_stages, 4), dtype=np.int64)
-    if len(choices) < min_points:
-        raise ValueError(f"{str(path)!r} holds {len(choices)} measured architectures of "
-                         f"{target!r}; adapting needs at least {min_points}")
-    return target, choices, values
+            raise ValueError(f"{str(path)!r} row {i + 1} ({arch}): column {target!r} has "
+                             f"{raw!r}; every measured architecture needs a positive number")
+    choices = np.stack([a.to_choices() for a in archs]) if archs else \
+        np.zeros((0, space.num_stages, 4), dtype=np.int64)
+    measured = merge_repeats(target, choices, values)
+    if len(measured.values) < min_points:
+        raise ValueError(f"{str(path)!r} holds {len(measured.values)} distinct measured "
+                         f"architectures of {target!r} ({measured.rows} rows); adapting needs "
+                         f"at least {min_points}")
+    return measured
 
 
 def _load_base(base: str | Path | Any) -> Any:
     """A surrogate benchmark: an artifact folder, a packaged name (``"accel-nasbench"``) or one
-    already loaded."""
+    already loaded; not an adapted one (adapt on its base instead)."""
     from anb.surrogates.packaged import load
 
-    return load(base) if isinstance(base, (str, Path)) else base
+    bench = load(base) if isinstance(base, (str, Path)) else base
+    if isinstance(bench, AdaptedBenchmark):
+        raise ValueError(f"base {str(base)!r} is an adapted surrogate; adapt on the surrogate "
+                         "it was adapted on (its manifest's base.path), every device at once")
+    return bench
 
 
 def _base_folder(base: str | Path) -> Path:
@@ -90,18 +130,19 @@ def _base_folder(base: str | Path) -> Path:
 def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench",
           out: str | Path | None = None, kind: str | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
-    benchmark ``base`` (a saved artifact folder); save it to ``out`` (queryable beside the base's
-    metrics via :func:`anb.surrogates.adapt.load_adapted`)."""
-    target, choices, values = read_measured(measured, device, kind)
+    benchmark ``base`` (a saved artifact folder); save it to ``out``, a benchmark of the base's
+    metrics plus the new device (``anb.load(out)``, ``anb query out``, ``anb search
+    --benchmark out``). Repeated measurements of a design are averaged (:func:`read_measured`)."""
+    data = read_measured(measured, device, kind)
     bench = _load_base(base)
-    known = BenchmarkKnown(bench, exclude=[target])
-    model = AdaptedModel.fit(target, known.targets, known.log_costs(choices),
-                             op_components(choices, bench.space), values,
+    known = BenchmarkKnown(bench, exclude=[data.target])
+    model = AdaptedModel.fit(data.target, known.targets, known.log_costs(data.choices),
+                             op_components(data.choices, bench.space), data.values,
                              known_source=known.source)
     if out is None:
         return None, model
-    info = {"measured": {"file": Path(measured).name, "n": int(len(values))}}
-    save_adapted(out, _base_folder(base), {target: model}, info)
+    info = {"measured": {"file": Path(measured).name, **data.summary()}}
+    save_adapted(out, _base_folder(base), {data.target: model}, info)
     return load_adapted(out), model
 
 
@@ -115,7 +156,8 @@ def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10, measured: st
     if measured is not None:
         if device is None:
             raise ValueError("give --device with --measured (which column holds the values)")
-        target, done, _ = read_measured(measured, device, kind, bench.space, min_points=0)
+        data = read_measured(measured, device, kind, bench.space, min_points=0)
+        target, done = data.target, data.choices
     known = BenchmarkKnown(bench, exclude=[t for t in [target, *exclude] if t])
     picked = _suggest(known, k, done, n_candidates=n_candidates, seed=seed, space=bench.space)
     return [str(Arch.from_choices(row, bench.space)) for row in picked]

@@ -17,8 +17,9 @@ def adapt_cmd(
                                "throughput_<NAME> or latency_<NAME>."),
     base: str = typer.Option("accel-nasbench", "--base", help="Surrogate benchmark of the "
                              "known devices: an 'anb fit' folder or the packaged name."),
-    measured: Optional[Path] = typer.Option(None, "--measured", help="CSV with 'arch' and "
-                                            "<kind>_<NAME> columns, or an 'anb measure' folder."),
+    measured: Optional[Path] = typer.Option(None, "--measured", help="CSV with 'arch' (or "
+                                            "block{i}_* columns) and <kind>_<NAME> columns, or an "
+                                            "'anb measure' folder; repeats of a design are averaged."),
     out: Optional[Path] = typer.Option(None, "--out", help="Adapted artifact folder to write."),
     metric: Optional[str] = typer.Option(None, "--metric", help="throughput | latency (when "
                                          "the file has both)."),
@@ -43,8 +44,10 @@ def adapt_cmd(
     try:
         if measured is not None and out is not None:
             bench, model = adapt(device, measured, base, out, metric)
-            typer.echo(f"{model.target}: adapted from {model.n_points} measured architectures "
-                       f"on {len(model.known)} known devices; leave-one-out log error "
+            rows = bench.info["measured"]["rows"]
+            repeats = f" ({rows} measurements, repeats averaged)" if rows > model.n_points else ""
+            typer.echo(f"{model.target}: adapted from {model.n_points} measured architectures"
+                       f"{repeats} on {len(model.known)} known devices; leave-one-out log error "
                        f"{model.loo_rmse:.4f} -> {out}")
         if suggest:
             archs = suggest_archs(base, suggest, measured, device, metric,

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from anb.searchspace.arch import archs_from_choices
 from anb.searchspace.encoding import to_choices
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.compiled import PackedForest
@@ -207,9 +208,9 @@ class SurrogateBenchmark:
               seed: int | None = None) -> pd.DataFrame:
         """Predict ``metrics`` (default: all) for one or many architectures.
 
-        Returns a DataFrame with ``<metric>`` (the predicted mean, or with ``noise=True`` one
-        plausible repeated measurement: mean plus observation noise drawn per (seed,
-        architecture, metric)) and ``<metric>_std`` (predictive std: model + noise, wider out
+        Returns a DataFrame with ``arch`` (the architecture string) first, then ``<metric>``
+        (the predicted mean, or with ``noise=True`` one plausible repeated measurement: mean
+        plus observation noise drawn per (seed, architecture, metric)) and ``<metric>_std`` (predictive std: model + noise, wider out
         of distribution) per metric, then ``ood`` (flag), ``ood_distance`` and ``ood_cost``.
         """
         names = self.resolve(metrics)
@@ -233,6 +234,7 @@ class SurrogateBenchmark:
                 values[:, 2 * i] = draw
                 values[:, 2 * i + 1] = sigma
         frame = pd.DataFrame(values, columns=[c for t in names for c in (t, f"{t}_std")])
+        frame.insert(0, "arch", [str(a) for a in archs_from_choices(choices, self.space)])
         for column in OOD_COLUMNS:
             frame[column] = ood[column]
         return frame

@@ -17,9 +17,10 @@ def _fail(err: Exception) -> None:
     raise typer.Exit(code=2)
 
 
-def read_archs(text: str) -> list[Any]:
-    """Architectures from text: JSON (list or one), JSON lines, CSV with ``block{i}_*``
-    columns, or one architecture string per line."""
+def read_archs(text: str, where: str = "input") -> list[Any]:
+    """Architectures from text: JSON (list or one), JSON lines, a CSV table (an ``arch``
+    column or ``block{i}_*`` columns, e.g. ``anb query``'s own output), or one architecture
+    string per line."""
     stripped = text.strip()
     if not stripped:
         raise ValueError("no architectures given (empty input)")
@@ -29,11 +30,13 @@ def read_archs(text: str) -> list[Any]:
             return data if isinstance(data, list) else [data]
         except json.JSONDecodeError:
             return [json.loads(line) for line in stripped.splitlines() if line.strip()]
-    first = stripped.splitlines()[0]
-    if "block0_e" in first:
+    header = [name.strip() for name in stripped.splitlines()[0].split(",")]
+    if "arch" in header or "block0_e" in header:
         import pandas as pd
 
-        return pd.read_csv(io.StringIO(stripped)).to_dict("records")
+        from anb.records import table_archs
+
+        return table_archs(pd.read_csv(io.StringIO(stripped), dtype={"arch": str}), where)
     return [line.strip() for line in stripped.splitlines() if line.strip()]
 
 
@@ -95,9 +98,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command("query")
     def query_cmd(
-        model: Path = typer.Argument(..., help="artifact folder written by `anb fit`, or "
-                                               "accel-nasbench (the packaged benchmark)"),
-        archs: str = typer.Argument("-", help="file of architectures, or '-' for stdin"),
+        model: Path = typer.Argument(..., help="benchmark folder written by `anb fit` or "
+                                               "`anb adapt`, or accel-nasbench (packaged)"),
+        archs: str = typer.Argument("-", help="file of architectures (strings, JSON, or a CSV "
+                                              "with 'arch' or block{i}_* columns), or '-' for "
+                                              "stdin"),
         metrics: Optional[str] = typer.Option(None, help="comma-separated metrics (default all)"),
         noise: bool = typer.Option(False, help="sample plausible observed values"),
         seed: Optional[int] = typer.Option(None),
@@ -108,10 +113,9 @@ def register(app: typer.Typer) -> None:
 
         try:
             text = sys.stdin.read() if archs == "-" else Path(archs).read_text()
-            items = read_archs(text)
+            items = read_archs(text, "stdin" if archs == "-" else repr(archs))
             bench = load(model)
             frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
-            frame.insert(0, "arch", [str(a) for a in _as_archs(bench, items)])
         except (ValueError, FileNotFoundError) as err:
             _fail(err)
         csv = frame.to_csv(index=False, float_format="%.6g")
@@ -119,12 +123,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(csv, nl=False)
         else:
             atomic_write_text(out, csv)
-
-
-def _as_archs(bench, items):
-    from anb.searchspace.arch import archs_from_choices
-
-    return archs_from_choices(bench.choices(items), bench.space)
 
 
 def _split_list(text: Optional[str]) -> Optional[list[str]]:

@@ -22,6 +22,7 @@ from typing import Any
 from anb import resources
 from anb.io import sha256_file
 from anb.surrogates import artifact
+from anb.surrogates.adapt import AdaptedBenchmark, is_adapted, load_adapted
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import FitConfig
 from anb.version import __version__
@@ -66,7 +67,7 @@ def cache_path(name: str = "accel-nasbench", config: str | Path | FitConfig | No
 def _check_name(name: str) -> None:
     if name not in PACKAGED:
         raise ValueError(f"unknown packaged benchmark {name!r}; allowed: {list(PACKAGED)} "
-                         "(or the folder of an artifact written by `anb fit`)")
+                         "(or the folder of a benchmark written by `anb fit` or `anb adapt`)")
 
 
 def _say(quiet: bool, text: str) -> None:
@@ -125,11 +126,16 @@ def _fit(name: str, path: Path, config: FitConfig, n_jobs: int | None, quiet: bo
     return artifact.load(path)
 
 
-def load(path_or_name: str | Path, n_jobs: int | None = None) -> SurrogateBenchmark:
-    """A saved artifact folder, or a packaged benchmark by name (``"accel-nasbench"``)."""
+def load(path_or_name: str | Path, n_jobs: int | None = None
+         ) -> SurrogateBenchmark | AdaptedBenchmark:
+    """A packaged benchmark by name (``"accel-nasbench"``), or a saved folder of either kind
+    (told apart by its manifest's ``format``): an ``anb fit`` artifact or an ``anb adapt``
+    one (its base benchmark plus the adapted devices)."""
     if str(path_or_name) in PACKAGED and not Path(path_or_name).exists():
         bench = load_packaged(str(path_or_name))
         if n_jobs is not None:
             bench.set_threads(n_jobs)
         return bench
+    if is_adapted(path_or_name):
+        return load_adapted(path_or_name, n_jobs=n_jobs)
     return artifact.load(path_or_name, n_jobs=n_jobs)
