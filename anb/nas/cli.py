@@ -35,36 +35,40 @@ def search(
     """Search the space for the best architectures under objectives and constraints."""
     from anb.nas.evaluators import combined, surrogate_evaluator
     from anb.nas.objectives import Constraint, Objective
-    from anb.nas.report import headline, write_report
+    from anb.nas.report import SEARCH, headline, write_report
     from anb.nas.search import ALGORITHMS, Problem
+    from anb.outputs import check_folder, exclusive, prepare_folder
 
     try:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"--algorithm {algorithm!r} is not one of {sorted(ALGORITHMS)}")
+        objectives = [Objective.parse(o) for o in objective]
+        constraints = [Constraint.parse(c) for c in constraint or []]
+        check_folder(out, SEARCH)
         surrogate = None
         if benchmark is not None:
             from anb.surrogates import load
 
             surrogate = surrogate_evaluator(load(benchmark), noise=noise, seed=seed)
         evaluator = combined(surrogate)
-        if measure is not None:
-            from anb.nas.measured import search_measured
+        with exclusive(prepare_folder(out, SEARCH), "anb search"):
+            if measure is not None:
+                from anb.nas.measured import search_measured
 
-            s = search_measured(ALGORITHMS[algorithm], evaluator, measure, queue, objective,
-                                constraint or [], budget, seed, out, max_measurements, max_hours,
-                                supported_only)
-            typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
-                       f"evaluations, {s['measurements']} measurements in {s['hours'] * 60:.1f} "
-                       f"min ({s['stopped']}); Pareto front {s['pareto_size']}; results in {out}")
-            return
-        problem = Problem(evaluator, [Objective.parse(o) for o in objective],
-                          [Constraint.parse(c) for c in constraint or []],
-                          supported_only=supported_only)
-        result = ALGORITHMS[algorithm](problem, budget, seed=seed, progress=True)
+                s = search_measured(ALGORITHMS[algorithm], evaluator, measure, queue, objective,
+                                    constraint or [], budget, seed, out, max_measurements,
+                                    max_hours, supported_only)
+                typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
+                           f"evaluations, {s['measurements']} measurements in "
+                           f"{s['hours'] * 60:.1f} min ({s['stopped']}); Pareto front "
+                           f"{s['pareto_size']}; results in {out}")
+                return
+            problem = Problem(evaluator, objectives, constraints, supported_only=supported_only)
+            result = ALGORITHMS[algorithm](problem, budget, seed=seed, progress=True)
+            summary = write_report(result, out)
     except (ValueError, FileNotFoundError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2)
-    summary = write_report(result, out)
     best, *others = headline(summary, problem.metrics)
     typer.echo(f"{algorithm}: {summary['evaluations']} evaluations, {best}; "
                f"Pareto front {summary['pareto_size']}; results in {out}")

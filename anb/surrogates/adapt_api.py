@@ -15,7 +15,8 @@ import pandas as pd
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.adapt import (KINDS, MIN_POINTS, AdaptedBenchmark, AdaptedModel,
-                                  BenchmarkKnown, load_adapted, op_components, save_adapted)
+                                  OUTPUT, BenchmarkKnown, load_adapted, op_components,
+                                  save_adapted)
 from anb.surrogates.adapt_select import suggest as _suggest
 
 
@@ -88,10 +89,14 @@ def _base_folder(base: str | Path) -> Path:
 
 
 def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench",
-          out: str | Path | None = None, kind: str | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
+          out: str | Path | None = None, kind: str | None = None, overwrite: bool = False
+          ) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
     benchmark ``base`` (a saved artifact folder); save it to ``out`` (queryable beside the base's
-    metrics via :func:`anb.surrogates.adapt.load_adapted`)."""
+    metrics via :func:`anb.surrogates.adapt.load_adapted`; see :func:`save_adapted` for
+    ``overwrite``)."""
+    if out is not None:
+        check_folder(out, OUTPUT, overwrite)
     target, choices, values = read_measured(measured, device, kind)
     bench = _load_base(base)
     known = BenchmarkKnown(bench, exclude=[target])
@@ -101,7 +106,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench"
     if out is None:
         return None, model
     info = {"measured": {"file": Path(measured).name, "n": int(len(values))}}
-    save_adapted(out, _base_folder(base), {target: model}, info)
+    save_adapted(out, _base_folder(base), {target: model}, info, overwrite)
     return load_adapted(out), model
 
 

@@ -20,6 +20,8 @@ def adapt_cmd(
     measured: Optional[Path] = typer.Option(None, "--measured", help="CSV with 'arch' and "
                                             "<kind>_<NAME> columns, or an 'anb measure' folder."),
     out: Optional[Path] = typer.Option(None, "--out", help="Adapted artifact folder to write."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
+                                   "holds something other than an adapted surrogate."),
     metric: Optional[str] = typer.Option(None, "--metric", help="throughput | latency (when "
                                          "the file has both)."),
     suggest: int = typer.Option(0, "--suggest", help="Print the K most informative "
@@ -42,7 +44,7 @@ def adapt_cmd(
                          "architectures to measure"))
     try:
         if measured is not None and out is not None:
-            bench, model = adapt(device, measured, base, out, metric)
+            bench, model = adapt(device, measured, base, out, metric, overwrite)
             typer.echo(f"{model.target}: adapted from {model.n_points} measured architectures "
                        f"on {len(model.known)} known devices; leave-one-out log error "
                        f"{model.loo_rmse:.4f} -> {out}")
