@@ -233,10 +233,12 @@ def worker_cmd(
 
     from anb.collect_throughput.driver import RESULTS
     from anb.jobs.worker import Worker, make_context, serve
-    from anb.outputs import prepare_folder
+    from anb.outputs import check_folder, prepare_folder
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
+        if out is not None:
+            check_folder(out, RESULTS)
         ctx = make_context(store, out, devices)
         q = _open(queue)
         worker = Worker(q, [s.strip() for s in stages.split(",") if s.strip()], ctx, name,

@@ -53,10 +53,11 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     table = pd.read_csv(archs)
     if "arch" not in table.columns:
         raise ValueError(f"{archs} has no 'arch' column")
+    recipe = recipe_path(config)
     out = prepare_folder(out, RETRAIN)
     atomic_write(out / "archs.txt", lambda t: t.write_text("".join(f"{a}\n" for a in table["arch"])))
     runs = out / "runs"
-    status = main(["--config", str(recipe_path(config)), "--model.archs", str(archs),
+    status = main(["--config", str(recipe), "--model.archs", str(archs),
                    "--logging.folder", str(runs), *extra])
     dataset = out / "accuracy.csv"
     if runs.is_dir():

@@ -17,6 +17,7 @@ from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.adapt import (KINDS, MIN_POINTS, AdaptedBenchmark, AdaptedModel,
                                   OUTPUT, BenchmarkKnown, load_adapted, op_components,
                                   save_adapted)
+from anb.outputs import check_folder
 from anb.surrogates.adapt_select import suggest as _suggest
 
 
