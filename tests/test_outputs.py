@@ -177,8 +177,9 @@ def test_merge_replaces_its_own_output_and_overwrite_replaces_anything(tmp_path,
     assert not (thesis / "thesis.tex").exists() and (thesis / "merge_report.json").is_file()
 
 
-def test_fit_replaces_an_artifact_written_without_the_marker(tmp_path, capsys):
+def test_fit_replaces_an_artifact_written_without_the_marker(tmp_path, capsys, monkeypatch):
     from anb.surrogates import load
+    from anb.surrogates.ensemble import TargetSurrogate
 
     config = _tiny_fit_config(tmp_path)
     out = tmp_path / "model"
@@ -189,6 +190,16 @@ def test_fit_replaces_an_artifact_written_without_the_marker(tmp_path, capsys):
     assert code == 0, text
     assert load(out).metrics == ["throughput_a100"]
     assert not any(p.name.startswith("latency_zcu102") for p in out.iterdir())
+    before = tree(tmp_path)
+
+    def interrupted(self, folder, name):  # Ctrl-C while the new artifact is being written
+        (folder / f"{name}_partial.json").write_text("{")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TargetSurrogate, "save", interrupted)
+    code, text = anb(base + ["--targets", "latency_zcu102"], capsys)
+    assert code == 130, text
+    assert tree(tmp_path) == before  # the old artifact intact, no staging left
 
 
 def test_adapt_overwrite_replaces_a_foreign_folder(tmp_path, capsys):
