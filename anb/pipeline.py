@@ -28,6 +28,7 @@ from rich.console import Console
 from anb import resources
 from anb.version import __version__
 from anb.io import atomic_write_json, atomic_write_text
+from anb.outputs import Kind, exclusive, prepare_folder
 from anb.searchspace import ANB_SPACE, Arch, Sampler, count
 
 console = Console(soft_wrap=True)
@@ -39,6 +40,10 @@ TRAIN_DEFAULTS = {"trainval.epochs": "3", "trainval.eval_epochs": "3", "trainval
                   "trainval.min_res": "32", "trainval.max_res": "32", "trainval.val_res": "32",
                   "dataloader.image_size": "32"}
 SEARCH_OBJECTIVES = ("val_top1:max", "throughput_zcu102:max")
+#: The folder ``anb pipeline`` writes and resumes (see :mod:`anb.outputs`).
+OUTPUT = Kind("pipeline", "an anb pipeline folder",
+              lambda folder: (folder / "SUMMARY.json").is_file()
+              or (folder / "space" / "archs.json").is_file())
 
 
 def stage_space(out: Path, num_archs: int, seed: int) -> list[Arch]:
@@ -195,17 +200,18 @@ def pipeline(
                              ("--surrogate-config", surrogate_config)):
             if not path.is_file():
                 raise ValueError(f"{option} {str(path)!r}: no such file")
-        out.mkdir(parents=True, exist_ok=True)
-        archs = stage_space(out, num_archs, seed)
-        summary: dict = {"archs": [str(a) for a in archs]}
-        summary["accuracy"] = stage_accuracy(out, archs, accuracy_config, settings)
-        summary["throughput"] = stage_throughput(out, archs, out / "accuracy" / "accuracy.csv",
-                                                 device, measure_budget)
-        model = stage_surrogates(out, released, surrogate_config, baseline)
-        summary["surrogates"] = str(model) if model else None
-        if model is not None:
-            search = stage_search(out, model, search_budget, seed)
-            summary["search"] = {k: search[k] for k in ("evaluations", "pareto_size", "best")}
+        with exclusive(prepare_folder(out, OUTPUT), "anb pipeline"):
+            archs = stage_space(out, num_archs, seed)
+            summary: dict = {"archs": [str(a) for a in archs]}
+            summary["accuracy"] = stage_accuracy(out, archs, accuracy_config, settings)
+            summary["throughput"] = stage_throughput(
+                out, archs, out / "accuracy" / "accuracy.csv", device, measure_budget)
+            model = stage_surrogates(out, released, surrogate_config, baseline)
+            summary["surrogates"] = str(model) if model else None
+            if model is not None:
+                search = stage_search(out, model, search_budget, seed)
+                summary["search"] = {k: search[k] for k in ("evaluations", "pareto_size",
+                                                            "best")}
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         console.print(f"[red]error[/]: {err}")
         raise typer.Exit(2)

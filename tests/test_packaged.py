@@ -155,7 +155,7 @@ def test_surrogates_load_by_name_reads_the_default_cache_entry(cache, capsys):
 def test_a_damaged_cache_entry_is_fitted_again(cache, capsys):
     anb.load(config=cache)
     path = packaged.cache_path(config=cache)
-    victim = next(p for p in sorted(path.iterdir()) if p.name != "manifest.json")
+    victim = path / sorted(read_manifest(path)["files"])[0]
     victim.write_bytes(victim.read_bytes()[:-10])
     capsys.readouterr()
     bench = anb.load(config=cache)

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from anb.outputs import MARKER
 from anb.searchspace import EFFICIENTNET_B0, Sampler
 from anb.searchspace.encoding import encode
 from anb.surrogates import (FitConfig, TargetConfig, evaluate, fit_benchmark, load,
@@ -267,7 +268,7 @@ def test_artifact_round_trip_and_manifest(bench, artifact):
         manifest["space"]["version"] == bench.space.version
     assert manifest["targets"]["throughput_a100"]["transform"] == "log"
     assert manifest["libraries"]["xgboost"] and len(manifest["training_data"]["sha256"]) == 64
-    assert set(manifest["files"]) == set(files) - {"manifest.json"}
+    assert set(manifest["files"]) == set(files) - {"manifest.json", MARKER}
     loaded = load(artifact)
     choices = Sampler(seed=9).sample_choices(300)
     pd.testing.assert_frame_equal(loaded.query(choices), bench.query(choices))

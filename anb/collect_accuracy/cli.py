@@ -7,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from anb.outputs import check_file
 from anb.searchspace.space import get_space
 
 
@@ -51,6 +52,7 @@ def register(app: typer.Typer) -> None:
         if not (local or wandb_dir or project):
             _fail("nothing to export; give --local, --wandb-dir and/or --project")
         try:
+            check_file(out)
             api = None
             if project:
                 import wandb
@@ -82,6 +84,7 @@ def register(app: typer.Typer) -> None:
         from anb.collect_accuracy.ffcv_io import write_beton
 
         try:
+            check_file(out, "OUT")
             count = write_beton(source, out, max_side, quality, workers, compress_probability)
         except (FileNotFoundError, ValueError, ImportError) as err:
             _fail(str(err))

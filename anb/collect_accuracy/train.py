@@ -46,10 +46,24 @@ from anb.collect_accuracy.distributed import (DistInfo, all_gather, all_reduce_s
                                               barrier, broadcast_object, setup, teardown)
 from anb.collect_accuracy.wandb_log import WandbRun, run_id
 from anb.io import atomic_write_text
+from anb.outputs import Kind, check_folder, prepare_folder
 from anb.searchspace.arch import Arch
 from anb.searchspace.model import build_model
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import SearchSpace, get_space
+
+
+def _holds_runs(folder: Path) -> bool:
+    """A results folder written before anb's output marker."""
+    return any((folder / name).is_dir() for name in ("records", "checkpoints", "failed",
+                                                      "skipped", "locks")) \
+        or any(folder.glob("config-*.ini"))
+
+
+#: The results folder (``logging.folder``) the trainer writes and resumes; jobs sharing it
+#: cooperate through per-architecture claims (see :mod:`anb.outputs`).
+OUTPUT = Kind("train", "anb train results", _holds_runs)
+FOLDER_OPTION = "--logging.folder"
 
 
 def _arch_texts(value: str) -> list[str]:
@@ -610,6 +624,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         space = get_space(config["model"]["space"])
         check_compatible(config, space)
         archs = architectures(config, space)
+        check_folder(config["logging"]["folder"], OUTPUT, option=FOLDER_OPTION)
         dist = setup(config)
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -622,6 +637,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 and config["claims"]["probe"]:
             claims.probe_global(trainer.folder, dist)
         if dist.is_main:
+            prepare_folder(trainer.folder, OUTPUT, option=FOLDER_OPTION)
             atomic_write_text(trainer.folder / f"config-{trainer.hash}.ini", to_ini(config))
         counts = trainer.run(archs, candidates(config, space, archs))
         trainer.say(f"stream complete: {counts}")

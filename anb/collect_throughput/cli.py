@@ -52,16 +52,20 @@ def measure_cmd(
 ) -> None:
     """Measure latency/throughput of architectures on a device (resumable, shardable)."""
     from anb.collect_throughput.anchors import parse_anchors
-    from anb.collect_throughput.driver import measure_archs, read_arch_list
+    from anb.collect_throughput.driver import RESULTS, measure_archs, read_arch_list
     from anb.collect_throughput.protocol import load_device
+    from anb.outputs import exclusive, prepare_folder
 
     try:
         config = load_device(device, _overrides(resolution, batch, threads, clock, budget))
         arch_list = read_arch_list(archs)
-        summary = measure_archs(config, arch_list, out, shard=shard, workdir=workdir,
-                                progress=progress, keep_going=keep_going,
-                                interleave=interleave, keep_work=keep_work,
-                                anchors=parse_anchors(anchors), anchor_every=anchor_every)
+        anchor_archs = parse_anchors(anchors)
+        # one measure per folder and machine: two would time the same designs on the same cores
+        with exclusive(prepare_folder(out, RESULTS), "anb measure", per_host=True):
+            summary = measure_archs(config, arch_list, out, shard=shard, workdir=workdir,
+                                    progress=progress, keep_going=keep_going,
+                                    interleave=interleave, keep_work=keep_work,
+                                    anchors=anchor_archs, anchor_every=anchor_every)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         _fail(str(err))
     typer.echo(f"{config.name}: measured {len(summary.measured)}, skipped "
@@ -80,13 +84,15 @@ def merge_cmd(
     allow_mixed_protocols: bool = typer.Option(False, "--allow-mixed-protocols", help="Put "
                                                "results measured under different protocols "
                                                "into one column."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
+                                   "holds something other than an anb merge output."),
 ) -> None:
     """Join accuracy and device results by architecture id; report conflicts, gaps, protocols
     and the anchors' drift."""
     from anb.collect_throughput.merge import merge
 
     try:
-        report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols)
+        report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols, overwrite)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     typer.echo(f"merged {report.merged_records} records ({report.accuracy_records} accuracy, "
@@ -120,16 +126,20 @@ def quant_report_cmd(
     seed: int = typer.Option(0, help="Seed of the class-stratified image sample."),
     cos_threshold: float = typer.Option(0.99, help="Flag layers with cosine below this."),
     sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
+                                   "holds something other than an anb quant-report."),
 ) -> None:
     """Per-layer float-vs-int8 agreement and the accuracy change under the target's int8 scheme."""
-    from anb.collect_throughput.quant_report import TARGET_SCHEMES, quant_report
+    from anb.collect_throughput.quant_report import REPORT, TARGET_SCHEMES, quant_report
+    from anb.outputs import replace_folder
 
     if target not in TARGET_SCHEMES:
         _fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
     try:
-        s = quant_report(arch, out, resolution or (224 if images else 32), calibration,
-                         eval_images, cos_threshold, sqnr_threshold, seed, TARGET_SCHEMES[target],
-                         weights, images)
+        with replace_folder(out, REPORT, overwrite) as tmp:
+            s = quant_report(arch, tmp, resolution or (224 if images else 32), calibration,
+                             eval_images, cos_threshold, sqnr_threshold, seed,
+                             TARGET_SCHEMES[target], weights, images)
     except (ValueError, RuntimeError) as err:
         _fail(str(err))
     typer.echo(f"{s['arch']} [{s['scheme']}]: top-1 {s['float_top1']:.1f} -> "

@@ -32,6 +32,7 @@ from anb.collect_throughput.protocol import (DeviceConfig, Protocol, entry_finge
                                              protocol_difference)
 from anb.collect_throughput.result import arch_record
 from anb.io import atomic_write_json
+from anb.outputs import Kind
 from anb.searchspace.arch import Arch, as_arch
 from anb.searchspace.sampler import Sampler, parse_shard
 
@@ -87,6 +88,19 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
 def shard_of(archs: list[Arch], shard: str | tuple[int, int] | None) -> list[Arch]:
     i, k = parse_shard(shard)
     return archs[i::k]
+
+
+def _holds_results(folder: Path) -> bool:
+    """A results folder written before anb's output marker: device folders of JSON records."""
+    devices = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    return bool(devices) and all(
+        d.is_dir() and any(d.glob("*.json")) and all(
+            f.name.startswith(".") or f.suffix in (".json", ".jsonl") for f in d.iterdir())
+        for d in devices)
+
+
+#: The results folder ``anb measure`` (and the queue's workers) write (see :mod:`anb.outputs`).
+RESULTS = Kind("measure", "anb measure results", _holds_results)
 
 
 def result_path(out: str | Path, device: str, arch: Arch) -> Path:

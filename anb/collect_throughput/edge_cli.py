@@ -25,10 +25,13 @@ def quant_layers_cmd(
     cos_threshold: float = typer.Option(0.99, help="Flag layers with cosine below this."),
     sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
     worst: int = typer.Option(5, help="Flag this many layers that lose most SQNR."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
+                                   "holds something other than an anb quant-layers report."),
 ) -> None:
     """Per-layer quantization effect (cosine, SQNR, max abs error) of a quantized path."""
     from anb.collect_throughput.driver import read_arch_list
-    from anb.collect_throughput.layerwise import CPU_PATHS, layerwise
+    from anb.collect_throughput.layerwise import CPU_PATHS, REPORT, layerwise
+    from anb.outputs import replace_folder
     from anb.collect_throughput.qualcomm.config import QUALCOMM_DIR
 
     shipped = sorted(p.stem for p in QUALCOMM_DIR.glob("*.toml"))
@@ -39,9 +42,12 @@ def quant_layers_cmd(
         _fail("--resolution must be >= 32, --images and --calibration >= 1, --worst >= 0 "
               f"(got {resolution}, {images}, {calibration}, {worst})")
     try:
-        result = layerwise(read_arch_list(archs), path, out, resolution=resolution,
-                           calibration=calibration, images=images, cos_threshold=cos_threshold,
-                           sqnr_threshold=sqnr_threshold, worst=worst)
+        arch_list = read_arch_list(archs)
+        with replace_folder(out, REPORT, overwrite) as tmp:
+            result = layerwise(arch_list, path, tmp, resolution=resolution,
+                               calibration=calibration, images=images,
+                               cos_threshold=cos_threshold, sqnr_threshold=sqnr_threshold,
+                               worst=worst)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     for s in result["models"]:
@@ -66,24 +72,26 @@ def measure_qualcomm_cmd(
                                             "adb://SERIAL, ssh://user@host or local://."),
 ) -> None:
     """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times."""
-    from anb.collect_throughput.driver import read_arch_list
+    from anb.collect_throughput.driver import RESULTS, read_arch_list
     from anb.collect_throughput.qualcomm.config import load_qualcomm_device
     from anb.collect_throughput.qualcomm.stages import measure_qualcomm
+    from anb.outputs import exclusive, prepare_folder
 
     try:
         config = load_qualcomm_device(device)
         if transport is not None:
             config = dataclasses.replace(config, transport=transport)
         arch_list = read_arch_list(archs)
+        with exclusive(prepare_folder(out, RESULTS), "anb measure-qualcomm", per_host=True):
+            failed = 0
+            for arch in arch_list:
+                try:
+                    measure_qualcomm(arch, config, out, workdir=workdir)
+                except (RuntimeError, ValueError, FileNotFoundError) as err:
+                    failed += 1
+                    typer.echo(f"failed {arch}: {err}", err=True)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    failed = 0
-    for arch in arch_list:
-        try:
-            measure_qualcomm(arch, config, out, workdir=workdir)
-        except (RuntimeError, ValueError, FileNotFoundError) as err:
-            failed += 1
-            typer.echo(f"failed {arch}: {err}", err=True)
     typer.echo(f"{config.name}: {len(arch_list) - failed} measured, {failed} failed -> "
                f"{Path(out) / config.name}")
     if failed:

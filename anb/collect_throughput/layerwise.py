@@ -31,6 +31,7 @@ import pandas as pd
 from anb.collect_throughput.digits import digits_images, fit_digits, top1
 from anb.collect_throughput.quantize import cosine, sqnr_db
 from anb.io import atomic_write, atomic_write_json
+from anb.outputs import Kind, has_files
 from anb.searchspace.arch import Arch, as_arch
 from anb.version import __version__
 
@@ -130,6 +131,9 @@ def flag(table: pd.DataFrame, cos_threshold: float, sqnr_threshold: float, worst
 
 PLOTLY_JS = "plotly.min.js"
 PARENT_PLOTLY_JS = f"{os.pardir}/{PLOTLY_JS}"  # the copy one folder up, shared by every model
+#: The report folder ``anb quant-layers`` writes (see :mod:`anb.outputs`).
+REPORT = Kind("quant-layers", "an anb quant-layers report", has_files("summary.json", PLOTLY_JS),
+              replaceable=True)
 
 
 def write_plotly_js(folder: Path) -> Path:

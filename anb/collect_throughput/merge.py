@@ -20,20 +20,21 @@ from __future__ import annotations
 import copy
 import json
 import math
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from anb.collect_throughput.anchors import ANCHOR_FILE, anchor_drift, read_anchor_rows
 from anb.collect_throughput.protocol import entry_fingerprint, protocol_difference
-from anb.io import atomic_write, atomic_write_json
+from anb.io import atomic_write_json
+from anb.outputs import Kind, check_folder, has_files, replace_folder
 from anb.records import load_records, model_info, records_to_frame, validate_record
 from anb.searchspace.arch import Arch
 from anb.version import __version__
 
 ON_CONFLICT = ("keep-existing", "replace", "error")
+#: The output folder ``anb merge`` writes (see :mod:`anb.outputs`).
+OUTPUT = Kind("merge", "an anb merge output", has_files("merge_report.json"), replaceable=True)
 
 
 @dataclass
@@ -195,13 +196,14 @@ def load_results(paths: Iterable[str | Path]) -> list[dict]:
     return records
 
 
-def write_merged(records: list[dict], report: MergeReport, out: str | Path) -> Path:
+def write_merged(records: list[dict], report: MergeReport, out: str | Path,
+                 overwrite: bool = False) -> Path:
     """Write ``out/records/*.json``, ``out/dataset.csv``, ``out/dataset.parquet`` and
-    ``out/merge_report.json``; the records folder is swapped in whole (never half-written)."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".records.", dir=out))
-    try:
+    ``out/merge_report.json``; a merge output there is replaced once the new one is complete
+    (:func:`anb.outputs.replace_folder`: anything else is refused unless ``overwrite``)."""
+    with replace_folder(out, OUTPUT, overwrite) as tmp:
+        folder = tmp / "records"
+        folder.mkdir()
         names: set[str] = set()
         for record in records:
             name = Path(str(record.get("source") or f"{_arch_id(record)}.json")).name
@@ -211,32 +213,24 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path) -> P
             body = {k: v for k, v in record.items() if k != "source"}
             body["provenance"] = {**(body.get("provenance") or {}),
                                   "merge": {"anb_version": __version__}}
-            (staging / name).write_text(json.dumps(body) + "\n")
-        final = out / "records"
-        if final.exists():
-            old = out / f".records.old.{staging.name}"
-            final.rename(old)
-            staging.rename(final)
-            shutil.rmtree(old)
-        else:
-            staging.rename(final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    frame = records_to_frame(records)
-    atomic_write(out / "dataset.csv", lambda tmp: frame.to_csv(tmp, index=False))
-    atomic_write(out / "dataset.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
-    atomic_write_json(out / "merge_report.json", {"anb_version": __version__, **report.as_dict()})
-    return out
+            (folder / name).write_text(json.dumps(body) + "\n")
+        frame = records_to_frame(records)
+        frame.to_csv(tmp / "dataset.csv", index=False)
+        frame.to_parquet(tmp / "dataset.parquet", index=False)
+        atomic_write_json(tmp / "merge_report.json",
+                          {"anb_version": __version__, **report.as_dict()})
+    return Path(out)
 
 
 def merge(accuracy: str | Path | None, results: Iterable[str | Path], out: str | Path,
-          on_conflict: str = "keep-existing", allow_mixed_protocols: bool = False) -> MergeReport:
+          on_conflict: str = "keep-existing", allow_mixed_protocols: bool = False,
+          overwrite: bool = False) -> MergeReport:
     """Load, merge and write (see :func:`merge_records` and :func:`write_merged`)."""
+    check_folder(out, OUTPUT, overwrite)
     results = list(results)
     acc = load_records(accuracy) if accuracy else []
     merged, report = merge_records(acc, load_results(results), on_conflict,
                                    allow_mixed_protocols)
     report.anchor_drift = anchor_drift(load_anchor_rows(results))
-    write_merged(merged, report, out)
+    write_merged(merged, report, out, overwrite)
     return report

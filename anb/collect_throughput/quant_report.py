@@ -24,6 +24,7 @@ from anb.collect_throughput.inputs import calibration_and_eval
 from anb.collect_throughput.quantize import (SCHEMES, ArrayReader, cosine, preprocess_float,
                                              quantize_int8, run_model, sqnr_db)
 from anb.io import atomic_write, atomic_write_json
+from anb.outputs import Kind, has_files
 from anb.searchspace.arch import Arch, as_arch
 from anb.searchspace.onnx_export import export_onnx
 from anb.version import __version__
@@ -88,6 +89,9 @@ def plot_layers(table: pd.DataFrame, path: Path, cos_threshold: float, sqnr_thre
 
 
 TARGET_SCHEMES = {"fpga": "dpu", "cpu": "per-channel"}
+#: The report folder ``anb quant-report`` writes (see :mod:`anb.outputs`).
+REPORT = Kind("quant-report", "an anb quant-report", has_files("layers.csv", "summary.json"),
+              replaceable=True)
 """The int8 scheme each kind of target runs (FPGA DPUs: per-tensor power-of-two scales)."""
 
 

@@ -196,10 +196,18 @@ def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<ou
                                          "<arch_id>.json, as 'anb measure' writes)."),
                 device: Optional[str] = None, queue: str = QUEUE) -> None:
     """Write the records of finished measure jobs from the queue (for 'anb merge')."""
+    from anb.collect_throughput.driver import RESULTS
     from anb.jobs.stages import publish
+    from anb.outputs import check_folder, prepare_folder
 
+    try:
+        check_folder(out, RESULTS)
+    except ValueError as err:
+        _fail(str(err))
     with _open(queue) as q:
         done = q.jobs(state="done", device=device, stage="measure", limit=10**9)
+    if done:
+        prepare_folder(out, RESULTS)
     for job in done:
         publish(job, job.result, out)
     typer.echo(f"wrote {len(done)} record(s) -> {out}")
@@ -223,15 +231,21 @@ def worker_cmd(
     """Run jobs from the queue until stopped (SIGTERM/Ctrl-C: after the current job)."""
     import logging
 
+    from anb.collect_throughput.driver import RESULTS
     from anb.jobs.worker import Worker, make_context, serve
+    from anb.outputs import check_folder, prepare_folder
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
+        if out is not None:
+            check_folder(out, RESULTS)
         ctx = make_context(store, out, devices)
         q = _open(queue)
         worker = Worker(q, [s.strip() for s in stages.split(",") if s.strip()], ctx, name,
                         lease, poll)
         worker.capabilities()
+        if out is not None:
+            prepare_folder(out, RESULTS)
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     with q:

@@ -43,12 +43,16 @@ def search(
     from anb.nas.budget import MAX_SECONDS, PILOT_EVALUATIONS, describe, estimate_seconds
     from anb.nas.evaluators import combined, surrogate_evaluator
     from anb.nas.objectives import Constraint, Objective
-    from anb.nas.report import headline, write_report
+    from anb.nas.report import SEARCH, headline, write_report
     from anb.nas.search import ALGORITHMS, Problem
+    from anb.outputs import check_folder, exclusive, prepare_folder
 
     try:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"--algorithm {algorithm!r} is not one of {sorted(ALGORITHMS)}")
+        objectives = [Objective.parse(o) for o in objective]
+        constraints = [Constraint.parse(c) for c in constraint or []]
+        check_folder(out, SEARCH)
         bench = None
         if benchmark is not None:
             from anb.surrogates import load
@@ -58,34 +62,35 @@ def search(
         def evaluator():  # a fresh one per run: a noisy evaluator's stream advances
             return combined(None if bench is None else
                             surrogate_evaluator(bench, noise=noise, seed=seed))
-        if measure is not None:
-            from anb.nas.measured import search_measured
 
-            s = search_measured(ALGORITHMS[algorithm], evaluator(), measure, queue, objective,
-                                constraint or [], budget, seed, out, max_measurements, max_hours,
-                                supported_only)
-            typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
-                       f"evaluations, {s['measurements']} measurements in {s['hours'] * 60:.1f} "
-                       f"min ({s['stopped']}); Pareto front {s['pareto_size']}; results in {out}")
-            return
         def problem() -> Problem:
-            return Problem(evaluator(), [Objective.parse(o) for o in objective],
-                           [Constraint.parse(c) for c in constraint or []],
-                           supported_only=supported_only)
+            return Problem(evaluator(), objectives, constraints, supported_only=supported_only)
 
         run = ALGORITHMS[algorithm]
-        if budget > PILOT_EVALUATIONS:
+        if measure is None and budget > PILOT_EVALUATIONS:
             seconds = estimate_seconds(run, problem(), budget, seed)
             if seconds > MAX_SECONDS and not yes:
                 raise ValueError(f"--budget {budget:,} would take about {describe(seconds)} "
                                  f"(estimated from {PILOT_EVALUATIONS} evaluations); runs over "
                                  f"{describe(MAX_SECONDS)} need --yes, or lower --budget")
             typer.echo(f"estimated run time {describe(seconds)}", err=True)
-        result = run(problem(), budget, seed=seed, progress=True)
+        with exclusive(prepare_folder(out, SEARCH), "anb search"):
+            if measure is not None:
+                from anb.nas.measured import search_measured
+
+                s = search_measured(run, evaluator(), measure, queue, objective,
+                                    constraint or [], budget, seed, out, max_measurements,
+                                    max_hours, supported_only)
+                typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
+                           f"evaluations, {s['measurements']} measurements in "
+                           f"{s['hours'] * 60:.1f} min ({s['stopped']}); Pareto front "
+                           f"{s['pareto_size']}; results in {out}")
+                return
+            result = run(problem(), budget, seed=seed, progress=True)
+            summary = write_report(result, out)
     except (ValueError, FileNotFoundError) as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2)
-    summary = write_report(result, out)
     best, *others = headline(summary, result.problem.metrics)
     if not summary["feasible"]:
         typer.echo(f"{algorithm}: {summary['evaluations']} evaluations; results in {out}")

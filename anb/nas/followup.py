@@ -19,10 +19,15 @@ import numpy as np
 import pandas as pd
 
 from anb.io import atomic_write, atomic_write_json
+from anb.outputs import Kind, has_files, prepare_folder
 from anb.nas.objectives import Objective
 from anb.nas.pareto import pareto_mask
 
 DEFAULT_RECIPE = "imagenet_full.ini"
+#: The folders ``anb retrain`` (resumed) and ``anb front-report`` write (see :mod:`anb.outputs`).
+RETRAIN = Kind("retrain", "an anb retrain folder", has_files("archs.txt", "runs"))
+FRONT_REPORT = Kind("front-report", "an anb front-report", has_files("front_report.csv"),
+                    replaceable=True)
 
 
 def recipe_path(config: str | Path) -> Path:
@@ -37,20 +42,21 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
             extra: Sequence[str] = ()) -> tuple[int, Path]:
     """Train every architecture of ``archs`` under the recipe into ``<out>/runs`` and export
     ``<out>/accuracy.csv``; ``<out>/archs.txt`` lists them for ``anb measure --archs``. Return
-    (trainer exit status, dataset path)."""
+    (trainer exit status, dataset path). ``out`` is new, empty or a retrain folder to resume."""
     from anb.collect_accuracy.export import export
     from anb.collect_accuracy.train import main
     from anb.records import read_table, table_archs
 
-    archs, out = Path(archs), Path(out)
+    archs = Path(archs)
     if not archs.is_file():
         raise FileNotFoundError(f"architecture list {archs} does not exist (a search's "
                                 "pareto.csv or a CSV with an 'arch' column or block{i}_* columns)")
     listed = table_archs(read_table(archs), repr(str(archs)))
-    out.mkdir(parents=True, exist_ok=True)
+    recipe = recipe_path(config)
+    out = prepare_folder(out, RETRAIN)
     atomic_write(out / "archs.txt", lambda t: t.write_text("".join(f"{a}\n" for a in listed)))
     runs = out / "runs"
-    status = main(["--config", str(recipe_path(config)), "--model.archs", str(archs),
+    status = main(["--config", str(recipe), "--model.archs", str(archs),
                    "--logging.folder", str(runs), *extra])
     dataset = out / "accuracy.csv"
     if runs.is_dir():

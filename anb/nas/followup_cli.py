@@ -35,12 +35,16 @@ def front_report_cmd(
     accuracy: Optional[Path] = typer.Option(None, help="Trained accuracy dataset (anb retrain)."),
     measured: Optional[Path] = typer.Option(None, help="'anb measure' results folder."),
     accuracy_metric: str = typer.Option("val_top1", help="Accuracy column."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
+                                   "holds something other than an anb front-report."),
 ) -> None:
     """Predicted vs measured accuracy and speed of a front; which designs fall off it."""
-    from anb.nas.followup import front_report
+    from anb.nas.followup import FRONT_REPORT, front_report
+    from anb.outputs import replace_folder
 
     try:
-        s = front_report(search, out, accuracy, measured, accuracy_metric)
+        with replace_folder(out, FRONT_REPORT, overwrite) as tmp:
+            s = front_report(search, tmp, accuracy, measured, accuracy_metric)
     except (FileNotFoundError, ValueError, KeyError) as err:
         _fail(str(err))
     typer.echo(f"{s['complete']} of {s['designs']} designs measured; "

@@ -10,8 +10,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from anb.io import atomic_write, atomic_write_json  # noqa: E402
+from anb.outputs import Kind, has_files  # noqa: E402
 from anb.nas.search import SearchResult  # noqa: E402
 from anb.version import __version__  # noqa: E402
+
+#: The results folder ``anb search`` writes and resumes (in-loop measurements are kept there;
+#: see :mod:`anb.outputs`).
+SEARCH = Kind("search", "anb search results", has_files("summary.json", "history.csv"))
 
 
 def headline(summary: dict, metrics: list[str]) -> list[str]:

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 
 from anb.io import atomic_write
+from anb.outputs import check_file
 from anb.searchspace.arch import as_arch
 from anb.searchspace.counting import count
 from anb.searchspace.sampler import Sampler
@@ -98,6 +99,7 @@ def onnx_cmd(
     from anb.searchspace.onnx_export import export_onnx
 
     try:
+        check_file(out, "OUT")
         spec = get_space(space)
         model = build_model(as_arch(arch, spec), num_classes, activation, space=spec)
     except ValueError as err:
@@ -114,6 +116,7 @@ def configspace_cmd(
     from anb.searchspace.configspace import to_configspace
 
     try:
+        check_file(out, "OUT")
         cs = to_configspace(get_space(space))
     except ValueError as err:
         _fail(str(err))

@@ -23,8 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence
@@ -33,11 +31,15 @@ import numpy as np
 from scipy.optimize import nnls
 
 from anb.io import atomic_write_json, sha256_file
+from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.version import __version__
 
 FORMAT = "anb-adapted-surrogate"
 FORMAT_VERSION = 1
+#: The output folder ``anb adapt`` writes (see :mod:`anb.outputs`).
+OUTPUT = Kind("adapted", "an anb adapted surrogate", has_manifest_format(FORMAT),
+              replaceable=True)
 MANIFEST = "manifest.json"
 WEIGHTS_FILE = "adapted.npz"
 #: Fewest measured architectures an adapted surrogate accepts.
@@ -372,15 +374,15 @@ def is_adapted(path: str | Path) -> bool:
 
 
 def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, AdaptedModel],
-                 info: dict[str, Any] | None = None) -> Path:
-    """Write ``<path>/`` (``adapted.npz`` + checksummed ``manifest.json``), never half-written."""
+                 info: dict[str, Any] | None = None, overwrite: bool = False) -> Path:
+    """Write ``<path>/`` (``adapted.npz`` + checksummed ``manifest.json``), replacing an adapted
+    artifact there once the new one is complete (:func:`anb.outputs.replace_folder`: a folder
+    holding anything else is refused unless ``overwrite``)."""
     from anb.surrogates.artifact import read_manifest
 
     path, base_path = Path(path), Path(base_path)
     base_manifest = read_manifest(base_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with replace_folder(path, OUTPUT, overwrite) as tmp:
         arrays = {f"{name}.{key}": value for name, model in models.items()
                   for key, value in model.arrays().items()}
         np.savez(tmp / WEIGHTS_FILE, **arrays)
@@ -392,12 +394,6 @@ def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, Adap
                     "files": {WEIGHTS_FILE: sha256_file(tmp / WEIGHTS_FILE)}}
         manifest["manifest_sha256"] = _digest(manifest)
         atomic_write_json(tmp / MANIFEST, manifest)
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
 
 

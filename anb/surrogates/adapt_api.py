@@ -16,7 +16,9 @@ import pandas as pd
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.adapt import (KINDS, MIN_POINTS, AdaptedBenchmark, AdaptedModel,
-                                  BenchmarkKnown, load_adapted, op_components, save_adapted)
+                                  OUTPUT, BenchmarkKnown, load_adapted, op_components,
+                                  save_adapted)
+from anb.outputs import check_folder
 from anb.surrogates.adapt_select import suggest as _suggest
 
 
@@ -128,11 +130,15 @@ def _base_folder(base: str | Path) -> Path:
 
 
 def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench",
-          out: str | Path | None = None, kind: str | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
+          out: str | Path | None = None, kind: str | None = None, overwrite: bool = False
+          ) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
     benchmark ``base`` (a saved artifact folder); save it to ``out``, a benchmark of the base's
     metrics plus the new device (``anb.load(out)``, ``anb query out``, ``anb search
-    --benchmark out``). Repeated measurements of a design are averaged (:func:`read_measured`)."""
+    --benchmark out``; see :func:`save_adapted` for ``overwrite``). Repeated measurements of a
+    design are averaged (:func:`read_measured`)."""
+    if out is not None:
+        check_folder(out, OUTPUT, overwrite)
     data = read_measured(measured, device, kind)
     bench = _load_base(base)
     known = BenchmarkKnown(bench, exclude=[data.target])
@@ -142,7 +148,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench"
     if out is None:
         return None, model
     info = {"measured": {"file": Path(measured).name, **data.summary()}}
-    save_adapted(out, _base_folder(base), {data.target: model}, info)
+    save_adapted(out, _base_folder(base), {data.target: model}, info, overwrite)
     return load_adapted(out), model
 
 

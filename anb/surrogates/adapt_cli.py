@@ -21,6 +21,8 @@ def adapt_cmd(
                                             "block{i}_* columns) and <kind>_<NAME> columns, or an "
                                             "'anb measure' folder; repeats of a design are averaged."),
     out: Optional[Path] = typer.Option(None, "--out", help="Adapted artifact folder to write."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
+                                   "holds something other than an adapted surrogate."),
     metric: Optional[str] = typer.Option(None, "--metric", help="throughput | latency (when "
                                          "the file has both)."),
     suggest: int = typer.Option(0, "--suggest", help="Print the K most informative "
@@ -43,7 +45,7 @@ def adapt_cmd(
                          "architectures to measure"))
     try:
         if measured is not None and out is not None:
-            bench, model = adapt(device, measured, base, out, metric)
+            bench, model = adapt(device, measured, base, out, metric, overwrite)
             rows = bench.info["measured"]["rows"]
             repeats = f" ({rows} measurements, repeats averaged)" if rows > model.n_points else ""
             typer.echo(f"{model.target}: adapted from {model.n_points} measured architectures"

@@ -7,12 +7,13 @@ from typing import Sequence
 
 import pandas as pd
 
-from anb.surrogates.artifact import load, save
+from anb.outputs import check_folder, replace_folder
+from anb.surrogates.artifact import OUTPUT, load, save
 from anb.surrogates.fit import (FitConfig, Prepared, TargetConfig, evaluate, fit_benchmark,
                                 prepare, to_model_space)
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
-from anb.surrogates.report import markdown_table, parity_plots, write_report
+from anb.surrogates.report import REPORT, markdown_table, parity_plots, write_report
 
 
 def tune_config(prepared: Prepared, config: FitConfig, seconds: float, seed: int = 0
@@ -45,8 +46,10 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
         None = None, targets: Sequence[str] | None = None, split: str | None = None,
         split_dir: str | Path | None = None, members: int | None = None,
         hpo_seconds: float = 0.0, seed: int | None = None, n_jobs: int = 1,
-        progress: bool = True) -> tuple[SurrogateBenchmark, str]:
-    """Fit the benchmark (optionally tuned), score it on val/test, save it; return a report."""
+        progress: bool = True, overwrite: bool = False) -> tuple[SurrogateBenchmark, str]:
+    """Fit the benchmark (optionally tuned), score it on val/test, save it; return a report.
+    ``out`` is checked first (see :func:`anb.surrogates.artifact.save`)."""
+    check_folder(out, OUTPUT, overwrite)
     if isinstance(config, (str, Path)):
         config = FitConfig.from_file(config)
     config = config or FitConfig()
@@ -70,7 +73,7 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
                            if target in frame.index}
     bench.info["hpo"] = {"seconds_per_target": hpo_seconds, "library": "optuna"} \
         if hpo_seconds > 0 else None
-    save(bench, out)
+    save(bench, out, overwrite)
     lines = [f"skipped missing labels: {missing}" if missing else "no missing labels"]
     for name, frame in scores.items():
         lines += [f"\n{name} split:", markdown_table(frame)]
@@ -99,9 +102,14 @@ def _with_jobs(config: FitConfig, n_jobs: int) -> FitConfig:
 def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
                       split: str = "published", split_dir: str | Path | None = None,
                       on: str = "test", report: str | Path | None = None,
-                      baseline: bool = False, n_jobs: int = 1, seed: int = 0) -> str:
-    """Score a saved benchmark on a split; optionally write a report and compare to baselines."""
+                      baseline: bool = False, n_jobs: int = 1, seed: int = 0,
+                      overwrite: bool = False) -> str:
+    """Score a saved benchmark on a split; optionally write a report folder (replaced whole,
+    see :func:`anb.outputs.replace_folder`) and compare to baselines."""
     from anb.surrogates.baseline import comparison_table, evaluate_baselines
+
+    if report is not None:
+        check_folder(report, REPORT, overwrite, "--report")
 
     bench = load(model)
     prepared = prepare(dataset, [t for t in bench.metrics], split, seed, split_dir)
@@ -115,9 +123,9 @@ def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
     text += ["comparison (R^2 / Kendall tau vs baselines; to_goal = tau - goal):",
              markdown_table(comparison)]
     if report is not None:
-        folder = Path(report)
-        write_report(metrics, folder, "metrics")
-        write_report(comparison, folder, "comparison")
-        parity_plots(bench, prepared, folder, on)
-        text.append(f"report written to {folder}")
+        with replace_folder(report, REPORT, overwrite, "--report") as folder:
+            write_report(metrics, folder, "metrics")
+            write_report(comparison, folder, "comparison")
+            parity_plots(bench, prepared, folder, on)
+        text.append(f"report written to {report}")
     return "\n".join(text)

@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from anb.io import atomic_write_json, sha256_file
+from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.searchspace.space import get_space
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.ensemble import TargetSurrogate
@@ -28,6 +27,9 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LAYER_COST_FILE = "layer_cost.npz"
 SUPPORT_FILE = "support.npz"
+#: The output folder ``anb fit`` writes (see :mod:`anb.outputs`).
+OUTPUT = Kind("surrogate", "an anb surrogate artifact", has_manifest_format(FORMAT),
+              replaceable=True)
 _FAMILY_LIBRARY = {"xgboost": "xgboost", "random_forest": "xgboost", "lightgbm": "lightgbm"}
 
 
@@ -47,12 +49,11 @@ def _digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def save(bench: SurrogateBenchmark, path: str | Path) -> Path:
-    """Write ``bench`` to the folder ``path`` (replaced as a whole, never half-written)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+def save(bench: SurrogateBenchmark, path: str | Path, overwrite: bool = False) -> Path:
+    """Write ``bench`` to the folder ``path``, replacing an artifact there as a whole once the
+    new one is complete (see :func:`anb.outputs.replace_folder`: a folder holding anything
+    else is refused unless ``overwrite``)."""
+    with replace_folder(path, OUTPUT, overwrite) as tmp:
         files: list[Path] = []
         if bench.builder.layer_cost is not None:
             bench.builder.layer_cost.save(tmp / LAYER_COST_FILE)
@@ -81,18 +82,7 @@ def save(bench: SurrogateBenchmark, path: str | Path) -> Path:
         }
         manifest["manifest_sha256"] = _digest(manifest)
         atomic_write_json(tmp / MANIFEST, manifest)
-        old = None
-        if path.exists():
-            old = path.with_name(f".{path.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(path, old)
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
+    return Path(path)
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:

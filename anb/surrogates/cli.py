@@ -10,6 +10,7 @@ from typing import Any, Optional
 import typer
 
 from anb.io import atomic_write_text
+from anb.outputs import check_file
 
 
 def _fail(err: Exception) -> None:
@@ -57,6 +58,8 @@ def register(app: typer.Typer) -> None:
         hpo_seconds: float = typer.Option(0.0, help="Optuna budget per target on val (0: none)"),
         seed: int = typer.Option(0),
         jobs: int = typer.Option(1, help="threads per model"),
+        overwrite: bool = typer.Option(False, "--overwrite", help="replace --out even when it "
+                                       "holds something other than an anb surrogate artifact"),
     ) -> None:
         """Fit a surrogate per target and save the artifact."""
         from anb import resources
@@ -68,7 +71,8 @@ def register(app: typer.Typer) -> None:
         try:
             bench, report = fit(dataset, out, config=config, targets=_split_list(targets),
                                 split=split, split_dir=split_dir, members=members,
-                                hpo_seconds=hpo_seconds, seed=seed, n_jobs=jobs)
+                                hpo_seconds=hpo_seconds, seed=seed, n_jobs=jobs,
+                                overwrite=overwrite)
         except (ValueError, FileNotFoundError) as err:
             _fail(err)
         typer.echo(report)
@@ -85,13 +89,16 @@ def register(app: typer.Typer) -> None:
         baseline: bool = typer.Option(False, help="also fit the reference XGBoost/LightGBM recipe "
                                                   "and print the comparison table"),
         jobs: int = typer.Option(1),
+        overwrite: bool = typer.Option(False, "--overwrite", help="replace --report even when "
+                                       "it holds something other than an anb evaluate report"),
     ) -> None:
         """Score an artifact (R^2, Kendall tau, sparse tau, Spearman, MAE, RMSE, coverage)."""
         from anb.surrogates.api import evaluate_artifact
 
         try:
             text = evaluate_artifact(model, dataset, split=split, split_dir=split_dir, on=on,
-                                     report=report, baseline=baseline, n_jobs=jobs)
+                                     report=report, baseline=baseline, n_jobs=jobs,
+                                     overwrite=overwrite)
         except (ValueError, FileNotFoundError) as err:
             _fail(err)
         typer.echo(text)
@@ -112,6 +119,8 @@ def register(app: typer.Typer) -> None:
         from anb.surrogates import load
 
         try:
+            if out is not None:
+                check_file(out)
             text = sys.stdin.read() if archs == "-" else Path(archs).read_text()
             items = read_archs(text, "stdin" if archs == "-" else repr(archs))
             bench = load(model)

@@ -7,8 +7,13 @@ import numpy as np
 import pandas as pd
 
 from anb.io import atomic_write, atomic_write_text
+from anb.outputs import Kind, has_files
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import Prepared
+
+#: The folder ``anb evaluate --report`` writes (see :mod:`anb.outputs`).
+REPORT = Kind("evaluate-report", "an anb evaluate report", has_files("metrics.csv"),
+              replaceable=True)
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
