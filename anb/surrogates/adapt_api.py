@@ -19,16 +19,17 @@ from anb.surrogates.adapt import (KINDS, MIN_POINTS, AdaptedBenchmark, AdaptedMo
 from anb.surrogates.adapt_select import suggest as _suggest
 
 
-def read_measured(path: str | Path, device: str, kind: str | None = None,
+def read_measured(path: str | Path, device: str, metric: str | None = None,
                   space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS
                   ) -> tuple[str, np.ndarray, np.ndarray]:
-    """``(target, raw choices, values)`` of a device from a CSV (``arch`` + ``<kind>_<device>``
-    columns) or from what ``anb measure`` wrote (a results folder or record JSON files)."""
+    """``(target, raw choices, values)`` of a device from a CSV (``arch`` + ``<metric>_<device>``
+    columns) or from what ``anb measure`` wrote (a results folder or record JSON files);
+    ``metric`` (throughput | latency) picks the column when both are there."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"measured file {str(path)!r} does not exist")
-    if kind is not None and kind not in KINDS:
-        raise ValueError(f"unknown metric kind {kind!r}; allowed: {list(KINDS)}")
+    if metric is not None and metric not in KINDS:
+        raise ValueError(f"unknown metric {metric!r}; allowed: {list(KINDS)}")
     if path.suffix == ".csv":
         frame = pd.read_csv(path, dtype={"arch": str}, keep_default_na=True)
     else:
@@ -37,7 +38,7 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
         frame = load_dataset(path, space)
     if "arch" not in frame.columns:
         raise ValueError(f"{str(path)!r} has no 'arch' column (columns: {list(frame.columns)})")
-    wanted = [f"{k}_{device}" for k in ([kind] if kind else KINDS)]
+    wanted = [f"{k}_{device}" for k in ([metric] if metric else KINDS)]
     present = [c for c in wanted if c in frame.columns]
     if not present:
         devices = [c for c in frame.columns if c.startswith(tuple(f"{k}_" for k in KINDS))
@@ -45,8 +46,9 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
         raise ValueError(f"unknown device {device!r}: {str(path)!r} has no column "
                          f"{' or '.join(wanted)}; its device columns are {devices}")
     if len(present) > 1:
-        raise ValueError(f"{str(path)!r} has both {present}; choose one with --metric "
-                         f"({' or '.join(KINDS)})")
+        raise ValueError(f"{str(path)!r} has both {present}; choose one with "
+                         + " or ".join(f"metric={k!r}" for k in KINDS)
+                         + f" (anb adapt: --metric {'|'.join(KINDS)})")
     target = present[0]
     values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
     rows = []
@@ -88,11 +90,13 @@ def _base_folder(base: str | Path) -> Path:
 
 
 def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench",
-          out: str | Path | None = None, kind: str | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
+          out: str | Path | None = None, metric: str | None = None
+          ) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
     benchmark ``base`` (a saved artifact folder); save it to ``out`` (queryable beside the base's
-    metrics via :func:`anb.surrogates.adapt.load_adapted`)."""
-    target, choices, values = read_measured(measured, device, kind)
+    metrics via :func:`anb.surrogates.adapt.load_adapted`); ``metric`` (throughput | latency)
+    picks the measured column when the file has both."""
+    target, choices, values = read_measured(measured, device, metric)
     bench = _load_base(base)
     known = BenchmarkKnown(bench, exclude=[target])
     model = AdaptedModel.fit(target, known.targets, known.log_costs(choices),
@@ -106,7 +110,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench"
 
 
 def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10, measured: str | Path | None = None,
-            device: str | None = None, kind: str | None = None, n_candidates: int = 5000,
+            device: str | None = None, metric: str | None = None, n_candidates: int = 5000,
             seed: int = 0, exclude: Sequence[str] = ()) -> list[str]:
     """``k`` distinct architecture strings to measure next on a device (none measured yet)."""
     bench = _load_base(base)
@@ -115,7 +119,7 @@ def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10, measured: st
     if measured is not None:
         if device is None:
             raise ValueError("give --device with --measured (which column holds the values)")
-        target, done, _ = read_measured(measured, device, kind, bench.space, min_points=0)
+        target, done, _ = read_measured(measured, device, metric, bench.space, min_points=0)
     known = BenchmarkKnown(bench, exclude=[t for t in [target, *exclude] if t])
     picked = _suggest(known, k, done, n_candidates=n_candidates, seed=seed, space=bench.space)
     return [str(Arch.from_choices(row, bench.space)) for row in picked]
