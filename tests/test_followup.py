@@ -80,6 +80,17 @@ def test_bad_inputs(tmp_path):
     result = runner.invoke(app, ["retrain", str(_search_folder(tmp_path / "s") / "pareto.csv"),
                                  "--out", str(tmp_path), "--config", "nope.ini"])
     assert result.exit_code == 2 and "no shipped config accuracy/'nope.ini'" in result.output
+
+
+def test_retrain_that_trains_nothing_claims_no_accuracy_file(tmp_path):
+    """The full recipe without ImageNet: the trainer refuses, so nothing is exported and the
+    command must not point at an accuracy.csv it did not write."""
+    out = tmp_path / "rt"
+    result = runner.invoke(app, ["retrain", str(_search_folder(tmp_path / "s") / "pareto.csv"),
+                                 "--out", str(out)])
+    assert result.exit_code == 2, result.output
+    assert not (out / "accuracy.csv").exists()
+    assert "accuracy ->" not in result.output and "no accuracy written" in result.output
     one = tmp_path / "one"
     _search_folder(one)
     (one / "summary.json").write_text(json.dumps({"objectives": ["val_top1:max"]}))

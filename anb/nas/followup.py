@@ -39,10 +39,11 @@ def recipe_path(config: str | Path) -> Path:
 
 
 def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_RECIPE,
-            extra: Sequence[str] = ()) -> tuple[int, Path]:
+            extra: Sequence[str] = ()) -> tuple[int, Path | None]:
     """Train every architecture of ``archs`` under the recipe into ``<out>/runs`` and export
     ``<out>/accuracy.csv``; ``<out>/archs.txt`` lists them for ``anb measure --archs``. Return
-    (trainer exit status, dataset path). ``out`` is new, empty or a retrain folder to resume."""
+    (trainer exit status, dataset path, or None when the trainer wrote no runs to export).
+    ``out`` is new, empty or a retrain folder to resume."""
     from anb.collect_accuracy.export import export
     from anb.collect_accuracy.train import main
     from anb.records import read_table, table_archs
@@ -58,9 +59,10 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     runs = out / "runs"
     status = main(["--config", str(recipe), "--model.archs", str(archs),
                    "--logging.folder", str(runs), *extra])
+    if not runs.is_dir():
+        return status, None
     dataset = out / "accuracy.csv"
-    if runs.is_dir():
-        export(dataset, [runs], parquet=False)
+    export(dataset, [runs], parquet=False)
     return status, dataset
 
 

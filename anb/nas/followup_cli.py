@@ -25,7 +25,9 @@ def retrain_cmd(
         status, dataset = retrain(archs, out, config, list(ctx.args))
     except (FileNotFoundError, ValueError) as err:
         _fail(str(err))
-    typer.echo(f"trainer exit status {status}; accuracy -> {dataset}")
+    written = (f"accuracy -> {dataset}" if dataset is not None
+               else f"no runs in {out / 'runs'}: no accuracy written")
+    typer.echo(f"trainer exit status {status}; {written}")
     raise typer.Exit(status)
 
 

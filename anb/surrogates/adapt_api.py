@@ -67,10 +67,10 @@ def merge_repeats(target: str, choices: np.ndarray, values: np.ndarray) -> Measu
     return Measured(target, choices[np.sort(first)], mean, count, spread)
 
 
-def read_measured(path: str | Path, device: str, kind: str | None = None,
+def read_measured(path: str | Path, device: str, metric: str | None = None,
                   space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS) -> Measured:
     """A device's measurements from a table (an ``arch`` column or ``block{i}_*`` columns, and
-    ``<kind>_<device>``) or from what ``anb measure`` wrote (a results folder or record JSON
+    ``<metric>_<device>``) or from what ``anb measure`` wrote (a results folder or record JSON
     files); repeated designs are merged (:func:`merge_repeats`) and ``min_points`` counts
     distinct designs."""
     from anb.records import load_dataset, read_table, table_archs
@@ -78,10 +78,10 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"measured file {str(path)!r} does not exist")
-    if kind is not None and kind not in KINDS:
-        raise ValueError(f"unknown metric kind {kind!r}; allowed: {list(KINDS)}")
+    if metric is not None and metric not in KINDS:
+        raise ValueError(f"unknown metric {metric!r}; allowed: {list(KINDS)}")
     frame = read_table(path) if path.suffix in (".csv", ".parquet", ".pq") else load_dataset(path, space)
-    wanted = [f"{k}_{device}" for k in ([kind] if kind else KINDS)]
+    wanted = [f"{k}_{device}" for k in ([metric] if metric else KINDS)]
     present = [c for c in wanted if c in frame.columns]
     if not present:
         devices = [c for c in frame.columns if c.startswith(tuple(f"{k}_" for k in KINDS))
@@ -89,8 +89,9 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
         raise ValueError(f"unknown device {device!r}: {str(path)!r} has no column "
                          f"{' or '.join(wanted)}; its device columns are {devices}")
     if len(present) > 1:
-        raise ValueError(f"{str(path)!r} has both {present}; choose one with --metric "
-                         f"({' or '.join(KINDS)})")
+        raise ValueError(f"{str(path)!r} has both {present}; choose one with "
+                         + " or ".join(f"metric={k!r}" for k in KINDS)
+                         + f" (anb adapt: --metric {'|'.join(KINDS)})")
     target = present[0]
     archs = table_archs(frame, repr(str(path)), space)
     values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
@@ -130,16 +131,17 @@ def _base_folder(base: str | Path) -> Path:
 
 
 def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench",
-          out: str | Path | None = None, kind: str | None = None, overwrite: bool = False
+          out: str | Path | None = None, metric: str | None = None, overwrite: bool = False
           ) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
     benchmark ``base`` (a saved artifact folder); save it to ``out``, a benchmark of the base's
     metrics plus the new device (``anb.load(out)``, ``anb query out``, ``anb search
     --benchmark out``; see :func:`save_adapted` for ``overwrite``). Repeated measurements of a
-    design are averaged (:func:`read_measured`)."""
+    design are averaged (:func:`read_measured`); ``metric`` (throughput | latency) picks the
+    measured column when the file has both."""
     if out is not None:
         check_folder(out, OUTPUT, overwrite)
-    data = read_measured(measured, device, kind)
+    data = read_measured(measured, device, metric)
     bench = _load_base(base)
     known = BenchmarkKnown(bench, exclude=[data.target])
     model = AdaptedModel.fit(data.target, known.targets, known.log_costs(data.choices),
@@ -153,7 +155,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench"
 
 
 def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10, measured: str | Path | None = None,
-            device: str | None = None, kind: str | None = None, n_candidates: int = 5000,
+            device: str | None = None, metric: str | None = None, n_candidates: int = 5000,
             seed: int = 0, exclude: Sequence[str] = ()) -> list[str]:
     """``k`` distinct architecture strings to measure next on a device (none measured yet)."""
     bench = _load_base(base)
@@ -162,7 +164,7 @@ def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10, measured: st
     if measured is not None:
         if device is None:
             raise ValueError("give --device with --measured (which column holds the values)")
-        data = read_measured(measured, device, kind, bench.space, min_points=0)
+        data = read_measured(measured, device, metric, bench.space, min_points=0)
         target, done = data.target, data.choices
     known = BenchmarkKnown(bench, exclude=[t for t in [target, *exclude] if t])
     picked = _suggest(known, k, done, n_candidates=n_candidates, seed=seed, space=bench.space)

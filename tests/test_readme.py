@@ -1,0 +1,135 @@
+"""README.md's code blocks run as written: every ```python block (the blocks of one section share
+one namespace, as a reader's session would) and every ``anb ...`` line of every ```bash block,
+in README order, in one fresh working folder (a reader's, not the checkout).
+
+A block that needs what CI lacks (a GPU, a board, a cluster, a wheel install, a long run) is
+marked right before it with ``<!-- readme-test: skip (REASON) -->`` and skipped with that reason;
+a bash block with no ``anb`` line must be marked (nothing of it would run otherwise)."""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+MARK = re.compile(r"^<!--\s*readme-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
+FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
+pytestmark = pytest.mark.timeout(1800)
+
+
+@dataclass
+class Block:
+    """One fenced block: its section heading, language, code, first line number, skip reason."""
+
+    section: str
+    lang: str
+    code: str
+    line: int
+    skip: str | None
+
+
+def read_blocks(text: str) -> list[Block]:
+    """The fenced ```bash / ```python blocks of a Markdown text; a skip marker must be the
+    last non-blank line before the block it marks."""
+    blocks, section, marker, lines = [], "", None, text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("#"):
+            section = line.lstrip("#").strip()
+        found = MARK.match(line.strip())
+        fence = FENCE.match(line)
+        if found:
+            marker = (found["reason"].strip(), i + 1)
+        elif fence:
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
+            if fence["lang"] in ("bash", "python"):
+                blocks.append(Block(section, fence["lang"], "\n".join(lines[i + 1:end]), i + 2,
+                                    marker[0] if marker else None))
+            elif marker:
+                raise AssertionError(f"README line {marker[1]}: skip marker before a "
+                                     f"```{fence['lang']} block (only bash/python run)")
+            marker, i = None, end
+        elif line.strip() and marker:
+            raise AssertionError(f"README line {marker[1]}: skip marker not right before a block")
+        i += 1
+    return blocks
+
+
+def anb_lines(code: str) -> list[str]:
+    """The shell commands of a bash block that start with ``anb`` (continuations joined)."""
+    joined = re.sub(r"\\\n\s*", " ", code)
+    return [line.strip() for line in joined.splitlines() if re.match(r"\s*anb\s", line)]
+
+
+def cases() -> list:
+    """Python blocks grouped per section (shared namespace), bash blocks one by one."""
+    out: list = []
+    for block in read_blocks(README.read_text()):
+        last = out[-1].values[0] if out else None
+        if (block.lang == "python" and isinstance(last, list) and last[0].lang == "python"
+                and last[0].section == block.section):
+            last.append(block)
+            continue
+        group = [block] if block.lang == "python" else block
+        out.append(pytest.param(group, id=f"L{block.line}-{block.lang}"))
+    return out
+
+
+def test_blocks_are_found_and_markers_well_placed():
+    blocks = read_blocks(README.read_text())
+    assert sum(b.lang == "python" for b in blocks) >= 5
+    assert sum(b.lang == "bash" and b.skip is None for b in blocks) >= 6
+    for block in blocks:
+        if block.lang == "bash" and block.skip is None:
+            assert anb_lines(block.code), (f"README line {block.line}: a bash block with no "
+                                           "`anb` line must be marked readme-test: skip (why)")
+    with pytest.raises(AssertionError, match="not right before a block"):
+        read_blocks("<!-- readme-test: skip (x) -->\ntext\n```bash\nanb x\n```\n")
+
+
+@pytest.fixture(scope="module")
+def reader(tmp_path_factory) -> dict:
+    """A reader's working folder and environment: ``anb`` on PATH runs this checkout."""
+    root = tmp_path_factory.mktemp("reader")
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "anb"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m anb "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    work = root / "work"
+    work.mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "ANB_CACHE_DIR": os.environ.get("ANB_CACHE_DIR", str(root / "cache")),
+           "WANDB_MODE": "disabled"}
+    return {"work": work, "env": env}
+
+
+@pytest.mark.parametrize("case", cases())
+def test_readme_block(case, reader, monkeypatch):
+    blocks = case if isinstance(case, list) else [case]
+    if all(b.skip for b in blocks):
+        pytest.skip(f"README line {blocks[0].line}: {blocks[0].skip}")
+    work = reader["work"]
+    if blocks[0].lang == "python":
+        monkeypatch.chdir(work)
+        monkeypatch.setenv("ANB_CACHE_DIR", reader["env"]["ANB_CACHE_DIR"])
+        namespace: dict = {"__name__": "__readme__"}
+        for block in blocks:
+            if block.skip:
+                continue
+            exec(compile(block.code, f"README.md:{block.line}", "exec"), namespace)
+        return
+    for command in anb_lines(blocks[0].code):
+        done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=work,
+                              env=reader["env"], capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, (f"README line {blocks[0].line}: {command}\n"
+                                      f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
