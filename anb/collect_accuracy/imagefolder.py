@@ -66,13 +66,13 @@ class FolderDataset(Dataset):
             if self.train:
                 rng = np.random.default_rng(seed_of(self.seed, self.epoch, index))
                 box = random_crop_box(w, h, rng)
-                image = image.resize((self.res, self.res), Image.BILINEAR, box=box)
+                image = image.resize((self.res, self.res), Image.Resampling.BILINEAR, box=box)
                 if rng.random() < 0.5:
-                    image = image.transpose(Image.FLIP_LEFT_RIGHT)
+                    image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
             else:
                 side = min(w, h) * self.crop_ratio
                 box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
-                image = image.resize((self.res, self.res), Image.BILINEAR, box=box)
+                image = image.resize((self.res, self.res), Image.Resampling.BILINEAR, box=box)
             return np.array(image, dtype=np.uint8), self.labels[index]
 
 
@@ -130,6 +130,6 @@ def write_digits_folder(root: Path, sizes: tuple[int, int] = (40, 56)) -> tuple[
             folder = root / split / str(int(y))
             folder.mkdir(parents=True, exist_ok=True)
             image = Image.fromarray(x.permute(1, 2, 0).numpy())
-            image = image.resize((sizes[i % 2], sizes[(i + 1) % 2]), Image.BILINEAR)
+            image = image.resize((sizes[i % 2], sizes[(i + 1) % 2]), Image.Resampling.BILINEAR)
             image.save(folder / f"{i:05d}.jpg", quality=95)
     return root / "train", root / "val"

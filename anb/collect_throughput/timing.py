@@ -94,7 +94,7 @@ def warm_up(step: Callable[[], None], clock: Clock, rule: WarmupRule,
         clock.start()
         step()
         times.append(clock.stop())
-        if counts is not None:
+        if counts is not None and compile_count is not None:
             counts.append(compile_count())
         if warmup_is_stable(times, rule, counts):
             reason = "stable"
