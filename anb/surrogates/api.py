@@ -50,8 +50,8 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
     if isinstance(config, (str, Path)):
         config = FitConfig.from_file(config)
     config = config or FitConfig()
-    changes: dict[str, Any] = {k: v for k, v in {"targets": list(targets) if targets else None, "split": split,
-                                 "seed": seed}.items() if v is not None}
+    given = {"targets": list(targets) if targets else None, "split": split, "seed": seed}
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     config = replace(config, **changes)
     if members is not None:
         config = replace(config, default=replace(config.default, n_members=members),
