@@ -34,7 +34,8 @@ def scan(root: Path) -> tuple[list[Path], list[int], list[str]]:
 
 def random_crop_box(width: int, height: int, rng: np.random.Generator,
                     scale: tuple[float, float] = (0.08, 1.0),
-                    ratio: tuple[float, float] = (3 / 4, 4 / 3)) -> tuple[float, ...]:
+                    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+                    ) -> tuple[float, float, float, float]:
     """A random-resized-crop box (torchvision's rule: 10 tries, then the centre crop)."""
     area = width * height
     for _ in range(10):
@@ -60,8 +61,8 @@ class FolderDataset(Dataset):
         return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
-        with Image.open(self.paths[index]) as image:
-            image = image.convert("RGB")
+        with Image.open(self.paths[index]) as source:
+            image = source.convert("RGB")
             w, h = image.size
             if self.train:
                 rng = np.random.default_rng(seed_of(self.seed, self.epoch, index))

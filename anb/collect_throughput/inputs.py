@@ -28,8 +28,8 @@ def preprocess_image(path: Path, resolution: int) -> np.ndarray:
     """Resize short side to ``resolution``, centre crop ``resolution``, normalise; CHW float32."""
     from PIL import Image
 
-    with Image.open(path) as image:
-        image = image.convert("RGB")
+    with Image.open(path) as source:
+        image = source.convert("RGB")
         short = resolution
         w, h = image.size
         scale = short / min(w, h)
