@@ -52,8 +52,8 @@ def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
     except KeyboardInterrupt:
         _interrupted()
     except typer.TyperException as err:  # a usage error: click's message and exit code
-        err.show()  # type: ignore[attr-defined]
-        sys.exit(err.exit_code)  # type: ignore[attr-defined]
+        err.show()  # type: ignore[attr-defined]  # typer raises only click's, which have show()
+        sys.exit(err.exit_code)
     except OSError as err:
         if err.filename is None:
             raise

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` and rename the result onto ``path`` (never half-written)."""
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
+    """Call ``write(tmp_path)`` (its return value is ignored) and rename the result onto ``path``
+    (never half-written)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

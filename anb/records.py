@@ -115,7 +115,9 @@ def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]
             for member in archive.getmembers():
                 name = Path(member.name).name
                 if member.isfile() and name.endswith(".json") and not name.startswith("."):
-                    named.append((name, json.load(archive.extractfile(member))))
+                    handle = archive.extractfile(member)
+                    assert handle is not None  # a regular file member always has one
+                    named.append((name, json.load(handle)))
     elif path.suffix == ".jsonl":
         for line_no, line in enumerate(path.read_text().splitlines(), 1):
             if line.strip():

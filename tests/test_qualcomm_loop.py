@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.driver import load_target
+from anb.collect_throughput.driver import MeasureTarget, as_target, load_target
 from anb.jobs.queue import JobSpec, open_queue
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
@@ -69,6 +69,7 @@ def test_a_qualcomm_config_is_a_measurement_target(tmp_path):
     target = load_target(qualcomm_config(tmp_path))
     assert (target.name, target.keys) == ("qc-32", KEYS)
     assert type(target).__name__ == "QualcommTarget"
+    assert isinstance(target, MeasureTarget) and as_target(target) is target  # as is
     assert load_target("snpe-dsp", {"duration": 5}).config.duration == 5
     assert type(load_target("cpu-ort")).__name__ == "ProtocolTarget"
     with pytest.raises(ValueError, match="sdk='qnn' cannot be measured"):

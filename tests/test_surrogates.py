@@ -17,8 +17,9 @@ import pytest
 from anb.outputs import MARKER
 from anb.searchspace import EFFICIENTNET_B0, Sampler
 from anb.searchspace.encoding import encode
-from anb.surrogates import (FitConfig, TargetConfig, evaluate, fit_benchmark, load,
-                            load_ensemble, make_family, prepare, read_manifest, save)
+from anb.surrogates import (FitConfig, TargetConfig, TargetSurrogate, evaluate, fit,
+                            fit_benchmark, load, load_ensemble, make_family, prepare,
+                            read_manifest, save)
 from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 from scipy.stats import kendalltau
@@ -256,6 +257,23 @@ def test_empty_training_set_is_a_clear_error(prepared):
     sub = prepare(frame, ["throughput_a100"])
     with pytest.raises(ValueError, match="empty training set"):
         fit_benchmark(sub, FitConfig(default=SMALL), progress=False)
+
+
+def test_val_features_without_val_labels_are_a_clear_error():
+    X, y = np.zeros((8, 3)), np.zeros(8)
+    with pytest.raises(ValueError, match="X_val and y_val go together"):
+        TargetSurrogate("xgboost", {"n_estimators": 5}, 1).fit(X, y, X_val=X)
+
+
+def test_fit_sets_n_jobs_and_keeps_per_member_params_of_one_family(prepared, tmp_path):
+    """One family with a params object per member: ``n_jobs`` goes into each object, and HPO
+    keeps them (both used to call ``dict()`` on the list: a crash or garbled parameters)."""
+    per_member = [{"n_estimators": 20, "max_depth": 2}, {"n_estimators": 30}]
+    config = FitConfig(default=TargetConfig("xgboost", per_member, 2))
+    bench, _ = fit(prepared.frame, tmp_path / "bench", config, targets=["throughput_a100"],
+                   hpo_seconds=60, n_jobs=2, progress=False)
+    members = bench.models["throughput_a100"].members_
+    assert [(m.n_estimators, m.max_depth, m.n_jobs) for m in members] == [(20, 2, 2), (30, 4, 2)]
 
 
 # ------------------------------------------------------------------ artifacts

@@ -25,7 +25,8 @@ from tests.conftest import REPO
 B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
 #: The source tree minus what is built, cached or environment-specific.
 IGNORE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "outputs", "results", "runs",
-                                "wandb", "*.egg-info", "__pycache__", ".pytest_cache", "*.pyc")
+                                "wandb", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache",
+                                "*.pyc")
 SMALL = {"targets": ["val_top1", "throughput_zcu102"], "layer_cost": True,
          "default": {"family": "xgboost", "params": {"n_estimators": 40, "max_depth": 3},
                      "n_members": 1}}

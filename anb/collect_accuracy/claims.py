@@ -51,7 +51,8 @@ class Claim:
     (or the process's end)."""
 
     def __init__(self, path: Path, fd: int):
-        self.path, self._fd = path, fd
+        self.path = path
+        self._fd: int | None = fd
 
     def release(self) -> None:
         if self._fd is None:

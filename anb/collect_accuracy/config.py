@@ -300,7 +300,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         if not path.is_file():
             raise ConfigError(f"config file {str(path)!r} does not exist")
         parser = configparser.ConfigParser(interpolation=None)
-        parser.optionxform = str  # keep key case
+        # keep key case (configparser's documented hook, typed as a method by typeshed)
+        parser.optionxform = str  # type: ignore[assignment, method-assign]
         try:
             parser.read(path)
         except configparser.Error as err:
@@ -331,7 +332,7 @@ def describe() -> str:
 def to_ini(config: Config) -> str:
     """The config as INI text (round-trips through :func:`load_config`)."""
     parser = configparser.ConfigParser(interpolation=None)
-    parser.optionxform = str
+    parser.optionxform = str  # type: ignore[assignment, method-assign]  # keep key case
     for section, keys in config.items():
         parser[section] = {k: str(v) for k, v in keys.items()}
     lines: list[str] = []

@@ -181,7 +181,8 @@ def recipes(records: Iterable[dict]) -> pd.DataFrame:
             "epochs": (config.get("trainval") or {}).get("epochs"),
             "global_batch": prov.get("global_batch")})
         row["records"] += 1
-    return pd.DataFrame(sorted(rows.values(), key=lambda r: -r["records"]),
+    ordered = sorted(rows.values(), key=lambda r: -r["records"])
+    return pd.DataFrame(ordered,
                         columns=["recipe_hash", "records", "dataset", "epochs", "global_batch"])
 
 
@@ -230,8 +231,8 @@ def merge(records: Iterable[dict], rule: str = "first",
             if rule == "mean":
                 metrics = dict(chosen.get("metrics") or {})
                 for key in METRIC_KEYS:
-                    values = [(r.get("metrics") or {}).get(key) for r in group]
-                    values = [v for v in values if v is not None]
+                    given = [(r.get("metrics") or {}).get(key) for r in group]
+                    values = [v for v in given if v is not None]
                     metrics[key] = round(sum(values) / len(values), 6) if values else None
                 chosen["metrics"] = metrics
             chosen["provenance"] = {**(chosen.get("provenance") or {}),

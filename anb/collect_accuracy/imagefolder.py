@@ -34,7 +34,8 @@ def scan(root: Path) -> tuple[list[Path], list[int], list[str]]:
 
 def random_crop_box(width: int, height: int, rng: np.random.Generator,
                     scale: tuple[float, float] = (0.08, 1.0),
-                    ratio: tuple[float, float] = (3 / 4, 4 / 3)) -> tuple[float, ...]:
+                    ratio: tuple[float, float] = (3 / 4, 4 / 3),
+                    ) -> tuple[float, float, float, float]:
     """A random-resized-crop box (torchvision's rule: 10 tries, then the centre crop)."""
     area = width * height
     for _ in range(10):
@@ -60,19 +61,19 @@ class FolderDataset(Dataset):
         return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
-        with Image.open(self.paths[index]) as image:
-            image = image.convert("RGB")
+        with Image.open(self.paths[index]) as source:
+            image = source.convert("RGB")
             w, h = image.size
             if self.train:
                 rng = np.random.default_rng(seed_of(self.seed, self.epoch, index))
                 box = random_crop_box(w, h, rng)
-                image = image.resize((self.res, self.res), Image.BILINEAR, box=box)
+                image = image.resize((self.res, self.res), Image.Resampling.BILINEAR, box=box)
                 if rng.random() < 0.5:
-                    image = image.transpose(Image.FLIP_LEFT_RIGHT)
+                    image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
             else:
                 side = min(w, h) * self.crop_ratio
                 box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
-                image = image.resize((self.res, self.res), Image.BILINEAR, box=box)
+                image = image.resize((self.res, self.res), Image.Resampling.BILINEAR, box=box)
             return np.array(image, dtype=np.uint8), self.labels[index]
 
 
@@ -130,6 +131,6 @@ def write_digits_folder(root: Path, sizes: tuple[int, int] = (40, 56)) -> tuple[
             folder = root / split / str(int(y))
             folder.mkdir(parents=True, exist_ok=True)
             image = Image.fromarray(x.permute(1, 2, 0).numpy())
-            image = image.resize((sizes[i % 2], sizes[(i + 1) % 2]), Image.BILINEAR)
+            image = image.resize((sizes[i % 2], sizes[(i + 1) % 2]), Image.Resampling.BILINEAR)
             image.save(folder / f"{i:05d}.jpg", quality=95)
     return root / "train", root / "val"

@@ -26,8 +26,9 @@ def peak_bytes(model: nn.Module, batch: int, in_channels: int, size: int, dims: 
     use_amp = amp and device.type == "cuda"
     if device.type == "cuda":
         if dims == 2:
-            model, x = model.to(memory_format=torch.channels_last), x.to(
-                memory_format=torch.channels_last)
+            # torch's stubs lack Module.to(memory_format=), which torch documents
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+            x = x.to(memory_format=torch.channels_last)
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
         with torch.autocast("cuda", dtype=torch.float16, enabled=use_amp):

@@ -54,7 +54,8 @@ def lr_at(step: float, steps_per_epoch: int, epochs: int, peak: float, opt: dict
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Weight decay only on weights with >= 2 dims (none on BN parameters and biases)."""
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for param in model.parameters():
         if param.requires_grad:
             (decay if param.ndim >= 2 else no_decay).append(param)

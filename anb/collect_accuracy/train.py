@@ -365,7 +365,8 @@ class Trainer:
                             drop_path=mc["drop_path"], in_channels=self.loaders.in_channels,
                             space=self.space).to(self.dist.device)
         if self.channels_last:
-            model = model.to(memory_format=torch.channels_last)
+            # torch's stubs lack Module.to(memory_format=), which torch documents
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         optimizer = recipe.make_optimizer(model, self.config)
         scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         ema = recipe.EMA(model, self.tv["ema_decay"]) if self.tv["ema_decay"] else None

@@ -78,7 +78,7 @@ def read_run(run_file: Path) -> OfflineRun:
 
     run = OfflineRun(path=run_file.parent)
     for payload in _payloads(run_file.read_bytes(), run_file):
-        record = pb.Record()
+        record = pb.Record()  # type: ignore[attr-defined]  # wandb picks the module at run time
         record.ParseFromString(payload)
         kind = record.WhichOneof("record_type")
         if kind == "run":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -210,6 +211,7 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
 
     backends = {} if device.remote else {p.backend: get_backend(p.backend)
                                          for p in device.protocols}
+    workdir = Path(workdir) if workdir else Path(out) / device.name / ".work"
 
     def measure(protocol, archs: list) -> list:
         if device.remote:  # a board reached over a transport: see .remote
@@ -218,7 +220,6 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
             return measure_remote_archs(device, protocol, archs, workdir)
         return measure_interleaved(archs, protocol, workdir, backends[protocol.backend])
 
-    workdir = Path(workdir) if workdir else Path(out) / device.name / ".work"
     session: str | None = None
     since_anchor = anchor_every
     bar = tqdm(total=len(pending), desc=f"measure {device.name}", unit="arch",
@@ -334,7 +335,10 @@ def is_qualcomm_table(data: Mapping[str, Any]) -> bool:
 def read_device_table(spec: str | Path) -> dict[str, Any]:
     """The TOML table of a device config of either kind: a path or a shipped name
     (``cpu-ort``, ``snpe-dsp``)."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the backport, a dependency there
+        import tomli as tomllib
 
     from anb.collect_throughput.protocol import CONFIG_DIR, available_devices
     from anb.collect_throughput.qualcomm import config as qc

@@ -57,8 +57,8 @@ def quant_layers_cmd(
         top = result["by_layer_type"][0]
         typer.echo(f"layer type losing most: {top['op_type']} ({top['mean_sqnr_drop_db']:.2f} "
                    f"dB per layer) -> {out}")
-    for arch_id, err in result["failed"].items():
-        typer.echo(f"failed {arch_id}: {err}", err=True)
+    for arch_id, message in result["failed"].items():
+        typer.echo(f"failed {arch_id}: {message}", err=True)
     if result["failed"]:
         raise typer.Exit(1)
 

@@ -28,13 +28,13 @@ def preprocess_image(path: Path, resolution: int) -> np.ndarray:
     """Resize short side to ``resolution``, centre crop ``resolution``, normalise; CHW float32."""
     from PIL import Image
 
-    with Image.open(path) as image:
-        image = image.convert("RGB")
+    with Image.open(path) as source:
+        image = source.convert("RGB")
         short = resolution
         w, h = image.size
         scale = short / min(w, h)
         image = image.resize((max(short, round(w * scale)), max(short, round(h * scale))),
-                             Image.BILINEAR)
+                             Image.Resampling.BILINEAR)
         w, h = image.size
         left, top = (w - resolution) // 2, (h - resolution) // 2
         image = image.crop((left, top, left + resolution, top + resolution))
@@ -62,6 +62,8 @@ def image_batches(folder: str | Path, batch: int, resolution: int, max_batches: 
 def make_inputs(protocol: Protocol, seed: int = 0) -> list[np.ndarray]:
     """The batches a measurement cycles through (NCHW float32)."""
     if protocol.inputs == "imagenet":
+        if not protocol.imagenet_dir:
+            raise ValueError(f"device {protocol.device!r}: inputs='imagenet' needs imagenet_dir")
         return image_batches(protocol.imagenet_dir, protocol.batch, protocol.resolution)
     return [synthetic_batch(protocol.batch, protocol.resolution, seed)]
 

@@ -46,7 +46,7 @@ def graph_layers(model: Any) -> list[dict]:
     nodes = list(model.graph.node)
     q_of = {n.input[0]: n.output[0] for n in nodes if n.op_type == "QuantizeLinear"}
     dq_of = {n.input[0]: n.output[0] for n in nodes if n.op_type == "DequantizeLinear"}
-    layers = []
+    layers: list[dict] = []
     for node in nodes:
         if node.op_type in _QDQ:
             continue
@@ -239,8 +239,8 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
     x_train, _ = digits_images(resolution, "train", seed)
     x_test, y_test = digits_images(resolution, "test", seed)
     x = x_test[:images]
-    with tempfile.TemporaryDirectory(prefix="anb-layerwise-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="anb-layerwise-") as tmp_name:
+        tmp = Path(tmp_name)
         if path in CPU_PATHS:
             float_path, _, quantized = _cpu_path(model, CPU_PATHS[path], resolution,
                                                  x_train[:calibration], x, tmp)

@@ -57,10 +57,10 @@ def measure_interleaved(archs: Sequence[Arch | str], protocol: Protocol,
                         workdir: str | Path | None = None, backend: Backend | None = None,
                         ) -> list[Measurement]:
     """Run ``protocol`` on every architecture of ``archs`` (one alone: :func:`run_loop`)."""
-    archs = [as_arch(a) for a in archs]
+    arch_list = [as_arch(a) for a in archs]
     backend = backend or get_backend(protocol.backend)
     with tempfile.TemporaryDirectory(prefix="anb-measure-") as scratch:
-        sessions = [backend.prepare(a, protocol, Path(workdir or scratch)) for a in archs]
+        sessions = [backend.prepare(a, protocol, Path(workdir or scratch)) for a in arch_list]
         steps = [timed_step(s, protocol) for s in sessions]
         start = machine_state()
         if len(sessions) == 1:
@@ -73,4 +73,4 @@ def measure_interleaved(archs: Sequence[Arch | str], protocol: Protocol,
                                     sessions[0].compile_count)
         states = {"state_start": start, "state_end": machine_state()}
         return [_measurement(a, protocol, s, loop, states)
-                for a, s, loop in zip(archs, sessions, loops)]
+                for a, s, loop in zip(arch_list, sessions, loops)]

@@ -21,6 +21,7 @@ import dataclasses
 import hashlib
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -307,7 +308,11 @@ def available_devices() -> list[str]:
 def load_device(name_or_path: str | Path, overrides: Mapping[str, Any] | None = None,
                 ) -> DeviceConfig:
     """Load a shipped device config by name (``cpu-ort``) or a TOML file by path."""
-    import tomllib  # Python >= 3.11; the rest of this module also runs on a board's older Python
+    # imported here: the rest of this module also runs on a board's older Python
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the backport, a dependency there
+        import tomli as tomllib
 
     path = Path(name_or_path)
     if not path.suffix:

@@ -235,7 +235,8 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
         "layers": int(len(table)), "cos_threshold": cos_threshold,
         "sqnr_threshold_db": sqnr_threshold,
         "layers_below_threshold": table.loc[table["below_threshold"], "tensor"].tolist(),
-        "worst_layer": table.loc[table["sqnr_db"].idxmin(), "tensor"],
+        # pandas-stubs type idxmin()'s label as any Hashable, which .loc[] does not take
+        "worst_layer": table.loc[table["sqnr_db"].idxmin(), "tensor"],  # type: ignore[index]
     }
     summary["top1_drop_pp"] = summary["float_top1"] - summary["int8_top1"]
     atomic_write(out / "layers.csv", lambda tmp: table.to_csv(tmp, index=False))

@@ -190,12 +190,15 @@ class OnnxRuntimeBoard(BoardRuntime):
 
     def model(self, arch: Arch, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
         from anb.collect_throughput.backends import get_backend
+        from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
 
         if protocol.backend not in self.BACKENDS:
             raise ValueError(f"device {protocol.device!r}: backend={protocol.backend!r} cannot "
                              f"run on a board with the onnxruntime runtime; allowed: "
                              f"{list(self.BACKENDS)}")
-        return get_backend(protocol.backend).model_path(arch, protocol, Path(workdir))
+        backend = get_backend(protocol.backend)
+        assert isinstance(backend, OnnxRuntimeBackend)  # every one of BACKENDS is
+        return backend.model_path(arch, protocol, Path(workdir))
 
     def _run(self, folder: BoardFolder, protocol: Protocol, model: Path, batches: np.ndarray,
              mode: str, tmp: Path) -> dict[str, Any]:

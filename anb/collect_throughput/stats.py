@@ -30,13 +30,13 @@ def _trim_count(n: int, trim: float) -> int:
     return int(math.floor(trim * n))
 
 
-def trimmed_mean(values: Sequence[float], trim: float = 0.1) -> float:
+def trimmed_mean(values: Sequence[float] | np.ndarray, trim: float = 0.1) -> float:
     x = np.sort(np.asarray(values, dtype=float))
     g = _trim_count(x.size, trim)
     return float(x[g: x.size - g].mean())
 
 
-def trimmed_ci_halfwidth(values: Sequence[float], trim: float = 0.1,
+def trimmed_ci_halfwidth(values: Sequence[float] | np.ndarray, trim: float = 0.1,
                          confidence: float = 0.95) -> float:
     """Half-width of the ``confidence`` interval of the trimmed mean (inf below 3 values)."""
     x = np.sort(np.asarray(values, dtype=float))
@@ -50,7 +50,8 @@ def trimmed_ci_halfwidth(values: Sequence[float], trim: float = 0.1,
     return float(t_quantile(0.5 + confidence / 2, df) * se)
 
 
-def relative_ci(values: Sequence[float], trim: float = 0.1, confidence: float = 0.95) -> float:
+def relative_ci(values: Sequence[float] | np.ndarray, trim: float = 0.1,
+                confidence: float = 0.95) -> float:
     """CI half-width of the trimmed mean divided by the trimmed mean."""
     if len(values) < 3:
         return math.inf
@@ -58,7 +59,8 @@ def relative_ci(values: Sequence[float], trim: float = 0.1, confidence: float = 
     return trimmed_ci_halfwidth(values, trim, confidence) / abs(centre) if centre else math.inf
 
 
-def summarize(values: Sequence[float], trim: float = 0.1, confidence: float = 0.95) -> dict:
+def summarize(values: Sequence[float] | np.ndarray, trim: float = 0.1,
+              confidence: float = 0.95) -> dict:
     """n, mean, std, median, min, max, trimmed mean/std, cv (trimmed std / trimmed mean), ci_rel."""
     x = np.asarray(values, dtype=float)
     if x.size == 0:

@@ -81,7 +81,7 @@ def warmup_is_stable(times: list[float], rule: WarmupRule, compiles: list[int] |
     if compiles is not None and compiles[-1] != compiles[-w - 1]:
         return False
     last, before = np.median(times[-w:]), np.median(times[-2 * w: -w])
-    return abs(last - before) <= rule.tolerance * before
+    return bool(abs(last - before) <= rule.tolerance * before)
 
 
 def warm_up(step: Callable[[], None], clock: Clock, rule: WarmupRule,
@@ -94,7 +94,7 @@ def warm_up(step: Callable[[], None], clock: Clock, rule: WarmupRule,
         clock.start()
         step()
         times.append(clock.stop())
-        if counts is not None:
+        if counts is not None and compile_count is not None:
             counts.append(compile_count())
         if warmup_is_stable(times, rule, counts):
             reason = "stable"

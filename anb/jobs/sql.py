@@ -29,7 +29,8 @@ def _row_job(row: Sequence[Any]) -> Job:
 
 def _filters(ids: Sequence[int] | None, device: str | None, stage: str | None,
              ) -> tuple[str, list[Any]]:
-    clauses, params = [], []
+    clauses: list[str] = []
+    params: list[Any] = []
     if ids is not None:
         ids = [int(i) for i in ids]
         clauses.append(f"id IN ({', '.join('?' * len(ids))})" if ids else "1 = 0")

@@ -242,6 +242,7 @@ def publish(job: Job, result: dict[str, Any], out: Path | None) -> Path | None:
     record = result.get("record")
     if out is None or record is None:
         return None
+    import functools
     import logging
     import shutil
 
@@ -253,7 +254,7 @@ def publish(job: Job, result: dict[str, Any], out: Path | None) -> Path | None:
     for name in result.get("files") or []:
         source = Path(name)
         if source.is_file():
-            atomic_write(path.parent / source.name, lambda t, s=source: shutil.copyfile(s, t))
+            atomic_write(path.parent / source.name, functools.partial(shutil.copyfile, source))
         else:
             logging.getLogger(__name__).warning("job %d: %s is not on this host; not copied",
                                                 job.id, source)

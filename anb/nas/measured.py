@@ -97,12 +97,16 @@ class LocalMeasurer(Measurer):
         for arch, fut in zip(archs, futures):
             if arch.id in summary.failed:
                 fut.set_exception(RuntimeError(summary.failed[arch.id]))
+                continue
+            record = read_result(result_path(self.out, self.device, arch))
+            if record is None:
+                fut.set_exception(RuntimeError(f"{self.device}: {arch.id} was measured but has "
+                                               f"no record in {self.out / self.device}"))
             else:
-                fut.set_result(_values(read_result(result_path(self.out, self.device, arch)),
-                                       self.metrics))
+                fut.set_result(_values(record, self.metrics))
 
     def submit(self, archs: Sequence[Arch]) -> list[Future]:
-        futures = [Future() for _ in archs]
+        futures: list[Future] = [Future() for _ in archs]
         self._pool.submit(self._measure, list(archs), futures)
         return futures
 
@@ -140,10 +144,13 @@ class QueueMeasurer(Measurer):
         from anb.jobs.stages import chain
 
         specs = [chain(str(a), self.device, ["measure"], priority=self.priority) for a in archs]
-        futures = [Future() for _ in archs]
+        futures: list[Future] = [Future() for _ in archs]
         with self._lock:
             self.queue.submit(specs)  # returns new ids only; lookup gives every spec's job
-            for job_id, fut in zip(self.queue.lookup(specs), futures):
+            for spec, job_id, fut in zip(specs, self.queue.lookup(specs), futures):
+                if job_id is None:
+                    raise RuntimeError(f"the job queue has no job for {spec.arch} "
+                                       f"on {spec.device} right after submitting it")
                 self._pending[job_id] = fut
         return futures
 

@@ -8,13 +8,13 @@ def dominates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``out[i, j]``: row ``i`` of ``a`` dominates row ``j`` of ``b``."""
     ge = (a[:, None, :] >= b[None, :, :]).all(axis=2)
     gt = (a[:, None, :] > b[None, :, :]).any(axis=2)
-    return ge & gt
+    return ge & gt  # type: ignore[return-value]  # numpy's stubs: .all(axis=) may be a scalar
 
 
 def pareto_mask(scores: np.ndarray) -> np.ndarray:
     """True for rows no other row dominates."""
     scores = np.asarray(scores, dtype=float)
-    return ~dominates(scores, scores).any(axis=0)
+    return ~dominates(scores, scores).any(axis=0)  # type: ignore[return-value]  # as above
 
 
 def non_dominated_fronts(scores: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ result's history, in evaluation order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -221,8 +221,10 @@ def pymoo_nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 
     return run(problem, budget, seed, population, progress)
 
 
-ALGORITHMS = {"random": random_search, "re": regularized_evolution, "nsga2": nsga2,
-              "pymoo_nsga2": pymoo_nsga2}
+#: name -> search(problem, budget, seed=..., progress=...)
+ALGORITHMS: dict[str, Callable[..., SearchResult]] = {
+    "random": random_search, "re": regularized_evolution, "nsga2": nsga2,
+    "pymoo_nsga2": pymoo_nsga2}
 
 
 def _check_budget(budget: int) -> None:

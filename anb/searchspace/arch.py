@@ -109,8 +109,8 @@ class Arch:
                     f"has {space.num_stages} stages (0..{space.num_stages - 1})"
                 )
             stages[stage][match.group(2)] = value
-        for i, stage in enumerate(stages):
-            missing = [f"block{i}_{f}" for f in FIELDS if f not in stage]
+        for i, block in enumerate(stages):
+            missing = [f"block{i}_{f}" for f in FIELDS if f not in block]
             if missing:
                 raise ValueError(f"architecture is missing key(s) {missing}")
         return cls.from_stages(stages, space)

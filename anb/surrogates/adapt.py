@@ -159,7 +159,7 @@ class AdaptedModel:
             loo[i] = ridge_i - y[i], add_i - y[i]
         errors = {b: float(np.sqrt(np.mean((b * loo[:, 0] + (1 - b) * loo[:, 1]) ** 2)))
                   for b in BLENDS}
-        blend = min(errors, key=errors.get) if select_blend else 0.5
+        blend = min(errors, key=errors.__getitem__) if select_blend else 0.5
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
                    np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),
                    level, errors[blend], known_log.min(0), known_log.max(0),
@@ -385,7 +385,7 @@ def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, Adap
     with replace_folder(path, OUTPUT, overwrite) as tmp:
         arrays = {f"{name}.{key}": value for name, model in models.items()
                   for key, value in model.arrays().items()}
-        np.savez(tmp / WEIGHTS_FILE, **arrays)
+        np.savez(tmp / WEIGHTS_FILE, **arrays)  # type: ignore[arg-type]  # no key is allow_pickle
         manifest = {**(info or {}), "format": FORMAT, "format_version": FORMAT_VERSION,
                     "anb_version": __version__,
                     "base": {"path": os.path.relpath(base_path.resolve(), path.parent.resolve()),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -31,8 +31,8 @@ def tune_config(prepared: Prepared, config: FitConfig, seconds: float, seed: int
     per_target = dict(config.per_target)
     for target, lab in prepared.labels.items():
         spec = config.for_target(target)
-        if not isinstance(spec.family, str):
-            continue  # mixed-family ensembles keep their configured settings
+        if not isinstance(spec.family, str) or isinstance(spec.params, list):
+            continue  # mixed families and per-member params keep their configured settings
         tr, va = lab.present & train, lab.present & val
         y = to_model_space(target, lab.values)
         base = X[:, builder.column(f"lc_{target}")] if layer_cost is not None else 0.0
@@ -53,8 +53,8 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
     if isinstance(config, (str, Path)):
         config = FitConfig.from_file(config)
     config = config or FitConfig()
-    changes = {k: v for k, v in {"targets": list(targets) if targets else None, "split": split,
-                                 "seed": seed}.items() if v is not None}
+    given = {"targets": list(targets) if targets else None, "split": split, "seed": seed}
+    changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
     config = replace(config, **changes)
     if members is not None:
         config = replace(config, default=replace(config.default, n_members=members),
@@ -88,6 +88,8 @@ def _with_jobs(config: FitConfig, n_jobs: int) -> FitConfig:
 
     def jobs(spec: TargetConfig) -> TargetConfig:
         if isinstance(spec.family, str):
+            if isinstance(spec.params, list):  # one params object per member
+                return replace(spec, params=[with_jobs(spec.family, dict(p)) for p in spec.params])
             return replace(spec, params=with_jobs(spec.family, dict(spec.params)))
         params = spec.params if isinstance(spec.params, list) else [spec.params] * len(spec.family)
         if len(params) != len(spec.family):

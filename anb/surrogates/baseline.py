@@ -81,9 +81,9 @@ class ReferenceModel:
             import xgboost as xgb
 
             params.update(nthread=self.n_jobs, seed=self.seed, objective="reg:squarederror")
-            self.model_ = xgb.train(params, xgb.DMatrix(X, y), rounds,
-                                    evals=[(xgb.DMatrix(X_val, y_val), "val")],
-                                    early_stopping_rounds=stop, verbose_eval=False)
+            self.model_: Any = xgb.train(params, xgb.DMatrix(X, y), rounds,  # or lgb's Booster
+                                         evals=[(xgb.DMatrix(X_val, y_val), "val")],
+                                         early_stopping_rounds=stop, verbose_eval=False)
         else:
             import lightgbm as lgb
 
@@ -130,7 +130,8 @@ def comparison_table(ours: pd.DataFrame, baselines: pd.DataFrame | None = None) 
     """Our R^2 / tau beside the re-measured and REFERENCE baselines, with differences and the
     distance to each Kendall-tau goal."""
     rows = []
-    for target, row in ours.iterrows():
+    for label, row in ours.iterrows():
+        target = str(label)
         out = {"target": target, "r2": row["r2"], "tau": row["kendall_tau"]}
         best_r2 = best_tau = -np.inf
         if baselines is not None and target in baselines.index.get_level_values(0):

@@ -19,6 +19,7 @@ from anb.searchspace.encoding import to_choices
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.compiled import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
+from anb.surrogates.estimators import XGBoostFamily
 from anb.surrogates.features import FeatureBuilder
 from anb.surrogates.noise import standard_normal
 from anb.surrogates.support import Support
@@ -119,13 +120,13 @@ class SurrogateBenchmark:
         return out
 
     # ------------------------------------------------------------ prediction
-    def _packed_forest(self) -> PackedForest | None:
+    def _packed_forest(self) -> PackedForest:
         if self._packed is None:
             boosters, slot = [], 0
             for name, model in self.models.items():
                 slots = []
                 for member in model.members_:
-                    if member.name in ("xgboost", "random_forest"):
+                    if isinstance(member, XGBoostFamily):  # and its RandomForestFamily
                         boosters.append(member.booster_)
                         slots.append(slot)
                         slot += 1
@@ -140,16 +141,14 @@ class SurrogateBenchmark:
             return self._small_batch(X, names)
         jobs = [(name, i, member) for name in names
                 for i, member in enumerate(self.models[name].members_)]
-        preds: list[np.ndarray | None] = [None] * len(jobs)
         if self.n_jobs > 1 and len(jobs) > 1:
             if self._pool is None or self._pool_pid != os.getpid():  # no threads after fork
                 self._pool = ThreadPoolExecutor(self.n_jobs, thread_name_prefix="anb-query")
                 self._pool_pid = os.getpid()
             # costliest first, so the workers finish together
             order = sorted(range(len(jobs)), key=lambda j: -_cost_hint(jobs[j][2]))
-            futures = [(j, self._pool.submit(jobs[j][2].predict, X)) for j in order]
-            for j, future in futures:
-                preds[j] = future.result()
+            futures = {j: self._pool.submit(jobs[j][2].predict, X) for j in order}
+            preds = [futures[j].result() for j in range(len(jobs))]
         else:
             preds = [member.predict(X) for _, _, member in jobs]
         out: dict[str, np.ndarray] = {}
@@ -218,13 +217,13 @@ class SurrogateBenchmark:
         ood = self.ood(choices)
         dist = self.predict_transformed(choices, names, ood)
         if noise and seed is None:
-            seed = int(np.random.SeedSequence().entropy % 2**63)
+            seed = int(np.random.default_rng().integers(2**63))
         n = len(choices)
         values = np.empty((n, 2 * len(names)))
         for i, name in enumerate(names):
             mu, sigma = dist[name]
             draw = mu
-            if noise:
+            if noise and seed is not None:  # a seed is drawn above when none is given
                 draw = mu + self.models[name].observation_std_ * standard_normal(
                     seed, choices, name, self.space)
             if self.transforms[name] == "log":
@@ -240,8 +239,9 @@ class SurrogateBenchmark:
         return frame
 
     def __del__(self) -> None:
-        if getattr(self, "_pool", None) is not None and self._pool_pid == os.getpid():
-            self._pool.shutdown(wait=False)
+        pool = getattr(self, "_pool", None)  # absent when __init__ failed
+        if pool is not None and self._pool_pid == os.getpid():
+            pool.shutdown(wait=False)
 
     def __repr__(self) -> str:
         return f"SurrogateBenchmark(metrics={self.metrics})"

@@ -41,10 +41,12 @@ class TargetSurrogate:
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
             y_val: np.ndarray | None = None,
-            progress: Callable[[], None] | None = None) -> "TargetSurrogate":
+            progress: Callable[[], object] | None = None) -> "TargetSurrogate":
         """Fit the members on ``(X, y)``; early stopping and the noise estimate use the val set."""
         if len(X) == 0:
             raise ValueError("empty training set: no labelled rows are left after filtering")
+        if (X_val is None) != (y_val is None):
+            raise ValueError("X_val and y_val go together: give both or neither")
         self.validate()
         rng = np.random.default_rng(self.random_state)
         if self.base_column is not None:
@@ -63,8 +65,8 @@ class TargetSurrogate:
             self.members_.append(member.fit(X[rows], resid[rows], X_val, resid_val))
             if progress is not None:
                 progress()
-        self.noise_std_ = self._estimate_noise(X_val, y_val) if X_val is not None and len(X_val) > 1 \
-            else 0.0
+        self.noise_std_ = self._estimate_noise(X_val, y_val) \
+            if X_val is not None and y_val is not None and len(X_val) > 1 else 0.0
         return self
 
     def validate(self) -> None:

@@ -8,7 +8,7 @@ native, code-free format: XGBoost / LightGBM model files, or ``.npz`` arrays rea
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -45,9 +45,10 @@ class XGBoostFamily(Family):
     """Gradient-boosted trees (XGBoost, ``hist``), early stopping on the validation set."""
 
     name, suffix = "xgboost", ".json"
-    _param_names = ("n_estimators", "max_depth", "learning_rate", "subsample", "colsample_bytree",
-                    "min_child_weight", "reg_lambda", "reg_alpha", "early_stopping_rounds",
-                    "random_state", "n_jobs")
+    _param_names: ClassVar[tuple[str, ...]] = (
+        "n_estimators", "max_depth", "learning_rate", "subsample", "colsample_bytree",
+        "min_child_weight", "reg_lambda", "reg_alpha", "early_stopping_rounds", "random_state",
+        "n_jobs")
 
     def __init__(self, n_estimators: int = 2000, max_depth: int = 4, learning_rate: float = 0.03,
                  subsample: float = 0.8, colsample_bytree: float = 0.8,
@@ -143,7 +144,7 @@ class LightGBMFamily(Family):
 
         params = {k: v for k, v in self.get_params().items() if k != "early_stopping_rounds"}
         model = lgb.LGBMRegressor(**params, subsample_freq=1, verbose=-1)
-        callbacks = []
+        callbacks: list[Callable[..., Any]] = []
         kwargs: dict[str, Any] = {}
         if X_val is not None and len(X_val) and self.early_stopping_rounds:
             kwargs = {"eval_X": (X_val,), "eval_y": (y_val,)}
@@ -204,7 +205,7 @@ class _Standardised(Family):
 
 def _savez(tmp: Path, arrays: dict[str, np.ndarray]) -> None:
     with open(tmp, "wb") as handle:
-        np.savez(handle, **arrays)
+        np.savez(handle, **arrays)  # type: ignore[arg-type]  # no key is allow_pickle
 
 
 class SVRFamily(_Standardised):

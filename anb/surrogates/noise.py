@@ -38,7 +38,7 @@ def observation_std(frame: pd.DataFrame, choices: np.ndarray, target: str, trans
     return float(np.sqrt(np.sum(var * sizes) / np.sum(sizes)))
 
 
-def _splitmix(x: np.ndarray) -> np.ndarray:
+def _splitmix(x: np.ndarray | np.uint64) -> np.ndarray | np.uint64:
     with np.errstate(over="ignore"):
         x = (x + np.uint64(0x9E3779B97F4A7C15)) & _MASK
         x = ((x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _MASK

@@ -67,7 +67,9 @@ class TorchBackend(Backend):
                 ) -> tuple[Callable[[torch.Tensor], torch.Tensor], list[torch.Tensor]]:
         """The protocol's forward (eval, inference mode, layout, autocast, compile) and its
         input batches, on this back-end's device."""
-        model = build_model(arch).eval().to(self.device, memory_format=memory_format(protocol))
+        # torch's stubs lack Module.to(memory_format=), which torch documents
+        model = build_model(arch).eval().to(self.device,  # type: ignore[call-overload]
+                                            memory_format=memory_format(protocol))
         if protocol.compile:
             model = torch.compile(model)
         batches = input_tensors(protocol, self.device, self.input_dtype(protocol))

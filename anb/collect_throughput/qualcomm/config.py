@@ -20,12 +20,17 @@ Fields (REFERENCE.md section 7 for the values in use)::
 """
 from __future__ import annotations
 
-import tomllib
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from anb.resources import CONFIG_DIR
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the backport, a dependency there
+    import tomli as tomllib
 
 RUNTIMES = {"dsp": "--use_dsp", "gpu_fp16": "--use_gpu_fp16", "cpu": "--use_cpu"}
 PERF_PROFILES = ("balanced", "default", "high_performance", "sustained_high_performance",

@@ -63,7 +63,7 @@ def parse_diagview_csv(text: str) -> tuple[dict[str, float], pd.DataFrame]:
         raise ParseError("snpe-diagview CSV has no per-layer rows (run with a profiling level "
                          "of 'detailed' or higher)")
     table = pd.DataFrame(rows).groupby(["layer_id", "layer", "type", "runtime"], as_index=False,
-                                        sort=False)["time_us"].mean()
+                                        sort=False)[["time_us"]].mean()
     return totals, table.sort_values("layer_id", kind="stable").reset_index(drop=True)
 
 

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from anb.collect_throughput.driver import MeasureTarget
 from anb.collect_throughput.inputs import synthetic_batch
 from anb.collect_throughput.qualcomm import host
 from anb.collect_throughput.qualcomm.config import QualcommDevice
@@ -46,7 +47,7 @@ def step(name: str) -> Iterator[None]:
     except Exception as err:
         if getattr(err, "step", None) is None:
             try:
-                err.step = name
+                setattr(err, "step", name)  # a tag on any exception type
             except AttributeError:  # an exception type without a __dict__
                 pass
         raise
@@ -98,8 +99,8 @@ def measure_qualcomm(arch: Arch | str, device: QualcommDevice, out: str | Path,
     if all(k in record["platform_perf"] for k in keys):
         return record
     transport = transport or open_device_transport(device)
-    with tempfile.TemporaryDirectory(prefix="anb-qc-", dir=workdir) as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="anb-qc-", dir=workdir) as tmp_name:
+        tmp = Path(tmp_name)
         dlc, _ = build_dlc(arch, device, tmp / "host")
         with step("dlc-info"):
             encodings = host.dlc_info(dlc)
@@ -122,7 +123,7 @@ def measure_qualcomm(arch: Arch | str, device: QualcommDevice, out: str | Path,
     if avg is None:
         err = RuntimeError(f"{device.name}: the diagnostic log has no 'Avg Total Inference "
                            f"Time' (got {sorted(totals)})")
-        err.step = "diagview"
+        setattr(err, "step", "diagview")  # the tag step() puts on errors
         raise err
     layers = layers.merge(encodings[["layer", "bitwidth", "min", "max", "scale", "offset"]],
                           on="layer", how="left")
@@ -157,9 +158,8 @@ def step_error(device: QualcommDevice, err: BaseException) -> BaseException:
     return new
 
 
-class QualcommTarget:
-    """A :class:`QualcommDevice` as a measurement target (see module docstring): the
-    interface of :class:`anb.collect_throughput.driver.MeasureTarget`."""
+class QualcommTarget(MeasureTarget):
+    """A :class:`QualcommDevice` as a measurement target (see module docstring)."""
 
     def __init__(self, device: QualcommDevice, transport: Transport | None = None):
         if device.sdk != "snpe":
