@@ -347,12 +347,13 @@ class AdaptedBenchmark:
         names = self.resolve(metrics)
         choices = self.choices(archs)
         if noise and seed is None:
-            seed = int(np.random.SeedSequence().entropy % 2**63)
+            seed = int(np.random.default_rng().integers(2**63))
         frame = self.base.query(choices, [m for m in names if m not in self.models], noise, seed)
         for name in [m for m in names if m in self.models]:
             mu, sigma, flag = self.predict_adapted(choices, name)
             draw = mu
             if noise:
+                assert seed is not None  # set above whenever noise is drawn
                 draw = mu + self.models[name].loo_rmse * standard_normal(seed, choices, name,
                                                                          self.space)
             frame[name] = np.exp(draw)

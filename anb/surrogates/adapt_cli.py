@@ -46,6 +46,7 @@ def adapt_cmd(
     try:
         if measured is not None and out is not None:
             bench, model = adapt(device, measured, base, out, metric, overwrite)
+            assert bench is not None  # adapt returns the benchmark whenever out is given
             rows = bench.info["measured"]["rows"]
             repeats = f" ({rows} measurements, repeats averaged)" if rows > model.n_points else ""
             typer.echo(f"{model.target}: adapted from {model.n_points} measured architectures"

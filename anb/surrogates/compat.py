@@ -101,7 +101,11 @@ class EnsembleView:
 def _load(path: str | Path) -> SurrogateBenchmark:
     from anb.surrogates.packaged import load
 
-    return load(path)
+    bench = load(path)
+    if not isinstance(bench, SurrogateBenchmark):
+        raise ValueError(f"{str(path)!r} is an adapted benchmark; the reference-compatible API "
+                         "reads 'anb fit' benchmarks (query an adapted one with anb.load(path))")
+    return bench
 
 
 def _target(metric: str | None, device: str | None) -> str:
