@@ -7,12 +7,8 @@ from typing import List, Optional
 
 import typer
 
+from anb.cli_support import fail
 from anb.searchspace.space import get_space
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -49,7 +45,7 @@ def register(app: typer.Typer) -> None:
         from anb.collect_accuracy.export import export
 
         if not (local or wandb_dir or project):
-            _fail("nothing to export; give --local, --wandb-dir and/or --project")
+            fail("nothing to export; give --local, --wandb-dir and/or --project")
         try:
             api = None
             if project:
@@ -58,13 +54,13 @@ def register(app: typer.Typer) -> None:
                 try:
                     api = wandb.Api()
                 except Exception as err:  # wandb raises its own types (no key, no network)
-                    _fail(f"option --project {project}: cannot open wandb.Api "
-                          f"({type(err).__name__}: {err}); log in with `wandb login` or "
-                          "export offline runs with --wandb-dir")
+                    fail(f"option --project {project}: cannot open wandb.Api "
+                         f"({type(err).__name__}: {err}); log in with `wandb login` or "
+                         "export offline runs with --wandb-dir")
             summary = export(out, local, wandb_dir, api, project, duplicates, get_space(space),
                              parquet, recipe)
         except (FileNotFoundError, ValueError) as err:
-            _fail(str(err))
+            fail(err)
         typer.echo(json.dumps(summary))
 
     @app.command("write-ffcv")
@@ -84,5 +80,5 @@ def register(app: typer.Typer) -> None:
         try:
             count = write_beton(source, out, max_side, quality, workers, compress_probability)
         except (FileNotFoundError, ValueError, ImportError) as err:
-            _fail(str(err))
+            fail(err)
         typer.echo(f"wrote {count} images to {out}")

@@ -7,10 +7,7 @@ from typing import Any, Optional
 
 import typer
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+from anb.cli_support import fail
 
 
 def _overrides(resolution: Optional[int], batch: Optional[int], threads: Optional[int],
@@ -63,7 +60,7 @@ def measure_cmd(
                                 interleave=interleave, keep_work=keep_work,
                                 anchors=parse_anchors(anchors), anchor_every=anchor_every)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"{config.name}: measured {len(summary.measured)}, skipped "
                f"{len(summary.skipped)} (already done), failed {len(summary.failed)} -> "
                f"{Path(out) / config.name}")
@@ -88,7 +85,7 @@ def merge_cmd(
     try:
         report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols)
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"merged {report.merged_records} records ({report.accuracy_records} accuracy, "
                f"{report.device_records} device results); added keys {report.keys_added}; "
                f"conflicts {len(report.conflicts)}; device-only {len(report.device_only)}")
@@ -125,13 +122,13 @@ def quant_report_cmd(
     from anb.collect_throughput.quant_report import TARGET_SCHEMES, quant_report
 
     if target not in TARGET_SCHEMES:
-        _fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
+        fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
     try:
         s = quant_report(arch, out, resolution or (224 if images else 32), calibration,
                          eval_images, cos_threshold, sqnr_threshold, seed, TARGET_SCHEMES[target],
                          weights, images)
     except (ValueError, RuntimeError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"{s['arch']} [{s['scheme']}]: top-1 {s['float_top1']:.1f} -> "
                f"{s['int8_top1']:.1f} % (agreement {100 * s['top1_agreement']:.1f} %, logits SQNR "
                f"{s['logits_sqnr_db']:.1f} dB); {len(s['layers_below_threshold'])} of "

@@ -12,15 +12,12 @@ from typing import Any, Optional
 
 import typer
 
+from anb.cli_support import fail
+
 app = typer.Typer(help="A shared queue of (architecture, device, stage) jobs.",
                   no_args_is_help=True)
 QUEUE = typer.Option("anb-queue.db", "--queue", envvar="ANB_QUEUE",
                      help="SQLite file or postgresql:// URL.")
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def _open(url: str):
@@ -29,7 +26,7 @@ def _open(url: str):
     try:
         return open_queue(url)
     except (ValueError, RuntimeError) as err:
-        _fail(str(err))
+        fail(err)
 
 
 def _device_table(spec: str) -> tuple[str, dict[str, Any]]:
@@ -86,7 +83,7 @@ def submit_cmd(
                                       {"device_config": table})
                                 for name, table in tables for a in arch_list]
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(err)
     if specs:
         names = [specs[0].stage, *specs[0].next_stages]
     with _open(queue) as q:
@@ -174,7 +171,7 @@ def cancel_cmd(ids: list[int] = typer.Argument(None, help="Job ids."),
         try:
             n = q.cancel(*_ids(ids, device, stage))
         except ValueError as err:
-            _fail(str(err))
+            fail(err)
         typer.echo(f"cancelled {n} job(s)")
 
 
@@ -187,7 +184,7 @@ def bump_cmd(ids: list[int] = typer.Argument(..., help="Job ids."),
         try:
             n = q.bump(ids, priority)
         except ValueError as err:
-            _fail(str(err))
+            fail(err)
         typer.echo(f"set priority {priority} on {n} job(s)")
 
 
@@ -233,7 +230,7 @@ def worker_cmd(
                         lease, poll)
         worker.capabilities()
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(err)
     with q:
         stats = serve(worker, max_jobs=max_jobs, idle_exit=idle_exit)
     typer.echo(f"{worker.name}: done {stats.done}, failed {stats.failed}, re-queued "

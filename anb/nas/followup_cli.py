@@ -6,10 +6,7 @@ from typing import Optional
 
 import typer
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+from anb.cli_support import fail
 
 
 def retrain_cmd(
@@ -24,7 +21,7 @@ def retrain_cmd(
     try:
         status, dataset = retrain(archs, out, config, list(ctx.args))
     except (FileNotFoundError, ValueError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"trainer exit status {status}; accuracy -> {dataset}")
     raise typer.Exit(status)
 
@@ -42,7 +39,7 @@ def front_report_cmd(
     try:
         s = front_report(search, out, accuracy, measured, accuracy_metric)
     except (FileNotFoundError, ValueError, KeyError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"{s['complete']} of {s['designs']} designs measured; "
                f"{len(s['falls_off'])} fall off the front -> {out}")
 

@@ -9,12 +9,8 @@ from typing import Any, Optional
 
 import typer
 
+from anb.cli_support import fail
 from anb.io import atomic_write_text
-
-
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(code=2)
 
 
 def read_archs(text: str) -> list[Any]:
@@ -67,7 +63,7 @@ def register(app: typer.Typer) -> None:
                                 split=split, split_dir=split_dir, members=members,
                                 hpo_seconds=hpo_seconds, seed=seed, n_jobs=jobs)
         except (ValueError, FileNotFoundError) as err:
-            _fail(err)
+            fail(err)
         typer.echo(report)
         typer.echo(f"wrote {out}")
 
@@ -90,7 +86,7 @@ def register(app: typer.Typer) -> None:
             text = evaluate_artifact(model, dataset, split=split, split_dir=split_dir, on=on,
                                      report=report, baseline=baseline, n_jobs=jobs)
         except (ValueError, FileNotFoundError) as err:
-            _fail(err)
+            fail(err)
         typer.echo(text)
 
     @app.command("query")
@@ -113,7 +109,7 @@ def register(app: typer.Typer) -> None:
             frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
             frame.insert(0, "arch", [str(a) for a in _as_archs(bench, items)])
         except (ValueError, FileNotFoundError) as err:
-            _fail(err)
+            fail(err)
         csv = frame.to_csv(index=False, float_format="%.6g")
         if out is None:
             typer.echo(csv, nl=False)
