@@ -1,4 +1,5 @@
-"""Atomic file writes: write to a temporary file beside the target, then rename."""
+"""Atomic file writes (write to a temporary file beside the target, then rename) and text/JSON
+reads whose errors name the file."""
 from __future__ import annotations
 
 import hashlib
@@ -46,3 +47,34 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A UTF-8 file's text. ValueError naming the file when it is a folder or not UTF-8
+    (FileNotFoundError when it is missing)."""
+    path = Path(path)
+    try:
+        return path.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a folder, a file is needed here") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason}); allowed: "
+                         "a UTF-8 text file") from None
+
+
+def parse_json(text: str | bytes, where: str) -> Any:
+    """``json.loads(text)``; a ValueError naming ``where`` (a file, ``archive:member``) and the
+    position when the text is not valid JSON."""
+    try:
+        return json.loads(text)
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{where}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except json.JSONDecodeError as err:
+        detail = "empty file" if not err.doc.strip() else \
+            f"{err.msg}: line {err.lineno} column {err.colno}"
+        raise ValueError(f"{where}: not valid JSON ({detail})") from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file's value; errors name the file (see :func:`read_text`, :func:`parse_json`)."""
+    return parse_json(read_text(path), str(path))

@@ -1,7 +1,6 @@
 """``anb measure``, ``anb merge`` and ``anb quant-report`` (registered on the root app)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -97,6 +96,12 @@ def merge_cmd(
     for key, drift in sorted(report.anchor_drift.items()):
         typer.echo(f"  anchors: {key}: {len(drift['sessions'])} session(s), largest drift "
                    f"{100 * drift['max_drift']:.2f} % from the first")
+    if report.skipped:
+        typer.echo(f"  skipped {len(report.skipped)} unreadable or invalid record(s):")
+        for entry in report.skipped[:10]:
+            typer.echo(f"    {entry['file']}: {entry['reason']}")
+        if len(report.skipped) > 10:
+            typer.echo(f"    ... {len(report.skipped) - 10} more in merge_report.json")
     typer.echo(f"-> {out} (report: {Path(out) / 'merge_report.json'})")
 
 

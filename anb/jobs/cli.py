@@ -20,11 +20,12 @@ QUEUE = typer.Option("anb-queue.db", "--queue", envvar="ANB_QUEUE",
                      help="SQLite file or postgresql:// URL.")
 
 
-def _open(url: str):
+def _open(url: str, create: bool = False):
+    """The queue at ``url``; only ``submit`` and ``worker`` create a missing SQLite file."""
     from anb.jobs.queue import open_queue
 
     try:
-        return open_queue(url)
+        return open_queue(url, create)
     except (ValueError, RuntimeError) as err:
         fail(err)
 
@@ -86,7 +87,7 @@ def submit_cmd(
         fail(err)
     if specs:
         names = [specs[0].stage, *specs[0].next_stages]
-    with _open(queue) as q:
+    with _open(queue, create=True) as q:
         added = q.submit(specs)
     typer.echo(f"queued {len(added)} job(s) ({len(specs) - len(added)} already in the queue) "
                f"for {len(arch_list)} architecture(s) x {len(tables)} device(s), stages "
@@ -225,7 +226,7 @@ def worker_cmd(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
         ctx = make_context(store, out, devices)
-        q = _open(queue)
+        q = _open(queue, create=True)
         worker = Worker(q, [s.strip() for s in stages.split(",") if s.strip()], ctx, name,
                         lease, poll)
         worker.capabilities()
