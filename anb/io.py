@@ -2,6 +2,7 @@
 reads whose errors name the file."""
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -13,6 +14,8 @@ from typing import Any, Callable
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp_path)`` and rename the result onto ``path`` (never half-written)."""
     path = Path(path)
+    if path.is_dir():  # before any work: the rename would fail after it
+        raise IsADirectoryError(errno.EISDIR, "is a folder, a file is needed here", str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -50,11 +53,15 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 
 def read_text(path: str | os.PathLike) -> str:
-    """A UTF-8 file's text. ValueError naming the file when it is a folder or not UTF-8
-    (FileNotFoundError when it is missing)."""
+    """A UTF-8 file's text. ValueError naming the file when it is a folder or not UTF-8;
+    FileNotFoundError naming it when it is missing."""
     path = Path(path)
     try:
         return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: does not exist") from None
+    except NotADirectoryError:
+        raise ValueError(f"{path}: a folder on this path is a file") from None
     except IsADirectoryError:
         raise ValueError(f"{path}: is a folder, a file is needed here") from None
     except UnicodeDecodeError as err:

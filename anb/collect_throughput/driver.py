@@ -18,7 +18,6 @@ config (a protocol config, ``configs/devices/*.toml``, or a Qualcomm SNPE one,
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from anb.collect_throughput.environment import pin_cpus
 from anb.collect_throughput.protocol import (DeviceConfig, Protocol, entry_fingerprint,
                                              protocol_difference)
 from anb.collect_throughput.result import arch_record
-from anb.io import atomic_write_json
+from anb.io import atomic_write_json, read_json, read_text
 from anb.searchspace.arch import Arch, as_arch
 from anb.searchspace.sampler import Sampler, parse_shard
 
@@ -62,7 +61,7 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
 
         archs = [Arch.from_string(a) for a in load_dataset(path)["arch"]]
     elif is_file:
-        archs = [as_arch(line.strip()) for line in path.read_text().splitlines()
+        archs = [as_arch(line.strip()) for line in read_text(path).splitlines()
                  if line.strip() and not line.startswith("#")]
     elif "/" in text or text.endswith((".txt", ".json")):
         raise ValueError(f"--archs {text!r}: no such file or folder")
@@ -87,7 +86,7 @@ def read_result(path: Path) -> dict | None:
     """The stored record at ``path`` (None if absent)."""
     if not path.exists():
         return None
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 class ProtocolMismatch(ValueError):

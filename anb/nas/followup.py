@@ -11,14 +11,13 @@ front on the measured values and names the designs that fall off it; it writes
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from anb.io import atomic_write, atomic_write_json
+from anb.io import atomic_write, atomic_write_json, read_json
 from anb.nas.objectives import Objective
 from anb.nas.pareto import pareto_mask
 
@@ -64,7 +63,7 @@ def _measured_speed(folder: Path, metric: str) -> dict[str, float]:
     device = metric.split("_", 1)[1]
     found = {}
     for path in sorted((folder / device).glob("*.json")):
-        perf = json.loads(path.read_text()).get("platform_perf", {})
+        perf = read_json(path).get("platform_perf", {})
         if metric in perf:
             found[path.stem] = float(perf[metric][f"{kind}_mean"])
     return found
@@ -81,7 +80,7 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
     search, out = Path(search), Path(out)
     front = pd.read_csv(search / "pareto.csv")
     objectives = [Objective.parse(o) for o in
-                  json.loads((search / "summary.json").read_text())["objectives"]]
+                  read_json(search / "summary.json")["objectives"]]
     if len(objectives) != 2:
         raise ValueError(f"the report needs a two-objective search; {search} has "
                          f"{[str(o) for o in objectives]}")

@@ -10,21 +10,22 @@ from typing import Any, Optional
 import typer
 
 from anb.cli_support import fail
-from anb.io import atomic_write_text
+from anb.io import atomic_write_text, parse_json, read_text
 
 
-def read_archs(text: str) -> list[Any]:
+def read_archs(text: str, where: str = "input") -> list[Any]:
     """Architectures from text: JSON (list or one), JSON lines, CSV with ``block{i}_*``
-    columns, or one architecture string per line."""
+    columns, or one architecture string per line. Errors name ``where`` (file or stdin)."""
     stripped = text.strip()
     if not stripped:
-        raise ValueError("no architectures given (empty input)")
+        raise ValueError(f"{where}: no architectures given (empty input)")
     if stripped[0] in "[{":
         try:
             data = json.loads(stripped)
             return data if isinstance(data, list) else [data]
         except json.JSONDecodeError:
-            return [json.loads(line) for line in stripped.splitlines() if line.strip()]
+            return [parse_json(line, f"{where}:{i}")
+                    for i, line in enumerate(stripped.splitlines(), 1) if line.strip()]
     first = stripped.splitlines()[0]
     if "block0_e" in first:
         import pandas as pd
@@ -103,8 +104,8 @@ def register(app: typer.Typer) -> None:
         from anb.surrogates import load
 
         try:
-            text = sys.stdin.read() if archs == "-" else Path(archs).read_text()
-            items = read_archs(text)
+            text = sys.stdin.read() if archs == "-" else read_text(archs)
+            items = read_archs(text, "stdin" if archs == "-" else archs)
             bench = load(model)
             frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
             frame.insert(0, "arch", [str(a) for a in _as_archs(bench, items)])
