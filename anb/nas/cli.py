@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from anb.cli_support import fail
+
 
 def search(
     objective: list[str] = typer.Option(..., "--objective", "-o",
@@ -48,11 +50,19 @@ def search(
             surrogate = surrogate_evaluator(load(benchmark), noise=noise, seed=seed)
         evaluator = combined(surrogate)
         if measure is not None:
-            from anb.nas.measured import search_measured
+            from anb.nas.measured import SearchInterrupted, search_measured
 
-            s = search_measured(ALGORITHMS[algorithm], evaluator, measure, queue, objective,
-                                constraint or [], budget, seed, out, max_measurements, max_hours,
-                                supported_only)
+            try:
+                s = search_measured(ALGORITHMS[algorithm], evaluator, measure, queue, objective,
+                                    constraint or [], budget, seed, out, max_measurements,
+                                    max_hours, supported_only)
+            except SearchInterrupted as stop:
+                typer.echo(f"stopped after {stop.evaluations} evaluations, {stop.measured} "
+                           "measurements" + (f"; the front so far is in {stop.out}"
+                                             if stop.evaluations else "")
+                           + "; run the same command again to resume (stored measurements "
+                           "are reused)", err=True)
+                raise
             typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
                        f"evaluations, {s['measurements']} measurements in {s['hours'] * 60:.1f} "
                        f"min ({s['stopped']}); Pareto front {s['pareto_size']}; results in {out}")
@@ -62,8 +72,7 @@ def search(
                           supported_only=supported_only)
         result = ALGORITHMS[algorithm](problem, budget, seed=seed, progress=True)
     except (ValueError, FileNotFoundError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2)
+        fail(err)
     summary = write_report(result, out)
     best, *others = headline(summary, problem.metrics)
     typer.echo(f"{algorithm}: {summary['evaluations']} evaluations, {best}; "

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from anb.io import atomic_write, atomic_write_text
-from anb.surrogates.sigint import deferred_sigint
+from anb.sigint import deferred_sigint
 
 
 class Family:

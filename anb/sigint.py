@@ -1,7 +1,7 @@
-"""Ctrl-C held off native model fits: XGBoost and LightGBM must not see a KeyboardInterrupt
-raised inside their training (a Python callback between boosting rounds), which leaves their
-native state corrupted and can abort the process. The interrupt is kept and raised as soon as
-the fit returns, at a safe point between members."""
+"""Ctrl-C held off code that must not be interrupted: XGBoost and LightGBM must not see a
+KeyboardInterrupt raised inside their training (a Python callback between boosting rounds),
+which leaves their native state corrupted and aborts the process; a measured search waits for
+its measuring thread's current block. The interrupt is kept and raised when the block ends."""
 from __future__ import annotations
 
 import signal
