@@ -69,6 +69,26 @@ def read_text(path: str | os.PathLike) -> str:
                          "a UTF-8 text file") from None
 
 
+def read_csv(path: str | os.PathLike, **kwargs: Any) -> Any:
+    """``pandas.read_csv(path, **kwargs)``; errors name the file: missing (FileNotFoundError),
+    a folder, empty, not UTF-8 or not CSV (ValueError)."""
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder, a CSV file is needed here")
+    try:
+        return pd.read_csv(path, **kwargs)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: does not exist") from None
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: empty file; allowed: a CSV table with a header row") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except pd.errors.ParserError as err:
+        raise ValueError(f"{path}: not a readable CSV table ({err})") from None
+
+
 def parse_json(text: str | bytes, where: str) -> Any:
     """``json.loads(text)``; a ValueError naming ``where`` (a file, ``archive:member``) and the
     position when the text is not valid JSON."""

@@ -59,7 +59,12 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
     elif is_dir or (is_file and text.endswith(_RECORD_SUFFIXES)):
         from anb.records import load_dataset
 
-        archs = [Arch.from_string(a) for a in load_dataset(path)["arch"]]
+        frame = load_dataset(path)
+        if frame.empty:
+            raise ValueError(f"--archs {text!r} holds no architecture records; allowed: a "
+                             "dataset, a text file of architecture strings, 'sample:N' or "
+                             "comma-separated strings")
+        archs = [Arch.from_string(a) for a in frame["arch"]]
     elif is_file:
         archs = [as_arch(line.strip()) for line in read_text(path).splitlines()
                  if line.strip() and not line.startswith("#")]

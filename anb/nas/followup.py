@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from anb.io import atomic_write, atomic_write_json, read_json
+from anb.io import atomic_write, atomic_write_json, read_csv, read_json
 from anb.nas.objectives import Objective
 from anb.nas.pareto import pareto_mask
 
@@ -44,7 +44,7 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     if not archs.is_file():
         raise FileNotFoundError(f"architecture list {archs} does not exist (a search's "
                                 "pareto.csv or a CSV with an 'arch' column)")
-    table = pd.read_csv(archs)
+    table = read_csv(archs)
     if "arch" not in table.columns:
         raise ValueError(f"{archs} has no 'arch' column")
     out.mkdir(parents=True, exist_ok=True)
@@ -78,7 +78,10 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
     from anb.records import load_dataset
 
     search, out = Path(search), Path(out)
-    front = pd.read_csv(search / "pareto.csv")
+    if not (search / "pareto.csv").is_file():
+        raise FileNotFoundError(f"{search}: no pareto.csv here; allowed: the results folder of "
+                                "'anb search'")
+    front = read_csv(search / "pareto.csv")
     objectives = [Objective.parse(o) for o in
                   read_json(search / "summary.json")["objectives"]]
     if len(objectives) != 2:

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from anb.io import read_csv
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.adapt import (KINDS, MIN_POINTS, AdaptedBenchmark, AdaptedModel,
@@ -30,7 +31,7 @@ def read_measured(path: str | Path, device: str, kind: str | None = None,
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown metric kind {kind!r}; allowed: {list(KINDS)}")
     if path.suffix == ".csv":
-        frame = pd.read_csv(path, dtype={"arch": str}, keep_default_na=True)
+        frame = read_csv(path, dtype={"arch": str}, keep_default_na=True)
     else:
         from anb.records import load_dataset
 
