@@ -59,10 +59,12 @@ def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
             raise
         typer.echo(f"error: {describe_os_error(err)}", err=True)
         sys.exit(EXIT_USAGE)
+    if result == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt into Exit(130)
+        _interrupted()
     sys.exit(result if isinstance(result, int) else 0)
 
 
 def _interrupted() -> NoReturn:
-    typer.echo("interrupted (Ctrl-C): finished work is kept; run the command again to resume",
-               err=True)
+    typer.echo("interrupted (Ctrl-C): nothing is left half-written; commands that resume "
+               "(measure, train, search --measure) keep their finished work", err=True)
     sys.exit(EXIT_INTERRUPTED)

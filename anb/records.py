@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from anb.io import atomic_write_json
+from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 
@@ -95,59 +95,98 @@ def _sort_key(name: str) -> tuple:
     return (int(digits[-1]) if digits else -1, name)
 
 
-def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]:
-    """Read records from a ``.tar.gz`` of JSON files, a folder (searched recursively),
-    a ``.json`` file (one record or a list), a ``.jsonl`` file or a flat table (``.csv`` /
-    ``.parquet``, as ``anb export`` and ``anb merge`` write). Each record gets ``source`` = its
-    file name (a table row keeps its own ``source``). Records are validated; order is by the
-    number in the name.
-    """
+def read_records(path: str | Path, space: SearchSpace = ANB_SPACE
+                 ) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Read records like :func:`load_records`, keeping going past bad ones: returns the valid
+    records and ``(where, why)`` for each file or record that is unreadable (not UTF-8, not
+    JSON) or invalid. An input that cannot be read at all (missing, unknown form, a damaged
+    archive or table) raises ValueError / FileNotFoundError naming it."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"dataset path {str(path)!r} does not exist")
-    named: list[tuple[str, Any]] = []
+    named: list[tuple[str, str, Any]] = []  # (record name, where for errors, parsed JSON)
+    bad: list[tuple[str, str]] = []
+
+    def parse(name: str, where: str, text: str | bytes) -> None:
+        try:
+            named.append((name, where, parse_json(text, where)))
+        except ValueError as err:
+            bad.append((where, str(err).removeprefix(f"{where}: ")))
+
     if path.is_dir():
         for file in sorted(path.rglob("*.json")):
             if not file.name.startswith("."):
-                named.append((file.name, json.loads(file.read_text())))
+                parse(file.name, str(file), file.read_bytes())
     elif path.name.endswith((".tar.gz", ".tgz", ".tar")):
-        with tarfile.open(path) as archive:
-            for member in archive.getmembers():
-                name = Path(member.name).name
-                if member.isfile() and name.endswith(".json") and not name.startswith("."):
-                    handle = archive.extractfile(member)
-                    assert handle is not None  # a regular file member always has one
-                    named.append((name, json.load(handle)))
+        try:
+            with tarfile.open(path) as archive:
+                for member in archive.getmembers():
+                    name = Path(member.name).name
+                    if member.isfile() and name.endswith(".json") and not name.startswith("."):
+                        handle = archive.extractfile(member)
+                        assert handle is not None  # a regular file member always has one
+                        parse(name, f"{path}:{member.name}", handle.read())
+        except (tarfile.TarError, EOFError, OSError) as err:
+            if isinstance(err, FileNotFoundError):
+                raise
+            raise ValueError(f"{path}: not a readable tar archive ({err})") from None
     elif path.suffix == ".jsonl":
-        for line_no, line in enumerate(path.read_text().splitlines(), 1):
+        for line_no, line in enumerate(read_text(path).splitlines(), 1):
             if line.strip():
-                named.append((f"{path.name}:{line_no}", json.loads(line)))
+                parse(f"{path.name}:{line_no}", f"{path}:{line_no}", line)
     elif path.suffix == ".json":
-        data = json.loads(path.read_text())
+        data = read_json(path)
         items = data if isinstance(data, list) else [data]
-        named += [(path.name if len(items) == 1 else f"{path.name}:{i}", r)
+        named += [(path.name if len(items) == 1 else f"{path.name}:{i}",
+                   str(path) if len(items) == 1 else f"{path}:{i}", r)
                   for i, r in enumerate(items)]
     elif path.suffix in _TABLE_SUFFIXES:
         frame = read_table(path)
-        named += [(f"{path.name}:row_{i}", r)
-                  for i, r in enumerate(frame_to_records(frame, space, repr(str(path))))]
+        rows = frame_to_records(frame, space, repr(str(path)))
+        named += [(f"{path.name}:row_{i}", f"{path}:row_{i}", r) for i, r in enumerate(rows)]
     else:
         raise ValueError(f"cannot read records from {str(path)!r}; give a folder of JSON files, "
                          "a .tar.gz of them, a .json, .jsonl, .csv or .parquet file")
     named.sort(key=lambda item: _sort_key(item[0]))
     records = []
-    for name, record in named:
-        validate_record(record, where=name, space=space)
+    for name, where, record in named:
+        try:
+            validate_record(record, where=where, space=space)
+        except ValueError as err:
+            bad.append((where, str(err).removeprefix(f"{where}: ")))
+            continue
         records.append({**record, "source": record.get("source", name)})
+    return records, bad
+
+
+def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]:
+    """Read records from a ``.tar.gz`` of JSON files, a folder (searched recursively),
+    a ``.json`` file (one record or a list), a ``.jsonl`` file or a flat table (``.csv`` /
+    ``.parquet``, as ``anb export`` and ``anb merge`` write). Each record gets ``source`` = its
+    file name (a table row keeps its own ``source``). Records are validated; order is by the
+    number in the name. A bad record raises ValueError naming its file (and how many more are
+    bad); :func:`read_records` skips them instead.
+    """
+    records, bad = read_records(path, space)
+    if bad:
+        where, why = bad[0]
+        more = f" (and {len(bad) - 1} more bad record(s))" if len(bad) > 1 else ""
+        raise ValueError(f"{where}: {why}{more}")
     return records
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """A ``.csv`` or ``.parquet`` table (the ``arch`` column kept as text)."""
+    """A ``.csv`` or ``.parquet`` table (the ``arch`` column kept as text); a file that cannot
+    be read is an error naming it."""
     path = Path(path)
     if path.suffix == ".csv":
-        return pd.read_csv(path, dtype={"arch": str})
-    return pd.read_parquet(path)
+        return read_csv(path, dtype={"arch": str})
+    try:
+        return pd.read_parquet(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: does not exist") from None
+    except (ValueError, OSError) as err:  # pyarrow's parse errors are ValueErrors / OSErrors
+        raise ValueError(f"{path}: not a readable parquet table ({err})") from None
 
 
 def records_to_frame(records: Iterable[Mapping[str, Any]],

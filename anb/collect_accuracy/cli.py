@@ -8,12 +8,8 @@ from typing import List, Optional
 import typer
 
 from anb.outputs import check_file
+from anb.cli_support import fail
 from anb.searchspace.space import get_space
-
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:
@@ -50,7 +46,7 @@ def register(app: typer.Typer) -> None:
         from anb.collect_accuracy.export import export
 
         if not (local or wandb_dir or project):
-            _fail("nothing to export; give --local, --wandb-dir and/or --project")
+            fail("nothing to export; give --local, --wandb-dir and/or --project")
         try:
             check_file(out)
             api = None
@@ -60,13 +56,13 @@ def register(app: typer.Typer) -> None:
                 try:
                     api = wandb.Api()
                 except Exception as err:  # wandb raises its own types (no key, no network)
-                    _fail(f"option --project {project}: cannot open wandb.Api "
-                          f"({type(err).__name__}: {err}); log in with `wandb login` or "
-                          "export offline runs with --wandb-dir")
+                    fail(f"option --project {project}: cannot open wandb.Api "
+                         f"({type(err).__name__}: {err}); log in with `wandb login` or "
+                         "export offline runs with --wandb-dir")
             summary = export(out, local, wandb_dir, api, project, duplicates, get_space(space),
                              parquet, recipe)
         except (FileNotFoundError, ValueError) as err:
-            _fail(str(err))
+            fail(err)
         typer.echo(json.dumps(summary))
 
     @app.command("write-ffcv")
@@ -87,5 +83,5 @@ def register(app: typer.Typer) -> None:
             check_file(out, "OUT")
             count = write_beton(source, out, max_side, quality, workers, compress_probability)
         except (FileNotFoundError, ValueError, ImportError) as err:
-            _fail(str(err))
+            fail(err)
         typer.echo(f"wrote {count} images to {out}")

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from anb.io import read_text
+
 Config = dict[str, dict[str, Any]]
 
 #: section -> key -> (default, help). The type of the default is the key's type.
@@ -297,13 +299,15 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
     config = defaults()
     if path is not None:
         path = Path(path)
+        if path.is_dir():
+            raise ConfigError(f"config file {str(path)!r} is a folder; allowed: an INI file")
         if not path.is_file():
             raise ConfigError(f"config file {str(path)!r} does not exist")
         parser = configparser.ConfigParser(interpolation=None)
         # keep key case (configparser's documented hook, typed as a method by typeshed)
         parser.optionxform = str  # type: ignore[assignment, method-assign]
         try:
-            parser.read(path)
+            parser.read_string(read_text(path), source=str(path))
         except configparser.Error as err:
             raise ConfigError(f"config file {str(path)!r} is not valid INI: {err}") from None
         for section in parser.sections():

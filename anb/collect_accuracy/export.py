@@ -6,7 +6,7 @@ and ImageNet, 2 and 4 GPUs) are never merged into one column. The recipes found 
 with more than one, ``recipe`` picks the one to export (else it is an error naming them).
 Duplicates within a recipe are reported and merged by a fixed rule (``first``: the earliest
 finished, ties broken by source; ``mean``: metrics averaged). Crashed, partial, skipped and
-failed architectures, and unreadable wandb run files, are listed beside the dataset, never
+failed architectures, and unreadable record files and wandb run files, are listed beside the dataset, never
 dropped silently. The table is exactly :func:`anb.records.records_to_frame` of the merged records,
 so it loads back with :func:`anb.records.load_dataset`.
 """
@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from anb.io import atomic_write
-from anb.records import METRIC_KEYS, load_records, records_to_frame, validate_record
+from anb.records import METRIC_KEYS, read_records, records_to_frame, validate_record
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 
 ARTIFACT_TYPE = "anb-arch"
@@ -49,9 +49,14 @@ def from_local(folder: Path, space: SearchSpace = ANB_SPACE) -> Collected:
         raise FileNotFoundError(f"results folder {str(folder)!r} does not exist")
     out = Collected()
     if (folder / "records").is_dir():
-        for record in load_records(folder / "records", space):
+        records, bad = read_records(folder / "records", space)
+        for record in records:
             source = f"local:{folder / 'records' / record['source']}"
             out.records.append({**record, "source": source})
+        for where, why in bad:  # listed, not fatal: the other records still export
+            out.incomplete.append({"arch_id": Path(where).stem, "arch": "",
+                                   "status": "unreadable", "reason": why[:300],
+                                   "source": f"local:{where}"})
     for path in sorted((folder / "skipped").glob("*.json")):
         try:
             entry = json.loads(path.read_text())

@@ -1,16 +1,12 @@
 """``anb measure``, ``anb merge`` and ``anb quant-report`` (registered on the root app)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+from anb.cli_support import fail
 
 
 def _overrides(resolution: Optional[int], batch: Optional[int], threads: Optional[int],
@@ -67,7 +63,7 @@ def measure_cmd(
                                     interleave=interleave, keep_work=keep_work,
                                     anchors=anchor_archs, anchor_every=anchor_every)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"{config.name}: measured {len(summary.measured)}, skipped "
                f"{len(summary.skipped)} (already done), failed {len(summary.failed)} -> "
                f"{Path(out) / config.name}")
@@ -94,7 +90,7 @@ def merge_cmd(
     try:
         report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols, overwrite)
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"merged {report.merged_records} records ({report.accuracy_records} accuracy, "
                f"{report.device_records} device results); added keys {report.keys_added}; "
                f"conflicts {len(report.conflicts)}; device-only {len(report.device_only)}")
@@ -106,6 +102,12 @@ def merge_cmd(
     for key, drift in sorted(report.anchor_drift.items()):
         typer.echo(f"  anchors: {key}: {len(drift['sessions'])} session(s), largest drift "
                    f"{100 * drift['max_drift']:.2f} % from the first")
+    if report.skipped:
+        typer.echo(f"  skipped {len(report.skipped)} unreadable or invalid record(s):")
+        for entry in report.skipped[:10]:
+            typer.echo(f"    {entry['file']}: {entry['reason']}")
+        if len(report.skipped) > 10:
+            typer.echo(f"    ... {len(report.skipped) - 10} more in merge_report.json")
     typer.echo(f"-> {out} (report: {Path(out) / 'merge_report.json'})")
 
 
@@ -134,14 +136,14 @@ def quant_report_cmd(
     from anb.outputs import replace_folder
 
     if target not in TARGET_SCHEMES:
-        _fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
+        fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
     try:
         with replace_folder(out, REPORT, overwrite) as tmp:
             s = quant_report(arch, tmp, resolution or (224 if images else 32), calibration,
                              eval_images, cos_threshold, sqnr_threshold, seed,
                              TARGET_SCHEMES[target], weights, images)
     except (ValueError, RuntimeError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"{s['arch']} [{s['scheme']}]: top-1 {s['float_top1']:.1f} -> "
                f"{s['int8_top1']:.1f} % (agreement {100 * s['top1_agreement']:.1f} %, logits SQNR "
                f"{s['logits_sqnr_db']:.1f} dB); {len(s['layers_below_threshold'])} of "

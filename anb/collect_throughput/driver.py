@@ -18,7 +18,6 @@ config (a protocol config, ``configs/devices/*.toml``, or a Qualcomm SNPE one,
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -32,7 +31,7 @@ from anb.collect_throughput.environment import pin_cpus
 from anb.collect_throughput.protocol import (DeviceConfig, Protocol, entry_fingerprint,
                                              protocol_difference)
 from anb.collect_throughput.result import arch_record
-from anb.io import atomic_write_json
+from anb.io import atomic_write_json, read_json, read_text
 from anb.outputs import Kind
 from anb.searchspace.arch import Arch, as_arch
 from anb.searchspace.sampler import Sampler, parse_shard
@@ -72,9 +71,14 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
     elif is_dir or (is_file and text.endswith(_RECORD_SUFFIXES)):
         from anb.records import load_dataset
 
-        archs = [Arch.from_string(a) for a in load_dataset(path)["arch"]]
+        frame = load_dataset(path)
+        if frame.empty:
+            raise ValueError(f"--archs {text!r} holds no architecture records; allowed: a "
+                             "dataset, a text file of architecture strings, 'sample:N' or "
+                             "comma-separated strings")
+        archs = [Arch.from_string(a) for a in frame["arch"]]
     elif is_file:
-        archs = [as_arch(line.strip()) for line in path.read_text().splitlines()
+        archs = [as_arch(line.strip()) for line in read_text(path).splitlines()
                  if line.strip() and not line.startswith("#")]
     elif "/" in text or text.endswith((".txt", ".json")):
         raise ValueError(f"--archs {text!r}: no such file or folder")
@@ -112,7 +116,7 @@ def read_result(path: Path) -> dict | None:
     """The stored record at ``path`` (None if absent)."""
     if not path.exists():
         return None
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 class ProtocolMismatch(ValueError):

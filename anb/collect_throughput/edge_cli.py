@@ -7,10 +7,7 @@ from typing import Optional
 
 import typer
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+from anb.cli_support import fail
 
 
 def quant_layers_cmd(
@@ -36,11 +33,11 @@ def quant_layers_cmd(
 
     shipped = sorted(p.stem for p in QUALCOMM_DIR.glob("*.toml"))
     if path not in CPU_PATHS and path not in shipped and not Path(path).is_file():
-        _fail(f"--path {path!r} is invalid; allowed: {sorted(CPU_PATHS)}, a Qualcomm device "
-              f"config {shipped} or a TOML file")
+        fail(f"--path {path!r} is invalid; allowed: {sorted(CPU_PATHS)}, a Qualcomm device "
+             f"config {shipped} or a TOML file")
     if resolution < 32 or images < 1 or calibration < 1 or worst < 0:
-        _fail("--resolution must be >= 32, --images and --calibration >= 1, --worst >= 0 "
-              f"(got {resolution}, {images}, {calibration}, {worst})")
+        fail("--resolution must be >= 32, --images and --calibration >= 1, --worst >= 0 "
+             f"(got {resolution}, {images}, {calibration}, {worst})")
     try:
         arch_list = read_arch_list(archs)
         with replace_folder(out, REPORT, overwrite) as tmp:
@@ -49,7 +46,7 @@ def quant_layers_cmd(
                                cos_threshold=cos_threshold, sqnr_threshold=sqnr_threshold,
                                worst=worst)
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(err)
     for s in result["models"]:
         typer.echo(f"{s['arch']}: {len(s['layers_below_threshold'])} of {s['layers']} layers "
                    f"below threshold; worst {s['worst_layers'][:1]}")
@@ -91,7 +88,7 @@ def measure_qualcomm_cmd(
                     failed += 1
                     typer.echo(f"failed {arch}: {err}", err=True)
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"{config.name}: {len(arch_list) - failed} measured, {failed} failed -> "
                f"{Path(out) / config.name}")
     if failed:

@@ -13,7 +13,8 @@ Every measured entry carries its protocol fingerprint; a key whose results were 
 more than one protocol is refused (:class:`MixedProtocols`, naming both and how they differ)
 unless ``allow_mixed_protocols``; the fingerprints of each key are in the report. Anchor
 sessions found in the result folders (``anchors.jsonl``) are summarised per key as
-``anchor_drift`` (see :func:`anb.collect_throughput.anchors.anchor_drift`).
+``anchor_drift`` (see :func:`anb.collect_throughput.anchors.anchor_drift`). A file that is
+not a readable, valid record (truncated, not UTF-8) is listed in ``skipped`` and the rest merge.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from anb.collect_throughput.anchors import ANCHOR_FILE, anchor_drift, read_ancho
 from anb.collect_throughput.protocol import entry_fingerprint, protocol_difference
 from anb.io import atomic_write_json
 from anb.outputs import Kind, check_folder, has_files, replace_folder
-from anb.records import load_records, model_info, records_to_frame, validate_record
+from anb.records import load_records, model_info, read_records, records_to_frame, validate_record
 from anb.searchspace.arch import Arch
 from anb.version import __version__
 
@@ -50,6 +51,7 @@ class MergeReport:
     keys_added: list[str] = field(default_factory=list)
     protocols: dict[str, list[str]] = field(default_factory=dict)
     anchor_drift: dict[str, dict[str, Any]] = field(default_factory=dict)
+    skipped: list[dict[str, str]] = field(default_factory=list)  # unreadable / invalid files
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,11 +190,19 @@ def load_anchor_rows(paths: Iterable[str | Path]) -> list[dict]:
     return rows
 
 
-def load_results(paths: Iterable[str | Path]) -> list[dict]:
-    """Per-architecture result records from ``anb measure`` output folders (or any record form)."""
+def load_results(paths: Iterable[str | Path],
+                 skipped: list[dict[str, str]] | None = None) -> list[dict]:
+    """Per-architecture result records from ``anb measure`` output folders (or any record form).
+    A bad record (not UTF-8, not JSON, invalid) is listed in ``skipped`` as ``{"file",
+    "reason"}`` and the rest are read; without ``skipped`` it raises ValueError naming it."""
     records: list[dict] = []
     for path in paths:
-        records += load_records(path)
+        if skipped is None:
+            records += load_records(path)
+            continue
+        found, bad = read_records(path)
+        records += found
+        skipped += [{"file": where, "reason": why} for where, why in bad]
     return records
 
 
@@ -228,9 +238,11 @@ def merge(accuracy: str | Path | None, results: Iterable[str | Path], out: str |
     """Load, merge and write (see :func:`merge_records` and :func:`write_merged`)."""
     check_folder(out, OUTPUT, overwrite)
     results = list(results)
-    acc = load_records(accuracy) if accuracy else []
-    merged, report = merge_records(acc, load_results(results), on_conflict,
+    skipped: list[dict[str, str]] = []
+    acc = load_results([accuracy], skipped) if accuracy else []
+    merged, report = merge_records(acc, load_results(results, skipped), on_conflict,
                                    allow_mixed_protocols)
+    report.skipped = skipped
     report.anchor_drift = anchor_drift(load_anchor_rows(results))
     write_merged(merged, report, out, overwrite)
     return report

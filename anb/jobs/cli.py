@@ -12,24 +12,22 @@ from typing import Any, Optional
 
 import typer
 
+from anb.cli_support import fail
+
 app = typer.Typer(help="A shared queue of (architecture, device, stage) jobs.",
                   no_args_is_help=True)
 QUEUE = typer.Option("anb-queue.db", "--queue", envvar="ANB_QUEUE",
                      help="SQLite file or postgresql:// URL.")
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
-def _open(url: str):
+def _open(url: str, create: bool = False):
+    """The queue at ``url``; only ``submit`` and ``worker`` create a missing SQLite file."""
     from anb.jobs.queue import open_queue
 
     try:
-        return open_queue(url)
+        return open_queue(url, create)
     except (ValueError, RuntimeError) as err:
-        _fail(str(err))
+        fail(err)
 
 
 def _device_table(spec: str) -> tuple[str, dict[str, Any]]:
@@ -86,10 +84,10 @@ def submit_cmd(
                                       {"device_config": table})
                                 for name, table in tables for a in arch_list]
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(err)
     if specs:
         names = [specs[0].stage, *specs[0].next_stages]
-    with _open(queue) as q:
+    with _open(queue, create=True) as q:
         added = q.submit(specs)
     typer.echo(f"queued {len(added)} job(s) ({len(specs) - len(added)} already in the queue) "
                f"for {len(arch_list)} architecture(s) x {len(tables)} device(s), stages "
@@ -174,7 +172,7 @@ def cancel_cmd(ids: list[int] = typer.Argument(None, help="Job ids."),
         try:
             n = q.cancel(*_ids(ids, device, stage))
         except ValueError as err:
-            _fail(str(err))
+            fail(err)
         typer.echo(f"cancelled {n} job(s)")
 
 
@@ -187,7 +185,7 @@ def bump_cmd(ids: list[int] = typer.Argument(..., help="Job ids."),
         try:
             n = q.bump(ids, priority)
         except ValueError as err:
-            _fail(str(err))
+            fail(err)
         typer.echo(f"set priority {priority} on {n} job(s)")
 
 
@@ -203,7 +201,7 @@ def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<ou
     try:
         check_folder(out, RESULTS)
     except ValueError as err:
-        _fail(str(err))
+        fail(err)
     with _open(queue) as q:
         done = q.jobs(state="done", device=device, stage="measure", limit=10**9)
     if done:
@@ -240,14 +238,14 @@ def worker_cmd(
         if out is not None:
             check_folder(out, RESULTS)
         ctx = make_context(store, out, devices)
-        q = _open(queue)
+        q = _open(queue, create=True)
         worker = Worker(q, [s.strip() for s in stages.split(",") if s.strip()], ctx, name,
                         lease, poll)
         worker.capabilities()
         if out is not None:
             prepare_folder(out, RESULTS)
     except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+        fail(err)
     with q:
         stats = serve(worker, max_jobs=max_jobs, idle_exit=idle_exit)
     typer.echo(f"{worker.name}: done {stats.done}, failed {stats.failed}, re-queued "

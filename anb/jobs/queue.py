@@ -165,9 +165,9 @@ class JobQueue(ABC):
         self.close()
 
 
-def open_queue(url: str) -> JobQueue:
+def open_queue(url: str, create: bool = True) -> JobQueue:
     """A queue on ``url``: ``postgresql://...`` / ``postgres://...``, ``sqlite:///path`` or a
-    plain file path (SQLite)."""
+    plain file path (SQLite). ``create=False``: a SQLite file must already exist."""
     text = str(url)
     if text.startswith(("postgresql://", "postgres://")):
         from anb.jobs.postgres import PostgresQueue
@@ -182,4 +182,4 @@ def open_queue(url: str) -> JobQueue:
                          "sqlite:///path or a file path")
     from anb.jobs.sqlite import SqliteQueue
 
-    return SqliteQueue(text)
+    return SqliteQueue(text, create=create)

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from anb.jobs.sql import SqlQueue
+from anb.jobs.sql import TABLE, SqlQueue
 
 
 class SqliteQueue(SqlQueue):
@@ -17,19 +17,31 @@ class SqliteQueue(SqlQueue):
     ID_TYPE = "INTEGER"  # an alias of the rowid: ids are never reused while rows remain
     REAL = "REAL"
 
-    def __init__(self, path: str | Path, busy_timeout_s: float = 60.0):
+    def __init__(self, path: str | Path, busy_timeout_s: float = 60.0, create: bool = True):
         path = Path(path)
         if path.is_dir():
             raise ValueError(f"queue path {str(path)!r} is a folder; allowed: a SQLite file")
         if not path.parent.is_dir():
             raise ValueError(f"queue path {str(path)!r}: folder {str(path.parent)!r} does not "
                              "exist")
+        if not create and not path.exists():
+            raise ValueError(f"queue {str(path)!r} does not exist; 'anb queue submit' creates "
+                             "it (or name another with --queue / $ANB_QUEUE)")
         super().__init__(f"sqlite:///{path.resolve()}")
         self._conn = sqlite3.connect(str(path), timeout=busy_timeout_s, isolation_level=None,
                                      check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._create()
+        try:
+            tables = {row[0] for row in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if tables and TABLE not in tables:
+                raise ValueError(f"holds the tables {sorted(tables)}, not {TABLE!r}")
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._create()
+        except (sqlite3.DatabaseError, ValueError) as err:
+            self._conn.close()
+            raise ValueError(f"{path} is not an anb queue database ({err}); give the file "
+                             "'anb queue submit' created, or a new path") from None
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:

@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from anb.cli_support import fail
+
 
 def search(
     objective: list[str] = typer.Option(..., "--objective", "-o",
@@ -76,11 +78,19 @@ def search(
             typer.echo(f"estimated run time {describe(seconds)}", err=True)
         with exclusive(prepare_folder(out, SEARCH), "anb search"):
             if measure is not None:
-                from anb.nas.measured import search_measured
+                from anb.nas.measured import SearchInterrupted, search_measured
 
-                s = search_measured(run, evaluator(), measure, queue, objective,
-                                    constraint or [], budget, seed, out, max_measurements,
-                                    max_hours, supported_only)
+                try:
+                    s = search_measured(run, evaluator(), measure, queue, objective,
+                                        constraint or [], budget, seed, out, max_measurements,
+                                        max_hours, supported_only)
+                except SearchInterrupted as stop:
+                    typer.echo(f"stopped after {stop.evaluations} evaluations, {stop.measured} "
+                               "measurements" + (f"; the front so far is in {stop.out}"
+                                                 if stop.evaluations else "")
+                               + "; run the same command again to resume (stored "
+                               "measurements are reused)", err=True)
+                    raise
                 typer.echo(f"{algorithm} with {s['device']} in the loop: {s['evaluations']} "
                            f"evaluations, {s['measurements']} measurements in "
                            f"{s['hours'] * 60:.1f} min ({s['stopped']}); Pareto front "
@@ -89,8 +99,7 @@ def search(
             result = run(problem(), budget, seed=seed, progress=True)
             summary = write_report(result, out)
     except (ValueError, FileNotFoundError) as err:
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2)
+        fail(err)
     best, *others = headline(summary, result.problem.metrics)
     if not summary["feasible"]:
         typer.echo(f"{algorithm}: {summary['evaluations']} evaluations; results in {out}")

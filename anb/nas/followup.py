@@ -11,14 +11,13 @@ front on the measured values and names the designs that fall off it; it writes
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from anb.io import atomic_write, atomic_write_json
+from anb.io import atomic_write, atomic_write_json, read_csv, read_json
 from anb.outputs import Kind, has_files, prepare_folder
 from anb.nas.objectives import Objective
 from anb.nas.pareto import pareto_mask
@@ -71,7 +70,7 @@ def _measured_speed(folder: Path, metric: str) -> dict[str, float]:
     device = metric.split("_", 1)[1]
     found = {}
     for path in sorted((folder / device).glob("*.json")):
-        perf = json.loads(path.read_text()).get("platform_perf", {})
+        perf = read_json(path).get("platform_perf", {})
         if metric in perf:
             found[path.stem] = float(perf[metric][f"{kind}_mean"])
     return found
@@ -86,9 +85,12 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
     from anb.records import load_dataset
 
     search, out = Path(search), Path(out)
-    front = pd.read_csv(search / "pareto.csv")
+    if not (search / "pareto.csv").is_file():
+        raise FileNotFoundError(f"{search}: no pareto.csv here; allowed: the results folder of "
+                                "'anb search'")
+    front = read_csv(search / "pareto.csv")
     objectives = [Objective.parse(o) for o in
-                  json.loads((search / "summary.json").read_text())["objectives"]]
+                  read_json(search / "summary.json")["objectives"]]
     if len(objectives) != 2:
         raise ValueError(f"the report needs a two-objective search; {search} has "
                          f"{[str(o) for o in objectives]}")

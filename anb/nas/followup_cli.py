@@ -6,10 +6,7 @@ from typing import Optional
 
 import typer
 
-
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+from anb.cli_support import fail
 
 
 def retrain_cmd(
@@ -24,7 +21,7 @@ def retrain_cmd(
     try:
         status, dataset = retrain(archs, out, config, list(ctx.args))
     except (FileNotFoundError, ValueError) as err:
-        _fail(str(err))
+        fail(err)
     written = (f"accuracy -> {dataset}" if dataset is not None
                else f"no runs in {out / 'runs'}: no accuracy written")
     typer.echo(f"trainer exit status {status}; {written}")
@@ -48,7 +45,7 @@ def front_report_cmd(
         with replace_folder(out, FRONT_REPORT, overwrite) as tmp:
             s = front_report(search, tmp, accuracy, measured, accuracy_metric)
     except (FileNotFoundError, ValueError, KeyError) as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"{s['complete']} of {s['designs']} designs measured; "
                f"{len(s['falls_off'])} fall off the front -> {out}")
 

@@ -13,16 +13,20 @@ id, device) in memory and on disk; each batch's new architectures are submitted 
 awaited together; the rest come from the surrogate. Budgets: ``max_measurements`` new
 measurements and ``max_hours`` of wall time; past either :class:`BudgetExhausted` ends the
 search, and :meth:`report` writes what was found from the evaluator's own log (every
-evaluation, measured or cached, in order).
+evaluation, measured or cached, in order). Ctrl-C stops the search after the block being timed
+(``interleave`` architectures): the report of what was measured so far is written, and running
+the same command again resumes, since stored measurements (``<out>/measurements``, or the
+queue's finished jobs) are reused.
 """
 from __future__ import annotations
 
-import json
+import sys
 import threading
 import time
 from abc import ABC, abstractmethod
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, wait
 from pathlib import Path
+from queue import Queue
 from typing import Any, Sequence
 
 import numpy as np
@@ -31,12 +35,21 @@ import pandas as pd
 from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import pareto_mask
 from anb.searchspace.arch import Arch, archs_from_choices
-from anb.io import atomic_write, atomic_write_json
+from anb.io import atomic_write, atomic_write_json, read_json
+from anb.sigint import deferred_sigint
 from anb.version import __version__
 
 
 class BudgetExhausted(RuntimeError):
     """The measurement budget (count or hours) is spent."""
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a measured search; the partial report (if any) is in ``out``."""
+
+    def __init__(self, out: str | Path, evaluations: int, measured: int):
+        super().__init__(out)
+        self.out, self.evaluations, self.measured = Path(out), evaluations, measured
 
 
 class Measurer(ABC):
@@ -56,6 +69,11 @@ class Measurer(ABC):
     def close(self) -> None:
         """Release workers and connections."""
 
+    def stop(self) -> None:
+        """Ctrl-C: end what is running at the next safe point, cancel the futures not
+        measured by then, and release (as :meth:`close`)."""
+        self.close()
+
 
 def _values(record: dict, metrics: Sequence[str]) -> dict[str, float]:
     perf = record["platform_perf"]
@@ -71,7 +89,8 @@ class LocalMeasurer(Measurer):
     """The device's protocols run on this machine on a background thread; each submitted batch
     is timed interleaved in blocks of up to ``interleave`` architectures (robust ranks on a
     shared machine), one batch after another; records go to ``<out>/<device>/<arch_id>.json``.
-    In-loop measurements skip the driver's drift anchors (a search measures few at a time)."""
+    In-loop measurements skip the driver's drift anchors (a search measures few at a time).
+    A line per block reports progress; :meth:`stop` ends a batch after the current block."""
 
     def __init__(self, device: str, out: str | Path, overrides: dict[str, Any] | None = None,
                  interleave: int = 8):
@@ -82,7 +101,23 @@ class LocalMeasurer(Measurer):
         self.device = self.target.name
         self.metrics = tuple(self.target.keys)
         self.out, self.interleave = Path(out), interleave
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="anb-measure")
+        self._batches: Queue[tuple[list[Arch], list[Future]] | None] = Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="anb-measure")
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while (batch := self._batches.get()) is not None:
+            archs, futures = batch
+            for start in range(0, len(archs), self.interleave):
+                if self._stop.is_set():
+                    for fut in futures[start:]:
+                        fut.cancel()
+                    break
+                end = start + self.interleave
+                self._measure(archs[start:end], futures[start:end])
+                print(f"anb search: {self.device}: measured {min(end, len(archs))}/"
+                      f"{len(archs)} of the batch", file=sys.stderr, flush=True)
 
     def _measure(self, archs: list[Arch], futures: list[Future]) -> None:
         from anb.collect_throughput.driver import read_result, result_path
@@ -107,20 +142,26 @@ class LocalMeasurer(Measurer):
 
     def submit(self, archs: Sequence[Arch]) -> list[Future]:
         futures: list[Future] = [Future() for _ in archs]
-        self._pool.submit(self._measure, list(archs), futures)
+        self._batches.put((list(archs), futures))
         return futures
 
     def stored(self) -> dict[str, dict[str, float]]:
         folder = self.out / self.device
         found = {}
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-            values = _values(json.loads(path.read_text()), self.metrics)
+            values = _values(read_json(path), self.metrics)
             if len(values) == len(self.metrics):
                 found[path.stem] = values
         return found
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        self._batches.put(None)
+        with deferred_sigint():  # a second Ctrl-C must not leave the thread inside the runtime
+            self._thread.join()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.close()
 
 
 class QueueMeasurer(Measurer):
@@ -210,16 +251,29 @@ class MeasuredEvaluator:
         if left is not None and left <= 0:
             raise BudgetExhausted(f"{self.max_measurements} measurements spent")
         batch = todo if left is None else todo[:left]
+        print(f"anb search: measuring {len(batch)} architecture(s) on {self.measurer.device} "
+              f"({self.measured} measured so far, {self.hours * 60:.1f} min)", file=sys.stderr,
+              flush=True)
         futures = self.measurer.submit(batch)
-        wait(futures)
+        try:
+            wait(futures)
+        except KeyboardInterrupt:
+            self.measurer.stop()  # the running block finishes, the rest is cancelled
+            self._collect(batch, futures)
+            raise
+        self._collect(batch, futures)
+        if len(batch) < len(todo):
+            raise BudgetExhausted(f"{self.max_measurements} measurements spent")
+
+    def _collect(self, batch: list[Arch], futures: list[Future]) -> None:
         for arch, fut in zip(batch, futures):
+            if fut.cancelled():  # not measured (Ctrl-C)
+                continue
             self.measured += 1
             if fut.exception() is not None:
                 self.failed[arch.id] = str(fut.exception())
             else:
                 self.cache[(arch.id, self.measurer.device)] = fut.result()
-        if len(batch) < len(todo):
-            raise BudgetExhausted(f"{self.max_measurements} measurements spent")
 
     def __call__(self, choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
         archs = archs_from_choices(choices)
@@ -229,7 +283,7 @@ class MeasuredEvaluator:
         if measured:
             try:
                 self._measure(archs)
-            except BudgetExhausted as err:  # log what this batch got measured, then stop
+            except (BudgetExhausted, KeyboardInterrupt) as err:  # log what got measured, stop
                 spent = err
                 keep = [i for i, a in enumerate(archs)
                         if (a.id, self.measurer.device) in self.cache or a.id in self.failed]
@@ -310,16 +364,18 @@ def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | 
         raise ValueError(f"--measure {device}: no objective or constraint uses its metrics "
                          f"{list(measurer.metrics)}")
     evaluator = MeasuredEvaluator(measurer, other, max_measurements, max_hours)
-    stopped = "evaluation budget"
+    name = getattr(getattr(algorithm, "func", algorithm), "__name__", str(algorithm))
+    info = {"algorithm": name, "seed": seed, "budget_evaluations": budget,
+            "stopped": "evaluation budget", "queue": queue, "supported_only": supported_only}
     try:
         algorithm(Problem(evaluator, objs, cons, supported_only=supported_only), budget,
                   seed=seed, progress=False)
     except BudgetExhausted as err:
-        stopped = str(err)
-    finally:
-        measurer.close()
-    name = getattr(getattr(algorithm, "func", algorithm), "__name__", str(algorithm))
-    info = {"algorithm": name, "seed": seed,
-            "budget_evaluations": budget, "stopped": stopped, "queue": queue,
-            "supported_only": supported_only}
+        info["stopped"] = str(err)
+    except KeyboardInterrupt:
+        measurer.stop()
+        if evaluator.log:  # the front so far; the command resumes from the stored measurements
+            evaluator.report(out, objs, cons, {**info, "stopped": "interrupted (Ctrl-C)"})
+        raise SearchInterrupted(out, len(evaluator.log), evaluator.measured) from None
+    measurer.close()
     return evaluator.report(out, objs, cons, info)

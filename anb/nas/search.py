@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from anb.nas.mutation import mutate, random_choices
 from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
-from anb.nas.pareto import crowding_distance, non_dominated_fronts, pareto_mask
+from anb.nas.pareto import pareto_mask
 from anb.searchspace.arch import archs_from_choices
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from anb.cli_support import fail
 from anb.io import atomic_write
 from anb.outputs import check_file
 from anb.searchspace.arch import as_arch
@@ -21,18 +22,13 @@ app = typer.Typer(help="Inspect, sample and count architectures of the search sp
 SPACE_OPTION = typer.Option("anb-mnasnet", "--space", help="Search space name.")
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
-
-
 @app.command()
 def info(space: str = SPACE_OPTION) -> None:
     """Print the stages, their allowed choices and the size of the space."""
     try:
         spec = get_space(space)
     except ValueError as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(f"{spec.name}: {spec.num_stages} stages, {spec.size():,} architectures")
     for i, stage in enumerate(spec.stages):
         typer.echo(f"  stage {i}: {stage.in_channels}->{stage.out_channels} stride {stage.stride}"
@@ -51,12 +47,12 @@ def sample_cmd(
     """Print the first N architectures of a seeded, sharded stream, as they are drawn
     (bounded memory for any N; N beyond the space's size is refused)."""
     if fmt not in ("string", "json", "id"):
-        _fail(f"--format {fmt!r} is not one of ['string', 'json', 'id']")
+        fail(f"--format {fmt!r} is not one of ['string', 'json', 'id']")
     try:
         sampler = Sampler(seed, get_space(space))
         sampler.check_size(n, shard)
     except ValueError as err:
-        _fail(str(err))
+        fail(err)
     for arch in sampler.iter_sample(n, shard=shard):
         if fmt == "json":
             typer.echo(json.dumps(arch.to_anb_dict()))
@@ -80,7 +76,7 @@ def count_cmd(
         try:
             arch = as_arch(text, get_space(space))
         except ValueError as err:
-            _fail(str(err))
+            fail(err)
         macs, params = count(arch, resolution, num_classes, space=get_space(space))
         typer.echo(f"{arch.id},{arch},{macs / 1e6:.6f},{params / 1e6:.6f}")
 
@@ -103,7 +99,7 @@ def onnx_cmd(
         spec = get_space(space)
         model = build_model(as_arch(arch, spec), num_classes, activation, space=spec)
     except ValueError as err:
-        _fail(str(err))
+        fail(err)
     typer.echo(export_onnx(model, out, resolution=resolution))
 
 
@@ -119,6 +115,6 @@ def configspace_cmd(
         check_file(out, "OUT")
         cs = to_configspace(get_space(space))
     except ValueError as err:
-        _fail(str(err))
+        fail(err)
     atomic_write(out, lambda tmp: cs.to_json(tmp))
     typer.echo(out)

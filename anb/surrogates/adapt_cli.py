@@ -6,10 +6,7 @@ from typing import Optional
 
 import typer
 
-
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(code=2)
+from anb.cli_support import fail
 
 
 def adapt_cmd(
@@ -39,10 +36,10 @@ def adapt_cmd(
     from anb.surrogates.adapt_api import adapt, submit as submit_jobs, suggest as suggest_archs
 
     if submit and not suggest:
-        _fail(ValueError("--submit queues the suggested architectures: give --suggest K"))
+        fail("--submit queues the suggested architectures: give --suggest K")
     if suggest == 0 and (measured is None or out is None):
-        _fail(ValueError("give --measured and --out to adapt, or --suggest K to choose "
-                         "architectures to measure"))
+        fail("give --measured and --out to adapt, or --suggest K to choose architectures "
+             "to measure")
     try:
         if measured is not None and out is not None:
             bench, model = adapt(device, measured, base, out, metric, overwrite)
@@ -62,7 +59,7 @@ def adapt_cmd(
                 typer.echo(f"queued {added} measure job(s) on {device} ({queued} already "
                            f"in the queue) -> {queue}", err=True)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
-        _fail(err)
+        fail(err)
 
 
 def register(app: typer.Typer) -> None:

@@ -89,6 +89,9 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     """Read and verify the manifest and every file checksum of an artifact folder."""
     path = Path(path)
     file = path / MANIFEST
+    if not path.exists():
+        raise FileNotFoundError(f"surrogate artifact {str(path)!r} does not exist; allowed: a "
+                                "folder written by 'anb fit', or 'accel-nasbench'")
     if not file.is_file():
         raise ValueError(f"{str(path)!r} is not a surrogate artifact: no {MANIFEST}")
     try:

@@ -9,28 +9,25 @@ from typing import Any, Optional
 
 import typer
 
-from anb.io import atomic_write_text
+from anb.cli_support import fail
+from anb.io import atomic_write_text, parse_json, read_text
 from anb.outputs import check_file
-
-
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(code=2)
 
 
 def read_archs(text: str, where: str = "input") -> list[Any]:
     """Architectures from text: JSON (list or one), JSON lines, a CSV table (an ``arch``
     column or ``block{i}_*`` columns, e.g. ``anb query``'s own output), or one architecture
-    string per line."""
+    string per line. Errors name ``where`` (file or stdin)."""
     stripped = text.strip()
     if not stripped:
-        raise ValueError("no architectures given (empty input)")
+        raise ValueError(f"{where}: no architectures given (empty input)")
     if stripped[0] in "[{":
         try:
             data = json.loads(stripped)
             return data if isinstance(data, list) else [data]
         except json.JSONDecodeError:
-            return [json.loads(line) for line in stripped.splitlines() if line.strip()]
+            return [parse_json(line, f"{where}:{i}")
+                    for i, line in enumerate(stripped.splitlines(), 1) if line.strip()]
     header = [name.strip() for name in stripped.splitlines()[0].split(",")]
     if "arch" in header or "block0_e" in header:
         import pandas as pd
@@ -74,7 +71,7 @@ def register(app: typer.Typer) -> None:
                                 hpo_seconds=hpo_seconds, seed=seed, n_jobs=jobs,
                                 overwrite=overwrite)
         except (ValueError, FileNotFoundError) as err:
-            _fail(err)
+            fail(err)
         typer.echo(report)
         typer.echo(f"wrote {out}")
 
@@ -100,7 +97,7 @@ def register(app: typer.Typer) -> None:
                                      report=report, baseline=baseline, n_jobs=jobs,
                                      overwrite=overwrite)
         except (ValueError, FileNotFoundError) as err:
-            _fail(err)
+            fail(err)
         typer.echo(text)
 
     @app.command("query")
@@ -121,12 +118,12 @@ def register(app: typer.Typer) -> None:
         try:
             if out is not None:
                 check_file(out)
-            text = sys.stdin.read() if archs == "-" else Path(archs).read_text()
-            items = read_archs(text, "stdin" if archs == "-" else repr(archs))
+            text = sys.stdin.read() if archs == "-" else read_text(archs)
+            items = read_archs(text, "stdin" if archs == "-" else archs)
             bench = load(model)
             frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
         except (ValueError, FileNotFoundError) as err:
-            _fail(err)
+            fail(err)
         csv = frame.to_csv(index=False, float_format="%.6g")
         if out is None:
             typer.echo(csv, nl=False)

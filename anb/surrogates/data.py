@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -11,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from anb import resources
+from anb.io import read_json
 from anb.records import load_dataset, perf_columns
 from anb.searchspace.encoding import to_choices
 from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
@@ -86,7 +86,7 @@ def published_split(frame: pd.DataFrame, split_dir: str | Path | None = None) ->
         file = split_dir / f"{name}_paths.json"
         if not file.exists():
             raise FileNotFoundError(f"split file {str(file)!r} does not exist")
-        names = {Path(p).name for p in json.loads(file.read_text())}
+        names = {Path(p).name for p in read_json(file)}
         masks[name] = frame["source"].astype(str).map(lambda s: Path(s).name).isin(names).to_numpy()
     if not masks["train"].any():
         raise ValueError(f"no record of this dataset is in the train split of {str(split_dir)!r}")

@@ -13,6 +13,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from anb.io import atomic_write, atomic_write_text
+from anb.sigint import deferred_sigint
 
 
 class Family:
@@ -68,13 +69,14 @@ class XGBoostFamily(Family):
 
     def fit(self, X, y, X_val=None, y_val=None):
         model = self._regressor()
-        if X_val is not None and len(X_val) and self.early_stopping_rounds:
-            model.set_params(early_stopping_rounds=self.early_stopping_rounds)
-            model.fit(X, y, eval_set=[(X_val, y_val)], verbose=False)
-            booster = model.get_booster()[: model.best_iteration + 1]
-        else:
-            model.fit(X, y, verbose=False)
-            booster = model.get_booster()
+        with deferred_sigint():
+            if X_val is not None and len(X_val) and self.early_stopping_rounds:
+                model.set_params(early_stopping_rounds=self.early_stopping_rounds)
+                model.fit(X, y, eval_set=[(X_val, y_val)], verbose=False)
+                booster = model.get_booster()[: model.best_iteration + 1]
+            else:
+                model.fit(X, y, verbose=False)
+                booster = model.get_booster()
         booster.set_param({"nthread": self.n_jobs})
         self.booster_ = booster
         return self
@@ -149,9 +151,11 @@ class LightGBMFamily(Family):
         if X_val is not None and len(X_val) and self.early_stopping_rounds:
             kwargs = {"eval_X": (X_val,), "eval_y": (y_val,)}
             callbacks.append(lgb.early_stopping(self.early_stopping_rounds, verbose=False))
-        model.fit(X, y, callbacks=callbacks, **kwargs)
-        best = model.best_iteration_ or None
-        self.booster_ = lgb.Booster(model_str=model.booster_.model_to_string(num_iteration=best))
+        with deferred_sigint():
+            model.fit(X, y, callbacks=callbacks, **kwargs)
+            best = model.best_iteration_ or None
+            self.booster_ = lgb.Booster(
+                model_str=model.booster_.model_to_string(num_iteration=best))
         return self
 
     def predict(self, X):

@@ -1,7 +1,6 @@
 """Fit a whole surrogate benchmark from a dataset, and score it on a split."""
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -9,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from anb.io import read_json
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.data import (Labels, data_hash, frame_choices, labels, load_table, make_split,
@@ -64,7 +64,7 @@ class FitConfig:
 
     @classmethod
     def from_file(cls, path: str | Path) -> "FitConfig":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return cls.from_dict(read_json(path))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

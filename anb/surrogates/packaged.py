@@ -34,9 +34,18 @@ LOCK_TIMEOUT = 3600.0
 
 
 def cache_root() -> Path:
-    """``$ANB_CACHE_DIR`` if set, else the user's cache folder for anb (platformdirs)."""
+    """``$ANB_CACHE_DIR`` if set, else the user's cache folder for anb (platformdirs).
+
+    Raises ValueError, naming the variable, when ``$ANB_CACHE_DIR`` (or a folder above it) is
+    a file."""
     if os.environ.get("ANB_CACHE_DIR"):
-        return Path(os.environ["ANB_CACHE_DIR"]).expanduser()
+        root = Path(os.environ["ANB_CACHE_DIR"]).expanduser()
+        existing = next((p for p in (root, *root.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            raise ValueError(f"ANB_CACHE_DIR={str(root)!r}: {str(existing)!r} is a file; "
+                             "allowed: a folder (existing or to be created), or unset it for "
+                             "the user's cache folder")
+        return root
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("anb", appauthor=False))
