@@ -44,7 +44,7 @@ def search(
     one is shown and the report is written); 2 for bad input or a refused budget."""
     from anb.nas.budget import MAX_SECONDS, PILOT_EVALUATIONS, describe, estimate_seconds
     from anb.nas.evaluators import combined, surrogate_evaluator
-    from anb.nas.objectives import Constraint, Objective
+    from anb.nas.objectives import Constraint, Objective, check_objectives
     from anb.nas.report import SEARCH, headline, write_report
     from anb.nas.search import ALGORITHMS, Problem
     from anb.outputs import check_folder, exclusive, prepare_folder
@@ -54,6 +54,7 @@ def search(
             raise ValueError(f"--algorithm {algorithm!r} is not one of {sorted(ALGORITHMS)}")
         objectives = [Objective.parse(o) for o in objective]
         constraints = [Constraint.parse(c) for c in constraint or []]
+        check_objectives(objectives)
         check_folder(out, SEARCH)
         bench = None
         if benchmark is not None:

@@ -13,7 +13,7 @@ from anb.io import atomic_write
 from anb.outputs import check_file
 from anb.searchspace.arch import as_arch
 from anb.searchspace.counting import count
-from anb.searchspace.sampler import Sampler
+from anb.searchspace.sampler import Sampler, parse_shard
 from anb.searchspace.space import get_space
 
 app = typer.Typer(help="Inspect, sample and count architectures of the search space.",
@@ -50,9 +50,16 @@ def sample_cmd(
         fail(f"--format {fmt!r} is not one of ['string', 'json', 'id']")
     try:
         sampler = Sampler(seed, get_space(space))
-        sampler.check_size(n, shard)
     except ValueError as err:
         fail(err)
+    try:
+        parse_shard(shard)
+    except ValueError as err:
+        fail(f"--shard: {err}")
+    try:
+        sampler.check_size(n, shard)
+    except ValueError as err:
+        fail(f"-n {n:,}: {err}")
     for arch in sampler.iter_sample(n, shard=shard):
         if fmt == "json":
             typer.echo(json.dumps(arch.to_anb_dict()))
