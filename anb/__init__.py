@@ -17,7 +17,8 @@ def load(name: str = "accel-nasbench", **kwargs: Any) -> Any:
     :func:`anb.surrogates.packaged.load`; ``kwargs``: its ``n_jobs``)."""
     from pathlib import Path
 
-    from anb.surrogates.packaged import load as load_folder, load_packaged
+    from anb.surrogates.packaged import load as load_folder
+    from anb.surrogates.packaged import load_packaged
 
     if Path(name).exists():
         return load_folder(name, **kwargs)

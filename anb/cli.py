@@ -18,20 +18,28 @@ app.command()(pipeline)
 app.command()(search)
 # Each stage registers its own group below: app.add_typer(<stage>_app, name="<stage>").
 from anb.collect_throughput.cli import register as register_throughput  # noqa: E402
+
 register_throughput(app)
 from anb.collect_accuracy.cli import register as register_accuracy  # noqa: E402
+
 register_accuracy(app)
 from anb.surrogates.cli import register as register_surrogates  # noqa: E402
+
 register_surrogates(app)
 from anb.collect_throughput.edge_cli import register as register_edge  # noqa: E402
+
 register_edge(app)
 from anb.package_cli import register as register_package  # noqa: E402
+
 register_package(app)
 from anb.jobs.cli import register as register_jobs  # noqa: E402
+
 register_jobs(app)
 from anb.surrogates.adapt_cli import register as register_adapt  # noqa: E402
+
 register_adapt(app)
 from anb.nas.followup_cli import register as register_followup  # noqa: E402
+
 register_followup(app)
 
 

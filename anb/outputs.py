@@ -21,10 +21,10 @@ import os
 import shutil
 import socket
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Optional
 
 from anb.cli_support import UserError
 from anb.io import atomic_write_json
@@ -45,7 +45,7 @@ class Kind:
 
     name: str
     what: str
-    legacy: Optional[Callable[[Path], bool]] = None
+    legacy: Callable[[Path], bool] | None = None
     replaceable: bool = False
 
 

@@ -1,8 +1,6 @@
 """``anb --version``, ``anb config`` and ``anb slurm-template``: what the installed package carries."""
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from anb import resources
@@ -30,7 +28,7 @@ def register(app: typer.Typer) -> None:
         """Build and serve accelerator-aware NAS benchmarks."""
 
     @app.command("config")
-    def config_cmd(name: Optional[str] = typer.Argument(
+    def config_cmd(name: str | None = typer.Argument(
             None, help="<kind>/<name>, e.g. surrogates/default.json; none: list them")) -> None:
         """Print a packaged config (device, training recipe, surrogate, SLURM) or list them."""
         if name is None:

@@ -20,16 +20,15 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 
 from anb import resources
-from anb.version import __version__
 from anb.io import atomic_write_json, atomic_write_text
 from anb.outputs import Kind, exclusive, prepare_folder
 from anb.searchspace import ANB_SPACE, Arch, Sampler, count
+from anb.version import __version__
 
 console = Console(soft_wrap=True)
 CONFIGS = resources.CONFIG_DIR
@@ -180,7 +179,7 @@ def pipeline(
     seed: int = typer.Option(0, help="Sampler and search seed."),
     accuracy_config: Path = typer.Option(CONFIGS / "accuracy" / "digits_tiny.ini",
                                          help="Training recipe (INI) of the accuracy stage."),
-    train_set: Optional[list[str]] = typer.Option(
+    train_set: list[str] | None = typer.Option(
         None, "--train-set", help="Recipe override 'section.key=value' (repeatable), on top "
         # mypy#9346: a comprehension in a default value is "not defined" for mypy
         f"of the embedded {' '.join(f'{k}={v}' for k, v in TRAIN_DEFAULTS.items())}."),  # type: ignore[name-defined]

@@ -23,8 +23,9 @@ from __future__ import annotations
 import json
 import re
 import tarfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd

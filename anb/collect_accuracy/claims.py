@@ -64,7 +64,7 @@ class Claim:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "Claim":
+    def __enter__(self) -> Claim:
         return self
 
     def __exit__(self, *exc: Any) -> None:

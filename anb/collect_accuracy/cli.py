@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
-from anb.outputs import check_file
 from anb.cli_support import fail
+from anb.outputs import check_file
 from anb.searchspace.space import get_space
 
 
@@ -17,7 +16,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
     def train(ctx: typer.Context,
-              config: Optional[Path] = typer.Option(None, help="INI recipe file.")) -> None:
+              config: Path | None = typer.Option(None, help="INI recipe file.")) -> None:
         """Train the configured stream of architectures (resumable). Extra arguments override
         config keys: --section.key value or --key value (every key with its default:
         `python -m anb.collect_accuracy.train --help`). Launch several processes with
@@ -31,15 +30,15 @@ def register(app: typer.Typer) -> None:
     @app.command("export")
     def export_cmd(
         out: Path = typer.Option(..., "--out", "-o", help="Output CSV (Parquet beside it)."),
-        local: List[Path] = typer.Option([], "--local", help="Trainer results folder(s)."),
-        wandb_dir: List[Path] = typer.Option([], "--wandb-dir",
+        local: list[Path] = typer.Option([], "--local", help="Trainer results folder(s)."),
+        wandb_dir: list[Path] = typer.Option([], "--wandb-dir",
                                              help="Folder(s) holding offline wandb runs."),
-        project: List[str] = typer.Option([], "--project",
+        project: list[str] = typer.Option([], "--project",
                                           help="wandb 'entity/project' read through wandb.Api."),
         duplicates: str = typer.Option("first", help="Duplicate rule: first or mean."),
         space: str = typer.Option("anb-mnasnet", help="Search space name."),
         parquet: bool = typer.Option(True, help="Also write Parquet."),
-        recipe: Optional[str] = typer.Option(
+        recipe: str | None = typer.Option(
             None, help="Recipe hash (or prefix) to export when the sources hold several."),
     ) -> None:
         """Build one dataset (one row per architecture) from results folders and wandb."""

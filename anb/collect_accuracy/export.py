@@ -13,9 +13,10 @@ so it loads back with :func:`anb.records.load_dataset`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 import torch
@@ -33,7 +34,7 @@ class Collected:
     records: list[dict[str, Any]] = field(default_factory=list)
     incomplete: list[dict[str, Any]] = field(default_factory=list)
 
-    def extend(self, other: "Collected") -> None:
+    def extend(self, other: Collected) -> None:
         self.records += other.records
         self.incomplete += other.incomplete
 

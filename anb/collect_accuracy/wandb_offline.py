@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 _HEADER = struct.Struct("<4sHB")
 _RECORD = struct.Struct("<IHB")

@@ -13,8 +13,9 @@ import json
 import socket
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
 from anb.cli_support import fail
 
 
-def _overrides(resolution: Optional[int], batch: Optional[int], threads: Optional[int],
-               clock: Optional[str], budget: Optional[float]) -> dict[str, Any]:
+def _overrides(resolution: int | None, batch: int | None, threads: int | None,
+               clock: str | None, budget: float | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in (("resolution", resolution), ("batch", batch), ("threads", threads),
                         ("clock", clock)):
@@ -27,12 +27,12 @@ def measure_cmd(
                               "strings, 'sample:N[:seed]' or comma-separated strings."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
     shard: str = typer.Option("0/1", "--shard", help="Shard 'i/k' of the architecture list."),
-    resolution: Optional[int] = typer.Option(None, help="Override the input resolution."),
-    batch: Optional[int] = typer.Option(None, help="Override the throughput batch size."),
-    threads: Optional[int] = typer.Option(None, help="Override the pinned thread count."),
-    clock: Optional[str] = typer.Option(None, help="Override the clock: wall | cpu."),
-    budget: Optional[float] = typer.Option(None, help="Override the timing budget (s)."),
-    workdir: Optional[Path] = typer.Option(None, help="Cache for exported models."),
+    resolution: int | None = typer.Option(None, help="Override the input resolution."),
+    batch: int | None = typer.Option(None, help="Override the throughput batch size."),
+    threads: int | None = typer.Option(None, help="Override the pinned thread count."),
+    clock: str | None = typer.Option(None, help="Override the clock: wall | cpu."),
+    budget: float | None = typer.Option(None, help="Override the timing budget (s)."),
+    workdir: Path | None = typer.Option(None, help="Cache for exported models."),
     keep_going: bool = typer.Option(False, help="Record failing architectures and go on."),
     interleave: int = typer.Option(1, help="Time blocks of this many architectures "
                                    "round-robin (robust ranks on a shared machine)."),
@@ -74,7 +74,7 @@ def measure_cmd(
 def merge_cmd(
     results: list[Path] = typer.Argument(..., help="Result folders written by 'anb measure'."),
     out: Path = typer.Option(..., "--out", help="Output folder (records/, dataset.csv/.parquet)."),
-    accuracy: Optional[Path] = typer.Option(None, "--accuracy", help="Accuracy dataset "
+    accuracy: Path | None = typer.Option(None, "--accuracy", help="Accuracy dataset "
                                             "(tarball, folder, JSON/JSONL)."),
     on_conflict: str = typer.Option("keep-existing", help="keep-existing | replace | error"),
     allow_mixed_protocols: bool = typer.Option(False, "--allow-mixed-protocols", help="Put "
@@ -114,14 +114,14 @@ def merge_cmd(
 def quant_report_cmd(
     arch: str = typer.Argument(..., help="Architecture string, e.g. 'e6k5l1-...-e6k5l1se'."),
     out: Path = typer.Option(..., "--out", help="Folder for layers.csv, layers.png, summary.json."),
-    weights: Optional[Path] = typer.Option(None, help="Trained weights: the trainer's checkpoint, "
+    weights: Path | None = typer.Option(None, help="Trained weights: the trainer's checkpoint, "
                                            "its artifact folder (weights.pt + record.json) or a "
                                            "state_dict file. Without them the backbone is random."),
-    images: Optional[Path] = typer.Option(None, help="Image folder with class sub-folders "
+    images: Path | None = typer.Option(None, help="Image folder with class sub-folders "
                                           "(e.g. ImageNet val); default: the digits."),
     target: str = typer.Option("fpga", help="fpga (DPU scheme: per-tensor power-of-two scales) "
                                "| cpu (per-channel float scales)."),
-    resolution: Optional[int] = typer.Option(None, help="Input size (default 224 with --images, "
+    resolution: int | None = typer.Option(None, help="Input size (default 224 with --images, "
                                              "32 on the digits)."),
     calibration: int = typer.Option(150, help="Calibration images (the reference used ~150)."),
     eval_images: int = typer.Option(100, help="Test images for the accuracy change."),

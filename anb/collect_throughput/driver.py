@@ -21,15 +21,25 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from anb.collect_throughput.anchors import (ANCHORS, anchor_path, anchor_rows, append_anchor_rows,
-                                            new_session_id)
+from anb.collect_throughput.anchors import (
+    ANCHORS,
+    anchor_path,
+    anchor_rows,
+    append_anchor_rows,
+    new_session_id,
+)
 from anb.collect_throughput.environment import pin_cpus
-from anb.collect_throughput.protocol import (DeviceConfig, Protocol, entry_fingerprint,
-                                             protocol_difference)
+from anb.collect_throughput.protocol import (
+    DeviceConfig,
+    Protocol,
+    entry_fingerprint,
+    protocol_difference,
+)
 from anb.collect_throughput.result import arch_record
 from anb.io import atomic_write_json, read_json, read_text
 from anb.outputs import Kind

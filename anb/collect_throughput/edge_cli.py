@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -28,8 +27,8 @@ def quant_layers_cmd(
     """Per-layer quantization effect (cosine, SQNR, max abs error) of a quantized path."""
     from anb.collect_throughput.driver import read_arch_list
     from anb.collect_throughput.layerwise import CPU_PATHS, REPORT, layerwise
-    from anb.outputs import replace_folder
     from anb.collect_throughput.qualcomm.config import QUALCOMM_DIR
+    from anb.outputs import replace_folder
 
     shipped = sorted(p.stem for p in QUALCOMM_DIR.glob("*.toml"))
     if path not in CPU_PATHS and path not in shipped and not Path(path).is_file():
@@ -64,8 +63,8 @@ def measure_qualcomm_cmd(
     device: str = typer.Argument(..., help="Qualcomm device config name or TOML path."),
     archs: str = typer.Option(..., "--archs", help="As for 'anb measure'."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
-    workdir: Optional[Path] = typer.Option(None, help="Scratch folder for models."),
-    transport: Optional[str] = typer.Option(None, help="Override the config's transport: "
+    workdir: Path | None = typer.Option(None, help="Scratch folder for models."),
+    transport: str | None = typer.Option(None, help="Override the config's transport: "
                                             "adb://SERIAL, ssh://user@host or local://."),
 ) -> None:
     """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times."""

@@ -14,9 +14,10 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
+from collections.abc import Iterable
 from importlib import metadata
-from typing import Any, Iterable
+from pathlib import Path
+from typing import Any
 
 from anb.version import __version__
 

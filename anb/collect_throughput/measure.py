@@ -10,8 +10,8 @@ the end of each block.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from anb.collect_throughput.backends import Backend, Session, get_backend
 from anb.collect_throughput.environment import machine_state

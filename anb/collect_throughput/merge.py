@@ -21,9 +21,10 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from anb.collect_throughput.anchors import ANCHOR_FILE, anchor_drift, read_anchor_rows
 from anb.collect_throughput.protocol import entry_fingerprint, protocol_difference

@@ -21,8 +21,15 @@ import pandas as pd
 
 from anb.collect_throughput.digits import digits_images, fit_digits, top1
 from anb.collect_throughput.inputs import calibration_and_eval
-from anb.collect_throughput.quantize import (SCHEMES, ArrayReader, cosine, preprocess_float,
-                                             quantize_int8, run_model, sqnr_db)
+from anb.collect_throughput.quantize import (
+    SCHEMES,
+    ArrayReader,
+    cosine,
+    preprocess_float,
+    quantize_int8,
+    run_model,
+    sqnr_db,
+)
 from anb.io import atomic_write, atomic_write_json
 from anb.outputs import Kind, has_files
 from anb.searchspace.arch import Arch, as_arch
@@ -33,9 +40,11 @@ from anb.version import __version__
 def layer_table(float_path: Path, int8_path: Path, images: np.ndarray) -> pd.DataFrame:
     """One row per matched activation tensor, in graph order (see module docstring)."""
     import onnx
-    from onnxruntime.quantization.qdq_loss_debug import (collect_activations,
-                                                         create_activation_matching,
-                                                         modify_model_output_intermediate_tensors)
+    from onnxruntime.quantization.qdq_loss_debug import (
+        collect_activations,
+        create_activation_matching,
+        modify_model_output_intermediate_tensors,
+    )
 
     with tempfile.TemporaryDirectory(prefix="anb-qdebug-") as tmp:
         aug_float, aug_int8 = Path(tmp) / "float_aug.onnx", Path(tmp) / "int8_aug.onnx"

@@ -31,18 +31,23 @@ import shlex
 import tempfile
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
 from anb.collect_throughput.board import RUNNER
 from anb.collect_throughput.protocol import DeviceConfig, Protocol
 from anb.collect_throughput.result import Measurement
-from anb.collect_throughput.transports import (CommandResult, Transport, TransportError,
-                                               open_transport)
+from anb.collect_throughput.transports import (
+    CommandResult,
+    Transport,
+    TransportError,
+    open_transport,
+)
 from anb.searchspace.arch import Arch, as_arch
 from anb.version import __version__
 
@@ -63,7 +68,7 @@ class RemoteSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_mapping(cls, device: str, data: Mapping[str, Any]) -> "RemoteSpec":
+    def from_mapping(cls, device: str, data: Mapping[str, Any]) -> RemoteSpec:
         data = dict(data)
         known = {f.name for f in dataclasses.fields(cls)} - {"options"}
         options = {k: data.pop(k) for k in TRANSPORT_OPTIONS if k in data}

@@ -7,8 +7,8 @@ loaded machine do not blow up the way they blow up the plain mean's.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from statistics import NormalDist
-from typing import Sequence
 
 import numpy as np
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol as TypingProtocol
+from typing import Protocol as TypingProtocol
 
 import numpy as np
 

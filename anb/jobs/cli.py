@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -67,7 +67,7 @@ def submit_cmd(
                                       "(repeat for several)."),
     stages: str = typer.Option("measure", help="Comma-separated: export,convert,measure,accuracy "
                                "(run in that order; each queued when the one before is done)."),
-    priority: Optional[int] = typer.Option(None, help="Priority (lower first; 0 jumps the "
+    priority: int | None = typer.Option(None, help="Priority (lower first; 0 jumps the "
                                            "queue). Default: the first stage's."),
     max_attempts: int = typer.Option(3, help="Attempts before a job is failed."),
     queue: str = QUEUE,
@@ -150,13 +150,13 @@ def status_cmd(
                 return
 
 
-def _ids(ids: list[int], device: Optional[str], stage: Optional[str]):
+def _ids(ids: list[int], device: str | None, stage: str | None):
     return (ids or None), device, stage
 
 
 @app.command("retry")
 def retry_cmd(ids: list[int] = typer.Argument(None, help="Job ids (default: all failed)."),
-              device: Optional[str] = None, stage: Optional[str] = None,
+              device: str | None = None, stage: str | None = None,
               queue: str = QUEUE) -> None:
     """Re-queue failed/cancelled jobs with fresh attempts."""
     with _open(queue) as q:
@@ -165,7 +165,7 @@ def retry_cmd(ids: list[int] = typer.Argument(None, help="Job ids (default: all 
 
 @app.command("cancel")
 def cancel_cmd(ids: list[int] = typer.Argument(None, help="Job ids."),
-               device: Optional[str] = None, stage: Optional[str] = None,
+               device: str | None = None, stage: str | None = None,
                queue: str = QUEUE) -> None:
     """Cancel queued/running jobs (by id, device or stage)."""
     with _open(queue) as q:
@@ -192,7 +192,7 @@ def bump_cmd(ids: list[int] = typer.Argument(..., help="Job ids."),
 @app.command("results")
 def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/"
                                          "<arch_id>.json, as 'anb measure' writes)."),
-                device: Optional[str] = None, queue: str = QUEUE) -> None:
+                device: str | None = None, queue: str = QUEUE) -> None:
     """Write the records of finished measure jobs from the queue (for 'anb merge')."""
     from anb.collect_throughput.driver import RESULTS
     from anb.jobs.stages import publish
@@ -217,13 +217,13 @@ def worker_cmd(
     stages: str = typer.Option("export,convert,measure,accuracy", help="Stages this machine "
                                "runs (device stages only for its --device)."),
     store: Path = typer.Option(Path("anb-store"), help="Model store shared by the stages."),
-    out: Optional[Path] = typer.Option(None, help="Results folder (<out>/<device>/<arch_id>"
+    out: Path | None = typer.Option(None, help="Results folder (<out>/<device>/<arch_id>"
                                        ".json, as 'anb measure' writes)."),
     lease: float = typer.Option(60.0, help="Lease seconds (renewed every third)."),
     poll: float = typer.Option(2.0, help="Seconds between claims when idle."),
-    max_jobs: Optional[int] = typer.Option(None, help="Stop after N jobs."),
+    max_jobs: int | None = typer.Option(None, help="Stop after N jobs."),
     idle_exit: bool = typer.Option(False, help="Stop when nothing is left to claim."),
-    name: Optional[str] = typer.Option(None, help="Worker name (default host:pid)."),
+    name: str | None = typer.Option(None, help="Worker name (default host:pid)."),
     queue: str = QUEUE,
 ) -> None:
     """Run jobs from the queue until stopped (SIGTERM/Ctrl-C: after the current job)."""

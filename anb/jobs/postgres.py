@@ -2,8 +2,9 @@
 ``FOR UPDATE SKIP LOCKED``, so concurrent workers never wait on, or take, the same job."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from anb.jobs.queue import QueueUnavailable
 from anb.jobs.sql import TABLE, SqlQueue

@@ -14,8 +14,9 @@ Open a queue with :func:`open_queue`: a path or ``sqlite:///path`` (one host, em
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 STATES = ("queued", "leased", "done", "failed", "cancelled")
 
@@ -158,7 +159,7 @@ class JobQueue(ABC):
     def close(self) -> None:
         """Close the connection."""
 
-    def __enter__(self) -> "JobQueue":
+    def __enter__(self) -> JobQueue:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -6,8 +6,9 @@ import json
 import threading
 import uuid
 from abc import abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 from anb.jobs.queue import STATES, Capability, Job, JobQueue, JobSpec
 

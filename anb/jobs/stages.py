@@ -28,9 +28,10 @@ first used).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from anb.jobs.queue import Job, JobSpec
 
@@ -67,7 +68,7 @@ def get_stage(name: str) -> Stage:
     return STAGES[name]
 
 
-def handler(name: str) -> Callable[[Job, "StageContext"], dict[str, Any]]:
+def handler(name: str) -> Callable[[Job, StageContext], dict[str, Any]]:
     module, func = get_stage(name).handler.split(":")
     return getattr(importlib.import_module(module), func)
 

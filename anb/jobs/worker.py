@@ -17,9 +17,10 @@ import socket
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from anb.collect_throughput.transports import TransportError
 from anb.jobs.queue import Capability, Job, JobQueue, QueueUnavailable
@@ -162,7 +163,7 @@ class Worker:
 
 def serve(worker: Worker, **kwargs: Any) -> WorkerStats:
     """:meth:`Worker.run` that stops after the current job on SIGTERM/SIGINT."""
-    def stop(signum, frame):  # noqa: ARG001
+    def stop(signum, frame):
         log.info("%s: signal %d, stopping after the current job", worker.name, signum)
         worker.stop.set()
 

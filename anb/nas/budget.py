@@ -6,7 +6,7 @@ told ``--yes``: a mistyped budget (``10**12``) otherwise starts a run of hundred
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

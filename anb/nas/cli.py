@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -12,9 +11,9 @@ from anb.cli_support import fail
 def search(
     objective: list[str] = typer.Option(..., "--objective", "-o",
                                         help="metric[:max|min], repeat for multi-objective."),
-    constraint: Optional[list[str]] = typer.Option(None, "--constraint", "-c",
+    constraint: list[str] | None = typer.Option(None, "--constraint", "-c",
                                                    help="e.g. 'latency_zcu102<=5'."),
-    benchmark: Optional[Path] = typer.Option(None, help="Benchmark folder (`anb fit` or `anb "
+    benchmark: Path | None = typer.Option(None, help="Benchmark folder (`anb fit` or `anb "
                                              "adapt`), or accel-nasbench (packaged); without it "
                                              "only macs/params/depth are known."),
     algorithm: str = typer.Option("re", help="random | re (regularized evolution) | nsga2 "
@@ -26,14 +25,14 @@ def search(
     seed: int = typer.Option(0),
     noise: bool = typer.Option(False, help="Query plausible noisy observations, not means."),
     out: Path = typer.Option(Path("outputs/search"), help="Results folder."),
-    measure: Optional[str] = typer.Option(None, help="Measure this device's metrics in the "
+    measure: str | None = typer.Option(None, help="Measure this device's metrics in the "
                                           "loop (device config name or TOML, e.g. cpu-ort, or a "
                                           "Qualcomm SNPE config such as snpe-dsp)."),
-    queue: Optional[str] = typer.Option(None, help="With --measure: submit measurements to "
+    queue: str | None = typer.Option(None, help="With --measure: submit measurements to "
                                         "this job queue instead of measuring here."),
-    max_measurements: Optional[int] = typer.Option(None, help="With --measure: at most this "
+    max_measurements: int | None = typer.Option(None, help="With --measure: at most this "
                                                    "many new measurements."),
-    max_hours: Optional[float] = typer.Option(None, help="With --measure: stop after this "
+    max_hours: float | None = typer.Option(None, help="With --measure: stop after this "
                                               "many hours."),
     supported_only: bool = typer.Option(False, help="Treat architectures the surrogate flags "
                                         "as out of distribution as infeasible."),

@@ -7,7 +7,8 @@ each metric's ``<metric>_std`` and the out-of-distribution flag ``ood``.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

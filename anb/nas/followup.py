@@ -11,16 +11,16 @@ front on the measured values and names the designs that fall off it; it writes
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from anb.io import atomic_write, atomic_write_json, read_csv, read_json
-from anb.outputs import Kind, has_files, prepare_folder
 from anb.nas.objectives import Objective
 from anb.nas.pareto import pareto_mask
+from anb.outputs import Kind, has_files, prepare_folder
 
 DEFAULT_RECIPE = "imagenet_full.ini"
 #: The folders ``anb retrain`` (resumed) and ``anb front-report`` write (see :mod:`anb.outputs`).

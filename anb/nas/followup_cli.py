@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -31,8 +30,8 @@ def retrain_cmd(
 def front_report_cmd(
     search: Path = typer.Argument(..., help="Search results folder (pareto.csv, summary.json)."),
     out: Path = typer.Option(..., "--out", help="Report folder."),
-    accuracy: Optional[Path] = typer.Option(None, help="Trained accuracy dataset (anb retrain)."),
-    measured: Optional[Path] = typer.Option(None, help="'anb measure' results folder."),
+    accuracy: Path | None = typer.Option(None, help="Trained accuracy dataset (anb retrain)."),
+    measured: Path | None = typer.Option(None, help="'anb measure' results folder."),
     accuracy_metric: str = typer.Option("val_top1", help="Accuracy column."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb front-report."),

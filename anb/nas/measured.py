@@ -24,18 +24,19 @@ import sys
 import threading
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from concurrent.futures import Future, wait
 from pathlib import Path
 from queue import Queue
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from anb.io import atomic_write, atomic_write_json, read_json
 from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import pareto_mask
 from anb.searchspace.arch import Arch, archs_from_choices
-from anb.io import atomic_write, atomic_write_json, read_json
 from anb.sigint import deferred_sigint
 from anb.version import __version__
 

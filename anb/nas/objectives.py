@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -24,7 +24,7 @@ class Objective:
     maximise: bool
 
     @classmethod
-    def parse(cls, text: str) -> "Objective":
+    def parse(cls, text: str) -> Objective:
         name, _, sense = text.partition(":")
         name = name.strip()
         if not name:
@@ -60,7 +60,7 @@ class Constraint:
     bound: float
 
     @classmethod
-    def parse(cls, text: str) -> "Constraint":
+    def parse(cls, text: str) -> Constraint:
         match = _CONSTRAINT.fullmatch(text)
         if not match:
             raise ValueError(f"constraint {text!r} is malformed; expected '<metric><=<number>' "

@@ -7,12 +7,12 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from anb.io import atomic_write, atomic_write_json  # noqa: E402
-from anb.outputs import Kind, has_files  # noqa: E402
-from anb.nas.search import SearchResult  # noqa: E402
-from anb.version import __version__  # noqa: E402
+from anb.io import atomic_write, atomic_write_json
+from anb.nas.search import SearchResult
+from anb.outputs import Kind, has_files
+from anb.version import __version__
 
 #: The results folder ``anb search`` writes and resumes (in-loop measurements are kept there;
 #: see :mod:`anb.outputs`).

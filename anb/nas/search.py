@@ -13,8 +13,8 @@ result's history, in evaluation order.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class Arch:
     @classmethod
     def from_stages(
         cls, stages: Iterable[Mapping[str, Any] | Sequence[Any]], space: SearchSpace = ANB_SPACE
-    ) -> "Arch":
+    ) -> Arch:
         """Build from per-stage ``{"e", "k", "l", "se"}`` mappings or ``(e, k, l, se)`` tuples."""
         built = []
         for i, stage in enumerate(stages):
@@ -89,7 +90,7 @@ class Arch:
         return space.check(cls(tuple(built)))
 
     @classmethod
-    def from_anb_dict(cls, d: Mapping[str, Any], space: SearchSpace = ANB_SPACE) -> "Arch":
+    def from_anb_dict(cls, d: Mapping[str, Any], space: SearchSpace = ANB_SPACE) -> Arch:
         """Build from the dataset's ``block{i}_{e,k,l,se}`` mapping (exactly those keys)."""
         if not isinstance(d, Mapping):
             raise ValueError(f"architecture must be a mapping of block{{i}}_{{e,k,l,se}} keys, "
@@ -116,7 +117,7 @@ class Arch:
         return cls.from_stages(stages, space)
 
     @classmethod
-    def from_string(cls, text: str, space: SearchSpace = ANB_SPACE) -> "Arch":
+    def from_string(cls, text: str, space: SearchSpace = ANB_SPACE) -> Arch:
         """Parse the compact string form (see module docstring)."""
         if not isinstance(text, str):
             raise ValueError(f"architecture string must be a str, got {type(text).__name__}")
@@ -139,13 +140,13 @@ class Arch:
         return cls.from_stages(stages, space)
 
     @classmethod
-    def from_choices(cls, row: np.ndarray, space: SearchSpace = ANB_SPACE) -> "Arch":
+    def from_choices(cls, row: np.ndarray, space: SearchSpace = ANB_SPACE) -> Arch:
         """Build from one ``(num_stages, 4)`` row of raw values (se as 0/1)."""
         row = np.asarray(row)
         return cls.from_stages([(int(e), int(k), int(l), bool(se)) for e, k, l, se in row], space)
 
     @classmethod
-    def from_index(cls, index: int, space: SearchSpace = ANB_SPACE) -> "Arch":
+    def from_index(cls, index: int, space: SearchSpace = ANB_SPACE) -> Arch:
         """The architecture at mixed-radix position ``index`` of ``space``."""
         return cls.from_choices(space.choices_from_index([index])[0], space)
 

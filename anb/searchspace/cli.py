@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -71,7 +70,7 @@ def sample_cmd(
 
 @app.command("count")
 def count_cmd(
-    archs: Optional[list[str]] = typer.Argument(None, help="Architecture strings (or stdin)."),
+    archs: list[str] | None = typer.Argument(None, help="Architecture strings (or stdin)."),
     resolution: int = typer.Option(224, help="Input resolution."),
     num_classes: int = typer.Option(1000, help="Classifier width."),
     space: str = SPACE_OPTION,

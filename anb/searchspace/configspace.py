@@ -5,7 +5,8 @@ hyperparameters for e, k, l (ordered values) and a categorical for se.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ConfigSpace import CategoricalHyperparameter, ConfigurationSpace, OrdinalHyperparameter
 

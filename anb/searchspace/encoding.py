@@ -11,7 +11,8 @@ a list of Arch / dataset dicts / strings) and returns a float32 matrix with name
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

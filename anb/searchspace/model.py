@@ -7,7 +7,7 @@ Parameter counts equal :func:`anb.searchspace.counting.count` exactly.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

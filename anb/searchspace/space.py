@@ -7,9 +7,10 @@ basis of the vectorised sampler, encoders and counters: a batch of architectures
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Iterable, Sequence
+from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -90,7 +91,7 @@ class SearchSpace:
                     f"allowed values are {list(allowed)}"
                 )
 
-    def contains(self, arch: "Arch") -> bool:
+    def contains(self, arch: Arch) -> bool:
         """True when ``arch`` has this space's number of stages and only allowed values."""
         if len(arch.stages) != self.num_stages:
             return False
@@ -101,7 +102,7 @@ class SearchSpace:
             return False
         return True
 
-    def check(self, arch: "Arch") -> "Arch":
+    def check(self, arch: Arch) -> Arch:
         """Return ``arch`` unchanged, or raise a ValueError saying what is outside the space."""
         if len(arch.stages) != self.num_stages:
             raise ValueError(
@@ -171,7 +172,7 @@ class SearchSpace:
         return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def _ordinal_lookup(space: SearchSpace) -> np.ndarray:
     """``lookup[stage, field, value]`` = position of ``value`` in the allowed set, or -1."""
     tables = space._value_tables()

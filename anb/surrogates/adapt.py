@@ -23,9 +23,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 from scipy.optimize import nnls
@@ -130,7 +131,7 @@ class AdaptedModel:
             values: np.ndarray, op_scale: np.ndarray | None = None,
             known_scale: np.ndarray | None = None, std_factor: float = STD_FACTOR,
             known_source: str = "layer_cost", select_blend: bool = SELECT_BLEND
-            ) -> "AdaptedModel":
+            ) -> AdaptedModel:
         """Fit on ``n`` measured rows: known-device log costs ``(n, m)``, op totals, values."""
         check_target(target)
         values = np.asarray(values, dtype=np.float64)
@@ -335,7 +336,7 @@ class AdaptedBenchmark:
         return model.predict(known.log_costs(choices), op_components(choices, self.base.space))
 
     def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,
-              seed: int | None = None) -> "Any":
+              seed: int | None = None) -> Any:
         """Like ``SurrogateBenchmark.query`` (``arch``, ``<metric>``, ``<metric>_std``, then
         ``ood``, ``ood_distance``, ``ood_cost``), with ``<adapted>_ood`` after each adapted
         metric (its known-device costs lie outside the measured range); ``ood`` is also set

@@ -6,19 +6,28 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from anb.outputs import check_folder
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE, SearchSpace
-from anb.surrogates.adapt import (KINDS, MIN_POINTS, AdaptedBenchmark, AdaptedModel,
-                                  OUTPUT, BenchmarkKnown, load_adapted, op_components,
-                                  save_adapted)
-from anb.outputs import check_folder
+from anb.surrogates.adapt import (
+    KINDS,
+    MIN_POINTS,
+    OUTPUT,
+    AdaptedBenchmark,
+    AdaptedModel,
+    BenchmarkKnown,
+    load_adapted,
+    op_components,
+    save_adapted,
+)
 from anb.surrogates.adapt_select import suggest as _suggest
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -14,13 +13,13 @@ def adapt_cmd(
                                "throughput_<NAME> or latency_<NAME>."),
     base: str = typer.Option("accel-nasbench", "--base", help="Surrogate benchmark of the "
                              "known devices: an 'anb fit' folder or the packaged name."),
-    measured: Optional[Path] = typer.Option(None, "--measured", help="CSV with 'arch' (or "
+    measured: Path | None = typer.Option(None, "--measured", help="CSV with 'arch' (or "
                                             "block{i}_* columns) and <kind>_<NAME> columns, or an "
                                             "'anb measure' folder; repeats of a design are averaged."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Adapted artifact folder to write."),
+    out: Path | None = typer.Option(None, "--out", help="Adapted artifact folder to write."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an adapted surrogate."),
-    metric: Optional[str] = typer.Option(None, "--metric", help="throughput | latency (when "
+    metric: str | None = typer.Option(None, "--metric", help="throughput | latency (when "
                                          "the file has both)."),
     suggest: int = typer.Option(0, "--suggest", help="Print the K most informative "
                                 "architectures to measure next (none already measured)."),
@@ -33,7 +32,9 @@ def adapt_cmd(
                               "postgresql:// URL."),
 ) -> None:
     """Adapt a surrogate to a new device from measured architectures; suggest what to measure."""
-    from anb.surrogates.adapt_api import adapt, submit as submit_jobs, suggest as suggest_archs
+    from anb.surrogates.adapt_api import adapt
+    from anb.surrogates.adapt_api import submit as submit_jobs
+    from anb.surrogates.adapt_api import suggest as suggest_archs
 
     if submit and not suggest:
         fail("--submit queues the suggested architectures: give --suggest K")

@@ -1,18 +1,26 @@
 """One-call workflows behind the CLI: fit (with optional HPO) + save, and evaluate."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
 from anb.outputs import check_folder, replace_folder
 from anb.surrogates.artifact import OUTPUT, load, save
-from anb.surrogates.fit import (FitConfig, Prepared, TargetConfig, evaluate, fit_benchmark,
-                                prepare, to_model_space)
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.fit import (
+    FitConfig,
+    Prepared,
+    TargetConfig,
+    evaluate,
+    fit_benchmark,
+    prepare,
+    to_model_space,
+)
 from anb.surrogates.report import REPORT, markdown_table, parity_plots, write_report
 
 

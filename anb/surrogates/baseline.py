@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from anb.searchspace.encoding import encode
 from anb.resources import CONFIG_DIR
+from anb.searchspace.encoding import encode
 from anb.surrogates.fit import Prepared
 from anb.surrogates.metrics import regression_metrics
 
@@ -73,7 +73,7 @@ class ReferenceModel:
         self.n_jobs, self.scale, self.seed = n_jobs, scale, seed
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np.ndarray
-            ) -> "ReferenceModel":
+            ) -> ReferenceModel:
         params = dict(self.settings)
         rounds = max(20, int(params.pop("num_rounds") * self.scale))
         stop = int(params.pop("early_stopping_rounds"))

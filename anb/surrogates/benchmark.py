@@ -8,8 +8,9 @@ Small batches walk all XGBoost trees at once in numpy (:mod:`anb.surrogates.comp
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -5,7 +5,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -43,15 +43,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command("fit")
     def fit_cmd(
-        dataset: Optional[Path] = typer.Argument(
+        dataset: Path | None = typer.Argument(
             None, help="dataset: tarball, folder of JSON, CSV, Parquet (default: the packaged "
                        "Accel-NASBench release)"),
         out: Path = typer.Option(..., "--out", "-o", help="artifact folder to write"),
-        config: Optional[Path] = typer.Option(None, help="FitConfig JSON (configs/surrogates/)"),
-        targets: Optional[str] = typer.Option(None, help="comma-separated targets (default all)"),
+        config: Path | None = typer.Option(None, help="FitConfig JSON (configs/surrogates/)"),
+        targets: str | None = typer.Option(None, help="comma-separated targets (default all)"),
         split: str = typer.Option("published", help="published | random | kfold:<k>:<i>"),
-        split_dir: Optional[Path] = typer.Option(None, help="folder of {train,val,test}_paths.json"),
-        members: Optional[int] = typer.Option(None, help="ensemble members per target"),
+        split_dir: Path | None = typer.Option(None, help="folder of {train,val,test}_paths.json"),
+        members: int | None = typer.Option(None, help="ensemble members per target"),
         hpo_seconds: float = typer.Option(0.0, help="Optuna budget per target on val (0: none)"),
         seed: int = typer.Option(0),
         jobs: int = typer.Option(1, help="threads per model"),
@@ -79,10 +79,10 @@ def register(app: typer.Typer) -> None:
     def evaluate_cmd(
         model: Path = typer.Argument(..., help="artifact folder written by `anb fit`"),
         dataset: Path = typer.Argument(..., help="dataset the split files refer to"),
-        split_dir: Optional[Path] = typer.Option(None),
+        split_dir: Path | None = typer.Option(None),
         split: str = typer.Option("published"),
         on: str = typer.Option("test", help="which part of the split to score"),
-        report: Optional[Path] = typer.Option(None, help="folder for tables and parity plots"),
+        report: Path | None = typer.Option(None, help="folder for tables and parity plots"),
         baseline: bool = typer.Option(False, help="also fit the reference XGBoost/LightGBM recipe "
                                                   "and print the comparison table"),
         jobs: int = typer.Option(1),
@@ -107,10 +107,10 @@ def register(app: typer.Typer) -> None:
         archs: str = typer.Argument("-", help="file of architectures (strings, JSON, or a CSV "
                                               "with 'arch' or block{i}_* columns), or '-' for "
                                               "stdin"),
-        metrics: Optional[str] = typer.Option(None, help="comma-separated metrics (default all)"),
+        metrics: str | None = typer.Option(None, help="comma-separated metrics (default all)"),
         noise: bool = typer.Option(False, help="sample plausible observed values"),
-        seed: Optional[int] = typer.Option(None),
-        out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV file (default stdout)"),
+        seed: int | None = typer.Option(None),
+        out: Path | None = typer.Option(None, "--out", "-o", help="CSV file (default stdout)"),
     ) -> None:
         """Predict metrics for architectures (strings, JSON records or CSV); writes CSV."""
         from anb.surrogates import load
@@ -131,5 +131,5 @@ def register(app: typer.Typer) -> None:
             atomic_write_text(out, csv)
 
 
-def _split_list(text: Optional[str]) -> Optional[list[str]]:
+def _split_list(text: str | None) -> list[str] | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None

@@ -8,7 +8,7 @@ once, level by level. Large batches go to the native predictor instead, which is
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -8,12 +8,13 @@ cover observed labels, not only the model's own disagreement.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from anb.surrogates.estimators import Family, make_family, FAMILIES
+from anb.surrogates.estimators import FAMILIES, Family, make_family
 
 
 class TargetSurrogate:
@@ -41,7 +42,7 @@ class TargetSurrogate:
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
             y_val: np.ndarray | None = None,
-            progress: Callable[[], object] | None = None) -> "TargetSurrogate":
+            progress: Callable[[], object] | None = None) -> TargetSurrogate:
         """Fit the members on ``(X, y)``; early stopping and the noise estimate use the val set."""
         if len(X) == 0:
             raise ValueError("empty training set: no labelled rows are left after filtering")
@@ -133,7 +134,7 @@ class TargetSurrogate:
                 "member_params": [m.get_params() for m in self.members_]}
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any], paths: list[Path]) -> "TargetSurrogate":
+    def from_spec(cls, spec: dict[str, Any], paths: list[Path]) -> TargetSurrogate:
         model = cls(spec["family"], spec["params"], spec["n_members"], spec["bootstrap"],
                     spec["base_column"], spec["random_state"])
         model.members_ = [FAMILIES[model.member_family(i)].load(p, params)

@@ -7,8 +7,9 @@ native, code-free format: XGBoost / LightGBM model files, or ``.npz`` arrays rea
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -27,7 +28,7 @@ class Family:
         return {k: getattr(self, k) for k in self._param_names}
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
-            y_val: np.ndarray | None = None) -> "Family":
+            y_val: np.ndarray | None = None) -> Family:
         raise NotImplementedError
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -38,7 +39,7 @@ class Family:
         raise NotImplementedError
 
     @classmethod
-    def load(cls, path: Path, params: dict[str, Any]) -> "Family":
+    def load(cls, path: Path, params: dict[str, Any]) -> Family:
         raise NotImplementedError
 
 

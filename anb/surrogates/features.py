@@ -18,9 +18,9 @@ the tree members learn the ceiling on top of it from the feature.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from numbers import Real
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class LayerCostModel:
         return weights, int(keep.sum())
 
     def fit(self, choices: np.ndarray, targets: Mapping[str, tuple[np.ndarray, np.ndarray]],
-            space: SearchSpace = ANB_SPACE) -> "LayerCostModel":
+            space: SearchSpace = ANB_SPACE) -> LayerCostModel:
         """``targets`` maps a name to ``(labels, present mask)`` over the rows of ``choices``."""
         design = layer_design(choices, space)
         self.targets_ = list(targets)
@@ -143,7 +143,7 @@ class LayerCostModel:
                  trim=np.array(np.nan if self.trim is None else self.trim))
 
     @classmethod
-    def load(cls, path: str | Path) -> "LayerCostModel":
+    def load(cls, path: str | Path) -> LayerCostModel:
         with np.load(path, allow_pickle=False) as data:
             trim = float(data["trim"]) if "trim" in data.files else float("nan")
             model = cls(alpha=float(data["alpha"]), trim=None if np.isnan(trim) else trim)

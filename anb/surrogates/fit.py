@@ -1,9 +1,10 @@
 """Fit a whole surrogate benchmark from a dataset, and score it on a split."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -11,8 +12,16 @@ import pandas as pd
 from anb.io import read_json
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.benchmark import SurrogateBenchmark
-from anb.surrogates.data import (Labels, data_hash, frame_choices, labels, load_table, make_split,
-                                 target_columns, transform_for)
+from anb.surrogates.data import (
+    Labels,
+    data_hash,
+    frame_choices,
+    labels,
+    load_table,
+    make_split,
+    target_columns,
+    transform_for,
+)
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
 from anb.surrogates.metrics import interval_coverage, regression_metrics
@@ -49,7 +58,7 @@ class FitConfig:
         return self.per_target.get(target, self.default)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "FitConfig":
+    def from_dict(cls, data: dict[str, Any]) -> FitConfig:
         allowed = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - allowed)
         if unknown:
@@ -63,7 +72,7 @@ class FitConfig:
         return cls(**data)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "FitConfig":
+    def from_file(cls, path: str | Path) -> FitConfig:
         return cls.from_dict(read_json(path))
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Hyper-parameter search with Optuna (TPE) on the validation split, under a time budget."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -40,7 +40,7 @@ class Support:
     def __init__(self, space: SearchSpace = ANB_SPACE):
         self.space = space
 
-    def fit(self, choices: np.ndarray) -> "Support":
+    def fit(self, choices: np.ndarray) -> Support:
         if len(choices) < 3:
             raise ValueError(f"support needs at least 3 training architectures, got {len(choices)}")
         self.positions_ = np.unique(_positions(choices, self.space), axis=0)
@@ -92,7 +92,7 @@ class Support:
                      cost_low=self.cost_low_, cost_high=self.cost_high_)
 
     @classmethod
-    def load(cls, path: Path, space: SearchSpace = ANB_SPACE) -> "Support":
+    def load(cls, path: Path, space: SearchSpace = ANB_SPACE) -> Support:
         with np.load(path, allow_pickle=False) as data:
             out = cls(space)
             out.positions_ = data["positions"]

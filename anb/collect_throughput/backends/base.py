@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import Clock

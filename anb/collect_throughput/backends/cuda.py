@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 

@@ -6,8 +6,9 @@ threads pinned with ``torch.set_num_threads``.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -21,9 +21,10 @@ Fields (REFERENCE.md section 7 for the values in use)::
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from anb.resources import CONFIG_DIR
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import posixpath
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd

@@ -2,8 +2,8 @@
 graph and encodings. QNN: the converter takes the same quantization options."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd

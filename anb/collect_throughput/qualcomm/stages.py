@@ -20,9 +20,10 @@ import json
 import logging
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ def step(name: str) -> Iterator[None]:
     except Exception as err:
         if getattr(err, "step", None) is None:
             try:
-                setattr(err, "step", name)  # a tag on any exception type
+                setattr(err, "step", name)  # noqa: B010 - a tag on any exception type (mypy knows no .step)
             except AttributeError:  # an exception type without a __dict__
                 pass
         raise
@@ -123,7 +124,7 @@ def measure_qualcomm(arch: Arch | str, device: QualcommDevice, out: str | Path,
     if avg is None:
         err = RuntimeError(f"{device.name}: the diagnostic log has no 'Avg Total Inference "
                            f"Time' (got {sorted(totals)})")
-        setattr(err, "step", "diagview")  # the tag step() puts on errors
+        setattr(err, "step", "diagview")  # noqa: B010 - the tag step() puts on errors
         raise err
     layers = layers.merge(encodings[["layer", "bitwidth", "min", "max", "scale", "offset"]],
                           on="layer", how="left")

@@ -14,9 +14,10 @@ import os
 import signal
 import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 KINDS = ("unreachable", "auth", "timeout", "missing", "rejected", "command")

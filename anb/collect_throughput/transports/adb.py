@@ -8,8 +8,8 @@ PATH). ``adb shell`` returns the remote exit status (shell protocol v2); adb's o
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 from urllib.parse import urlsplit
 
 from anb.collect_throughput.transports import Transport

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from anb.collect_throughput.transports import Transport
 

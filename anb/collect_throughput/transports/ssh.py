@@ -9,8 +9,8 @@ tells an unreachable host from a refused key.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 from urllib.parse import urlsplit
 
 from anb.collect_throughput.transports import Transport
