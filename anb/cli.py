@@ -32,9 +32,9 @@ register_edge(app)
 from anb.package_cli import register as register_package  # noqa: E402
 
 register_package(app)
-from anb.jobs.cli import register as register_jobs  # noqa: E402
+from anb.collect_throughput.queue_cli import register as register_queue  # noqa: E402
 
-register_jobs(app)
+register_queue(app)
 from anb.surrogates.adapt_cli import register as register_adapt  # noqa: E402
 
 register_adapt(app)

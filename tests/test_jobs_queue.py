@@ -7,12 +7,18 @@ import time
 
 import pytest
 
+from anb.collect_throughput.queue_stages import (
+    PRIORITY_ACCURACY,
+    PRIORITY_CONVERT,
+    PRIORITY_MEASURE,
+    register_stages,
+)
 from anb.jobs.queue import Capability, JobSpec, open_queue
-from anb.jobs.stages import (PRIORITY_ACCURACY, PRIORITY_CONVERT, PRIORITY_MEASURE, chain,
-                             follow_up, get_stage)
+from anb.jobs.stages import chain, follow_up, get_stage
 from tests.realservers import free_port, missing_postgres, postgres_server
 
 MEASURE = [Capability("measure", "board-a")]
+register_stages()  # the device stages, as a worker or `anb queue submit` registers them
 
 
 @pytest.fixture(scope="module")

@@ -17,9 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
+from anb.collect_throughput.queue_stages import make_context
 from anb.jobs.queue import Capability, JobSpec, open_queue
 from anb.jobs.stages import chain
-from anb.jobs.worker import Worker, make_context
+from anb.jobs.worker import Worker
 from anb.searchspace.sampler import Sampler
 from tests.realservers import free_port, missing_postgres, postgres_server
 

@@ -20,7 +20,8 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.driver import MeasureTarget, as_target, load_target
+from anb.collect_throughput.devices import as_target, load_target
+from anb.collect_throughput.target import MeasureTarget
 from anb.jobs.queue import JobSpec, open_queue
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
@@ -107,7 +108,8 @@ def test_search_measure_qualcomm_end_to_end(tmp_path, sdk_path):
 def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, sdk_path,
                                                                       monkeypatch):
     import anb.jobs.worker as worker_module
-    from anb.jobs.worker import Worker, make_context
+    from anb.collect_throughput.queue_stages import make_context
+    from anb.jobs.worker import Worker
     from anb.nas.evaluators import combined
     from anb.nas.measured import search_measured
     from anb.nas.search import random_search
@@ -161,7 +163,8 @@ def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, 
 
 
 def test_queue_jobs_on_qualcomm_devices_fail_naming_the_step(tmp_path, monkeypatch):
-    from anb.jobs.worker import Worker, make_context
+    from anb.collect_throughput.queue_stages import make_context
+    from anb.jobs.worker import Worker
 
     arch = str(Sampler(7).sample(1)[0])
     adb = tmp_path / "bin" / "adb"  # STAND-IN for adb with no board attached

@@ -75,7 +75,8 @@ def test_hours_budget_and_failed_measurement(tmp_path):
 
 def test_queue_measurer_with_a_real_worker(tmp_path):
     from anb.jobs.queue import open_queue
-    from anb.jobs.worker import Worker, make_context
+    from anb.collect_throughput.queue_stages import make_context
+    from anb.jobs.worker import Worker
 
     url = str(tmp_path / "queue.db")
     worker = Worker(open_queue(url), ["measure"], make_context(tmp_path / "store", None,

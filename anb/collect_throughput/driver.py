@@ -10,21 +10,16 @@ Shard ``i/k`` takes positions ``i, i + k, ...`` of the de-duplicated list, like 
 With ``interleave=K`` blocks of K architectures are timed round-robin (robust ranks on a shared
 machine); each block's records are written when the block is done.
 
-Every caller that takes a device for measurement (``anb search --measure``, the queue worker's
-``measure`` stage) goes through :func:`load_target` / :func:`as_target`: either kind of device
-config (a protocol config, ``configs/devices/*.toml``, or a Qualcomm SNPE one,
-``configs/devices/qualcomm/*.toml``) becomes a :class:`MeasureTarget` with the device's
-``name``, its record ``keys`` and ``measure(archs, out)`` / ``measure_job(arch, workdir)``.
+:class:`ProtocolTarget` is a protocol config as a
+:class:`~anb.collect_throughput.target.MeasureTarget` (:mod:`.devices` loads either kind of
+device config and picks its target).
 """
 from __future__ import annotations
 
 import logging
 import os
-import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from anb.collect_throughput.anchors import (
     ANCHORS,
@@ -41,6 +36,7 @@ from anb.collect_throughput.protocol import (
     protocol_difference,
 )
 from anb.collect_throughput.result import arch_record
+from anb.collect_throughput.target import MeasureSummary, MeasureTarget
 from anb.io import atomic_write_json, read_json, read_text
 from anb.outputs import Kind
 from anb.searchspace.arch import Arch, as_arch
@@ -155,17 +151,6 @@ def remove_work_files(workdir: Path, arch: Arch) -> None:
             path.unlink()
 
 
-@dataclass
-class MeasureSummary:
-    """What a ``measure_archs`` call did."""
-
-    measured: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-    anchor_sessions: list[str] = field(default_factory=list)
-    pinned_cpus: list[int] | None = None
-
-
 def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
                   shard: str | tuple[int, int] | None = None, workdir: str | Path | None = None,
                   progress: bool = True, keep_going: bool = False, interleave: int = 1,
@@ -265,7 +250,7 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
                     record["platform_perf"][m.key] = entry
                     atomic_write_json(result_path(out, device.name, arch), record)
                 bar.set_postfix_str(f"{ms[-1].key}={ms[-1].value:.4g} cv={ms[-1].cv:.3f}")
-        except Exception as err:  # noqa: BLE001 - reported per block with keep_going
+        except Exception as err:
             if not keep_going:
                 raise
             for arch, _ in block:
@@ -281,31 +266,6 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
         summary.measured += [a.id for a, _ in block]
         bar.update(len(block))
     bar.close()
-
-
-# -- measurement targets: the one place that tells the kinds of device config apart -------------
-class MeasureTarget:
-    """A device measurement can target (see module docstring). ``config`` is the loaded config
-    (:class:`~anb.collect_throughput.protocol.DeviceConfig` or
-    :class:`~anb.collect_throughput.qualcomm.config.QualcommDevice`)."""
-
-    config: Any
-    name: str
-    keys: tuple[str, ...]
-
-    def measure(self, archs: Iterable[Arch], out: str | Path, workdir: str | Path | None = None,
-                progress: bool = True, keep_going: bool = False, interleave: int = 1,
-                anchors: Sequence[Arch] = ANCHORS) -> MeasureSummary:
-        """Measure ``archs`` into ``<out>/<name>/<arch_id>.json`` (resumable)."""
-        raise NotImplementedError
-
-    def measure_job(self, arch: Arch, workdir: Path) -> dict:
-        """One architecture for a queue job, nothing written to a results folder: ``record``
-        (the per-architecture record), ``values`` (key -> value), ``latency_ms`` and
-        ``files`` (paths to copy beside the record when it is published). Errors name the
-        device and the step (a :class:`~anb.collect_throughput.transports.TransportError`
-        whose ``transient`` says whether a retry can help)."""
-        raise NotImplementedError
 
 
 class ProtocolTarget(MeasureTarget):
@@ -332,85 +292,3 @@ class ProtocolTarget(MeasureTarget):
         return {"record": arch_record(arch, ms, tool="anb worker"),
                 "values": {m.key: m.value for m in ms},
                 "latency_ms": latency[0] if latency else None}
-
-
-def is_qualcomm_table(data: Mapping[str, Any]) -> bool:
-    """A Qualcomm SNPE/QNN device table: it names an ``sdk``, or it has no protocol kind
-    table and only Qualcomm fields."""
-    from anb.collect_throughput.protocol import KINDS
-    from anb.collect_throughput.qualcomm.config import QualcommDevice
-
-    if "sdk" in data:
-        return True
-    return not any(k in data for k in KINDS) and set(data) <= set(
-        QualcommDevice.__dataclass_fields__)
-
-
-def read_device_table(spec: str | Path) -> dict[str, Any]:
-    """The TOML table of a device config of either kind: a path or a shipped name
-    (``cpu-ort``, ``snpe-dsp``)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # Python 3.10: the backport, a dependency there
-        import tomli as tomllib
-
-    from anb.collect_throughput.protocol import CONFIG_DIR, available_devices
-    from anb.collect_throughput.qualcomm import config as qc
-
-    path = Path(spec)
-    if not path.is_file() and not path.suffix:
-        path = next((p for p in (CONFIG_DIR / f"{spec}.toml", qc.QUALCOMM_DIR / f"{spec}.toml")
-                     if p.is_file()), path)
-    if not path.is_file():
-        raise ValueError(f"device={str(spec)!r} is invalid; allowed: a TOML file or one of "
-                         f"{available_devices()} or of the Qualcomm configs "
-                         f"{sorted(p.stem for p in qc.QUALCOMM_DIR.glob('*.toml'))}")
-    try:
-        return tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as err:
-        raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
-
-
-def load_any_device(spec: str | Path | Mapping[str, Any],
-                    overrides: Mapping[str, Any] | None = None) -> Any:
-    """A device config of either kind from a TOML path, a shipped name (``cpu-ort``,
-    ``snpe-dsp``) or a parsed table. ``overrides`` apply to every protocol of a protocol
-    config, and replace top-level fields of a Qualcomm one (e.g. ``{"duration": 10}``)."""
-    import dataclasses
-
-    from anb.collect_throughput.protocol import device_from_mapping
-    from anb.collect_throughput.qualcomm import config as qc
-
-    data = dict(spec) if isinstance(spec, Mapping) else read_device_table(spec)
-    if not is_qualcomm_table(data):
-        return device_from_mapping(data, overrides)
-    device = qc.device_from_mapping(data)
-    if overrides:
-        unknown = sorted(set(overrides) - set(qc.QualcommDevice.__dataclass_fields__) - {"name"})
-        if unknown:
-            raise ValueError(f"device {device.name!r}: override {unknown[0]}="
-                             f"{overrides[unknown[0]]!r} is not a Qualcomm config field")
-        device = dataclasses.replace(device, **dict(overrides))
-    return device
-
-
-def as_target(config: Any) -> MeasureTarget:
-    """The :class:`MeasureTarget` of a loaded config of either kind (a target is returned
-    as is)."""
-    from anb.collect_throughput.qualcomm.config import QualcommDevice
-
-    if isinstance(config, MeasureTarget):
-        return config
-    if isinstance(config, QualcommDevice):
-        from anb.collect_throughput.qualcomm.stages import QualcommTarget
-
-        return QualcommTarget(config)
-    if isinstance(config, DeviceConfig):
-        return ProtocolTarget(config)
-    raise TypeError(f"not a device config: {config!r}")
-
-
-def load_target(spec: str | Path | Mapping[str, Any],
-                overrides: Mapping[str, Any] | None = None) -> MeasureTarget:
-    """:func:`load_any_device` then :func:`as_target`."""
-    return as_target(load_any_device(spec, overrides))

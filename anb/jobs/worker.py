@@ -3,10 +3,12 @@
 It takes only the stages it was given, and device stages only for its devices. While a handler
 runs, a thread renews the lease every third of its length; if the claim is lost (the lease
 expired and another worker took the job, or the job was cancelled) the result is refused by the
-queue and nothing is published. Failures never stop the worker: a :class:`TransportError`
-(unreachable, auth, missing runtime, rejected model, timeout) or any other exception is recorded
-as the job's error, naming device and step; transient ones (unreachable, timeout, unexpected
-exceptions) go back to the queue while attempts are left, the others fail at once.
+queue and nothing is published. Failures never stop the worker: a
+:class:`~anb.jobs.errors.JobError` (e.g. a board's transport error: unreachable, auth, missing
+runtime, rejected model, timeout) or any other exception is recorded as the job's error, naming
+device and step; transient ones (a ``JobError`` that says so, unexpected exceptions) go back to
+the queue while attempts are left, the others (``ValueError``, ``FileNotFoundError``) fail at
+once.
 """
 from __future__ import annotations
 
@@ -19,10 +21,9 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from anb.collect_throughput.transports import TransportError
+from anb.jobs.errors import JobError
 from anb.jobs.queue import Capability, Job, JobQueue, QueueUnavailable
 from anb.jobs.stages import StageContext, follow_up, get_stage, handler, publish
 
@@ -87,7 +88,7 @@ class Worker:
         beat.start()
         try:
             result = handler(job.stage)(job, self.ctx)
-        except TransportError as err:
+        except JobError as err:
             outcome = self._fail(job, str(err), err.transient)
         except (ValueError, FileNotFoundError) as err:
             outcome = self._fail(job, f"device {job.device!r}, step {job.stage!r}: {err}", False)
@@ -174,15 +175,3 @@ def serve(worker: Worker, **kwargs: Any) -> WorkerStats:
         for s, h in old.items():
             signal.signal(s, h)
 
-
-def make_context(store: str | Path, out: str | Path | None, devices: list[str]) -> StageContext:
-    """A :class:`StageContext` with the device configs ``devices`` (names or TOML paths; a
-    protocol config or a Qualcomm SNPE one, see
-    :func:`anb.collect_throughput.driver.load_target`)."""
-    from anb.collect_throughput.driver import load_any_device
-
-    configs = {}
-    for spec in devices:
-        config = load_any_device(spec)
-        configs[config.name] = config
-    return StageContext(store=Path(store), out=Path(out) if out else None, devices=configs)

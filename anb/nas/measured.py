@@ -5,7 +5,7 @@ A :class:`Measurer` measures architectures on one device and answers with future
 :class:`LocalMeasurer` runs the throughput stage here (``anb measure``'s driver, results in
 ``<out>/<device>/<arch_id>.json``), :class:`QueueMeasurer` submits ``measure`` jobs to the job
 queue and waits for the workers that reach the device. The device is either kind of config
-(:func:`anb.collect_throughput.driver.load_target`): a protocol config, or a Qualcomm SNPE one
+(:func:`anb.collect_throughput.devices.load_target`): a protocol config, or a Qualcomm SNPE one
 measured on its board with ``measure_qualcomm`` through its transport.
 :class:`MeasuredEvaluator` is an evaluator for :mod:`anb.nas.search`: the device's metrics
 (``throughput_<device>``, ``latency_<device>``) come from the measurer, cached by (architecture
@@ -95,7 +95,7 @@ class LocalMeasurer(Measurer):
 
     def __init__(self, device: str, out: str | Path, overrides: dict[str, Any] | None = None,
                  interleave: int = 8):
-        from anb.collect_throughput.driver import load_target
+        from anb.collect_throughput.devices import load_target
 
         self.target = load_target(device, overrides or {})
         self.config = self.target.config
@@ -183,8 +183,10 @@ class QueueMeasurer(Measurer):
         self._thread.start()
 
     def submit(self, archs: Sequence[Arch]) -> list[Future]:
+        from anb.collect_throughput.queue_stages import register_stages
         from anb.jobs.stages import chain
 
+        register_stages()
         specs = [chain(str(a), self.device, ["measure"], priority=self.priority) for a in archs]
         futures: list[Future] = [Future() for _ in archs]
         with self._lock:
@@ -348,7 +350,7 @@ def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | 
     measured in the loop (here, or through the job queue at ``queue``); write the report into
     ``out`` (records of local measurements under ``out/measurements``). ``supported_only``: as
     :class:`anb.nas.search.Problem`'s (architectures the surrogate flags are infeasible)."""
-    from anb.collect_throughput.driver import load_target
+    from anb.collect_throughput.devices import load_target
     from anb.nas.search import Problem
 
     objs = [Objective.parse(o) for o in objectives]

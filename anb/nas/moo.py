@@ -29,7 +29,7 @@ from pymoo.util.ref_dirs import get_reference_directions
 from tqdm.auto import tqdm
 
 from anb.nas.mutation import mutate, random_choices
-from anb.nas.search import Problem, SearchResult, _check_budget, _concat
+from anb.nas.search import Problem, SearchResult, check_budget, concat_values
 from anb.searchspace.space import SearchSpace
 
 
@@ -118,13 +118,13 @@ class ChoiceMutation(Mutation):
 
 def _run(problem: Problem, budget: int, seed: int, algorithm, name: str, info: dict,
          progress: bool) -> SearchResult:
-    _check_budget(budget)
+    check_budget(budget)
     bar = tqdm(total=budget, disable=not progress, desc=name)
     adapter = _Adapter(problem, budget, bar)
     minimize(adapter, algorithm, ("n_eval", budget), seed=seed, verbose=False)
     bar.close()
-    return SearchResult(problem, np.concatenate(adapter.chunks), _concat(adapter.values), name,
-                        seed, info)
+    return SearchResult(problem, np.concatenate(adapter.chunks), concat_values(adapter.values),
+                        name, seed, info)
 
 
 def _engine(problem: Problem, population: int, offspring: int | None = None, **operators):

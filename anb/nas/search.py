@@ -154,21 +154,22 @@ def _fitness(problem: Problem, values: dict[str, np.ndarray]) -> np.ndarray:
     return np.where(violation == 0, score, -1e12 - violation)
 
 
-def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def concat_values(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Objective values of batches evaluated in turn, as one batch."""
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def random_search(problem: Problem, budget: int, seed: int = 0, batch: int = 1024,
                   progress: bool = False) -> SearchResult:
     """Evaluate ``budget`` uniform samples in batches."""
-    _check_budget(budget)
+    check_budget(budget)
     rng = np.random.default_rng(seed)
     chunks, values = [], []
     for start in tqdm(range(0, budget, batch), disable=not progress, desc="random search"):
         choices = random_choices(min(batch, budget - start), rng, problem.space)
         chunks.append(choices)
         values.append(problem.evaluate(choices))
-    return SearchResult(problem, np.concatenate(chunks), _concat(values), "random", seed)
+    return SearchResult(problem, np.concatenate(chunks), concat_values(values), "random", seed)
 
 
 def regularized_evolution(problem: Problem, budget: int, seed: int = 0, population: int = 64,
@@ -176,7 +177,7 @@ def regularized_evolution(problem: Problem, budget: int, seed: int = 0, populati
                           progress: bool = False) -> SearchResult:
     """Aging evolution: each step, ``batch`` tournaments of ``sample`` members pick parents,
     each parent yields one mutated child, and the ``batch`` oldest members die."""
-    _check_budget(budget)
+    check_budget(budget)
     if not 1 <= sample <= population:
         raise ValueError(f"sample={sample} must be in 1..population ({population})")
     rng = np.random.default_rng(seed)
@@ -200,8 +201,9 @@ def regularized_evolution(problem: Problem, budget: int, seed: int = 0, populati
         done += n
         bar.update(n)
     bar.close()
-    return SearchResult(problem, np.concatenate(chunks), _concat(values), "regularized_evolution",
-                        seed, {"population": population, "sample": sample, "batch": batch})
+    return SearchResult(problem, np.concatenate(chunks), concat_values(values),
+                        "regularized_evolution", seed,
+                        {"population": population, "sample": sample, "batch": batch})
 
 
 def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 64,
@@ -227,6 +229,7 @@ ALGORITHMS: dict[str, Callable[..., SearchResult]] = {
     "pymoo_nsga2": pymoo_nsga2}
 
 
-def _check_budget(budget: int) -> None:
+def check_budget(budget: int) -> None:
+    """A search's budget is at least one evaluation."""
     if budget < 1:
         raise ValueError(f"budget must be >= 1 evaluation, got {budget}")

@@ -184,11 +184,13 @@ def submit(archs: Sequence[str], device: str, queue: str, priority: int | None =
            ) -> tuple[int, int]:
     """Queue a ``measure`` job per architecture on ``device`` (a device config name or TOML
     path) in the measurement queue ``queue``; returns (added, already queued)."""
-    from anb.jobs.cli import _device_table
+    from anb.collect_throughput.devices import device_table
+    from anb.collect_throughput.queue_stages import register_stages
     from anb.jobs.queue import open_queue
     from anb.jobs.stages import chain
 
-    name, table = _device_table(device)
+    register_stages()
+    name, table = device_table(device)
     specs = [chain(a, name, ["measure"], priority, payload={"device_config": table})
              for a in archs]
     with open_queue(queue) as q:

@@ -3,9 +3,8 @@
 ``--debug``, diagnostic log with ``--profiling_level detailed``), pull results back, and turn the
 log into per-layer times with ``snpe-diagview --csv_format_version 2`` on the host.
 
-A transport is anything with ``run(argv, step, timeout, check)``, ``push(local, remote, step)``
-and ``pull(remote, local, step)`` (``anb.collect_throughput.transports``: ``local://``,
-``ssh://``, ``adb://``); :func:`open_device_transport` opens the config's one.
+The board is reached through a :class:`~anb.collect_throughput.transports.Transport`
+(``local://``, ``ssh://``, ``adb://``); :func:`open_device_transport` opens the config's one.
 """
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import posixpath
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -23,24 +21,13 @@ from anb.collect_throughput.qualcomm.config import QualcommDevice
 from anb.collect_throughput.qualcomm.host import to_nchw, write_input_list
 from anb.collect_throughput.qualcomm.parse import parse_diagview_csv, parse_throughput, read_raw
 from anb.collect_throughput.qualcomm.tools import find_tool, run_tool, tool_name
+from anb.collect_throughput.transports import Transport, open_transport
 
 log = logging.getLogger(__name__)
 
 
-class Transport(Protocol):
-    def run(self, argv: Sequence[str], step: str, timeout: float, check: bool = True) -> Any: ...
-
-    def push(self, local: Path, remote: str, step: str = "push", timeout: float = 300,
-             ) -> None: ...
-
-    def pull(self, remote: str, local: Path, step: str = "pull", timeout: float = 300,
-             ) -> None: ...
-
-
 def open_device_transport(device: QualcommDevice) -> Transport:
     """The transport named by ``device.transport``."""
-    from anb.collect_throughput.transports import open_transport
-
     return open_transport(device.transport, device.name)
 
 

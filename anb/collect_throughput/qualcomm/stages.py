@@ -9,7 +9,7 @@ An error carries the step it happened in (``err.step``: export, convert, quantiz
 the device steps, diagview).
 
 :class:`QualcommTarget` is the device as a measurement target
-(:func:`anb.collect_throughput.driver.load_target`): ``anb search --measure`` measures with it
+(:func:`anb.collect_throughput.devices.load_target`): ``anb search --measure`` measures with it
 here, the queue worker's ``measure`` stage with it on the machine the board is attached to;
 there, SDK errors become :class:`~anb.collect_throughput.transports.TransportError` naming device
 and step (tool missing, tool failed, unparsable output: not retried; no device: transient).
@@ -27,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from anb.collect_throughput.driver import MeasureTarget
 from anb.collect_throughput.inputs import synthetic_batch
 from anb.collect_throughput.qualcomm import host
 from anb.collect_throughput.qualcomm.config import QualcommDevice
-from anb.collect_throughput.qualcomm.device import DeviceStages, Transport, open_device_transport
+from anb.collect_throughput.qualcomm.device import DeviceStages, open_device_transport
 from anb.collect_throughput.result import arch_record
+from anb.collect_throughput.target import MeasureSummary, MeasureTarget
+from anb.collect_throughput.transports import Transport, TransportError
 from anb.io import atomic_write, atomic_write_json
 from anb.searchspace.arch import Arch, as_arch
 
@@ -147,7 +148,6 @@ def step_error(device: QualcommDevice, err: BaseException) -> BaseException:
     anything else are returned as they are."""
     from anb.collect_throughput.qualcomm.parse import ParseError
     from anb.collect_throughput.qualcomm.tools import ToolFailed, ToolMissing
-    from anb.collect_throughput.transports import TransportError
 
     if isinstance(err, TransportError) or not isinstance(err, (ToolMissing, ToolFailed,
                                                                ParseError)):
@@ -179,8 +179,6 @@ class QualcommTarget(MeasureTarget):
         """Each architecture in turn with :func:`measure_qualcomm` (the board runs one model at
         a time: ``interleave`` and drift ``anchors`` do not apply); a failure is logged in the
         summary with ``keep_going``, raised (naming device and step) otherwise."""
-        from anb.collect_throughput.driver import MeasureSummary
-
         summary = MeasureSummary()
         transport = None
         for arch in map(as_arch, archs):

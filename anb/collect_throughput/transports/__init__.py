@@ -20,12 +20,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from anb.jobs.errors import JobError
+
 KINDS = ("unreachable", "auth", "timeout", "missing", "rejected", "command")
 TRANSIENT = ("unreachable", "timeout")
 
 
-class TransportError(RuntimeError):
-    """A step on a board failed; ``kind`` is one of :data:`KINDS`."""
+class TransportError(JobError):
+    """A step on a board failed; ``kind`` is one of :data:`KINDS` (:data:`TRANSIENT` ones are
+    worth a retry)."""
 
     def __init__(self, device: str, step: str, message: str, kind: str = "command"):
         if kind not in KINDS:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -28,17 +27,6 @@ def _open(url: str, create: bool = False):
         return open_queue(url, create)
     except (ValueError, RuntimeError) as err:
         fail(err)
-
-
-def _device_table(spec: str) -> tuple[str, dict[str, Any]]:
-    """A device config's TOML table (validated; either kind), by shipped name or path."""
-    from anb.collect_throughput.driver import load_any_device, read_device_table
-
-    try:
-        table = read_device_table(spec)
-        return load_any_device(table).name, table
-    except ValueError as err:
-        raise ValueError(f"--device {spec!r}: {err}") from None
 
 
 def _archs(spec: str) -> list[str]:
@@ -73,12 +61,15 @@ def submit_cmd(
     queue: str = QUEUE,
 ) -> None:
     """Queue jobs for every architecture x device."""
+    from anb.collect_throughput.devices import device_table
+    from anb.collect_throughput.queue_stages import register_stages
     from anb.jobs.queue import JobSpec
     from anb.jobs.stages import chain
 
+    register_stages()
     try:
         names = [s.strip() for s in stages.split(",") if s.strip()]
-        tables = [_device_table(d) for d in devices]
+        tables = [device_table(d) for d in devices]
         arch_list = _archs(archs)
         specs: list[JobSpec] = [chain(a, name, names, priority, max_attempts,
                                       {"device_config": table})
@@ -195,7 +186,7 @@ def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<ou
                 device: str | None = None, queue: str = QUEUE) -> None:
     """Write the records of finished measure jobs from the queue (for 'anb merge')."""
     from anb.collect_throughput.driver import RESULTS
-    from anb.jobs.stages import publish
+    from anb.collect_throughput.queue_stages import publish
     from anb.outputs import check_folder, prepare_folder
 
     try:
@@ -230,7 +221,8 @@ def worker_cmd(
     import logging
 
     from anb.collect_throughput.driver import RESULTS
-    from anb.jobs.worker import Worker, make_context, serve
+    from anb.collect_throughput.queue_stages import make_context
+    from anb.jobs.worker import Worker, serve
     from anb.outputs import check_folder, prepare_folder
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
