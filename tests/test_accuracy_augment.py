@@ -18,8 +18,9 @@ from anb.collect_accuracy.data import TensorImageLoaders, make_loaders
 from tests.test_train_torchrun import CONFIG
 
 RES, COUNT = 16, 64
-SETTINGS = {"reference": [], "whole, no flip": ["--crop_scale", "1", "--hflip", "false"],
-            "whole, flip": ["--crop_scale", "1"]}
+SETTINGS = {"reference": ["--crop_scale", "0.08", "--hflip", "true"],
+            "whole, no flip": ["--crop_scale", "1", "--hflip", "false"],
+            "whole, flip": ["--crop_scale", "1", "--hflip", "true"]}
 
 
 def half_images(count: int, side: int = 32) -> torch.Tensor:

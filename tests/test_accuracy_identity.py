@@ -61,7 +61,7 @@ def test_staged_dataset_keeps_its_identity(tmp_path):
 def test_record_holds_global_batch_and_peak_lr(tmp_path):
     arch = str(Sampler(2).sample(1)[0])
     assert main(["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch,
-                 *TINY]) == 0
+                 *TINY, "--lr", "0.1", "--lr_batch", "64"]) == 0
     (path,) = (tmp_path / "records").glob("*.json")
     prov = json.loads(path.read_text())["provenance"]
     assert prov["global_batch"] == 32 and prov["peak_lr"] == pytest.approx(0.1 * 32 / 64)

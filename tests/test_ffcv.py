@@ -82,7 +82,7 @@ def test_train_from_ffcv_files(betons, tmp_path):
     out = tmp_path / "out"
     code = main(["--config", str(CONFIG), "--folder", str(out), "--kind", "ffcv",
                  "--train_path", str(train), "--val_path", str(val), "--num_workers", "1",
-                 "--num_models", "1", "--progress", "false", "--max_steps", "4",
+                 "--num_models", "1", "--progress", "false", "--epochs", "2", "--max_steps", "4",
                  "--max_val_steps", "1"])
     assert code == 0
     (record,) = [json.loads(p.read_text()) for p in (out / "records").glob("*.json")]
