@@ -61,7 +61,7 @@ def test_staged_dataset_keeps_its_identity(tmp_path):
 def test_record_holds_global_batch_and_peak_lr(tmp_path):
     arch = str(Sampler(2).sample(1)[0])
     assert main(["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch,
-                 *TINY]) == 0
+                 *TINY, "--lr", "0.1", "--lr_batch", "64"]) == 0
     (path,) = (tmp_path / "records").glob("*.json")
     prov = json.loads(path.read_text())["provenance"]
     assert prov["global_batch"] == 32 and prov["peak_lr"] == pytest.approx(0.1 * 32 / 64)
@@ -113,3 +113,25 @@ def test_checkpoint_of_another_world_size_is_refused(tmp_path):
                              r"\(2 ranks\)"):
         checkpoint.load(path, "a", "h", 1024, 2)
     assert checkpoint.load(path, "a", "h", 2048, 8)["epoch"] == 3
+
+
+#: recipe_hash of packaged recipes computed before ``trainval.crop_scale`` / ``hflip`` existed:
+#: records and checkpoints written then must keep matching their recipe.
+HASHES_BEFORE_AUGMENTATION_KEYS = {("imagenet_proxy.ini", 4): "252caaa9463e3747",
+                                   ("imagenet_full.ini", 4): "052ba965edbed985",
+                                   ("digits_full_tiny.ini", 1): "8b7c8e31f51fcabf",
+                                   ("seq1d_ecg.ini", 1): "3c83cb343c2f1331"}
+
+
+@pytest.mark.parametrize("name,world", sorted(HASHES_BEFORE_AUGMENTATION_KEYS))
+def test_augmentation_keys_join_the_identity_only_when_set(name, world):
+    config = load_config(REPO / "configs" / "accuracy" / name)
+    assert recipe_hash(config, world) == HASHES_BEFORE_AUGMENTATION_KEYS[name, world]
+    assert "crop_scale" not in recipe_identity(config, world)["trainval"]
+    for key, value in (("crop_scale", "0.5"), ("hflip", "false")):
+        changed = load_config(REPO / "configs" / "accuracy" / name, [f"--trainval.{key}", value])
+        assert recipe_identity(changed, world)["trainval"][key] == changed["trainval"][key]
+        assert recipe_hash(changed, world) != recipe_hash(config, world)
+    same = load_config(REPO / "configs" / "accuracy" / name,
+                       ["--crop_scale", "0.08", "--hflip", "true"])  # the defaults, spelled out
+    assert recipe_hash(same, world) == recipe_hash(config, world)

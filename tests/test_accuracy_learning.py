@@ -38,6 +38,18 @@ def test_proxy_recipe_learns(tmp_path, capsys):
     assert record["metrics"]["val_top1"] >= 30.0, record["metrics"]  # chance: 10 %
 
 
+def test_too_short_runs_are_flagged():
+    """After 8 steps (the old smoke recipe: 2 epochs x max_steps 4) each BatchNorm's running
+    statistics were still 43 % their initial 0 / 1: eval-mode BatchNorm mis-scaled every layer
+    and validation losses reached 4e11. The trainer says so rather than print such numbers
+    unexplained; a full digits epoch (44 steps of 32) leaves under 1 %."""
+    from anb.collect_accuracy.recipe import bn_stats_note
+
+    note = bn_stats_note(8)
+    assert note is not None and note.startswith("only 8 training steps") and "43%" in note
+    assert bn_stats_note(44) is None
+
+
 def test_full_recipe_learns_and_is_the_configured_one(tmp_path, capsys):
     record, losses = train(FULL, tmp_path, capsys)
     config = record["provenance"]["config"]
@@ -102,6 +114,7 @@ def test_full_recipe_trains_a_pareto_csv_and_resumes(tmp_path, capsys, monkeypat
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"{Arch.from_string(archs[0]).id} resuming from epoch 1" in out
+    assert "note: only 4 training steps in all: BatchNorm running statistics" in out
     found = sorted(p.stem for p in (tmp_path / "out" / "records").glob("*.json"))
     assert found == sorted(Arch.from_string(a).id for a in archs)
     bad = tmp_path / "bad.csv"

@@ -82,7 +82,8 @@ def test_train_from_ffcv_files(betons, tmp_path):
     out = tmp_path / "out"
     code = main(["--config", str(CONFIG), "--folder", str(out), "--kind", "ffcv",
                  "--train_path", str(train), "--val_path", str(val), "--num_workers", "1",
-                 "--num_models", "1", "--progress", "false", "--max_val_steps", "1"])
+                 "--num_models", "1", "--progress", "false", "--epochs", "2", "--max_steps", "4",
+                 "--max_val_steps", "1"])
     assert code == 0
     (record,) = [json.loads(p.read_text()) for p in (out / "records").glob("*.json")]
     assert record["provenance"]["dataset"]["kind"] == "ffcv"
@@ -191,3 +192,21 @@ def test_distributed_loaders_shuffle_randomly_and_count_each_val_image_once(beto
     # the trainer's numbers are over the same VAL_IMAGES: top-1 of always-class-0
     expected = round(100.0 * labels.count(0) / VAL_IMAGES, 3)
     assert results[0][3] == results[1][3] == expected
+
+
+def test_loader_follows_crop_scale_and_hflip(tmp_path):
+    """The same meaning as the in-memory and folder loaders (tests/test_accuracy_augment.py):
+    whole-image crops, no flips (the defaults' pipeline is the one the tests above run)."""
+    from anb.collect_accuracy.ffcv_io import write_beton
+
+    from tests.test_accuracy_augment import SETTINGS, check, config, write_folder
+
+    root = write_folder(tmp_path / "images")
+    for split in ("train", "val"):
+        write_beton(root / split, tmp_path / f"{split}.beton", workers=1)
+    setting = "whole, no flip"
+    loaders = make_loaders(config(*SETTINGS[setting], "--train_path",
+                                  str(tmp_path / "train.beton"), "--val_path",
+                                  str(tmp_path / "val.beton"), kind="ffcv"),
+                           0, 1, torch.device("cpu"))
+    check(loaders.train(0, 16), setting)

@@ -73,6 +73,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
         "res_step": (32, "Ramp resolutions are rounded to a multiple of this."),
         "val_res": (256, "Validation resolution (centre crop of ratio crop_ratio, resized)."),
         "crop_ratio": (0.875, "Validation centre-crop ratio (224/256)."),
+        "crop_scale": (0.08, "Training random-resized-crop: smallest crop as a fraction of the "
+                             "image area (0.08 = the reference's; 1 = whole image)."),
+        "hflip": (True, "Training: mirror half the images horizontally (the reference's)."),
         "eval_epochs": (3, "Validate in the last this-many epochs; store the best."),
         "label_smoothing": (0.1, "Label smoothing of the cross-entropy loss."),
         "max_steps": (0, "Cap on training steps per epoch (0 = full epoch; for smoke runs)."),
@@ -149,6 +152,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
     ("trainval", "res_step"): (1, None, False),
     ("trainval", "val_res"): (8, None, False),
     ("trainval", "crop_ratio"): (0, 1, True),
+    ("trainval", "crop_scale"): (0, 1, True),
     ("trainval", "eval_epochs"): (1, None, False),
     ("trainval", "label_smoothing"): (0, 1, False),
     ("trainval", "max_steps"): (0, None, False),
@@ -177,10 +181,14 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
 #: global batch, the peak lr and the datasets' identity). The per-rank batch is not among them:
 #: the global batch is what the recipe fixes. Dataset paths are not either (a job may stage
 #: the file to local disk): :func:`dataset_identity` stands for them.
+#: Keys added after records were stored: each joins the identity only when set to something
+#: other than its default, so the hashes of recipes written before it existed still hold.
+LATER_RECIPE_KEYS = (("trainval", "crop_scale"), ("trainval", "hflip"))
 RECIPE_KEYS = {
     "model": ("space", "activation", "dropout", "drop_path"),
     "dataloader": ("kind", "image_size", "task"),
-    "trainval": tuple(k for k in SCHEMA["trainval"] if k not in ("batch_size", "global_batch")),
+    "trainval": tuple(k for k in SCHEMA["trainval"] if k not in ("batch_size", "global_batch")
+                      and ("trainval", k) not in LATER_RECIPE_KEYS),
     "optimizer": tuple(SCHEMA["optimizer"]),
 }
 
@@ -395,6 +403,9 @@ def recipe_identity(config: Config, world_size: int) -> dict[str, Any]:
     """Everything that defines how an architecture is trained, as recorded and hashed."""
     subset: dict[str, Any] = {s: {k: config[s][k] for k in keys}
                               for s, keys in RECIPE_KEYS.items()}
+    for section, key in LATER_RECIPE_KEYS:
+        if config[section][key] != SCHEMA[section][key][0]:
+            subset[section][key] = config[section][key]
     subset["global_batch"] = global_batch(config, world_size)
     subset["peak_lr"] = round(peak_lr(config, world_size), 12)
     subset["dataset"] = dataset_identity(config)

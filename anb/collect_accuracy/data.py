@@ -1,10 +1,12 @@
 """Data loaders behind one interface, plus the bundled digits set and 1-D numpy arrays.
 
 A :class:`Loaders` yields ready batches ``(x, y)`` on the training device: ``x`` float,
-normalised, augmented (random-resized-crop + horizontal flip) at the epoch's resolution for
-training, centre-cropped at ``val_res`` for validation. Each rank sees a disjoint slice; every
-rank runs the same number of training steps (as DDP requires). Randomness is a function of
-``(seed, epoch, rank)``, so a resumed epoch sees the same data as an uninterrupted one.
+normalised, augmented at the epoch's resolution for training (random-resized-crop down to
+``trainval.crop_scale`` of the area; horizontal flip unless ``trainval.hflip`` is off; every
+image loader follows these two keys), centre-cropped at ``val_res`` for validation. Each rank
+sees a disjoint slice; every rank runs the same number of training steps (as DDP requires).
+Randomness is a function of ``(seed, epoch, rank)``, so a resumed epoch sees the same data as an
+uninterrupted one.
 """
 from __future__ import annotations
 
@@ -125,6 +127,7 @@ class TensorImageLoaders(InMemoryLoaders):
         self.num_classes, self.in_channels = num_classes, int(self.x_train.shape[1])
         tv = config["trainval"]
         self.val_res, self.crop_ratio = tv["val_res"], tv["crop_ratio"]
+        self.crop_scale, self.hflip = tv["crop_scale"], tv["hflip"]
         self.channels_last = tv["channels_last"] and device.type == "cuda"
         self.augment = randaugment(tv)
         self._shard(config, rank, world, device, seed)
@@ -137,13 +140,13 @@ class TensorImageLoaders(InMemoryLoaders):
             torch.manual_seed(seed_of(self.seed, epoch, self.rank, 1))  # torchvision's RNG
         for start in range(0, len(order), self.batch):
             idx = order[start:start + self.batch]
-            boxes = crop_boxes(len(idx), generator)
-            flip = torch.rand(len(idx), generator=generator) < 0.5
+            boxes = crop_boxes(len(idx), generator, (self.crop_scale, 1.0))
+            flip = torch.rand(len(idx), generator=generator) < 0.5  # drawn either way
             x = self.x_train[idx]
             if self.augment is not None:  # per image, on the uint8 source
                 x = torch.stack([self.augment(image) for image in x])
             x = x.to(self.device, non_blocking=True).float()
-            x = resized_crop(x, res, boxes, flip)
+            x = resized_crop(x, res, boxes, flip if self.hflip else None)
             yield normalise(x, self.channels_last), self.y_train[idx].to(self.device)
 
     def val(self) -> Iterator[Batch]:

@@ -1,5 +1,6 @@
 """FFCV: the writer (image folder -> ``.beton``, max side 400, JPEG quality 90) and the
-production loader (random-resized-crop + flip decoded in FFCV's JIT pipeline)."""
+production loader (random-resized-crop down to ``trainval.crop_scale`` + flip unless
+``trainval.hflip`` is off, decoded in FFCV's JIT pipeline)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -143,7 +144,9 @@ class FFCVLoaders(Loaders):
         channels_last = tv["channels_last"] and cuda
         dtype = np.float16 if cuda and tv["amp"] else np.float32
         mean, std = np.array(IMAGENET_MEAN), np.array(IMAGENET_STD)
-        self.decoder = RandomResizedCropRGBImageDecoder((tv["min_res"], tv["min_res"]))
+        self.decoder = RandomResizedCropRGBImageDecoder((tv["min_res"], tv["min_res"]),
+                                                        scale=(tv["crop_scale"], 1.0))
+        flip = [RandomHorizontalFlip()] if tv["hflip"] else []
 
         def label_pipe():
             return [IntDecoder(), ToTensor(), Squeeze(), ToDevice(device, non_blocking=True)]
@@ -171,8 +174,7 @@ class FFCVLoaders(Loaders):
                 dl["train_path"], batch_size=tv["batch_size"], drop_last=True,
                 order=train_order(world > 1, dl["in_memory"]), os_cache=dl["in_memory"],
                 num_workers=dl["num_workers"], distributed=world > 1, seed=seed,
-                pipelines={"image": [self.decoder, RandomHorizontalFlip(),
-                                     *image_tail(train=True)],
+                pipelines={"image": [self.decoder, *flip, *image_tail(train=True)],
                            "label": label_pipe()})
             from ffcv.reader import Reader
 

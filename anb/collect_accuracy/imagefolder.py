@@ -53,9 +53,10 @@ class FolderDataset(Dataset):
     """Decodes, crops and resizes one image to ``res`` (uint8 HWC)."""
 
     def __init__(self, paths: list[Path], labels: list[int], train: bool, res: int,
-                 crop_ratio: float, seed: int):
+                 crop_ratio: float, seed: int, crop_scale: float = 0.08, hflip: bool = True):
         self.paths, self.labels, self.train = paths, labels, train
         self.res, self.crop_ratio, self.seed, self.epoch = res, crop_ratio, seed, 0
+        self.crop_scale, self.hflip = crop_scale, hflip
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -66,9 +67,9 @@ class FolderDataset(Dataset):
             w, h = image.size
             if self.train:
                 rng = np.random.default_rng(seed_of(self.seed, self.epoch, index))
-                box = random_crop_box(w, h, rng)
+                box = random_crop_box(w, h, rng, (self.crop_scale, 1.0))
                 image = image.resize((self.res, self.res), Image.Resampling.BILINEAR, box=box)
-                if rng.random() < 0.5:
+                if rng.random() < 0.5 and self.hflip:
                     image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
             else:
                 side = min(w, h) * self.crop_ratio
@@ -86,7 +87,8 @@ class FolderLoaders(Loaders):
             raise ConfigError(f"config key 'dataloader.val_path': class folders of "
                               f"{dl['val_path']!r} differ from those of {dl['train_path']!r}")
         seed = config["model"]["seed"]
-        self.train_set = FolderDataset(train_paths, train_labels, True, tv["min_res"], 1.0, seed)
+        self.train_set = FolderDataset(train_paths, train_labels, True, tv["min_res"], 1.0, seed,
+                                       tv["crop_scale"], tv["hflip"])
         self.val_set = FolderDataset(val_paths, val_labels, False, tv["val_res"],
                                      tv["crop_ratio"], seed)
         self.num_classes = len(classes)

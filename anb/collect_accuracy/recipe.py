@@ -5,6 +5,7 @@ RMSprop, EMA of weights, RandAugment) differ only in config keys."""
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 
 import numpy as np
@@ -50,6 +51,24 @@ def lr_at(step: float, steps_per_epoch: int, epochs: int, peak: float, opt: dict
     else:
         lr = peak * opt["step_gamma"] ** math.floor((epoch - warm) / opt["step_epochs"])
     return float(max(opt["min_lr"], lr))
+
+
+#: How far one training step moves BatchNorm's running statistics: PyTorch's default, which the
+#: space's models (and the reference) use.
+BN_MOMENTUM: float = inspect.signature(nn.BatchNorm2d).parameters["momentum"].default
+
+
+def bn_stats_note(steps: int) -> str | None:
+    """A warning when ``steps`` training steps in all are too few for BatchNorm's running
+    statistics to leave their initial values (mean 0, variance 1): eval-mode BatchNorm then
+    mis-scales every layer, compounding over a network's ~50 of them, and validation loss can
+    reach 1e11 whatever the weights. None when less than 1 % of the initial values is left."""
+    left = (1.0 - BN_MOMENTUM) ** steps
+    if left < 0.01:
+        return None
+    return (f"only {steps} training steps in all: BatchNorm running statistics still hold "
+            f"{left:.0%} of their initial values, so validation loss and accuracy mean little "
+            "(raise trainval.max_steps, 0 = full epochs, or trainval.epochs)")
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -640,6 +640,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if dist.is_main:
             prepare_folder(trainer.folder, OUTPUT, option=FOLDER_OPTION)
             atomic_write_text(trainer.folder / f"config-{trainer.hash}.ini", to_ini(config))
+        note = recipe.bn_stats_note(trainer.steps * config["trainval"]["epochs"])
+        if note:
+            trainer.say(f"note: {note}")
         counts = trainer.run(archs, candidates(config, space, archs))
         trainer.say(f"stream complete: {counts}")
         if counts["busy"]:
