@@ -1,4 +1,5 @@
-"""``anb --version``, ``anb config`` and ``anb slurm-template``: what the installed package carries."""
+"""``anb --version``, ``anb config`` and ``anb slurm-template``: what the installed package
+carries."""
 from __future__ import annotations
 
 import typer
@@ -39,7 +40,7 @@ def register(app: typer.Typer) -> None:
             path = resources.config_path(kind, base)
         except FileNotFoundError as err:
             typer.echo(f"error: config {name!r}: {err}; list them with `anb config`", err=True)
-            raise typer.Exit(code=2)
+            raise typer.Exit(code=2) from None
         typer.echo(path.read_text(), nl=False)
 
     @app.command("slurm-template")

@@ -38,6 +38,7 @@ RELEASED = resources.RELEASED_DATASET
 TRAIN_DEFAULTS = {"trainval.epochs": "3", "trainval.eval_epochs": "3", "trainval.max_steps": "0",
                   "trainval.min_res": "32", "trainval.max_res": "32", "trainval.val_res": "32",
                   "dataloader.image_size": "32"}
+_TRAIN_DEFAULTS_TEXT = " ".join(f"{k}={v}" for k, v in TRAIN_DEFAULTS.items())  # for --help
 SEARCH_OBJECTIVES = ("val_top1:max", "throughput_zcu102:max")
 #: The folder ``anb pipeline`` writes and resumes (see :mod:`anb.outputs`).
 OUTPUT = Kind("pipeline", "an anb pipeline folder",
@@ -181,8 +182,7 @@ def pipeline(
                                          help="Training recipe (INI) of the accuracy stage."),
     train_set: list[str] | None = typer.Option(
         None, "--train-set", help="Recipe override 'section.key=value' (repeatable), on top "
-        # mypy#9346: a comprehension in a default value is "not defined" for mypy
-        f"of the embedded {' '.join(f'{k}={v}' for k, v in TRAIN_DEFAULTS.items())}."),  # type: ignore[name-defined]
+        f"of the embedded {_TRAIN_DEFAULTS_TEXT}."),
     device: str = typer.Option("cpu-ort", help="Device config of the throughput stage."),
     measure_budget: float = typer.Option(2.0, min=0.01, help="Seconds of timed repetitions per "
                                          "architecture and protocol (and of warm-up at most)."),
@@ -214,7 +214,7 @@ def pipeline(
                                                             "best")}
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         console.print(f"[red]error[/]: {err}")
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["anb_version"] = __version__
     atomic_write_text(out / "SUMMARY.json", json.dumps(summary, indent=2) + "\n")

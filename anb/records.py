@@ -269,7 +269,8 @@ def frame_to_records(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE,
     """Inverse of :func:`records_to_frame` (missing values become null); the architecture
     comes from either table convention (:func:`table_archs`)."""
     records = []
-    for arch, row in zip(table_archs(frame, where, space), frame.to_dict("records")):
+    for arch, row in zip(table_archs(frame, where, space), frame.to_dict("records"),
+                         strict=True):
         record: dict[str, Any] = {"architecture": arch.to_anb_dict()}
         record["metrics"] = {k: _clean(row.get(k)) for k in METRIC_KEYS if k in row}
         record["model_info"] = {k: _clean(row.get(k)) for k in MODEL_INFO_KEYS if k in row}

@@ -23,6 +23,8 @@ def config_path(kind: str, name: str) -> Path:
     """A shipped config: ``config_path("devices", "a100.toml")``; a clear error if absent."""
     path = CONFIG_DIR / kind / name
     if not path.is_file():
-        shipped = sorted(p.name for p in (CONFIG_DIR / kind).glob("*")) if (CONFIG_DIR / kind).is_dir() else []
-        raise FileNotFoundError(f"no shipped config {kind}/{name!r}; shipped: {', '.join(shipped) or 'none'}")
+        folder = CONFIG_DIR / kind
+        shipped = sorted(p.name for p in folder.glob("*")) if folder.is_dir() else []
+        raise FileNotFoundError(f"no shipped config {kind}/{name!r}; "
+                                f"shipped: {', '.join(shipped) or 'none'}")
     return path

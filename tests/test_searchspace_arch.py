@@ -113,6 +113,17 @@ def test_wrong_number_of_stages_is_rejected():
     assert ANB_SPACE.contains(EFFICIENTNET_B0)
 
 
+def test_stage_tuple_of_wrong_length_is_rejected():
+    """A fifth value was silently dropped (zip truncated), a third-only tuple was 'missing se'."""
+    stages = [tuple(s) for s in EFFICIENTNET_B0.stages]
+    assert Arch.from_stages(stages) == EFFICIENTNET_B0
+    with pytest.raises(ValueError, match=r"stage 2: 5 value\(s\) \(6, 5, 2, True, 99\); "
+                       r"expected 4, in the order \['e', 'k', 'l', 'se'\]"):
+        Arch.from_stages(stages[:2] + [(6, 5, 2, True, 99)] + stages[3:])
+    with pytest.raises(ValueError, match=r"stage 0: 3 value\(s\) \(1, 3, 1\); expected 4"):
+        Arch.from_stages([(1, 3, 1)] + stages[1:])
+
+
 def test_seq1d_space_has_no_se_and_five_stages():
     arch = Arch.from_string("e1k3l1-e4k5l2-e6k3l3-e1k5l1-e4k3l2", SEQ1D_SPACE)
     assert SEQ1D_SPACE.contains(arch)

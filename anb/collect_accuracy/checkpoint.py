@@ -35,7 +35,7 @@ def load(path: Path, arch: str, recipe_hash: str, global_batch: int | None = Non
         return None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for damaged files
+    except Exception as err:  # noqa: BLE001 - torch raises many types for damaged files
         raise CheckpointError(
             f"checkpoint {str(path)!r} is corrupted ({type(err).__name__}: {err}); "
             "remove it to retrain this architecture from epoch 0") from None

@@ -150,7 +150,7 @@ def probe_global(folder: Path, dist: Any, host: str | None = None) -> bool:
             pass
         finally:
             os.close(fd)
-    free_on = [h for h, free in zip(hosts, all_gather(seen_free)) if free]
+    free_on = [h for h, free in zip(hosts, all_gather(seen_free), strict=True) if free]
     barrier()
     if claim is not None:
         claim.release()
@@ -202,7 +202,7 @@ class QueueClaims:
                               "'queue' needs it; allowed: sqlite:///path or postgresql://...")
         try:
             self.queue = open_queue(url)
-        except Exception as err:  # engine errors: bad URL, server unreachable
+        except Exception as err:  # noqa: BLE001 - driver errors: bad URL, server unreachable
             raise ConfigError(f"config key 'claims.queue_url': cannot open queue {url!r} "
                               f"({type(err).__name__}: {err})") from None
         self.recipe_hash, self.lease_s = recipe_hash, lease_s

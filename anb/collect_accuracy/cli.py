@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
 
                 try:
                     api = wandb.Api()
-                except Exception as err:  # wandb raises its own types (no key, no network)
+                except Exception as err:  # noqa: BLE001 - wandb's own types (no key, no network)
                     fail(f"option --project {project}: cannot open wandb.Api "
                          f"({type(err).__name__}: {err}); log in with `wandb login` or "
                          "export offline runs with --wandb-dir")

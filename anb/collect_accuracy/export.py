@@ -6,9 +6,9 @@ and ImageNet, 2 and 4 GPUs) are never merged into one column. The recipes found 
 with more than one, ``recipe`` picks the one to export (else it is an error naming them).
 Duplicates within a recipe are reported and merged by a fixed rule (``first``: the earliest
 finished, ties broken by source; ``mean``: metrics averaged). Crashed, partial, skipped and
-failed architectures, and unreadable record files and wandb run files, are listed beside the dataset, never
-dropped silently. The table is exactly :func:`anb.records.records_to_frame` of the merged records,
-so it loads back with :func:`anb.records.load_dataset`.
+failed architectures, and unreadable record files and wandb run files, are listed beside the
+dataset, never dropped silently. The table is exactly :func:`anb.records.records_to_frame` of
+the merged records, so it loads back with :func:`anb.records.load_dataset`.
 """
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def from_local(folder: Path, space: SearchSpace = ANB_SPACE) -> Collected:
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
             reason, arch = f"stopped after epoch {state['epoch']}", state["arch"]
-        except Exception as err:  # a damaged checkpoint is still worth listing
+        except Exception as err:  # noqa: BLE001 - a damaged checkpoint is still listed
             reason, arch = f"unreadable checkpoint: {type(err).__name__}", ""
         out.incomplete.append({"arch_id": path.stem, "arch": arch, "status": "partial",
                                "reason": reason, "source": f"local:{path}"})
@@ -135,7 +135,7 @@ def from_wandb_api(api: Any, path: str, space: SearchSpace = ANB_SPACE) -> Colle
     out = Collected()
     try:
         runs = list(api.runs(path))
-    except Exception as err:  # wandb's own error types: unknown project, no access, network
+    except Exception as err:  # noqa: BLE001 - wandb's types: unknown project, no access, network
         raise ValueError(f"option --project: cannot list the runs of wandb project {path!r} "
                          f"({type(err).__name__}: {err})") from None
     for run in runs:

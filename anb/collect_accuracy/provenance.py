@@ -104,7 +104,8 @@ def base_provenance(arch: Arch, config: dict, recipe_hash: str, stream_index: in
                     world_size: int, device: torch.device) -> dict[str, Any]:
     model = config["model"]
     return {
-        "anb_version": __version__, "arch_id": arch.id, "arch": str(arch), "space": model["space"], "seed": model["seed"],
+        "anb_version": __version__, "arch_id": arch.id, "arch": str(arch),
+        "space": model["space"], "seed": model["seed"],
         "shard": model["shard"], "stream_index": stream_index, "recipe_hash": recipe_hash,
         "world_size": world_size, "device": device.type, "hostname": socket.gethostname(),
         "dataset": {**{k: config["dataloader"][k] for k in ("kind", "train_path", "val_path")},

@@ -71,8 +71,8 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
             raise ValueError(f"--archs {text!r}: {err}") from None
         if n > SAMPLE_LIMIT:
             raise ValueError(f"--archs {text!r} asks for {n:,} architectures; sample:N takes at "
-                             f"most {SAMPLE_LIMIT:,}; for more, write disjoint parts with `anb space "
-                             "sample -n N --shard i/k > part_i.txt` and pass each file")
+                             f"most {SAMPLE_LIMIT:,}; for more, write disjoint parts with "
+                             "`anb space sample -n N --shard i/k > part_i.txt` and pass each file")
         archs = Sampler(seed).sample(n)
     elif is_dir or (is_file and text.endswith(_RECORD_SUFFIXES)):
         from anb.records import load_dataset
@@ -243,14 +243,14 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
                 if not missing:
                     continue
                 ms = measure(protocol, [a for a, _ in missing])
-                for (arch, record), m in zip(missing, ms):
+                for (arch, record), m in zip(missing, ms, strict=True):
                     entry = m.to_perf_entry()
                     if session:
                         entry["anchor_session"] = session
                     record["platform_perf"][m.key] = entry
                     atomic_write_json(result_path(out, device.name, arch), record)
                 bar.set_postfix_str(f"{ms[-1].key}={ms[-1].value:.4g} cv={ms[-1].cv:.3f}")
-        except Exception as err:
+        except Exception as err:  # reported per block with keep_going
             if not keep_going:
                 raise
             for arch, _ in block:

@@ -118,7 +118,7 @@ def parse_nvidia_smi(text: str) -> list[dict[str, str]]:
     for line in text.strip().splitlines():
         values = [v.strip() for v in line.split(",")]
         if len(values) == len(NVIDIA_QUERY):
-            rows.append(dict(zip(NVIDIA_QUERY, values)))
+            rows.append(dict(zip(NVIDIA_QUERY, values, strict=True)))
     return rows
 
 

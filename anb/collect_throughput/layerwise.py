@@ -77,7 +77,8 @@ def run_every_layer(path: str | Path, images: np.ndarray) -> dict[str, np.ndarra
     names = [o.name for o in session.get_outputs()]
     batch_dim = model.graph.input[0].type.tensor_type.shape.dim[0].dim_value
     step = 1 if batch_dim == 1 else len(images)
-    runs = [dict(zip(names, session.run(None, {model.graph.input[0].name: images[i:i + step]})))
+    feed = model.graph.input[0].name
+    runs = [dict(zip(names, session.run(None, {feed: images[i:i + step]}), strict=True))
             for i in range(0, len(images), step)]
     return {t: np.concatenate([r[v] for r in runs]) for t, v in seen.items()}
 
@@ -123,7 +124,8 @@ def compare_layers(layers: list[dict], reference: dict[str, np.ndarray],
 def flag(table: pd.DataFrame, cos_threshold: float, sqnr_threshold: float, worst: int,
          ) -> pd.DataFrame:
     table = table.copy()
-    table["below_threshold"] = (table["cosine"] < cos_threshold) | (table["sqnr_db"] < sqnr_threshold)
+    table["below_threshold"] = ((table["cosine"] < cos_threshold)
+                                | (table["sqnr_db"] < sqnr_threshold))
     table["worst"] = False
     drops = table["sqnr_drop_db"].fillna(-np.inf)
     table.loc[drops.nlargest(min(worst, len(table))).index, "worst"] = True

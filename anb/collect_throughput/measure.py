@@ -73,4 +73,4 @@ def measure_interleaved(archs: Sequence[Arch | str], protocol: Protocol,
                                     sessions[0].compile_count)
         states = {"state_start": start, "state_end": machine_state()}
         return [_measurement(a, protocol, s, loop, states)
-                for a, s, loop in zip(arch_list, sessions, loops)]
+                for a, s, loop in zip(arch_list, sessions, loops, strict=True)]

@@ -3,8 +3,9 @@
 Every accuracy record (duplicates of an architecture included, as in the released dataset) keeps
 its own ``platform_perf`` entries and gets those measured for its architecture. A key measured
 twice with different means, or measured for a key the accuracy record already holds with a
-different mean, is a conflict; ``on_conflict`` decides: ``keep-existing`` (first seen: the accuracy record, then
-result folders in the order given), ``replace`` (last seen wins) or ``error``. Gaps are the
+different mean, is a conflict; ``on_conflict`` decides: ``keep-existing`` (first seen: the
+accuracy record, then result folders in the order given), ``replace`` (last seen wins) or
+``error``. Gaps are the
 (architecture, key) pairs some architectures have and others lack; device results with no
 accuracy record are kept as records without metrics (with the analytic ``model_info``, MACs and
 params) and listed as ``device_only``.
@@ -77,8 +78,8 @@ def check_protocols(results: list[dict], allow_mixed: bool = False) -> dict[str,
     for key, found in seen.items():
         if len(found) > 1 and not allow_mixed:
             (fa, (ea, sa)), (fb, (eb, sb)) = list(found.items())[:2]
-            detail = (protocol_difference(ea["protocol"], eb["protocol"])
-                      if isinstance(ea.get("protocol"), dict) and isinstance(eb.get("protocol"), dict)
+            recorded = isinstance(ea.get("protocol"), dict) and isinstance(eb.get("protocol"), dict)
+            detail = (protocol_difference(ea["protocol"], eb["protocol"]) if recorded
                       else "a protocol is not recorded")
             raise MixedProtocols(
                 f"{key} was measured under {len(found)} protocols: {fa} (e.g. {sa}) and {fb} "
@@ -140,7 +141,7 @@ def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: st
             add(arch_id, key, entry, str(record.get("source", "results")))
 
     merged = []
-    for arch_id, record in zip(ids, accuracy):
+    for arch_id, record in zip(ids, accuracy, strict=True):
         out = copy.deepcopy(record)
         perf = out.setdefault("platform_perf", {})
         for key, (entry, source) in measured.get(arch_id, {}).items():
@@ -172,7 +173,7 @@ def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: st
     all_keys = sorted({k for r in merged for k in r["platform_perf"]})
     report.keys_added = sorted(set(all_keys) - released_keys)
     for key in all_keys:
-        lacking = sorted({i for i, r in zip(ids, merged)
+        lacking = sorted({i for i, r in zip(ids, merged, strict=True)
                           if _mean(r["platform_perf"].get(key, {}), key) is None})
         if lacking:
             report.gaps[key] = len(lacking)

@@ -3,7 +3,8 @@
 For one architecture, with trained weights scored on an image folder (or, without weights, a
 random backbone whose agreement figures mean nothing, flagged as such): export, quantize under
 the target's scheme (``dpu`` for FPGA targets, ``per-channel`` for the CPU; :mod:`.quantize`),
-run the float and int8 networks on the same test images and compare every layer's output tensor (onnxruntime's QDQ debugging tools): cosine similarity and SQNR
+run the float and int8 networks on the same test images and compare every layer's output
+tensor (onnxruntime's QDQ debugging tools): cosine similarity and SQNR
 (dB) of the int8 activation against the float one (cumulative error up to that layer) and of the
 tensor just before/after its own quantize-dequantize pair (local error). Reports the output
 drop (top-1 of both networks, logits cosine/SQNR, top-1 agreement) and the layers below the
@@ -227,7 +228,8 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
         with torch.no_grad():
             torch_logits = model(torch.from_numpy(x_test)).numpy()
         table = layer_table(float_path, int8_path, x_test[:16])
-    table["below_threshold"] = (table["cosine"] < cos_threshold) | (table["sqnr_db"] < sqnr_threshold)
+    table["below_threshold"] = ((table["cosine"] < cos_threshold)
+                                | (table["sqnr_db"] < sqnr_threshold))
     summary = {
         "anb_version": __version__, "arch": str(arch), "arch_id": arch.id,
         "resolution": resolution,

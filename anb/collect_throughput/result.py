@@ -104,7 +104,8 @@ class Measurement:
                 "cv_uncorrected": self._summarize(self.times_s)["cv"]}
                if self.drift is not None else {}),
             "stop_reason": self.stop_reason, "measured_at": self.measured_at,
-            "protocol": self.protocol, "protocol_fingerprint": protocol_fingerprint(self.protocol), "environment": self.environment, **self.extra,
+            "protocol": self.protocol, "protocol_fingerprint": protocol_fingerprint(self.protocol),
+            "environment": self.environment, **self.extra,
         }
 
 

@@ -1,4 +1,5 @@
-"""Robust summary statistics of repeated timings (numpy + stdlib only, shared with the board runner).
+"""Robust summary statistics of repeated timings (numpy + stdlib only, shared with the board
+runner).
 
 The stopping rule uses the confidence interval of the trimmed mean (Tukey-McLaughlin:
 winsorised variance, ``n - 2g - 1`` degrees of freedom), which a few preempted repetitions on a

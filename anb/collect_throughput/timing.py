@@ -160,7 +160,7 @@ def run_interleaved(steps: list[Callable[[], None]], clocks: list[Clock], warmup
     rule is applied.
     """
     began = time.perf_counter()
-    warm = [warm_up(s, c, warmup, compile_count) for s, c in zip(steps, clocks)]
+    warm = [warm_up(s, c, warmup, compile_count) for s, c in zip(steps, clocks, strict=True)]
     inner = []
     for times, _, _ in warm:
         per_step = float(np.median(times[-warmup.window:]))
@@ -203,7 +203,7 @@ def run_interleaved(steps: list[Callable[[], None]], clocks: list[Clock], warmup
     elapsed = time.perf_counter() - began
     index, factors = drift_so_far()
     results = []
-    for i, (w, k) in enumerate(zip(warm, inner)):
+    for i, (w, k) in enumerate(zip(warm, inner, strict=True)):
         mine = np.flatnonzero(index == i)
         results.append(LoopResult(
             times=[flat[j] for j in mine], warmup_times=w[0], inner=k,

@@ -44,7 +44,8 @@ class JobSpec:
             value = getattr(self, name)
             if not isinstance(value, str) or not value:
                 raise ValueError(f"job {name}={value!r} is invalid; allowed: a non-empty string")
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int) or self.priority < 0:
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int) \
+                or self.priority < 0:
             raise ValueError(f"job priority={self.priority!r} is invalid; allowed: an integer >= 0")
         if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
                 or self.max_attempts < 1:

@@ -21,7 +21,7 @@ _OPEN = "state IN ('queued', 'leased')"  # the claim's partial index
 
 
 def _row_job(row: Sequence[Any]) -> Job:
-    data = dict(zip(COLUMNS, row))
+    data = dict(zip(COLUMNS, row, strict=True))
     data["payload"] = json.loads(data["payload"])
     data["next_stages"] = tuple(json.loads(data["next_stages"]))
     data["result"] = json.loads(data["result"]) if data["result"] is not None else None
@@ -123,7 +123,8 @@ class SqlQueue(JobQueue):
                     THEN 'lease of worker ' || worker || ' expired (attempt ' || attempts || ')'
                     ELSE last_error END
             WHERE id = (SELECT id FROM {TABLE}
-                        WHERE {_OPEN} AND (state = 'queued' OR (state = 'leased' AND lease_until < {self.NOW}))
+                        WHERE {_OPEN} AND (state = 'queued'
+                                           OR (state = 'leased' AND lease_until < {self.NOW}))
                           AND attempts < max_attempts AND ({" OR ".join(caps)})
                         ORDER BY priority, id LIMIT 1 {self.LOCK})
             RETURNING {_SELECT}""")

@@ -111,7 +111,7 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
     table["on_measured_front"] = False
     if complete.any():
         scores = np.stack([o.score(table.loc[complete, c].to_numpy(float))
-                           for o, c in zip(objectives, cols)], 1)
+                           for o, c in zip(objectives, cols, strict=True)], 1)
         table.loc[np.flatnonzero(complete)[pareto_mask(scores)], "on_measured_front"] = True
     table["falls_off"] = complete & ~table["on_measured_front"].to_numpy()
     out.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,7 @@ class Measurer(ABC):
         """Values already measured before this run (arch id -> values)."""
         return {}
 
+    @abstractmethod
     def close(self) -> None:
         """Release workers and connections."""
 
@@ -130,7 +131,7 @@ class LocalMeasurer(Measurer):
             for fut in futures:
                 fut.set_exception(err)
             return
-        for arch, fut in zip(archs, futures):
+        for arch, fut in zip(archs, futures, strict=True):
             if arch.id in summary.failed:
                 fut.set_exception(RuntimeError(summary.failed[arch.id]))
                 continue
@@ -191,7 +192,7 @@ class QueueMeasurer(Measurer):
         futures: list[Future] = [Future() for _ in archs]
         with self._lock:
             self.queue.submit(specs)  # returns new ids only; lookup gives every spec's job
-            for spec, job_id, fut in zip(specs, self.queue.lookup(specs), futures):
+            for spec, job_id, fut in zip(specs, self.queue.lookup(specs), futures, strict=True):
                 if job_id is None:
                     raise RuntimeError(f"the job queue has no job for {spec.arch} "
                                        f"on {spec.device} right after submitting it")
@@ -269,7 +270,7 @@ class MeasuredEvaluator:
             raise BudgetExhausted(f"{self.max_measurements} measurements spent")
 
     def _collect(self, batch: list[Arch], futures: list[Future]) -> None:
-        for arch, fut in zip(batch, futures):
+        for arch, fut in zip(batch, futures, strict=True):
             if fut.cancelled():  # not measured (Ctrl-C)
                 continue
             self.measured += 1

@@ -28,6 +28,7 @@ def mutate(parents: np.ndarray, rng: np.random.Generator,
         radix = radices[stage, field]
         shift = rng.integers(1, radix, size=rows.size)
         new_pos = (positions[rows, stage, field] + shift) % radix
-        table = np.array([int(v) for v in space.stages[stage].allowed(("e", "k", "l", "se")[field])])
+        allowed = space.stages[stage].allowed(("e", "k", "l", "se")[field])
+        table = np.array([int(v) for v in allowed])
         children[rows, stage, field] = table[new_pos]
     return children

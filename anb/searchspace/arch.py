@@ -72,7 +72,14 @@ class Arch:
         """Build from per-stage ``{"e", "k", "l", "se"}`` mappings or ``(e, k, l, se)`` tuples."""
         built = []
         for i, stage in enumerate(stages):
-            values = dict(stage) if isinstance(stage, Mapping) else dict(zip(FIELDS, stage))
+            if isinstance(stage, Mapping):
+                values = dict(stage)
+            else:
+                stage = tuple(stage)
+                if len(stage) != len(FIELDS):
+                    raise ValueError(f"stage {i}: {len(stage)} value(s) {stage!r}; expected "
+                                     f"{len(FIELDS)}, in the order {list(FIELDS)}")
+                values = dict(zip(FIELDS, stage, strict=True))
             missing = [f for f in FIELDS if f not in values]
             if missing:
                 raise ValueError(f"stage {i}: missing field(s) {missing}; expected {list(FIELDS)}")
@@ -135,15 +142,16 @@ class Arch:
                     f"stage {i}: malformed token {token!r} in {text!r}; expected "
                     "'e<expansion>k<kernel>l<layers>' with an optional 'se' suffix, e.g. 'e6k5l2se'"
                 )
-            e, k, l, se = match.groups()
-            stages.append((int(e), int(k), int(l), se is not None))
+            e, k, layers, se = match.groups()
+            stages.append((int(e), int(k), int(layers), se is not None))
         return cls.from_stages(stages, space)
 
     @classmethod
     def from_choices(cls, row: np.ndarray, space: SearchSpace = ANB_SPACE) -> Arch:
         """Build from one ``(num_stages, 4)`` row of raw values (se as 0/1)."""
         row = np.asarray(row)
-        return cls.from_stages([(int(e), int(k), int(l), bool(se)) for e, k, l, se in row], space)
+        return cls.from_stages([(int(e), int(k), int(layers), bool(se))
+                                for e, k, layers, se in row], space)
 
     @classmethod
     def from_index(cls, index: int, space: SearchSpace = ANB_SPACE) -> Arch:
@@ -209,7 +217,7 @@ def archs_from_choices(choices: np.ndarray, space: SearchSpace = ANB_SPACE) -> l
     choices = np.asarray(choices, dtype=np.int64)
     space.ordinal(choices)
     return [
-        Arch(tuple(StageChoice(e, k, l, bool(se)) for e, k, l, se in row))
+        Arch(tuple(StageChoice(e, k, layers, bool(se)) for e, k, layers, se in row))
         for row in choices.tolist()
     ]
 

@@ -76,7 +76,8 @@ class MBConv(nn.Module):
             if expansion != 1 else nn.Identity()
         )
         self.depthwise = nn.Sequential(
-            conv(mid, mid, kernel, stride, (kernel - 1) // 2, groups=mid, bias=False), bn(mid), act()
+            conv(mid, mid, kernel, stride, (kernel - 1) // 2, groups=mid, bias=False),
+            bn(mid), act(),
         )
         self.se = SqueezeExcite(mid, max(1, cin // 4), activation, dims) if se else nn.Identity()
         self.project = nn.Sequential(conv(mid, cout, 1, bias=False), bn(cout))
@@ -108,7 +109,7 @@ class ANBNet(nn.Module):
         )
         total = arch.depth
         stages, index = [], 0
-        for spec, choice in zip(space.stages, arch.stages):
+        for spec, choice in zip(space.stages, arch.stages, strict=True):
             layers = []
             for j in range(choice.l):
                 layers.append(MBConv(

@@ -16,6 +16,6 @@ from anb.surrogates.packaged import load, load_packaged
 
 __all__ = [
     "FAMILIES", "FitConfig", "SurrogateBenchmark", "TargetConfig", "TargetSurrogate",
-    "evaluate", "evaluate_artifact", "fit", "fit_benchmark", "load", "load_ensemble", "load_packaged",
-    "make_family", "prepare", "read_manifest", "regression_metrics", "save",
+    "evaluate", "evaluate_artifact", "fit", "fit_benchmark", "load", "load_ensemble",
+    "load_packaged", "make_family", "prepare", "read_manifest", "regression_metrics", "save",
 ]

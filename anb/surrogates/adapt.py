@@ -276,7 +276,7 @@ class BenchmarkKnown:
             dist = self.bench.predict_transformed(choices, self.targets)
             cols = [dist[t][0] for t in self.targets]
         return np.stack([-c if t.startswith("throughput_") else c
-                         for t, c in zip(self.targets, cols)], axis=1)
+                         for t, c in zip(self.targets, cols, strict=True)], axis=1)
 
 
 def _is_device(name: str) -> bool:

@@ -89,7 +89,8 @@ def read_measured(path: str | Path, device: str, metric: str | None = None,
         raise FileNotFoundError(f"measured file {str(path)!r} does not exist")
     if metric is not None and metric not in KINDS:
         raise ValueError(f"unknown metric {metric!r}; allowed: {list(KINDS)}")
-    frame = read_table(path) if path.suffix in (".csv", ".parquet", ".pq") else load_dataset(path, space)
+    frame = (read_table(path) if path.suffix in (".csv", ".parquet", ".pq")
+             else load_dataset(path, space))
     wanted = [f"{k}_{device}" for k in ([metric] if metric else KINDS)]
     present = [c for c in wanted if c in frame.columns]
     if not present:
@@ -104,7 +105,7 @@ def read_measured(path: str | Path, device: str, metric: str | None = None,
     target = present[0]
     archs = table_archs(frame, repr(str(path)), space)
     values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
-    for i, (arch, value, raw) in enumerate(zip(archs, values, frame[target])):
+    for i, (arch, value, raw) in enumerate(zip(archs, values, frame[target], strict=True)):
         if not np.isfinite(value) or value <= 0:
             raise ValueError(f"{str(path)!r} row {i + 1} ({arch}): column {target!r} has "
                              f"{raw!r}; every measured architecture needs a positive number")
@@ -163,8 +164,9 @@ def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench"
     return load_adapted(out), model
 
 
-def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10, measured: str | Path | None = None,
-            device: str | None = None, metric: str | None = None, n_candidates: int = 5000,
+def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10,
+            measured: str | Path | None = None, device: str | None = None,
+            metric: str | None = None, n_candidates: int = 5000,
             seed: int = 0, exclude: Sequence[str] = ()) -> list[str]:
     """``k`` distinct architecture strings to measure next on a device (none measured yet)."""
     bench = _load_base(base)

@@ -13,9 +13,9 @@ def adapt_cmd(
                                "throughput_<NAME> or latency_<NAME>."),
     base: str = typer.Option("accel-nasbench", "--base", help="Surrogate benchmark of the "
                              "known devices: an 'anb fit' folder or the packaged name."),
-    measured: Path | None = typer.Option(None, "--measured", help="CSV with 'arch' (or "
-                                            "block{i}_* columns) and <kind>_<NAME> columns, or an "
-                                            "'anb measure' folder; repeats of a design are averaged."),
+    measured: Path | None = typer.Option(
+        None, "--measured", help="CSV with 'arch' (or block{i}_* columns) and <kind>_<NAME> "
+        "columns, or an 'anb measure' folder; repeats of a design are averaged."),
     out: Path | None = typer.Option(None, "--out", help="Adapted artifact folder to write."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an adapted surrogate."),

@@ -103,7 +103,8 @@ def _with_jobs(config: FitConfig, n_jobs: int) -> FitConfig:
         if len(params) != len(spec.family):
             raise ValueError(f"params must be one object per family ({len(spec.family)}), "
                              f"got {len(params)}")
-        return replace(spec, params=[with_jobs(f, dict(p)) for f, p in zip(spec.family, params)])
+        return replace(spec, params=[with_jobs(f, dict(p))
+                                     for f, p in zip(spec.family, params, strict=True)])
 
     return replace(config, default=jobs(config.default),
                    per_target={k: jobs(v) for k, v in config.per_target.items()})

@@ -128,9 +128,11 @@ def _check_compatible(manifest: dict[str, Any]) -> None:
     ours = builder.names()
     theirs = [n for n in schema["names"] if not n.startswith("lc_")]
     if ours != theirs:
+        # the lengths may differ: the '' added to each marks where the shorter one ends
+        pairs = zip(theirs + [""], ours + [""], strict=False)
         raise ValueError(f"artifact feature schema {schema['feature_set']!r} does not match this "
                          f"anb's ({len(theirs)} vs {len(ours)} columns, first difference at "
-                         f"{next((a, b) for a, b in zip(theirs + [''], ours + ['']) if a != b)})")
+                         f"{next((a, b) for a, b in pairs if a != b)})")
     installed = library_versions()
     for name, spec in manifest["targets"].items():
         families = spec["model"]["family"]

@@ -173,7 +173,8 @@ class SurrogateBenchmark:
             base = model._base(X)
             out[name] = np.stack([base + (margins[:, slot] if slot >= 0 else member.predict(X))
                                   for slot, member in zip(self._packed_slots[name],
-                                                          model.members_)], axis=1)
+                                                          model.members_, strict=True)],
+                                 axis=1)
         return out
 
     def ood(self, choices: np.ndarray) -> dict[str, np.ndarray]:
@@ -210,8 +211,9 @@ class SurrogateBenchmark:
 
         Returns a DataFrame with ``arch`` (the architecture string) first, then ``<metric>``
         (the predicted mean, or with ``noise=True`` one plausible repeated measurement: mean
-        plus observation noise drawn per (seed, architecture, metric)) and ``<metric>_std`` (predictive std: model + noise, wider out
-        of distribution) per metric, then ``ood`` (flag), ``ood_distance`` and ``ood_cost``.
+        plus observation noise drawn per (seed, architecture, metric)) and ``<metric>_std``
+        (predictive std: model + noise, wider out of distribution) per metric, then ``ood``
+        (flag), ``ood_distance`` and ``ood_cost``.
         """
         names = self.resolve(metrics)
         choices = self.choices(archs)

@@ -111,10 +111,12 @@ def _load(path: str | Path) -> SurrogateBenchmark:
 def _target(metric: str | None, device: str | None) -> str:
     if device is None:
         if metric not in (None, "accuracy", "val_top1"):
-            raise ValueError(f"metric {metric!r} needs a device; devices: {sorted(SUPPORTED_METRICS)}")
+            raise ValueError(f"metric {metric!r} needs a device; "
+                             f"devices: {sorted(SUPPORTED_METRICS)}")
         return "val_top1"
     if metric not in ("throughput", "latency"):
-        raise ValueError(f"device {device!r} needs metric 'throughput' or 'latency', got {metric!r}")
+        raise ValueError(f"device {device!r} needs metric 'throughput' or 'latency', "
+                         f"got {metric!r}")
     return f"{metric}_{device}"
 
 
@@ -166,7 +168,8 @@ class EfficientNetSS:
             raise ValueError("manual_sample needs 4 lists (e, k, l, se) of "
                              f"{ANB_SPACE.num_stages} values each")
         values = {f"block{i}_{f}": (bool(v[i]) if f == "se" else int(v[i]))
-                  for f, v in zip(fields, sample_config) for i in range(ANB_SPACE.num_stages)}
+                  for f, v in zip(fields, sample_config, strict=True)
+                  for i in range(ANB_SPACE.num_stages)}
         return Configuration(self.ss, values=values)
 
     def efficientnet_b0(self):

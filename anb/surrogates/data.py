@@ -42,7 +42,8 @@ def load_table(path: str | Path, space: SearchSpace = ANB_SPACE) -> pd.DataFrame
 def frame_choices(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE) -> np.ndarray:
     """The ``(n, num_stages, 4)`` raw choices of a table's ``block{i}_{field}`` columns."""
     keys = [f"block{i}_{f}" for i in range(space.num_stages) for f in FIELDS]
-    return to_choices([dict(zip(keys, row)) for row in frame[keys].itertuples(index=False)], space)
+    rows = frame[keys].itertuples(index=False)
+    return to_choices([dict(zip(keys, row, strict=True)) for row in rows], space)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,8 @@ def data_hash(frame: pd.DataFrame, targets: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------- splits
-def published_split(frame: pd.DataFrame, split_dir: str | Path | None = None) -> dict[str, np.ndarray]:
+def published_split(frame: pd.DataFrame,
+                    split_dir: str | Path | None = None) -> dict[str, np.ndarray]:
     """Boolean masks from the benchmark's ``{train,val,test}_paths.json`` (matched on file name)."""
     split_dir = Path(split_dir) if split_dir is not None else DEFAULT_SPLIT_DIR
     masks = {}

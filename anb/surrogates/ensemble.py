@@ -137,8 +137,9 @@ class TargetSurrogate:
     def from_spec(cls, spec: dict[str, Any], paths: list[Path]) -> TargetSurrogate:
         model = cls(spec["family"], spec["params"], spec["n_members"], spec["bootstrap"],
                     spec["base_column"], spec["random_state"])
+        members = zip(paths, spec["member_params"], strict=True)
         model.members_ = [FAMILIES[model.member_family(i)].load(p, params)
-                          for i, (p, params) in enumerate(zip(paths, spec["member_params"]))]
+                          for i, (p, params) in enumerate(members)]
         model.noise_std_ = float(spec["noise_std"])
         low, high = spec.get("base_range", [None, None])
         if low is not None:

@@ -56,9 +56,11 @@ class XGBoostFamily(Family):
                  subsample: float = 0.8, colsample_bytree: float = 0.8,
                  min_child_weight: float = 1.0, reg_lambda: float = 1.0, reg_alpha: float = 0.0,
                  early_stopping_rounds: int = 100, random_state: int = 0, n_jobs: int = 1):
-        self.n_estimators, self.max_depth, self.learning_rate = n_estimators, max_depth, learning_rate
+        self.n_estimators, self.max_depth = n_estimators, max_depth
+        self.learning_rate = learning_rate
         self.subsample, self.colsample_bytree = subsample, colsample_bytree
-        self.min_child_weight, self.reg_lambda, self.reg_alpha = min_child_weight, reg_lambda, reg_alpha
+        self.min_child_weight = min_child_weight
+        self.reg_lambda, self.reg_alpha = reg_lambda, reg_alpha
         self.early_stopping_rounds, self.random_state, self.n_jobs = (
             early_stopping_rounds, random_state, n_jobs)
 
@@ -136,7 +138,8 @@ class LightGBMFamily(Family):
                  subsample: float = 0.8, colsample_bytree: float = 0.7,
                  min_child_samples: int = 10, reg_lambda: float = 0.0,
                  early_stopping_rounds: int = 100, random_state: int = 0, n_jobs: int = 1):
-        self.n_estimators, self.num_leaves, self.learning_rate = n_estimators, num_leaves, learning_rate
+        self.n_estimators, self.num_leaves = n_estimators, num_leaves
+        self.learning_rate = learning_rate
         self.subsample, self.colsample_bytree = subsample, colsample_bytree
         self.min_child_samples, self.reg_lambda = min_child_samples, reg_lambda
         self.early_stopping_rounds, self.random_state, self.n_jobs = (

@@ -104,7 +104,8 @@ class LayerCostModel:
         self.n_used_ = {}
         for i, (name, (y, present)) in enumerate(targets.items()):
             if present.sum() < 2:
-                raise ValueError(f"target {name!r} has {int(present.sum())} labelled rows; need >= 2")
+                raise ValueError(f"target {name!r} has {int(present.sum())} labelled rows; "
+                                 "need >= 2")
             a, c = design[present], to_cost(name, y[present])
             self.weights_[i], self.n_used_[name] = self._fit_one(name, a, c)
             self.floors_[i] = 0.1 * np.abs(c).min() if transform_for(name) == "log" else 0.0

@@ -125,7 +125,8 @@ def _fit(name: str, path: Path, config: FitConfig, n_jobs: int | None, quiet: bo
     jobs = n_jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                       else os.cpu_count() or 1)
     targets = ", ".join(config.targets) if config.targets else "every target"
-    _say(quiet, f"first use of {name!r}: fitting the surrogates ({targets}) on the packaged dataset ({resources.RELEASED_DATASET.name}, published "
+    _say(quiet, f"first use of {name!r}: fitting the surrogates ({targets}) on the packaged "
+                f"dataset ({resources.RELEASED_DATASET.name}, published "
                 f"split) with {jobs} thread(s); cached in {path}")
     start = time.perf_counter()
     bench, _ = fit(resources.RELEASED_DATASET, path, config=config,

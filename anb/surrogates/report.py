@@ -1,6 +1,7 @@
 """Evaluation reports: a metrics table (CSV + Markdown) and one parity plot per target."""
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +53,7 @@ def parity_plots(bench: SurrogateBenchmark, prepared: Prepared, folder: Path,
         ax.set_title(f"{target} ({split}, n={len(y)})", fontsize=9)
         fig.tight_layout()
         path = folder / f"parity_{target}.png"
-        atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+        atomic_write(path, partial(fig.savefig, format="png"))
         plt.close(fig)
         paths.append(path)
     return paths

@@ -59,7 +59,8 @@ class Support:
         points = points.astype(np.float32)
         for start in range(0, len(points), chunk):
             block = points[start:start + chunk]
-            d2 = norms[None, :] - 2.0 * block @ train.T + np.einsum("ij,ij->i", block, block)[:, None]
+            own = np.einsum("ij,ij->i", block, block)[:, None]
+            d2 = norms[None, :] - 2.0 * block @ train.T + own
             if exclude_self:
                 d2[d2 < 1e-4] = np.inf  # the point itself (distinct points are >= 1/9 apart)
             out[start:start + chunk] = np.sqrt(np.maximum(d2.min(axis=1), 0.0))

@@ -51,7 +51,8 @@ class TorchBackend(Backend):
         return CpuClock(kind=protocol.clock)
 
     def environment(self, protocol: Protocol) -> dict[str, Any]:
-        return {**host_environment(), "device_name": "cpu", "torch_threads": torch.get_num_threads()}
+        return {**host_environment(), "device_name": "cpu",
+                "torch_threads": torch.get_num_threads()}
 
     def setup(self, protocol: Protocol) -> None:
         torch.set_num_threads(protocol.threads)

@@ -99,7 +99,8 @@ class XlaBackend(Backend):
         device = torch_xla.device()
         dtype = DTYPES[protocol.precision]
         model = build_model(arch).eval().to(device=device, dtype=dtype)
-        batches = [torch.from_numpy(x).to(device=device, dtype=dtype) for x in make_inputs(protocol)]
+        batches = [torch.from_numpy(x).to(device=device, dtype=dtype)
+                   for x in make_inputs(protocol)]
         before = set(fallback_ops())
         live: list[torch.Tensor] = []
 

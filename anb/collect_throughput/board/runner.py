@@ -247,7 +247,7 @@ def _runtime():
     except ImportError as err:
         raise BoardError("import_runtime", "missing", "%s on the board's Python %s (%s); "
                          "install numpy and onnxruntime there"
-                         % (err, platform.python_version(), sys.executable))
+                         % (err, platform.python_version(), sys.executable)) from None
     return np, ort
 
 
@@ -260,9 +260,9 @@ def _session(ort, job):
     try:
         return ort.InferenceSession(job["model"], options,
                                     providers=job.get("providers") or ["CPUExecutionProvider"])
-    except Exception as err:  # onnxruntime raises its own exception types
+    except Exception as err:  # onnxruntime's own types; re-raised as a step
         raise BoardError("load_model", "rejected",
-                         "onnxruntime %s rejected the model: %s" % (ort.__version__, err))
+                         "onnxruntime %s rejected the model: %s" % (ort.__version__, err)) from err
 
 
 def board_lock(path, timeout):
@@ -281,7 +281,7 @@ def board_lock(path, timeout):
             if time.time() - began > timeout:
                 os.close(fd)
                 raise BoardError("lock", "timeout", "another measurement held %s for over %g s"
-                                 % (path, timeout))
+                                 % (path, timeout)) from None
             time.sleep(0.1)
 
 
@@ -301,9 +301,9 @@ def run_job(job):
     output = session.get_outputs()[0].name
     try:
         first = session.run([output], {name: np.ascontiguousarray(batches[0])})[0]
-    except Exception as err:
+    except Exception as err:  # onnxruntime's own types; re-raised as a step
         raise BoardError("run_model", "rejected", "the model does not run on input of shape "
-                         "%s: %s" % (tuple(batches[0].shape), err))
+                         "%s: %s" % (tuple(batches[0].shape), err)) from err
     if job.get("mode", "time") == "outputs":
         outs = [first] + [session.run([output], {name: np.ascontiguousarray(b)})[0]
                           for b in batches[1:]]
@@ -331,8 +331,9 @@ def main(argv):
             job = json.load(handle)
         result, status = run_job(job), 0
     except BoardError as err:
-        result, status = {"ok": False, "step": err.step, "kind": err.kind, "error": str(err)}, FAILED
-    except Exception as err:  # report anything else with its traceback, never hang silently
+        result = {"ok": False, "step": err.step, "kind": err.kind, "error": str(err)}
+        status = FAILED
+    except Exception as err:  # noqa: BLE001 - reported with its traceback, never hang silently
         result = {"ok": False, "step": "run", "kind": "command",
                   "error": "%s: %s" % (type(err).__name__, err),
                   "traceback": traceback.format_exc()}

@@ -75,7 +75,8 @@ _ENCODING = re.compile(r"bitwidth\s+(\d+)\s*,\s*min\s+([-0-9.eE+]+)\s*,\s*max\s+
 def parse_dlc_info(stdout: str) -> pd.DataFrame:
     """``snpe-dlc-info -i model.dlc`` -> one row per layer (id, name, type, output encoding).
 
-    The layer table has ``| Id | Name | Type | Inputs | Outputs | Out Dims | Runtimes | Parameters |``
+    The layer table has
+    ``| Id | Name | Type | Inputs | Outputs | Out Dims | Runtimes | Parameters |``
     rows; a quantized model's parameter cell lists encodings as
     ``bitwidth B, min m, max M, scale s, offset o``; the first encoding of a layer is its
     output's. A float model gives empty encoding columns.

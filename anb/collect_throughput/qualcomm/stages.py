@@ -192,7 +192,7 @@ class QualcommTarget(MeasureTarget):
                 if workdir is not None:
                     Path(workdir).mkdir(parents=True, exist_ok=True)
                 measure_qualcomm(arch, self.config, out, transport, workdir)
-            except Exception as err:  # noqa: BLE001 - reported per architecture with keep_going
+            except Exception as err:  # reported per architecture with keep_going
                 named = step_error(self.config, err)
                 if not keep_going:
                     if named is err:
@@ -215,7 +215,7 @@ class QualcommTarget(MeasureTarget):
         with tempfile.TemporaryDirectory(prefix=f"{arch.id[:12]}-", dir=workdir) as tmp:
             try:
                 record = measure_qualcomm(arch, self.config, tmp, self._transport(), tmp)
-            except Exception as err:  # noqa: BLE001 - re-raised naming device and step
+            except Exception as err:  # re-raised naming device and step
                 named = step_error(self.config, err)
                 if named is err:
                     raise

@@ -42,7 +42,8 @@ class SshTransport(Transport):
             self.base += ["-i", str(Path(self.options["identity"]).expanduser()),
                           "-o", "IdentitiesOnly=yes"]
         if self.options.get("known_hosts"):
-            self.base += ["-o", f"UserKnownHostsFile={Path(self.options['known_hosts']).expanduser()}",
+            known_hosts = Path(self.options["known_hosts"]).expanduser()
+            self.base += ["-o", f"UserKnownHostsFile={known_hosts}",
                           "-o", "StrictHostKeyChecking=yes"]
         for option in self.options.get("ssh_options", []):
             self.base += ["-o", str(option)]
