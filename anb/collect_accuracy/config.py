@@ -9,8 +9,9 @@ from __future__ import annotations
 import configparser
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from anb.io import read_text
 

@@ -3,8 +3,8 @@ production loader (random-resized-crop down to ``trainval.crop_scale`` + flip un
 ``trainval.hflip`` is off, decoded in FFCV's JIT pipeline)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -132,12 +132,21 @@ class FFCVLoaders(Loaders):
             raise ConfigError(f"config key 'dataloader.kind': value 'ffcv' needs FFCV: {err}; "
                               "allowed without it: folder, digits") from None
         from ffcv.fields.basics import IntDecoder
-        from ffcv.fields.rgb_image import (CenterCropRGBImageDecoder,
-                                           RandomResizedCropRGBImageDecoder)
+        from ffcv.fields.rgb_image import (
+            CenterCropRGBImageDecoder,
+            RandomResizedCropRGBImageDecoder,
+        )
         from ffcv.loader import Loader, OrderOption
+        from ffcv.transforms import (
+            NormalizeImage,
+            RandomHorizontalFlip,
+            Squeeze,
+            ToDevice,
+            ToTensor,
+            ToTorchImage,
+        )
+
         from anb.collect_accuracy.data import randaugment
-        from ffcv.transforms import (NormalizeImage, RandomHorizontalFlip, Squeeze, ToDevice,
-                                     ToTensor, ToTorchImage)
 
         dl, tv = config["dataloader"], config["trainval"]
         cuda = device.type == "cuda"

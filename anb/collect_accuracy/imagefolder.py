@@ -3,8 +3,8 @@ without FFCV; and a writer of such a folder from the bundled digits (for smoke r
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -129,7 +129,7 @@ def write_digits_folder(root: Path, sizes: tuple[int, int] = (40, 56)) -> tuple[
 
     (x_train, y_train), (x_val, y_val) = digits_tensors(max(sizes))
     for split, xs, ys in (("train", x_train, y_train), ("val", x_val, y_val)):
-        for i, (x, y) in enumerate(zip(xs, ys)):
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
             folder = root / split / str(int(y))
             folder.mkdir(parents=True, exist_ok=True)
             image = Image.fromarray(x.permute(1, 2, 0).numpy())

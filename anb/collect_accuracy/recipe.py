@@ -116,7 +116,8 @@ class EMA:
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
-        for avg, cur in zip(self.model.state_dict().values(), model.state_dict().values()):
+        pairs = zip(self.model.state_dict().values(), model.state_dict().values(), strict=True)
+        for avg, cur in pairs:
             if avg.dtype.is_floating_point:
                 avg.mul_(self.decay).add_(cur.detach(), alpha=1 - self.decay)
             else:

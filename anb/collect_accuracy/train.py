@@ -29,8 +29,9 @@ import json
 import math
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,11 +40,27 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from anb.collect_accuracy import checkpoint, claims, failures, memcheck, provenance, recipe
-from anb.collect_accuracy.config import (Config, ConfigError, describe, for_world, global_batch,
-                                         load_config, recipe_hash, recipe_identity, to_ini)
+from anb.collect_accuracy.config import (
+    Config,
+    ConfigError,
+    describe,
+    for_world,
+    global_batch,
+    load_config,
+    recipe_hash,
+    recipe_identity,
+    to_ini,
+)
 from anb.collect_accuracy.data import Loaders, make_loaders, seed_of
-from anb.collect_accuracy.distributed import (DistInfo, all_gather, all_reduce_sum,
-                                              barrier, broadcast_object, setup, teardown)
+from anb.collect_accuracy.distributed import (
+    DistInfo,
+    all_gather,
+    all_reduce_sum,
+    barrier,
+    broadcast_object,
+    setup,
+    teardown,
+)
 from anb.collect_accuracy.wandb_log import WandbRun, run_id
 from anb.io import atomic_write_text
 from anb.outputs import Kind, check_folder, prepare_folder
@@ -227,7 +244,7 @@ class Trainer:
                 return
         ckpt.unlink(missing_ok=True)
 
-    def _try_claim(self, arch: Arch) -> "claims.Claim | claims.QueueClaim | None":
+    def _try_claim(self, arch: Arch) -> claims.Claim | claims.QueueClaim | None:
         if self.queue is not None:
             return self.queue.try_claim(str(arch), arch.id, self.dist.job_id)
         return claims.try_claim(self.folder, arch.id,
@@ -327,7 +344,7 @@ class Trainer:
             return self._train_arch(arch, index, total)
         except (KeyboardInterrupt, SystemExit, ConfigError, checkpoint.CheckpointError):
             raise
-        except Exception as err:  # noqa: BLE001 - one design's failure must not stop the stream
+        except Exception as err:
             everywhere = isinstance(err, FloatingPointError) or self.dist.world_size == 1
             failures.record(self.folder, arch, self.dist.job_id, self.dist.rank, err,
                             {"recipe_hash": self.hash, "stream_index": index})
@@ -458,7 +475,7 @@ class Trainer:
 
     def _train_epoch(self, net: nn.Module, optimizer: torch.optim.Optimizer,
                      scaler: torch.amp.GradScaler, loss_fn: nn.Module, epoch: int, res: int,
-                     peak: float, label: str, ema: "recipe.EMA | None" = None
+                     peak: float, label: str, ema: recipe.EMA | None = None
                      ) -> dict[str, float]:
         """One epoch; the mean loss (all ranks), last lr, images/s (all ranks), the seconds
         spent waiting for data, and the epoch's training seconds."""
