@@ -7,7 +7,8 @@ layer's output exposed, and compare tensor by tensor in graph order: cosine simi
 (dB, cumulative error up to that layer), SQNR drop (the layer's SQNR minus its inputs' lowest:
 the error the layer itself adds) and max abs error. Quantized paths (``path``):
 
-- ``cpu-int8``: onnxruntime static int8 QDQ, per-channel weights (``quantize.quantize_int8``);
+- ``cpu-int8``: the ``cpu-int8`` device's onnxruntime static int8 QDQ, uint8 activations and
+  per-channel int8 weights (``quantize.quantize_int8``, scheme ``u8s8``);
 - ``dpu``: the DPU scheme (per-tensor symmetric power-of-two scales);
 - a Qualcomm device config (``snpe-dsp``...): the DLC built and quantized by the host stages,
   run on the board by ``snpe-net-run --debug`` on the same NHWC raw inputs; every layer's raw
@@ -35,7 +36,7 @@ from anb.outputs import Kind, has_files
 from anb.searchspace.arch import Arch, as_arch
 from anb.version import __version__
 
-CPU_PATHS = {"cpu-int8": "per-channel", "dpu": "dpu"}
+CPU_PATHS = {"cpu-int8": "u8s8", "dpu": "dpu"}
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 
 

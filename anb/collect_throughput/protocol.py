@@ -33,7 +33,7 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 LAYOUTS = ("nchw", "channels_last")
 INPUTS = ("synthetic", "imagenet")
 CLOCKS = ("wall", "cpu")
-QUANTIZATIONS = ("per-channel", "dpu")
+QUANTIZATIONS = ("u8s8", "per-channel", "dpu")
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9.\-]+")  # as anb.records.perf_key
 CONFIG_DIR = resources.CONFIG_DIR / "devices"
 FINGERPRINT_FIELDS = ("device", "backend", "kind", "batch", "resolution", "precision", "threads",
@@ -144,8 +144,10 @@ class Protocol:
     allow_fallbacks: bool = False
     calibration_images: int = 64
     quantization: str = "per-channel"
-    """int8 scheme of the onnxruntime-int8 back-end: ``per-channel`` or ``dpu`` (per-tensor,
-    power-of-two scales, as Xilinx DPUs run); see :mod:`.quantize`."""
+    """int8 scheme of the onnxruntime-int8 back-end: ``u8s8`` (uint8 activations, what the
+    ``cpu-int8`` device sets), ``per-channel`` (int8 activations) or ``dpu`` (per-tensor,
+    power-of-two scales, as Xilinx DPUs run); see :mod:`.quantize`. The default stays
+    ``per-channel``: it is in every protocol's fingerprint, int8 or not."""
     cuda_graphs: bool = False
     """CUDA back-end: capture the forward once as a CUDA graph and replay it per step, so a
     batch-1 request times the device's work, not Python's kernel launches."""
