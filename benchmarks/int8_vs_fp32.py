@@ -24,7 +24,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
 BATCHES = ((1, 5), (8, 2))  # (batch, runs per round)
@@ -59,15 +59,15 @@ def time_ab(paths: dict[str, Path], threads: int, rounds: int, resolution: int,
             random.shuffle(order)
             seconds = {}
             for name in order:
-                times = []
+                session, times = sessions[name], []
                 for _ in range(runs):
                     start = time.perf_counter()
-                    sessions[name].run(["logits"], x)
+                    session.run(["logits"], x)
                     times.append(time.perf_counter() - start)
                 seconds[name] = float(np.median(times))
             fp32.append(seconds["fp32"])
-            for name in ratios:
-                ratios[name].append(seconds[name] / seconds["fp32"])
+            for name, values in ratios.items():
+                values.append(seconds[name] / seconds["fp32"])
         out[batch] = (float(np.median(fp32)),
                       {name: float(np.median(r)) for name, r in ratios.items()})
     return out
@@ -91,8 +91,12 @@ def main() -> None:
 
     from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
     from anb.collect_throughput.digits import digits_images
-    from anb.collect_throughput.quantize import (SCHEMES, quantize_int8, run_model,
-                                                 sqnr_db)
+    from anb.collect_throughput.quantize import (
+        SCHEMES,
+        quantize_int8,
+        run_model,
+        sqnr_db,
+    )
     from anb.searchspace.arch import Arch
     from anb.searchspace.sampler import Sampler
 
