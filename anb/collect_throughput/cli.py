@@ -120,7 +120,8 @@ def quant_report_cmd(
     images: Path | None = typer.Option(None, help="Image folder with class sub-folders "
                                           "(e.g. ImageNet val); default: the digits."),
     target: str = typer.Option("fpga", help="fpga (DPU scheme: per-tensor power-of-two scales) "
-                               "| cpu (per-channel float scales)."),
+                               "| cpu (the cpu-int8 device's u8s8: uint8 activations, "
+                               "per-channel int8 weights)."),
     resolution: int | None = typer.Option(None, help="Input size (default 224 with --images, "
                                              "32 on the digits)."),
     calibration: int = typer.Option(150, help="Calibration images (the reference used ~150)."),

@@ -7,7 +7,8 @@ layer's output exposed, and compare tensor by tensor in graph order: cosine simi
 (dB, cumulative error up to that layer), SQNR drop (the layer's SQNR minus its inputs' lowest:
 the error the layer itself adds) and max abs error. Quantized paths (``path``):
 
-- ``cpu-int8``: onnxruntime static int8 QDQ, per-channel weights (``quantize.quantize_int8``);
+- ``cpu-int8``: the ``cpu-int8`` device's onnxruntime static int8 QDQ, uint8 activations and
+  per-channel int8 weights (``quantize.quantize_int8``, scheme ``u8s8``);
 - ``dpu``: the DPU scheme (per-tensor symmetric power-of-two scales);
 - a Qualcomm device config (``snpe-dsp``...): the DLC built and quantized by the host stages,
   run on the board by ``snpe-net-run --debug`` on the same NHWC raw inputs; every layer's raw
@@ -36,7 +37,7 @@ from anb.outputs import Kind, has_files
 from anb.searchspace.arch import Arch, as_arch
 from anb.version import __version__
 
-CPU_PATHS = {"cpu-int8": "per-channel", "dpu": "dpu"}
+CPU_PATHS = {"cpu-int8": "u8s8", "dpu": "dpu"}
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 
 
@@ -85,21 +86,37 @@ def run_every_layer(path: str | Path, images: np.ndarray) -> dict[str, np.ndarra
 
 def by_node(source: list[dict], target: list[dict], acts: dict[str, np.ndarray],
             ) -> dict[str, np.ndarray]:
-    """Re-key ``acts`` (outputs of the ``source`` graph) to the ``target`` graph's tensor names
-    through node name and output position (quantizers may rename tensors, not nodes)."""
+    """Re-key ``acts`` (outputs of the ``source`` graph) to the ``target`` graph's tensor names:
+    the same name where the target has it (a quantizer that fuses Conv+Relu keeps the Relu's
+    output name on the Conv), else through node name and output position (quantizers may
+    rename tensors, not nodes)."""
     names = {layer["node"]: layer["outputs"] for layer in target}
+    tensors = {t for layer in target for t in layer["outputs"]}
     out = {}
     for layer in source:
         for i, tensor in enumerate(layer["outputs"]):
-            if tensor in acts and i < len(names.get(layer["node"], ())):
+            if tensor in acts and tensor in tensors:
+                out[tensor] = acts[tensor]
+            elif tensor in acts and i < len(names.get(layer["node"], ())):
                 out[names[layer["node"]][i]] = acts[tensor]
     return out
 
 
 def compare_layers(layers: list[dict], reference: dict[str, np.ndarray],
                    candidate: dict[str, np.ndarray]) -> pd.DataFrame:
-    """One row per layer output present in both (graph order); see module docstring."""
-    rows, sqnr_of = [], {}
+    """One row per layer output present in both (graph order); see module docstring. A layer
+    whose input the quantized network never holds (fused into the layer, e.g. Conv+Relu) has
+    its SQNR drop measured from that input's own inputs."""
+    rows: list[dict] = []
+    sqnr_of: dict[str, float] = {}
+    producer = {t: layer for layer in layers for t in layer["outputs"]}
+
+    def input_sqnr(tensor: str) -> list[float]:
+        if tensor in sqnr_of:
+            return [sqnr_of[tensor]]
+        fused = producer.get(tensor)
+        return [s for t in fused["inputs"] for s in input_sqnr(t)] if fused else []
+
     for layer in layers:
         for tensor in layer["outputs"]:
             if tensor not in reference or tensor not in candidate:
@@ -110,7 +127,7 @@ def compare_layers(layers: list[dict], reference: dict[str, np.ndarray],
                                  f"quantized {got.shape} (NCHW/NHWC mix-up?)")
             s = sqnr_db(ref, got)
             sqnr_of[tensor] = s
-            ins = [sqnr_of[t] for t in layer["inputs"] if t in sqnr_of]
+            ins = [s for t in layer["inputs"] for s in input_sqnr(t)]
             rows.append({"order": layer["order"], "tensor": tensor, "node": layer["node"],
                          "op_type": layer["op_type"], "cosine": cosine(ref, got), "sqnr_db": s,
                          "sqnr_drop_db": (min(ins) - s) if ins else np.nan,

@@ -22,9 +22,10 @@ import hashlib
 import json
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from anb import resources
 
@@ -34,7 +35,7 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 LAYOUTS = ("nchw", "channels_last")
 INPUTS = ("synthetic", "imagenet")
 CLOCKS = ("wall", "cpu")
-QUANTIZATIONS = ("per-channel", "dpu")
+QUANTIZATIONS = ("u8s8", "per-channel", "dpu")
 _DEVICE_NAME = re.compile(r"[A-Za-z0-9.\-]+")  # as anb.records.perf_key
 CONFIG_DIR = resources.CONFIG_DIR / "devices"
 FINGERPRINT_FIELDS = ("device", "backend", "kind", "batch", "resolution", "precision", "threads",
@@ -54,9 +55,10 @@ def _fail(field_name: str, value: Any, allowed: str) -> None:
 
 def _positive(field_name: str, value: Any, integer: bool = True, zero: bool = False) -> None:
     kind = int if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kind) or value < 0 or (value == 0 and not zero):
-        _fail(field_name, value, f"a {'' if zero else 'positive '}{'integer' if integer else 'number'}"
-              f"{' >= 0' if zero else ''}")
+    wrong_type = isinstance(value, bool) or not isinstance(value, kind)
+    if wrong_type or value < 0 or (value == 0 and not zero):
+        what = f"{'' if zero else 'positive '}{'integer' if integer else 'number'}"
+        _fail(field_name, value, f"a {what}{' >= 0' if zero else ''}")
 
 
 @dataclass(frozen=True)
@@ -145,8 +147,10 @@ class Protocol:
     allow_fallbacks: bool = False
     calibration_images: int = 64
     quantization: str = "per-channel"
-    """int8 scheme of the onnxruntime-int8 back-end: ``per-channel`` or ``dpu`` (per-tensor,
-    power-of-two scales, as Xilinx DPUs run); see :mod:`.quantize`."""
+    """int8 scheme of the onnxruntime-int8 back-end: ``u8s8`` (uint8 activations, what the
+    ``cpu-int8`` device sets), ``per-channel`` (int8 activations) or ``dpu`` (per-tensor,
+    power-of-two scales, as Xilinx DPUs run); see :mod:`.quantize`. The default stays
+    ``per-channel``: it is in every protocol's fingerprint, int8 or not."""
     cuda_graphs: bool = False
     """CUDA back-end: capture the forward once as a CUDA graph and replay it per step, so a
     batch-1 request times the device's work, not Python's kernel launches."""
@@ -189,7 +193,7 @@ class Protocol:
         """See :func:`protocol_fingerprint`: equal exactly when the numbers are comparable."""
         return protocol_fingerprint(self.as_dict())
 
-    def replace(self, **changes: Any) -> "Protocol":
+    def replace(self, **changes: Any) -> Protocol:
         return dataclasses.replace(self, **changes)
 
 
@@ -290,7 +294,8 @@ def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | 
             settings["batch"] = overrides["batch"]
         bad = sorted(set(settings) - _PROTOCOL_FIELDS)
         if bad:
-            _fail(f"{kind}.{bad[0]}", settings[bad[0]], f"a known setting {sorted(_PROTOCOL_FIELDS)}")
+            _fail(f"{kind}.{bad[0]}", settings[bad[0]],
+                  f"a known setting {sorted(_PROTOCOL_FIELDS)}")
         protocols.append(Protocol(
             device=name, kind=kind,
             warmup=_rule(WarmupRule, {**warmup, **kind_warmup}, "warmup"),

@@ -2,7 +2,7 @@
 
 For one architecture, with trained weights scored on an image folder (or, without weights, a
 random backbone whose agreement figures mean nothing, flagged as such): export, quantize under
-the target's scheme (``dpu`` for FPGA targets, ``per-channel`` for the CPU; :mod:`.quantize`),
+the target's scheme (``dpu`` for FPGA targets, ``u8s8`` for the CPU; :mod:`.quantize`),
 run the float and int8 networks on the same test images and compare every layer's output
 tensor (onnxruntime's QDQ debugging tools): cosine similarity and SQNR
 (dB) of the int8 activation against the float one (cumulative error up to that layer) and of the
@@ -98,7 +98,7 @@ def plot_layers(table: pd.DataFrame, path: Path, cos_threshold: float, sqnr_thre
     return path
 
 
-TARGET_SCHEMES = {"fpga": "dpu", "cpu": "per-channel"}
+TARGET_SCHEMES = {"fpga": "dpu", "cpu": "u8s8"}
 #: The report folder ``anb quant-report`` writes (see :mod:`anb.outputs`).
 REPORT = Kind("quant-report", "an anb quant-report", has_files("layers.csv", "summary.json"),
               replaceable=True)

@@ -1,7 +1,7 @@
 """onnxruntime static int8 on the CPU: the runnable stand-in for an edge int8 target (a DPU).
 
 The fp32 export is quantized (see :mod:`..quantize`) under the protocol's ``quantization``
-scheme (``per-channel``, or ``dpu``: per-tensor power-of-two scales) with
+scheme (``u8s8``, ``per-channel``, or ``dpu``: per-tensor power-of-two scales) with
 ``calibration_images`` digits images. The network has random weights, so the result records
 the scheme and the logits' SQNR of int8 against fp32 (the graph runs and the scales are sane),
 not an accuracy or agreement figure: that needs trained weights (``anb quant-report``).
