@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,15 @@ def test_prescale_saturates_and_rounds():
     x = np.array([0.0, 0.24, -0.26, 10.0, -10.0], dtype=np.float32)
     assert dpu_timing.prescale(x, 4).tolist() == [0, 4, -4, 127, -128]
     assert dpu_timing.prescale(x, 4).dtype == np.int8
+
+
+def test_board_warmup_runs_at_least_its_minimum_steps():
+    """Catches: the FPGA board's warm-up ignoring its minimum step count (a no-op step is
+    stable from the second step; min_steps=4 must still run exactly 4)."""
+    rules = {**FAST, "warmup": {**FAST["warmup"], "min_steps": 4, "tolerance": 1e9,
+                                "max_steps": 50, "max_seconds": 60.0}}
+    _, warm, _, _ = board_core.run_loop(lambda: time.sleep(1e-4), rules)
+    assert len(warm) == 4
 
 
 def test_stand_in_runner_matches_the_int8_model(int8_model, images):
