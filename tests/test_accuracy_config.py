@@ -12,7 +12,7 @@ from anb.collect_accuracy.train import main
 from anb.searchspace import EFFICIENTNET_B0
 from anb.searchspace.model import build_model
 
-from tests.test_train_torchrun import CONFIG, REPO
+from tests.trainer_helpers import CONFIG, REPO
 
 IMAGENET = REPO / "configs" / "accuracy" / "imagenet_proxy.ini"
 TINY = ["--progress", "false", "--num_models", "1", "--epochs", "1", "--eval_epochs", "1",

@@ -16,7 +16,7 @@ from anb.collect_accuracy.config import (ConfigError, for_world, load_config, pe
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Sampler
 
-from tests.test_train_torchrun import CONFIG, REPO
+from tests.trainer_helpers import CONFIG, REPO
 
 pytestmark = pytest.mark.timeout(300)
 IMAGENET = REPO / "configs" / "accuracy" / "imagenet_proxy.ini"

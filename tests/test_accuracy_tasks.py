@@ -16,7 +16,7 @@ from anb.collect_accuracy.imagefolder import write_digits_folder
 from anb.collect_accuracy.train import main
 from anb.searchspace import ANB_SPACE, SEQ1D_SPACE, Arch, count
 
-from tests.test_train_torchrun import CONFIG
+from tests.trainer_helpers import CONFIG
 
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
 BIG = "e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l4se-e6k5l3se"

@@ -17,38 +17,22 @@ import numpy as np
 import pytest
 
 from anb.collect_throughput.qualcomm import host
-from anb.collect_throughput.qualcomm.config import (Quantization, device_from_mapping,
-                                                    load_qualcomm_device)
+from anb.collect_throughput.qualcomm.config import (
+    Quantization,
+    device_from_mapping,
+    load_qualcomm_device,
+)
 from anb.collect_throughput.qualcomm.device import DeviceStages
-from anb.collect_throughput.qualcomm.parse import (ParseError, parse_diagview_csv,
-                                                   parse_dlc_info, parse_throughput)
+from anb.collect_throughput.qualcomm.parse import (
+    ParseError,
+    parse_diagview_csv,
+    parse_dlc_info,
+    parse_throughput,
+)
 from anb.collect_throughput.qualcomm.stages import build_dlc, measure_qualcomm
 from anb.collect_throughput.qualcomm.tools import ToolFailed, ToolMissing
-from anb.collect_throughput.transports.local import LocalTransport
 from anb.searchspace.arch import as_arch
-
-STANDINS = Path(__file__).parent / "standins" / "snpe"
-ARCH = "e1k3l1-e6k3l2-e6k5l2-e6k3l3-e6k5l1-e6k5l4-e6k3l1"
-
-
-@pytest.fixture
-def sdk_path(monkeypatch):
-    """The SNPE stand-ins first on PATH (with this interpreter's python3)."""
-    monkeypatch.setenv("PATH", f"{STANDINS}:{Path(sys.executable).parent}:{os.environ['PATH']}")
-    monkeypatch.delenv("SNPE_ROOT", raising=False)
-    return STANDINS
-
-
-class CountingLocal(LocalTransport):
-    """The ``local://`` transport (this machine is the board), counting device commands."""
-
-    def __init__(self):
-        super().__init__("local://", "test-board")
-        self.commands: list[list[str]] = []
-
-    def run(self, argv, step, timeout, check=True):
-        self.commands.append(list(argv))
-        return super().run(argv, step, timeout, check)
+from tests.qualcomm_helpers import ARCH, STANDINS, CountingLocal
 
 
 def small(device, tmp_path, **changes):

@@ -1,11 +1,8 @@
 """Surrogates on the real released dataset (small budgets; full-size runs are benchmarks)."""
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,23 +10,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import kendalltau
 
 from anb.outputs import MARKER
 from anb.searchspace import EFFICIENTNET_B0, Sampler
 from anb.searchspace.encoding import encode
 from anb.searchspace.space import ANB_SPACE
-from anb.surrogates import (FitConfig, TargetConfig, TargetSurrogate, evaluate, fit,
-                            fit_benchmark, load, load_ensemble, make_family, prepare,
-                            read_manifest, save)
+from anb.surrogates import (
+    FitConfig,
+    TargetConfig,
+    TargetSurrogate,
+    evaluate,
+    fit,
+    fit_benchmark,
+    load,
+    load_ensemble,
+    make_family,
+    prepare,
+    read_manifest,
+    save,
+)
 from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 from anb.surrogates.noise import standard_normal
 from anb.surrogates.support import Support
-from scipy.stats import kendalltau
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb"
-TARBALL = DATA / "anb_dataset_jsons.tar.gz"
-pytestmark = pytest.mark.skipif(not TARBALL.exists(), reason="released dataset not available")
+from tests.conftest import DATASET_TARBALL as TARBALL
 
 SMALL_TARGETS = ["val_top1", "throughput_a100", "throughput_tpuv3", "latency_zcu102"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 3)
