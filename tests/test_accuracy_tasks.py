@@ -30,7 +30,7 @@ def _records(folder: Path) -> list[dict]:
 def test_image_folder_loader_and_training(tmp_path):
     train_dir, val_dir = write_digits_folder(tmp_path / "images", sizes=(24, 36))
     overrides = ["--kind", "folder", "--train_path", str(train_dir), "--val_path", str(val_dir),
-                 "--num_workers", "1"]
+                 "--num_workers", "1", "--val_res", "48"]
     config = load_config(CONFIG, overrides)
     loaders = make_loaders(config, 0, 1, torch.device("cpu"))
     a = [(x.clone(), y.clone()) for x, y in loaders.train(3, 48)][:2]

@@ -62,7 +62,7 @@ def test_writer_stores_every_image_resized_with_its_label(betons):
 def test_loader_resolution_ramp_and_validation(betons):
     train, val, _ = betons
     config = load_config(CONFIG, ["--kind", "ffcv", "--train_path", str(train),
-                                  "--val_path", str(val), "--num_workers", "1"])
+                                  "--val_path", str(val), "--num_workers", "1", "--val_res", "48"])
     loaders = make_loaders(config, 0, 1, torch.device("cpu"))
     assert loaders.num_classes == 10 and loaders.train_steps() == 1437 // 32
     shapes = []
