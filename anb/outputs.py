@@ -16,6 +16,7 @@ Every command that writes a folder names its :class:`Kind` and goes through this
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import shutil
@@ -41,12 +42,15 @@ class Kind:
     """One kind of output folder: ``name`` goes into the marker, ``what`` into messages
     ("an anb surrogate artifact"); ``legacy`` recognises folders written without a marker;
     ``replaceable``: written whole by :func:`replace_folder` (its command takes
-    ``--overwrite``), else resumed file by file (:func:`prepare_folder`)."""
+    ``--overwrite``), else resumed file by file (:func:`prepare_folder`); ``companions``:
+    glob patterns of files that may already sit in a new folder of this kind without making it
+    someone else's (e.g. the SLURM log of the job about to write there)."""
 
     name: str
     what: str
     legacy: Callable[[Path], bool] | None = None
     replaceable: bool = False
+    companions: tuple[str, ...] = ()
 
 
 def has_files(*names: str) -> Callable[[Path], bool]:
@@ -81,9 +85,11 @@ def holds(folder: Path, kind: Kind) -> bool:
     return kind.legacy is not None and kind.legacy(folder)
 
 
-def _content(folder: Path) -> list[str]:
+def _content(folder: Path, kind: Kind) -> list[str]:
+    """What ``folder`` holds besides anb's marker and locks and ``kind``'s companions."""
     return sorted(p.name for p in folder.iterdir() if p.name != MARKER
-                  and not p.name.startswith(LOCK))
+                  and not p.name.startswith(LOCK)
+                  and not any(fnmatch.fnmatch(p.name, c) for c in kind.companions))
 
 
 def check_folder(path: str | os.PathLike, kind: Kind, overwrite: bool = False,
@@ -96,7 +102,7 @@ def check_folder(path: str | os.PathLike, kind: Kind, overwrite: bool = False,
                         f"the file untouched. Give another {option}, or remove the file")
     if not path.is_dir() or overwrite or holds(path, kind):
         return path
-    content = _content(path)
+    content = _content(path, kind)
     if not content:
         return path
     marker = read_marker(path)

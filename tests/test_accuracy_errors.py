@@ -26,7 +26,8 @@ QUICK = ["--progress", "false", "--epochs", "1", "--eval_epochs", "1", "--max_st
     (["--min_res", "64", "--max_res", "32"], "'trainval.min_res' / 'trainval.max_res'"),
     (["--epochs", "1", "--eval_epochs", "1", "--lr_peak_epoch", "2"],
      "'optimizer.lr_peak_epoch': value 2.0"),
-    (["--eval_epochs", "5"], "'trainval.eval_epochs': value 5 must be in 1..trainval.epochs"),
+    (["--epochs", "4", "--eval_epochs", "5"],
+     "'trainval.eval_epochs': value 5 must be in 1..trainval.epochs"),
     (["--lock", "maybe"], "'logging.lock': value 'maybe' is not a valid bool"),
 ])
 def test_out_of_range_values_name_key_value_and_allowed_range(tmp_path, capsys, override,

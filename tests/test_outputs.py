@@ -334,3 +334,15 @@ def test_check_file_refuses_a_folder(tmp_path):
     assert outputs.check_file(tmp_path / "a.csv") == tmp_path / "a.csv"
     with pytest.raises(UserError, match="is a folder; a file is written there"):
         outputs.check_file(tmp_path)
+
+
+def test_a_kinds_companion_files_do_not_make_a_folder_foreign(tmp_path):
+    """Catches: a SLURM job's log written into the results folder before the trainer starts
+    (sbatch's slurm-<id>.out) refused as someone else's file."""
+    kind = outputs.Kind("demo-companions", "a demo output", companions=("slurm-*.out",))
+    (tmp_path / "slurm-7.out").write_text("job log")
+    assert outputs.check_folder(tmp_path, kind) == tmp_path
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(outputs.UserError, match="holds 1 file that is not a demo output: notes.txt"):
+        outputs.check_folder(tmp_path, kind)
+

@@ -126,7 +126,7 @@ def test_installed_wheel_works_from_an_unrelated_folder(installed, tmp_path):
     again = _run([python, "-c", code], work, env)
     assert "loaded the cached benchmark" in again.stderr
     assert json.loads(first.stdout) == json.loads(again.stdout)
-    assert set(json.loads(first.stdout)) == {"val_top1", "val_top1_std", "throughput_zcu102",
+    assert set(json.loads(first.stdout)) == {"arch", "val_top1", "val_top1_std", "throughput_zcu102",
                                              "throughput_zcu102_std", "ood", "ood_distance",
                                              "ood_cost"}
     assert Path(env["ANB_CACHE_DIR"], "accel-nasbench").is_dir()

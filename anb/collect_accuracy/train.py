@@ -78,8 +78,11 @@ def _holds_runs(folder: Path) -> bool:
 
 
 #: The results folder (``logging.folder``) the trainer writes and resumes; jobs sharing it
-#: cooperate through per-architecture claims (see :mod:`anb.outputs`).
-OUTPUT = Kind("train", "anb train results", _holds_runs)
+#: cooperate through per-architecture claims (see :mod:`anb.outputs`). A SLURM job's log
+#: (sbatch's default ``slurm-<id>.out``, the shipped template's ``anb-accuracy-<id>.out``) may
+#: be there before the trainer starts.
+OUTPUT = Kind("train", "anb train results", _holds_runs,
+              companions=("slurm-*.out", "anb-accuracy-*.out"))
 FOLDER_OPTION = "--logging.folder"
 
 
