@@ -106,7 +106,7 @@ def test_cache_key_covers_version_data_libraries_and_config(cache, monkeypatch):
     assert packaged.cache_path(config=cache) != base
     monkeypatch.undo()
     monkeypatch.setenv("ANB_CACHE_DIR", str(base.parent.parent))
-    key = packaged.cache_key(packaged._config(cache))
+    key = packaged.cache_key(packaged.fit_config(cache))
     assert key["data_sha256"] == _sha256(resources.RELEASED_DATASET)
     assert set(key["split_sha256"]) == {"train_paths.json", "val_paths.json", "test_paths.json"}
     assert key["libraries"]["xgboost"] and key["libraries"]["anb"] == anb.__version__

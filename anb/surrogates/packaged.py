@@ -51,9 +51,11 @@ def cache_root() -> Path:
     return Path(user_cache_dir("anb", appauthor=False))
 
 
-def _config(config: str | Path | FitConfig | None) -> FitConfig:
+def fit_config(config: str | Path | FitConfig | None) -> FitConfig:
+    """The config a packaged benchmark is fitted with: ``FitConfig()`` (the packaged
+    ``default.json``) unless one is given."""
     if config is None:
-        return FitConfig.from_file(resources.config_path("surrogates", "default.json"))
+        return FitConfig()
     return config if isinstance(config, FitConfig) else FitConfig.from_file(config)
 
 
@@ -69,7 +71,7 @@ def cache_key(config: FitConfig) -> dict[str, Any]:
 def cache_path(name: str = "accel-nasbench", config: str | Path | FitConfig | None = None) -> Path:
     """The cache folder of the packaged benchmark ``name`` fitted with ``config``."""
     _check_name(name)
-    digest = hashlib.sha256(json.dumps(cache_key(_config(config)), sort_keys=True).encode())
+    digest = hashlib.sha256(json.dumps(cache_key(fit_config(config)), sort_keys=True).encode())
     return cache_root() / name / f"{__version__}-{digest.hexdigest()[:16]}"
 
 
@@ -106,7 +108,7 @@ def load_packaged(name: str = "accel-nasbench", config: str | Path | FitConfig |
                 return _load(path, quiet)
             except ValueError:
                 pass
-        return _fit(name, path, _config(config), n_jobs, quiet)
+        return _fit(name, path, fit_config(config), n_jobs, quiet)
 
 
 def _load(path: Path, quiet: bool) -> SurrogateBenchmark:
