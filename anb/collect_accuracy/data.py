@@ -20,9 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from anb.collect_accuracy.config import Config, ConfigError
+from anb.preprocessing import IMAGENET_MEAN_255, IMAGENET_STD_255
 
-IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -62,8 +61,8 @@ def normalise(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
     """uint8/float NCHW in [0, 255] -> float normalised with the ImageNet statistics."""
     x = x.float()
     if x.shape[1] == 3:
-        mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1)
-        std = torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1)
+        mean = torch.tensor(IMAGENET_MEAN_255, device=x.device).view(1, 3, 1, 1)
+        std = torch.tensor(IMAGENET_STD_255, device=x.device).view(1, 3, 1, 1)
         x = (x - mean) / std
     else:
         x = (x - 127.5) / 64.0
