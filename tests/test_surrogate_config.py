@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+from dataclasses import replace
 from typing import Any
 
 from typer.testing import CliRunner
@@ -41,6 +42,18 @@ def test_fit_config_defaults_are_the_packaged_file():
                                for k, v in data["per_target"].items()}}
     assert config.to_dict() == expected
     assert TargetConfig("svr").n_members == data["default"]["n_members"]
+
+
+def test_a_config_of_ones_own_takes_the_file_for_what_it_leaves_out():
+    """A ``default`` of one's own applies to every target (the file's per-target settings
+    refine the file's default only); any other field left out is the file's."""
+    packaged_config = FitConfig()
+    assert FitConfig.from_dict({"seed": 3}) == replace(packaged_config, seed=3)
+    own = FitConfig.from_dict({"default": {"family": "svr", "params": {"C": 1.0}}})
+    assert own.per_target == {} and own.default == TargetConfig("svr", {"C": 1.0})
+    assert own.layer_cost_trim == packaged_config.layer_cost_trim
+    assert FitConfig(default=TargetConfig("svr")).per_target == {}
+    assert len(packaged_config.per_target) == 4
 
 
 def test_every_default_follows_the_file_not_a_copy_in_the_code(monkeypatch):

@@ -75,7 +75,9 @@ class TargetConfig:
 class FitConfig:
     """Everything ``fit_benchmark`` needs besides the data (JSON-serialisable). What is left
     out is the packaged ``anb/configs/surrogates/default.json``'s: ``FitConfig()`` is the
-    config ``anb.load()``, ``anb fit`` and ``anb pipeline`` fit by default."""
+    config ``anb.load()``, ``anb fit`` and ``anb pipeline`` fit by default. ``per_target``
+    left out is the file's only with the file's ``default``: a ``default`` you give applies
+    to every target."""
 
     targets: list[str] | None = None
     feature_set: str = field(default_factory=_from_file("feature_set"))
@@ -86,7 +88,11 @@ class FitConfig:
     split: str = field(default_factory=_from_file("split"))
     seed: int = field(default_factory=_from_file("seed"))
     default: TargetConfig = field(default_factory=_default_target)
-    per_target: dict[str, TargetConfig] = field(default_factory=_per_target)
+    per_target: dict[str, TargetConfig] = None  # type: ignore[assignment]  # see __post_init__
+
+    def __post_init__(self) -> None:
+        if self.per_target is None:
+            self.per_target = _per_target() if self.default == _default_target() else {}
 
     def for_target(self, target: str) -> TargetConfig:
         return self.per_target.get(target, self.default)
