@@ -122,7 +122,7 @@ class FolderLoaders(Loaders):
 def write_digits_folder(root: Path, sizes: tuple[int, int] = (40, 56)) -> tuple[Path, Path]:
     """scikit-learn's digits as JPEGs in ``root/{train,val}/<digit>/`` (sides alternate
     between the given sizes, so images are not all square); returns the two folders."""
-    from anb.collect_accuracy.data import digits_tensors
+    from anb.digits import digits_tensors
 
     (x_train, y_train), (x_val, y_val) = digits_tensors(max(sizes))
     for split, xs, ys in (("train", x_train, y_train), ("val", x_val, y_val)):

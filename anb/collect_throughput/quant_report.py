@@ -203,8 +203,8 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
         preprocessing = (f"trainer's validation transform: centre crop {crop_ratio} of the short "
                          f"side, resized to {resolution} px, ImageNet mean/std")
     else:
-        x_train, _ = digits_images(resolution, "train", seed)
-        x_test, y_test = digits_images(resolution, "test", seed)
+        x_train, _ = digits_images(resolution, "train")
+        x_test, y_test = digits_images(resolution, "test")
         x_test, y_test = x_test[:eval_images], y_test[:eval_images]
         dataset = "sklearn digits (8x8 upscaled)"
         preprocessing = f"digits upscaled to {resolution} px, [-1, 1]"
