@@ -1,4 +1,4 @@
-"""The packaged benchmark: ``anb.load()`` / ``anb.surrogates.load("accel-nasbench")``.
+"""``anb.load(name_or_path)``, the one way to load a benchmark, and the packaged benchmark.
 
 First use fits the surrogates on the dataset that ships inside the package (the released
 Accel-NASBench data and its published split) with the packaged default config, and saves the
@@ -86,13 +86,9 @@ def _say(quiet: bool, text: str) -> None:
         print(f"anb: {text}", file=sys.stderr, flush=True)
 
 
-def load_packaged(name: str = "accel-nasbench", config: str | Path | FitConfig | None = None,
-                  n_jobs: int | None = None, quiet: bool = False) -> SurrogateBenchmark:
-    """The packaged benchmark, fitted on first use and cached (see the module docstring).
-
-    ``config``: a FitConfig (or its JSON file) instead of the packaged default; it is part of the
-    cache key. ``n_jobs``: threads for the first-use fit (default: the CPUs this process may use).
-    """
+def _load_packaged(name: str, config: str | Path | FitConfig | None, n_jobs: int | None,
+                   quiet: bool) -> SurrogateBenchmark:
+    """The packaged benchmark, fitted on first use and cached (see the module docstring)."""
     from filelock import FileLock
 
     path = cache_path(name, config)
@@ -138,16 +134,28 @@ def _fit(name: str, path: Path, config: FitConfig, n_jobs: int | None, quiet: bo
     return artifact.load(path)
 
 
-def load(path_or_name: str | Path, n_jobs: int | None = None
-         ) -> SurrogateBenchmark | AdaptedBenchmark:
-    """A packaged benchmark by name (``"accel-nasbench"``), or a saved folder of either kind
-    (told apart by its manifest's ``format``): an ``anb fit`` artifact or an ``anb adapt``
-    one (its base benchmark plus the adapted devices)."""
-    if str(path_or_name) in PACKAGED and not Path(path_or_name).exists():
-        bench = load_packaged(str(path_or_name))
+def load(name_or_path: str | Path = "accel-nasbench", config: str | Path | FitConfig | None = None,
+         n_jobs: int | None = None, quiet: bool = False) -> SurrogateBenchmark | AdaptedBenchmark:
+    """A benchmark: a packaged one by name (``"accel-nasbench"``, fitted on first use and
+    cached), or a saved folder of either kind (told apart by its manifest's ``format``): an
+    ``anb fit`` artifact or an ``anb adapt`` one (its base benchmark plus the adapted devices).
+
+    ``config`` (packaged only): a FitConfig (or its JSON file) instead of the packaged
+    default; it is part of the cache key. ``n_jobs``: threads for queries and for the
+    first-use fit (default: the CPUs this process may use). ``quiet``: no progress on stderr.
+    """
+    if not Path(name_or_path).exists():
+        if str(name_or_path) not in PACKAGED:
+            raise ValueError(f"unknown packaged benchmark {str(name_or_path)!r} and no folder of "
+                             f"that name; allowed: {list(PACKAGED)} or the folder of a benchmark "
+                             "written by `anb fit` or `anb adapt`")
+        bench = _load_packaged(str(name_or_path), config, n_jobs, quiet)
         if n_jobs is not None:
             bench.set_threads(n_jobs)
         return bench
-    if is_adapted(path_or_name):
-        return load_adapted(path_or_name, n_jobs=n_jobs)
-    return artifact.load(path_or_name, n_jobs=n_jobs)
+    if config is not None:
+        raise ValueError(f"config is for a packaged benchmark ({list(PACKAGED)}); "
+                         f"{str(name_or_path)!r} is a folder, fitted already")
+    if is_adapted(name_or_path):
+        return load_adapted(name_or_path, n_jobs=n_jobs)
+    return artifact.load(name_or_path, n_jobs=n_jobs)
