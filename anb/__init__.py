@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from anb.resources import PACKAGED_BENCHMARK
 from anb.version import __version__
 
 
-def load(name_or_path: str | Path = "accel-nasbench", **kwargs: Any) -> Any:
+def load(name_or_path: str | Path = PACKAGED_BENCHMARK, **kwargs: Any) -> Any:
     """The one way to load a benchmark: a packaged one by name, or a folder written by
     ``anb fit`` or ``anb adapt``; ``kwargs``: ``config``, ``n_jobs``, ``quiet`` (see
     :func:`anb.surrogates.packaged.load`, imported on first call)."""

@@ -28,7 +28,7 @@ from anb.surrogates.fit import FitConfig
 from anb.version import __version__
 
 #: Names :func:`load` resolves to a packaged benchmark (anything else is an artifact folder).
-PACKAGED = ("accel-nasbench",)
+PACKAGED = (resources.PACKAGED_BENCHMARK,)
 #: How long a process waits for another one's first-use fit before giving up (seconds).
 LOCK_TIMEOUT = 3600.0
 
@@ -68,7 +68,8 @@ def cache_key(config: FitConfig) -> dict[str, Any]:
             "config": config.to_dict()}
 
 
-def cache_path(name: str = "accel-nasbench", config: str | Path | FitConfig | None = None) -> Path:
+def cache_path(name: str = resources.PACKAGED_BENCHMARK,
+               config: str | Path | FitConfig | None = None) -> Path:
     """The cache folder of the packaged benchmark ``name`` fitted with ``config``."""
     _check_name(name)
     digest = hashlib.sha256(json.dumps(cache_key(fit_config(config)), sort_keys=True).encode())
@@ -134,8 +135,9 @@ def _fit(name: str, path: Path, config: FitConfig, n_jobs: int | None, quiet: bo
     return artifact.load(path)
 
 
-def load(name_or_path: str | Path = "accel-nasbench", config: str | Path | FitConfig | None = None,
-         n_jobs: int | None = None, quiet: bool = False) -> SurrogateBenchmark | AdaptedBenchmark:
+def load(name_or_path: str | Path = resources.PACKAGED_BENCHMARK,
+         config: str | Path | FitConfig | None = None, n_jobs: int | None = None,
+         quiet: bool = False) -> SurrogateBenchmark | AdaptedBenchmark:
     """A benchmark: a packaged one by name (``"accel-nasbench"``, fitted on first use and
     cached), or a saved folder of either kind (told apart by its manifest's ``format``): an
     ``anb fit`` artifact or an ``anb adapt`` one (its base benchmark plus the adapted devices).
