@@ -9,12 +9,15 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
+import sys  # noqa: E402
+
 import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ANB_SHARED_DATA", REPO.parent / "shared" / "data" / "anb"))
 DATASET_TARBALL = SHARED_DATA / "anb_dataset_jsons.tar.gz"
 SPLITS_DIR = SHARED_DATA / "splits"
+SNPE_STANDINS = Path(__file__).parent / "standins" / "snpe"
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -46,3 +49,11 @@ def released_frame(released_records):
     from anb.records import records_to_frame
 
     return records_to_frame(released_records)
+
+
+@pytest.fixture
+def sdk_path(monkeypatch):
+    """The SNPE stand-ins first on PATH (with this interpreter's python3)."""
+    monkeypatch.setenv("PATH", f"{SNPE_STANDINS}:{Path(sys.executable).parent}:{os.environ['PATH']}")
+    monkeypatch.delenv("SNPE_ROOT", raising=False)
+    return SNPE_STANDINS

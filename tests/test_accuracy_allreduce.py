@@ -20,7 +20,7 @@ from anb.collect_accuracy.distributed import DistInfo
 from anb.collect_accuracy.train import Trainer
 from anb.searchspace import get_space
 
-from tests.test_train_torchrun import CONFIG
+from tests.trainer_helpers import CONFIG
 
 pytestmark = pytest.mark.timeout(180)
 WORLD, N_VAL, CLASSES = 3, 11, 10  # shards of 4, 4, 3 images

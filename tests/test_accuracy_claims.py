@@ -18,7 +18,7 @@ from anb.collect_accuracy.config import ConfigError
 from anb.collect_accuracy.train import main
 from anb.searchspace import Arch, Sampler
 
-from tests.test_train_torchrun import CONFIG, REPO, child_env, torchrun_cmd
+from tests.trainer_helpers import CONFIG, REPO, child_env, torchrun_cmd
 
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
 OTHER = "e4k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"

@@ -12,7 +12,7 @@ from anb.collect_accuracy.train import main
 from anb.searchspace import EFFICIENTNET_B0
 from anb.searchspace.model import build_model
 
-from tests.test_train_torchrun import CONFIG, REPO
+from tests.trainer_helpers import CONFIG, REPO
 
 IMAGENET = REPO / "configs" / "accuracy" / "imagenet_proxy.ini"
 TINY = ["--progress", "false", "--num_models", "1", "--epochs", "1", "--eval_epochs", "1",
@@ -183,3 +183,58 @@ def test_full_recipe_keys_are_checked(override, message):
     with pytest.raises(ConfigError) as err:
         load_config(CONFIG, override)
     assert message in str(err.value)
+
+
+def test_trainer_feeds_each_epoch_the_resolution_of_the_rule(tmp_path, monkeypatch):
+    """Catches: the trainer switching resolution one epoch early (or late): the images each
+    epoch's steps receive follow REFERENCE.md's rule, ``min_res`` up to and including
+    ``start_ramp``, linear in between (rounded to ``res_step``), ``max_res`` from ``end_ramp``.
+    With 32 -> 64 over epochs 1 -> 3 in steps of 16: 32, 32, 48, 64."""
+    from anb.collect_accuracy import train
+
+    sizes: list[int] = []
+    real_step = train.train_step
+
+    def recording_step(net, optimizer, scaler, loss_fn, x, y, amp):
+        sizes.append(x.shape[-1])
+        return real_step(net, optimizer, scaler, loss_fn, x, y, amp)
+
+    monkeypatch.setattr(train, "train_step", recording_step)
+    assert main(["--config", str(CONFIG), "--folder", str(tmp_path), *TINY[:-6],
+                 "--epochs", "4", "--min_res", "32", "--max_res", "64", "--start_ramp", "1",
+                 "--end_ramp", "3", "--res_step", "16", "--val_res", "32",
+                 "--image_size", "64"]) == 0
+    assert sizes == [32, 32, 32, 32, 48, 48, 64, 64]  # 2 steps per epoch
+
+
+def test_recipe_loss_is_label_smoothed_as_configured():
+    """Catches: label smoothing ignored by the loss while the config still says 0.1: the
+    recipe's own loss factory against torch's ``cross_entropy(label_smoothing=0.1)``."""
+    config = load_config(IMAGENET)
+    assert config["trainval"]["label_smoothing"] == 0.1
+    logits = torch.tensor([[2.0, 0.5, -1.0], [0.1, 0.2, 3.0]])
+    target = torch.tensor([0, 1])
+    loss = recipe.make_loss(config)(logits, target)
+    expected = torch.nn.functional.cross_entropy(logits, target, label_smoothing=0.1)
+    assert loss.item() == expected.item()
+    assert loss.item() != torch.nn.functional.cross_entropy(logits, target).item()
+
+
+def test_ema_update_weights_old_by_decay_and_new_by_its_complement():
+    """Catches: EMA decay and its complement swapped (or the average replaced by the current
+    weights): one update on known tensors, exact values; integer buffers are copied."""
+    model = torch.nn.Sequential(torch.nn.Linear(2, 1), torch.nn.BatchNorm1d(1))
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[1.0, 2.0]]))
+        model[0].bias.fill_(4.0)
+    ema = recipe.EMA(model, decay=0.75)
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[5.0, -2.0]]))
+        model[0].bias.fill_(0.0)
+    model[1].num_batches_tracked.fill_(7)
+    ema.update(model)
+    averaged = ema.model.state_dict()
+    assert averaged["0.weight"].tolist() == [[2.0, 1.0]]  # 0.75 * old + 0.25 * new
+    assert averaged["0.bias"].tolist() == [3.0]
+    assert averaged["1.num_batches_tracked"].item() == 7
+    assert model[0].weight.tolist() == [[5.0, -2.0]]  # the trained network is untouched

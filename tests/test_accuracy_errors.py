@@ -11,7 +11,7 @@ from anb.collect_accuracy.export import export, from_local
 from anb.collect_accuracy.train import main
 from anb.searchspace import Arch
 
-from tests.test_train_torchrun import CONFIG
+from tests.trainer_helpers import CONFIG
 
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
 QUICK = ["--progress", "false", "--epochs", "1", "--eval_epochs", "1", "--max_steps", "2",

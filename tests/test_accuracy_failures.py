@@ -17,7 +17,7 @@ from anb.collect_accuracy.export import export
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Sampler
 
-from tests.test_train_torchrun import CONFIG
+from tests.trainer_helpers import CONFIG
 
 pytestmark = pytest.mark.timeout(300)
 TINY = ["--progress", "false", "--epochs", "1", "--eval_epochs", "1", "--max_steps", "2",
@@ -147,7 +147,7 @@ def test_nan_loss_on_two_ranks_fails_the_design_on_both_and_goes_on(tmp_path):
     it and moves on together (no rank left waiting in a collective)."""
     import subprocess
 
-    from tests.test_train_torchrun import REPO, child_env, torchrun_cmd
+    from tests.trainer_helpers import REPO, child_env, torchrun_cmd
 
     proc = subprocess.run(torchrun_cmd(tmp_path, "--num_models", "2", "--epochs", "1",
                                        "--eval_epochs", "1", "--lr", "1e30", "--lr_batch", "1",

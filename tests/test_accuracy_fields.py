@@ -20,7 +20,7 @@ from anb.collect_accuracy.distributed import DistInfo
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Arch, get_space
 
-from tests.test_train_torchrun import CONFIG, REPO
+from tests.trainer_helpers import CONFIG, REPO
 
 pytestmark = pytest.mark.timeout(300)
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"

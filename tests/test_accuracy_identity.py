@@ -3,6 +3,7 @@ resume under another global batch (another GPU count) is refused with a clear me
 equal with ``trainval.global_batch``; a dataset staged to local disk keeps its identity."""
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 
@@ -15,7 +16,7 @@ from anb.collect_accuracy.config import (ConfigError, for_world, load_config, pe
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Sampler
 
-from tests.test_train_torchrun import CONFIG, REPO
+from tests.trainer_helpers import CONFIG, REPO
 
 pytestmark = pytest.mark.timeout(300)
 IMAGENET = REPO / "configs" / "accuracy" / "imagenet_proxy.ini"
@@ -135,3 +136,55 @@ def test_augmentation_keys_join_the_identity_only_when_set(name, world):
     same = load_config(REPO / "configs" / "accuracy" / name,
                        ["--crop_scale", "0.08", "--hflip", "true"])  # the defaults, spelled out
     assert recipe_hash(same, world) == recipe_hash(config, world)
+
+
+def test_model_regularisation_keys_are_in_the_recipe_identity():
+    """Catches: ``model.*`` training keys (dropout, drop path, activation) missing from the
+    recipe identity, so two settings share one hash (and one resume checkpoint); the keys
+    that pick which architectures to train (seed, shard, num_models) stay out of it."""
+    config = load_config(IMAGENET)
+    base = recipe_hash(config, 4)
+    for key, value in (("dropout", "0.3"), ("drop_path", "0.1"), ("activation", "silu")):
+        changed = load_config(IMAGENET, [f"--model.{key}", value])
+        assert recipe_identity(changed, 4)["model"][key] == changed["model"][key]
+        assert recipe_hash(changed, 4) != base, key
+    for key, value in (("seed", "5"), ("num_models", "7"), ("shard", "1/2")):
+        assert recipe_hash(load_config(IMAGENET, [f"--model.{key}", value]), 4) == base, key
+
+
+def test_resume_restores_the_optimizer_state_and_continues_exactly(tmp_path, monkeypatch):
+    """Catches: a resume that drops the optimizer state (SGD momentum) and continues. An
+    uninterrupted 3-epoch run and one interrupted after epoch 1 then resumed must checkpoint
+    identical weights and momentum buffers after epochs 2 and 3 (CPU, seeded per epoch)."""
+    arch = str(Sampler(2).sample(1)[0])
+    states: dict[str, list[dict]] = {"whole": [], "resumed": []}
+    real_save, run = checkpoint.save, ["whole"]
+
+    def recording_save(path, state):
+        states[run[0]].append(copy.deepcopy({k: state[k] for k in ("epoch", "model",
+                                                                   "optimizer")}))
+        return real_save(path, state)
+
+    def args(folder):
+        return ["--config", str(CONFIG), "--folder", str(folder), "--archs", arch, *TINY,
+                "--epochs", "3"]
+
+    monkeypatch.setattr(checkpoint, "save", recording_save)
+    assert main(args(tmp_path / "whole")) == 0
+    run[0] = "resumed"
+    _interrupt_after_first_epoch(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        main(args(tmp_path / "resumed"))
+    monkeypatch.undo()
+    monkeypatch.setattr(checkpoint, "save", recording_save)
+    assert main(args(tmp_path / "resumed")) == 0
+    whole, resumed = states["whole"], states["resumed"]
+    assert [s["epoch"] for s in whole] == [1, 2, 3] and [s["epoch"] for s in resumed] == [1, 2, 3]
+    momentum = [b["momentum_buffer"] for b in whole[0]["optimizer"]["state"].values()]
+    assert momentum and any(bool(m.abs().sum() > 0) for m in momentum)  # there is momentum
+    for a, b in zip(whole, resumed, strict=True):
+        for key, value in a["model"].items():
+            assert torch.equal(value, b["model"][key]), (a["epoch"], key)
+        for index, buffers in a["optimizer"]["state"].items():
+            assert torch.equal(buffers["momentum_buffer"],
+                               b["optimizer"]["state"][index]["momentum_buffer"]), index

@@ -11,7 +11,7 @@ import pytest
 
 from anb.collect_accuracy.train import main
 
-from tests.test_train_torchrun import REPO
+from tests.trainer_helpers import REPO
 
 pytestmark = pytest.mark.timeout(300)
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"

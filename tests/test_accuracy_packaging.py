@@ -10,7 +10,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.test_train_torchrun import REPO
+from tests.trainer_helpers import REPO
 
 try:
     import tomllib

@@ -12,7 +12,7 @@ from anb.collect_accuracy import provenance
 from anb.collect_accuracy.train import main
 from anb.searchspace import Sampler, get_space
 
-from tests.test_train_torchrun import REPO
+from tests.trainer_helpers import REPO
 
 pytestmark = pytest.mark.timeout(300)
 ECG = REPO / "configs" / "accuracy" / "seq1d_ecg.ini"

@@ -10,7 +10,7 @@ import time
 
 from anb.searchspace import Sampler
 
-from tests.test_train_torchrun import CONFIG, REPO, child_env
+from tests.trainer_helpers import CONFIG, REPO, child_env
 
 
 def test_sigterm_mid_architecture_then_rerun_resumes(tmp_path):

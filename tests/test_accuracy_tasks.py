@@ -16,7 +16,7 @@ from anb.collect_accuracy.imagefolder import write_digits_folder
 from anb.collect_accuracy.train import main
 from anb.searchspace import ANB_SPACE, SEQ1D_SPACE, Arch, count
 
-from tests.test_train_torchrun import CONFIG
+from tests.trainer_helpers import CONFIG
 
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
 BIG = "e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l4se-e6k5l3se"
@@ -30,7 +30,7 @@ def _records(folder: Path) -> list[dict]:
 def test_image_folder_loader_and_training(tmp_path):
     train_dir, val_dir = write_digits_folder(tmp_path / "images", sizes=(24, 36))
     overrides = ["--kind", "folder", "--train_path", str(train_dir), "--val_path", str(val_dir),
-                 "--num_workers", "1"]
+                 "--num_workers", "1", "--val_res", "48"]
     config = load_config(CONFIG, overrides)
     loaders = make_loaders(config, 0, 1, torch.device("cpu"))
     a = [(x.clone(), y.clone()) for x, y in loaders.train(3, 48)][:2]
@@ -84,19 +84,57 @@ def _sequences(path: Path, channels: int, length: int, labels: str) -> Path:
     return path
 
 
+def test_task_metrics_equal_scikit_learn_on_known_outputs():
+    """Catches: macro-F1 averaged otherwise (micro / weighted) or AUROC over the wrong axis,
+    on outputs where those differ; a label column with one class is left out of the mean."""
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    from anb.collect_accuracy.train import task_metric
+
+    true = np.array([0, 0, 0, 0, 1, 2, 2, 3])
+    pred = np.array([0, 0, 0, 1, 1, 2, 0, 0])
+    macro = f1_score(true, pred, average="macro")
+    assert macro != f1_score(true, pred, average="micro")
+    assert task_metric("ecg", pred, true) == {"val_macro_f1": round(100 * macro, 3)}
+    labels = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 1], [0, 0, 1]], dtype=float)
+    probs = np.array([[0.9, 0.2, 0.5], [0.4, 0.6, 0.1], [0.3, 0.1, 0.7], [0.2, 0.5, 0.3]])
+    mean = np.mean([roc_auc_score(labels[:, j], probs[:, j]) for j in range(2)])
+    assert task_metric("multilabel", probs, labels) == {"val_auroc": round(100 * mean, 3)}
+    assert task_metric("multilabel", probs, labels)["val_auroc"] == 62.5
+
+
 @pytest.mark.parametrize("task, channels, labels, metric", [
     ("ecg", 1, "class", "val_macro_f1"),           # ECG-like: 4 classes, macro-F1
     ("classification", 1, "class", "val_top1"),    # Satellite-like: plain accuracy
     ("multilabel", 4, "multi", "val_auroc"),       # DeepSEA-like: 4 channels, binary labels
 ])
-def test_one_dimensional_tasks(tmp_path, task, channels, labels, metric):
+def test_one_dimensional_tasks(tmp_path, monkeypatch, task, channels, labels, metric):
+    """Catches (besides the shapes): the 1-D tasks' macro-F1 / mean AUROC computed otherwise
+    than scikit-learn's ``f1_score(average='macro')`` / per-label ``roc_auc_score`` on the
+    validation outputs (recorded at the metric boundary and recomputed here)."""
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    from anb.collect_accuracy import train
+
+    seen, real = [], train.task_metric
+    monkeypatch.setattr(train, "task_metric",
+                        lambda t, pred, true: seen.append((pred.copy(), true.copy()))
+                        or real(t, pred, true))
     data = _sequences(tmp_path / "task.npz", channels, 64, labels)
     out = tmp_path / "out"
     assert main(["--config", str(CONFIG), "--folder", str(out), "--space", "anb-seq1d",
                  "--kind", "numpy", "--train_path", str(data), "--task", task,
                  *QUICK, "--batch_size", "16", "--num_models", "1"]) == 0
     (record,) = _records(out)
-    assert 0 <= record["metrics"][metric] <= 100
+    value = record["metrics"][metric]
+    if task == "classification":
+        assert 0 <= value <= 100 and not seen
+    else:
+        ((pred, true),) = seen  # one evaluated epoch, every validation row
+        assert len(true) == 32
+        expected = 100 * (f1_score(true, pred, average="macro") if task == "ecg" else
+                          np.mean([roc_auc_score(true[:, j], pred[:, j]) for j in range(3)]))
+        assert value == round(float(expected), 3)
     assert (record["metrics"]["val_top1"] is None) == (task == "multilabel")
     arch = Arch.from_anb_dict(record["architecture"], SEQ1D_SPACE)
     classes = 3 if task == "multilabel" else 4

@@ -19,7 +19,7 @@ from anb.collect_accuracy.wandb_offline import find_runs, read_run
 from anb.records import load_dataset, records_to_frame
 from anb.searchspace import Arch
 
-from tests.test_train_torchrun import CONFIG
+from tests.trainer_helpers import CONFIG
 
 ARCHS = ["e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1",
          "e4k5l1-e1k3l1-e1k3l2-e1k3l1-e1k3l1-e1k3l1-e1k3l1"]

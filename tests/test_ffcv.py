@@ -17,8 +17,7 @@ from anb.collect_accuracy.data import make_loaders
 from anb.collect_accuracy.imagefolder import scan, write_digits_folder
 from anb.collect_accuracy.train import main
 from anb.searchspace import get_space
-
-from tests.test_train_torchrun import CONFIG
+from tests.trainer_helpers import CONFIG
 
 pytest.importorskip("ffcv", reason="FFCV is installed by scripts/ci/accuracy.sh")
 pytestmark = pytest.mark.timeout(300)
@@ -63,7 +62,7 @@ def test_writer_stores_every_image_resized_with_its_label(betons):
 def test_loader_resolution_ramp_and_validation(betons):
     train, val, _ = betons
     config = load_config(CONFIG, ["--kind", "ffcv", "--train_path", str(train),
-                                  "--val_path", str(val), "--num_workers", "1"])
+                                  "--val_path", str(val), "--num_workers", "1", "--val_res", "48"])
     loaders = make_loaders(config, 0, 1, torch.device("cpu"))
     assert loaders.num_classes == 10 and loaders.train_steps() == 1437 // 32
     shapes = []
@@ -156,10 +155,9 @@ def test_distributed_loaders_shuffle_randomly_and_count_each_val_image_once(beto
     import socket
 
     import torch.multiprocessing as mp
+    from ffcv.reader import Reader
 
     from anb.collect_accuracy.ffcv_io import train_order
-
-    from ffcv.reader import Reader
 
     train, val, train_dir = betons
     with socket.socket() as sock:
@@ -198,8 +196,7 @@ def test_loader_follows_crop_scale_and_hflip(tmp_path):
     """The same meaning as the in-memory and folder loaders (tests/test_accuracy_augment.py):
     whole-image crops, no flips (the defaults' pipeline is the one the tests above run)."""
     from anb.collect_accuracy.ffcv_io import write_beton
-
-    from tests.test_accuracy_augment import SETTINGS, check, config, write_folder
+    from tests.augment_helpers import SETTINGS, check, config, write_folder
 
     root = write_folder(tmp_path / "images")
     for split in ("train", "val"):

@@ -176,6 +176,19 @@ def _image_folder(root, classes=6, per_class=30):
     return root
 
 
+@pytest.mark.parametrize("device, kind, threads, pinned", [
+    ("zcu102", "latency", 1, "1c79387da08c7006"), ("zcu102", "throughput", 5, "410ca26408c638f1"),
+    ("vck190", "latency", 1, "d32a2db71394e3fd"), ("vck190", "throughput", 6, "2355c92508c35ee8")])
+def test_board_fingerprints_are_pinned(device, kind, threads, pinned):
+    """Catches: the fingerprint code changed on both sides (board copy and anb) at once, which
+    the equality check above cannot see: literal hex strings, board copy and anb alike."""
+    proto = board_core.protocol(device, kind, 1, threads)
+    assert board_core.fingerprint(proto) == pinned
+    same = Protocol(**{**proto, "warmup": WarmupRule(**proto["warmup"]),
+                       "stopping": StoppingRule(**proto["stopping"])})
+    assert same.fingerprint == pinned
+
+
 def test_calibration_and_evaluation_images_span_every_class_with_a_seed(tmp_path):
     folder = _image_folder(tmp_path / "val")
     calib, evaluated = host_images.calibration_and_eval(str(folder), 150, 24, seed=0)

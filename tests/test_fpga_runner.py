@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,15 @@ def test_prescale_saturates_and_rounds():
     assert dpu_timing.prescale(x, 4).dtype == np.int8
 
 
+def test_board_warmup_runs_at_least_its_minimum_steps():
+    """Catches: the FPGA board's warm-up ignoring its minimum step count (a no-op step is
+    stable from the second step; min_steps=4 must still run exactly 4)."""
+    rules = {**FAST, "warmup": {**FAST["warmup"], "min_steps": 4, "tolerance": 1e9,
+                                "max_steps": 50, "max_seconds": 60.0}}
+    _, warm, _, _ = board_core.run_loop(lambda: time.sleep(1e-4), rules)
+    assert len(warm) == 4
+
+
 def test_stand_in_runner_matches_the_int8_model(int8_model, images):
     runner = OrtStandInRunner(int8_model, batch=2, resolution=RES)
     (inp,), (out,) = runner.get_input_tensors(), runner.get_output_tensors()
@@ -99,6 +109,31 @@ def test_throughput_uses_the_boards_fixed_threads_and_keeps_jobs_in_flight(int8_
     vck = dpu_timing.measure_throughput(make_runner, images, "vck190", {}, in_flight=1,
                                         images_per_round=24, resolution=RES)
     assert vck["threads"] == 6 and all(r.max_queued == 1 for r in made)
+
+
+def test_throughput_is_every_threads_images_over_the_round_time(int8_model, images,
+                                                                 monkeypatch):
+    """Catches: FPGA images/s divided by the thread count (or counting one thread's jobs).
+
+    A FIXED-CLOCK stand-in for ``board_core.run_loop`` runs the real threaded step once and
+    reports every round as 0.5 s; a ZCU102 round is 5 threads x 6 jobs x native batch 2 = 60
+    images, so the entry must say exactly 120 images/s and 0.5 / 30 s per native batch."""
+    calls = []
+
+    def fixed_clock_loop(step, proto):
+        step()
+        calls.append(proto)
+        return [0.5] * 3, [0.5], 1, "converged"
+
+    monkeypatch.setattr(board_core, "run_loop", fixed_clock_loop)
+    make = lambda: OrtStandInRunner(int8_model, 2, RES)  # noqa: E731
+    entry = dpu_timing.measure_throughput(make, images, "zcu102", {}, images_per_round=60,
+                                          resolution=RES)
+    assert len(calls) == 1 and calls[0]["threads"] == 5 and calls[0]["batch"] == 2
+    assert (entry["threads"], entry["jobs_per_thread"], entry["images_per_round"]) == (5, 6, 60)
+    assert entry["raw_times_s"] == [0.5 / 30] * 3
+    assert entry["throughput_mean"] == pytest.approx(120.0, rel=1e-12)
+    assert entry["throughput_median"] == pytest.approx(120.0, rel=1e-12)
 
 
 def test_sweep_is_an_option_and_one_protocol_whatever_wins(int8_model, images):

@@ -11,9 +11,14 @@ from typer.testing import CliRunner
 
 import anb
 from anb.cli import app
-from anb.collect_throughput.layerwise import (by_layer_type, compare_layers, flag, layer_report,
-                                              layerwise)
-from tests.test_qualcomm import ARCH, CountingLocal, sdk_path  # noqa: F401 - fixture
+from anb.collect_throughput.layerwise import (
+    by_layer_type,
+    compare_layers,
+    flag,
+    layer_report,
+    layerwise,
+)
+from tests.qualcomm_helpers import ARCH, CountingLocal
 
 SMALL = dict(calibration=16, images=4)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from anb.nas import (Constraint, Objective, Problem, analytic_evaluator, nsga2, pymoo_nsga2,
-                     random_search, regularized_evolution)
+from anb.nas import (Constraint, Objective, Problem, SearchResult, analytic_evaluator, nsga2,
+                     pymoo_nsga2, random_search, regularized_evolution)
 from anb.nas.evaluators import combined
 from anb.nas.pareto import hypervolume
 from anb.searchspace.counting import cost_table
@@ -23,6 +23,26 @@ def test_hypervolume_in_two_and_three_objectives():
     cube = np.array([[1.0, 1.0, 1.0], [2.0, 0.5, 0.5]])
     assert hypervolume(cube, np.zeros(3)) == pytest.approx(1.0 + 1.0 * 0.25)
     assert hypervolume(cube, np.full(3, 5.0)) == 0.0
+
+
+def test_search_hypervolume_leaves_out_infeasible_points():
+    """Catches: a hypervolume that counts infeasible points (or an OOD one under
+    ``supported_only``). The infeasible row dominates every feasible one and would raise the
+    volume from 6 to 35; exact values, with an explicit and the default reference."""
+    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
+                                             Objective.parse("macs:min")],
+                      [Constraint.parse("params <= 5")], supported_only=True)
+    values = {"params": np.array([1.0, 2.0, 3.0, 10.0, 4.0]),
+              "macs": np.array([1.0, 2.0, 3.0, 0.5, 0.1]),
+              "ood": np.array([False, False, False, False, True])}
+    result = SearchResult(problem, np.zeros((5, 7, 4), dtype=int), values, "test", 0)
+    assert result.feasible.tolist() == [True, True, True, False, False]
+    assert result.hypervolume(np.array([0.0, -4.0])) == (6.0, [0.0, -4.0])
+    # default reference: the worst score of every objective over the whole history
+    assert result.hypervolume() == (1.0, [1.0, -3.0])
+    none = SearchResult(problem, np.zeros((1, 7, 4), dtype=int),
+                        {k: v[3:4] for k, v in values.items()}, "test", 0)
+    assert none.hypervolume(np.array([0.0, -4.0])) == (0.0, [0.0, -4.0])
 
 
 def test_constrained_domination_keeps_infeasible_points_off_the_front():

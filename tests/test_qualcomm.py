@@ -17,38 +17,22 @@ import numpy as np
 import pytest
 
 from anb.collect_throughput.qualcomm import host
-from anb.collect_throughput.qualcomm.config import (Quantization, device_from_mapping,
-                                                    load_qualcomm_device)
+from anb.collect_throughput.qualcomm.config import (
+    Quantization,
+    device_from_mapping,
+    load_qualcomm_device,
+)
 from anb.collect_throughput.qualcomm.device import DeviceStages
-from anb.collect_throughput.qualcomm.parse import (ParseError, parse_diagview_csv,
-                                                   parse_dlc_info, parse_throughput)
+from anb.collect_throughput.qualcomm.parse import (
+    ParseError,
+    parse_diagview_csv,
+    parse_dlc_info,
+    parse_throughput,
+)
 from anb.collect_throughput.qualcomm.stages import build_dlc, measure_qualcomm
 from anb.collect_throughput.qualcomm.tools import ToolFailed, ToolMissing
-from anb.collect_throughput.transports.local import LocalTransport
 from anb.searchspace.arch import as_arch
-
-STANDINS = Path(__file__).parent / "standins" / "snpe"
-ARCH = "e1k3l1-e6k3l2-e6k5l2-e6k3l3-e6k5l1-e6k5l4-e6k3l1"
-
-
-@pytest.fixture
-def sdk_path(monkeypatch):
-    """The SNPE stand-ins first on PATH (with this interpreter's python3)."""
-    monkeypatch.setenv("PATH", f"{STANDINS}:{Path(sys.executable).parent}:{os.environ['PATH']}")
-    monkeypatch.delenv("SNPE_ROOT", raising=False)
-    return STANDINS
-
-
-class CountingLocal(LocalTransport):
-    """The ``local://`` transport (this machine is the board), counting device commands."""
-
-    def __init__(self):
-        super().__init__("local://", "test-board")
-        self.commands: list[list[str]] = []
-
-    def run(self, argv, step, timeout, check=True):
-        self.commands.append(list(argv))
-        return super().run(argv, step, timeout, check)
+from tests.qualcomm_helpers import ARCH, STANDINS, CountingLocal
 
 
 def small(device, tmp_path, **changes):
@@ -82,9 +66,25 @@ def test_command_lines_match_reference_section_7(sdk_path, tmp_path):
     assert stages.throughput_argv("m.dlc", "x.raw") == [
         "snpe-throughput-net-run", "--container", "m.dlc", "--duration", "60", "--use_dsp",
         "--perf_profile", "balanced", "--input_raw", "x.raw"]
-    run = stages.net_run_argv("m.dlc", "in.txt")
-    for flag in ("--use_native_input_files", "--use_native_output_files", "--input_list"):
-        assert flag in run
+
+
+@pytest.mark.parametrize("device, flag", [
+    ("snpe-dsp", "--use_dsp"), ("snpe-gpu-fp16", "--use_gpu_fp16"), ("cpu", "--use_cpu")])
+def test_net_run_command_line_names_the_runtime(device, flag):
+    """Catches: ``snpe-net-run`` / ``snpe-throughput-net-run`` issued without the runtime flag
+    (the tools then run on the CPU: the DSP column silently becomes CPU latency). The exact
+    command lines, one per runtime."""
+    config = device_from_mapping({"name": "x", "runtime": "cpu"}) if device == "cpu" \
+        else load_qualcomm_device(device)
+    stages = DeviceStages(config, CountingLocal(), "a")
+    assert stages.net_run_argv("m.dlc", "in.txt") == [
+        "snpe-net-run", "--container", "m.dlc", "--input_list", "in.txt", "--output_dir",
+        "/data/local/tmp/anb/a/output", flag, "--perf_profile", "balanced", "--profiling_level",
+        "detailed", "--use_native_input_files", "--use_native_output_files"]
+    assert stages.net_run_argv("m.dlc", "in.txt", debug=True)[-1] == "--debug"
+    assert stages.throughput_argv("m.dlc", "x.raw") == [
+        "snpe-throughput-net-run", "--container", "m.dlc", "--duration", "60", flag,
+        "--perf_profile", "balanced", "--input_raw", "x.raw"]
 
 
 def test_end_to_end_record_layers_and_resume(sdk_path, tmp_path):
@@ -167,6 +167,13 @@ def test_parsers():
     assert totals == {"Avg Total Inference Time": 2500.0}
     assert layers["layer"].tolist() == ["conv1", "conv2"]
     assert layers["time_us"].tolist() == [10.0, 30.0]
+    # Catches: per-layer times summed across inferences instead of averaged (3 inferences)
+    _, layers = parse_diagview_csv(
+        "Message Name,Layer Id,Layer Name,Layer Type,Time,Unit,Runtime\n"
+        + "".join(f"Layer Time,0,conv1,Conv,{a},us,DSP\nLayer Time,1,conv2,Conv,{b},us,DSP\n"
+                  for a, b in ((10, 30), (20, 50), (60, 100))))
+    assert layers["layer"].tolist() == ["conv1", "conv2"]
+    assert layers["time_us"].tolist() == [30.0, 60.0]
     with pytest.raises(ParseError, match="--csv_format_version 2"):
         parse_diagview_csv("Message Type,Message Name,Message Data,Message Value\n")
     info = parse_dlc_info("| Id | Name | Type |\n| 0 | c | Conv | x | y |\n"

@@ -116,6 +116,16 @@ def test_board_runner_decides_like_local_measurement(seed, noise, drift):
     assert len(local.times) > stopping.min_reps  # the rule, not the minimum, ended it
 
 
+def test_board_runner_warmup_runs_at_least_its_minimum_steps():
+    """Catches: the board runner's warm-up ignoring its minimum step count (constant times
+    are stable from the second step; min_steps=7 must still run exactly 7)."""
+    runner = _runner_module()
+    clock = ScriptedClock([1e-3] * 50)
+    rule = dataclasses.asdict(WarmupRule(min_steps=7, window=1, max_seconds=1e9))
+    times, reason = runner.warm_up(clock.step, clock, rule)
+    assert (reason, len(times)) == ("stable", 7)
+
+
 def test_board_runner_statistics_equal_the_hosts():
     runner = _runner_module()
     for p in (1e-9, 0.01, 0.3, 0.5, 0.8, 0.975, 0.995, 1 - 1e-9):

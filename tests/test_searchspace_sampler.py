@@ -39,9 +39,11 @@ def test_permutation_is_a_bijection_on_a_small_domain():
     assert not np.array_equal(values, np.arange(1000))
 
 
-def test_shards_are_disjoint_and_interleave_to_the_unsharded_stream():
+@pytest.mark.parametrize("chunk", [65536, 7])
+def test_shards_are_disjoint_and_interleave_to_the_unsharded_stream(chunk):
+    """Catches: sampler shards whose chunks overlap (chunk 7: many chunk boundaries)."""
     k, n = 4, 250
-    sampler = Sampler(3)
+    sampler = Sampler(3, chunk=chunk)
     shards = [sampler.sample_indices(n, shard=(i, k)) for i in range(k)]
     for i in range(k):
         for j in range(i + 1, k):
@@ -49,6 +51,7 @@ def test_shards_are_disjoint_and_interleave_to_the_unsharded_stream():
     interleaved = np.stack(shards, axis=1).reshape(-1)
     assert np.array_equal(interleaved, sampler.sample_indices(n * k))
     assert np.array_equal(shards[2], sampler.sample_indices(n, shard="2/4"))
+    assert np.array_equal(interleaved, Sampler(3).sample_indices(n * k))  # chunk-independent
 
 
 def test_exclude_skips_done_architectures_by_arch_or_id():

@@ -15,7 +15,7 @@ import pytest
 
 from anb.searchspace import Sampler
 
-from tests.test_train_torchrun import CONFIG, REPO, TORCHRUN
+from tests.trainer_helpers import CONFIG, REPO, TORCHRUN
 
 TEMPLATE = REPO / "configs" / "slurm" / "train.sbatch"
 pytestmark = pytest.mark.timeout(600)

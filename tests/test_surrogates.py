@@ -1,11 +1,8 @@
 """Surrogates on the real released dataset (small budgets; full-size runs are benchmarks)."""
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,20 +10,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy.stats import kendalltau
 
 from anb.outputs import MARKER
 from anb.searchspace import EFFICIENTNET_B0, Sampler
 from anb.searchspace.encoding import encode
-from anb.surrogates import (FitConfig, TargetConfig, TargetSurrogate, evaluate, fit,
-                            fit_benchmark, load, load_ensemble, make_family, prepare,
-                            read_manifest, save)
+from anb.searchspace.space import ANB_SPACE
+from anb.surrogates import (
+    FitConfig,
+    TargetConfig,
+    TargetSurrogate,
+    evaluate,
+    fit,
+    fit_benchmark,
+    load,
+    load_ensemble,
+    make_family,
+    prepare,
+    read_manifest,
+    save,
+)
 from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
 from anb.surrogates.metrics import interval_coverage, regression_metrics
-from scipy.stats import kendalltau
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb"
-TARBALL = DATA / "anb_dataset_jsons.tar.gz"
-pytestmark = pytest.mark.skipif(not TARBALL.exists(), reason="released dataset not available")
+from anb.surrogates.noise import standard_normal
+from anb.surrogates.support import Support
+from tests.conftest import DATASET_TARBALL as TARBALL
 
 SMALL_TARGETS = ["val_top1", "throughput_a100", "throughput_tpuv3", "latency_zcu102"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 3)
@@ -239,6 +247,86 @@ def test_noise_draws_observation_noise_seeded_per_architecture_and_metric(bench)
     np.testing.assert_allclose(lat["latency_zcu102"],
                                bench.query(choices[:5], "latency_zcu102")["latency_zcu102"])
     assert bench.models["throughput_a100"].observation_std_ == pytest.approx(0.00044, rel=0.2)
+
+
+def test_query_mean_and_std_combine_every_member(bench):
+    """Catches: an ensemble that uses only its first member (or drops the noise term).
+
+    The query's mean is the mean of every member's own prediction (plus the layer-cost base),
+    its std ``sqrt(member variance + noise_std**2)`` (widened out of distribution); on a small
+    (packed) and a large (native) batch, for the mixed XGBoost + SVR accuracy target and a
+    log-space device target."""
+    for n in (5, 300):
+        choices = Sampler(seed=9).sample_choices(n)
+        X = bench.builder.transform(choices)
+        frame = bench.query(choices, ["val_top1", "throughput_a100"])
+        for name in ("val_top1", "throughput_a100"):
+            model = bench.models[name]
+            preds = np.stack([model._base(X) + m.predict(X) for m in model.members_], axis=1)
+            assert preds.shape[1] >= 2 and (preds.std(1) > 0).all()  # members disagree
+            mu, sigma = preds.mean(1), np.sqrt(preds.var(1) + model.noise_std_**2)
+            sigma = Support.inflate(sigma, bench.ood(choices), model.trend_)  # wider if OOD
+            if name == "throughput_a100":  # log model space -> original units
+                mu, sigma = np.exp(mu), np.exp(mu) * np.sqrt(np.expm1(sigma**2))
+            np.testing.assert_allclose(frame[name], mu, rtol=1e-6)
+            np.testing.assert_allclose(frame[f"{name}_std"], sigma, rtol=1e-5)
+
+
+def test_predictive_std_adds_the_validation_excess_noise():
+    """Catches: the calibration noise term with its sign flipped (or the spread added twice).
+
+    ``noise_std_`` is ``sqrt(max(mse_val - mean(spread**2), 0))`` and the predictive std is
+    ``sqrt(spread**2 + noise_std_**2)``; on noisy synthetic labels where both terms are
+    non-zero, and 0 when the members' spread already exceeds the validation error."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X @ np.array([1.0, -2.0, 0.5])
+    noisy = y + rng.normal(0, 0.5, 200)
+    params = {"n_estimators": 40, "learning_rate": 0.3, "subsample": 0.5,
+              "early_stopping_rounds": 0, "n_jobs": 1}  # members independent of the val set
+    model = TargetSurrogate("xgboost", params, 3, bootstrap=True).fit(
+        X[:150], noisy[:150], X[150:], noisy[150:])
+    preds = np.stack([m.predict(X[150:]).astype(float) for m in model.members_], axis=1)
+    excess = np.mean((noisy[150:] - preds.mean(1)) ** 2) - np.mean(preds.var(1))
+    assert excess > np.mean(preds.var(1)) > 0
+    assert model.noise_std_ == pytest.approx(np.sqrt(excess), rel=1e-12)
+    mean, std = model.predict_dist(X[150:])
+    np.testing.assert_allclose(mean, preds.mean(1), rtol=1e-12)
+    np.testing.assert_allclose(std, np.sqrt(preds.var(1) + excess), rtol=1e-12)
+    # validation labels equal to the ensemble mean: the spread already covers them
+    exact = TargetSurrogate("xgboost", params, 3, bootstrap=True).fit(
+        X[:150], noisy[:150], X[150:], preds.mean(1))
+    assert exact.noise_std_ == 0.0
+
+
+def test_noise_draws_are_keyed_by_metric():
+    """Catches: noise draws not keyed by metric (one standard normal shared by all metrics of
+    an architecture), or a change to the keyed generator (pinned values)."""
+    choices = np.concatenate([EFFICIENTNET_B0.to_choices()[None],
+                              Sampler(seed=4).sample_choices(2)])
+    assert standard_normal(7, choices, "val_top1", ANB_SPACE).tolist() == [
+        -0.5393406349216199, 0.23241832533016124, 0.9824196199730332]
+    assert standard_normal(7, choices, "throughput_a100", ANB_SPACE).tolist() == [
+        1.2642738929748258, 0.6449796583384235, 0.7787768409957267]
+
+
+def test_noisy_query_adds_the_metric_keyed_draw(bench):
+    """Catches: the benchmark drawing noise with another metric's (or no) key: each noisy
+    value is the mean plus ``observation_std_`` times the draw keyed by its own metric."""
+    choices = Sampler(seed=2).sample_choices(8)
+    names = ["val_top1", "throughput_a100"]
+    mean = bench.query(choices, names)
+    noisy = bench.query(choices, names, noise=True, seed=5)
+    acc = bench.models["val_top1"]
+    np.testing.assert_allclose(
+        noisy["val_top1"],
+        mean["val_top1"] + acc.observation_std_ * standard_normal(5, choices, "val_top1",
+                                                                  bench.space), rtol=1e-12)
+    dev = bench.models["throughput_a100"]
+    np.testing.assert_allclose(
+        noisy["throughput_a100"],
+        mean["throughput_a100"] * np.exp(dev.observation_std_ * standard_normal(
+            5, choices, "throughput_a100", bench.space)), rtol=1e-12)
 
 
 def test_bad_query_inputs_are_clear_errors(bench):

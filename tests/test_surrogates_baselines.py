@@ -1,19 +1,11 @@
 """The re-measured baselines are the reference's own tuned settings (REFERENCE.md section 8)."""
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-from pathlib import Path
-
 import pytest
 
 from anb.surrogates import prepare
 from anb.surrogates.baseline import evaluate_baselines, reference_settings, settings_file
-
-TARBALL = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb" / \
-    "anb_dataset_jsons.tar.gz"
+from tests.conftest import DATASET_TARBALL as TARBALL
 
 
 def test_settings_ship_in_the_package_and_match_the_reference_files():
@@ -35,7 +27,6 @@ def test_settings_ship_in_the_package_and_match_the_reference_files():
         reference_settings("throughput_h100", "xgboost")
 
 
-@pytest.mark.skipif(not TARBALL.exists(), reason="released dataset not available")
 def test_accuracy_xgboost_baseline_lands_on_the_reference_figures():
     """REFERENCE.md section 8: accuracy XGBoost R^2 0.9819 / tau 0.9179 (table: 0.9822/0.9208)."""
     prepared = prepare(TARBALL, ["val_top1"])
@@ -43,3 +34,4 @@ def test_accuracy_xgboost_baseline_lands_on_the_reference_figures():
     row = scores.loc[("val_top1", "xgboost")]
     assert row["r2"] == pytest.approx(0.982, abs=0.002)
     assert row["kendall_tau"] == pytest.approx(0.92, abs=0.006)
+

@@ -1,13 +1,8 @@
 """``anb fit`` / ``anb evaluate`` / ``anb query`` and HPO on the real dataset (tiny budgets)."""
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,14 +12,13 @@ from typer.testing import CliRunner
 from anb.cli import app
 from anb.searchspace import EFFICIENTNET_B0, Sampler
 from anb.surrogates import read_manifest
+from tests.conftest import DATASET_TARBALL as TARBALL
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb"
-TARBALL = DATA / "anb_dataset_jsons.tar.gz"
-pytestmark = pytest.mark.skipif(not TARBALL.exists(), reason="released dataset not available")
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
+
 def fitted(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cli")
     config = folder / "tiny.json"

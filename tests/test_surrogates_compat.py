@@ -6,13 +6,8 @@ samples, ``acc, _ = b.query(config)``); the benchmark behind them is a small rea
 """
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 import copy
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,14 +15,13 @@ import pytest
 import anb.surrogates.compat as anb  # was: import accelnb as anb
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare, save
 from anb.surrogates.compat import EfficientNetSS as ss  # was: configurationspaces.searchspaces
+from tests.conftest import DATASET_TARBALL as TARBALL
 
-TARBALL = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb" / \
-    "anb_dataset_jsons.tar.gz"
-pytestmark = pytest.mark.skipif(not TARBALL.exists(), reason="released dataset not available")
 TARGETS = ["val_top1", "throughput_tpuv2", "latency_zcu102"]
 
 
 @pytest.fixture(scope="module")
+
 def path(tmp_path_factory):
     small = TargetConfig("xgboost", {"n_estimators": 200, "learning_rate": 0.1, "n_jobs": 1}, 3)
     config = FitConfig(targets=TARGETS, default=small, per_target={}, layer_cost_trim=None)

@@ -2,10 +2,6 @@
 bounded accuracy model, a held-out extrapolation check, artifact references, empty queries."""
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-
 import json
 import shutil
 from pathlib import Path
@@ -18,10 +14,7 @@ from anb.searchspace.counting import cost_table
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, load, prepare, save
 from anb.surrogates.artifact import _digest
 from anb.surrogates.metrics import interval_coverage
-
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "anb"
-TARBALL = DATA / "anb_dataset_jsons.tar.gz"
-pytestmark = pytest.mark.skipif(not TARBALL.exists(), reason="released dataset not available")
+from tests.conftest import DATASET_TARBALL as TARBALL
 
 TARGETS = ["val_top1", "throughput_a100"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 2)

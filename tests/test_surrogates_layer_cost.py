@@ -3,6 +3,8 @@ data (no dataset needed, a few seconds)."""
 from __future__ import annotations
 
 import os
+import re
+from dataclasses import replace
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -10,9 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from anb import resources
 from anb.searchspace import Sampler
 from anb.searchspace.space import ANB_SPACE
-from anb.surrogates import FitConfig, TargetSurrogate
+from anb.surrogates import FitConfig, TargetConfig, TargetSurrogate, fit_benchmark, prepare
 from anb.surrogates.benchmark import SMALL_BATCH, SurrogateBenchmark
 from anb.surrogates.estimators import SVRFamily
 from anb.surrogates.features import FeatureBuilder, LayerCostModel, layer_design
@@ -127,3 +130,25 @@ def test_pooled_and_sequential_queries_agree(saturated):
                                   rtol=1e-5)
     with pytest.raises(ValueError, match="n_jobs must be >= 1"):
         pooled.set_threads(0)
+
+
+def test_packaged_default_trim_is_the_cross_validated_one_and_fit_uses_it():
+    """Catches: a default trim that is not the cross-validated one (default.json, or fit
+    building the layer-cost model without the configured trim).
+
+    The packaged config's trim is the value DEFAULTS.md records as chosen by CV (2.0, pinned),
+    and a fit with that config leaves out exactly the rows a trim-2.0 layer-cost fit does."""
+    config = FitConfig.from_file(resources.config_path("surrogates", "default.json"))
+    record = (resources.config_path("surrogates", "DEFAULTS.md")).read_text()
+    chosen = re.search(r"^\| `layer_cost_trim`.*\| \*\*([0-9.]+)[^|]*\|$", record, re.M)
+    assert chosen is not None and config.layer_cost_trim == float(chosen.group(1)) == 2.0
+    prepared = prepare(resources.RELEASED_DATASET, ["throughput_tpuv3"])
+    tiny = replace(config, per_target={},
+                   default=TargetConfig("xgboost", {"n_estimators": 2, "n_jobs": 1}, 1))
+    fitted = fit_benchmark(prepared, tiny, progress=False).builder.layer_cost
+    assert fitted is not None and fitted.trim == 2.0
+    train, lab = prepared.masks["train"], prepared.labels["throughput_tpuv3"]
+    targets = {"throughput_tpuv3": (lab.values[train], lab.present[train])}
+    expected = {t: LayerCostModel(trim=t).fit(prepared.choices[train], targets).n_used_
+                for t in (2.0, 3.0)}
+    assert fitted.n_used_ == expected[2.0] != expected[3.0]

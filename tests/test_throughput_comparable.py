@@ -62,6 +62,31 @@ FINGERPRINT_CASES = {
 }
 
 
+#: The fingerprints of the shipped device configs, as stored results carry them.
+SHIPPED_FINGERPRINTS = {
+    "3090": {"latency_3090": "109083a304188e8a", "throughput_3090": "b2b1e9224fe72921"},
+    "a100": {"latency_a100": "f290b20cf3ccf20b", "throughput_a100": "3e79b4bb72cc3737"},
+    "cpu-int8": {"latency_cpu-int8": "23d211fe592369c1",
+                 "throughput_cpu-int8": "bcaf6d6008d32b38"},
+    "cpu-ort": {"latency_cpu-ort": "636c634d2f4255de", "throughput_cpu-ort": "35ea32c6bddafdd5"},
+    "cpu-torch": {"latency_cpu-torch": "51648fba3badf249",
+                  "throughput_cpu-torch": "d15fe432a844b6a6"},
+    "h100": {"latency_h100": "04fb096770ab5059", "throughput_h100": "89e5a2a338b0f5e5"},
+    "rpi4-ort": {"latency_rpi4-ort": "e6166a3820f5ee3d", "throughput_rpi4-ort": "90aa7ff3b73a3314"},
+    "tpuv2": {"throughput_tpuv2": "3d9e66a9fb8b71d3"},
+    "tpuv3": {"throughput_tpuv3": "42203b62fc6808bb"},
+}
+
+
+@pytest.mark.parametrize("device", sorted(SHIPPED_FINGERPRINTS))
+def test_shipped_device_fingerprints_are_pinned(device):
+    """Catches: a change to the fingerprint code (or a shipped config) that moves every
+    fingerprint at once: equality checks between two freshly computed fingerprints still pass,
+    but results stored before no longer resume or merge. Literal hex strings."""
+    protocols = load_device(device).protocols
+    assert {p.key: p.fingerprint for p in protocols} == SHIPPED_FINGERPRINTS[device]
+
+
 def test_fingerprint_follows_every_setting_that_changes_the_number():
     """One case per fingerprinted field; each changes exactly that setting (so removing any
     field from FINGERPRINT_FIELDS, or a later field from LATER_FINGERPRINT_FIELDS, fails)."""

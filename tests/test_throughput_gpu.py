@@ -67,6 +67,42 @@ def test_cuda_event_clock_measures_device_time():
     assert driver_version() is not None
 
 
+def test_cuda_event_clock_synchronises_before_reading(monkeypatch):
+    """Catches: a CUDA clock that reads the events before the device finished (no
+    ``torch.cuda.synchronize`` before the start event, no ``end.synchronize`` before
+    ``elapsed_time``): it would time kernel launches, not the work. A RECORDING STAND-IN for
+    ``torch.cuda`` at that boundary (no GPU here) logs the calls in order; ms -> s exactly."""
+    from anb.collect_throughput.backends.cuda import CudaEventClock
+
+    calls: list[str] = []
+
+    class RecordingEvent:
+        made = 0
+
+        def __init__(self, enable_timing: bool = False):
+            assert enable_timing
+            self.name = ("begin", "end")[RecordingEvent.made]
+            RecordingEvent.made += 1
+
+        def record(self) -> None:
+            calls.append(f"{self.name}.record")
+
+        def synchronize(self) -> None:
+            calls.append(f"{self.name}.synchronize")
+
+        def elapsed_time(self, other: RecordingEvent) -> float:
+            calls.append(f"{self.name}.elapsed_time({other.name})")
+            return 250.0  # milliseconds, as torch reports them
+
+    monkeypatch.setattr(torch.cuda, "Event", RecordingEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("cuda.synchronize"))
+    clock = CudaEventClock()
+    clock.start()
+    assert calls == ["cuda.synchronize", "begin.record"]
+    assert clock.stop() == 0.25
+    assert calls[2:] == ["end.record", "end.synchronize", "begin.elapsed_time(end)"]
+
+
 def test_gpu_latency_replays_a_cuda_graph_throughput_stays_eager():
     """The released GPU columns are throughput (eager, REFERENCE.md section 4); anb's own batch-1
     latency replays a CUDA graph per request (eager latency on an H100 was launch-bound: retest

@@ -206,6 +206,36 @@ def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
         quantize_int8(float_path, tmp_path / "x.onnx", calibration[:4], scheme="fix")
 
 
+def test_dpu_scales_are_rounded_up_to_a_power_of_two_and_weights_requantized():
+    """Catches: the DPU's power-of-two scale rounded to nearest (or down) instead of up.
+
+    Scales 0.3 and 0.7 round to 0.25 / 0.5 but go up to 0.5 / 1.0 (a scale rounded down would
+    clip the calibrated range); the int8 weights behind a scale are re-quantized by
+    old / new (0.6): [100, -50, 127] -> [60, -30, 76]."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from anb.collect_throughput.quantize import power_of_two_scales
+
+    inits = [numpy_helper.from_array(np.array([100, -50, 127], dtype=np.int8), "w"),
+             numpy_helper.from_array(np.array(0.3, dtype=np.float32), "w_scale"),
+             numpy_helper.from_array(np.array(0, dtype=np.int8), "w_zp"),
+             numpy_helper.from_array(np.array(0.7, dtype=np.float32), "a_scale"),
+             numpy_helper.from_array(np.array(0, dtype=np.int8), "a_zp")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "a_scale", "a_zp"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "a_scale", "a_zp"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "w_scale", "w_zp"], ["wf"]),
+             helper.make_node("Add", ["xd", "wf"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])], inits)
+    model = helper.make_model(graph)
+    assert power_of_two_scales(model) == 2
+    after = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    assert float(after["w_scale"]) == 0.5 and float(after["a_scale"]) == 1.0
+    assert after["w"].tolist() == [60, -30, 76] and after["w"].dtype == np.int8
+    assert after["w_scale"].dtype == np.float32
+
+
 def _image_folder(root, classes=4, per_class=12, size=40, width=None):
     from PIL import Image
 

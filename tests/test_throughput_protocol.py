@@ -103,6 +103,17 @@ def test_warmup_waits_for_stable_step_time():
     assert times == durations[:10]
 
 
+def test_warmup_runs_at_least_its_minimum_steps():
+    """Catches: a warm-up that ignores its minimum step count (constant step times are stable
+    from the second step; min_steps=7 must still run exactly 7)."""
+    clock = ScriptedClock([0.1] * 50)
+    times, _, reason = warm_up(clock.step, clock, WarmupRule(min_steps=7, window=1))
+    assert (reason, len(times)) == ("stable", 7)
+    clock = ScriptedClock([0.1] * 50)
+    times, _, _ = warm_up(clock.step, clock, WarmupRule(min_steps=1, window=3))
+    assert len(times) == 6  # two windows are needed whatever the minimum
+
+
 def test_warmup_waits_for_compilation_to_stop():
     compiles = iter([0, 1, 2, 3, 4, 5, 5, 5, 5, 5, 5, 5, 5, 5])
     count = [0]

@@ -3,10 +3,8 @@ after a kill -9 of the whole process tree in the middle of the stream."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,26 +13,10 @@ import pytest
 
 from anb.records import load_dataset
 from anb.searchspace import Sampler
+from tests.trainer_helpers import (ARGS, CONFIG, NUM_MODELS, REPO, TORCHRUN, child_env,
+                                   torchrun_cmd)
 
-REPO = Path(__file__).resolve().parents[1]
-TORCHRUN = Path(sys.executable).with_name("torchrun")
-CONFIG = REPO / "configs" / "accuracy" / "digits_tiny.ini"
 pytestmark = pytest.mark.timeout(600)  # a hung collective fails the test, not the suite
-NUM_MODELS = 3
-ARGS = ["--num_models", str(NUM_MODELS), "--epochs", "3", "--eval_epochs", "2",
-        "--progress", "false", "--seed", "7", "--batch_size", "16", "--max_steps", "3",
-        "--val_batch_size", "60"]
-
-
-def child_env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO),
-            "WANDB_SILENT": "true"}
-
-
-def torchrun_cmd(folder: Path, *extra: str, nproc: int = 2) -> list[str]:
-    return [str(TORCHRUN), "--standalone", "--nproc_per_node", str(nproc), "-m",
-            "anb.collect_accuracy.train", "--config", str(CONFIG), "--folder", str(folder),
-            *ARGS, *extra]
 
 
 def run_torchrun(folder: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -56,7 +56,7 @@ def _driver() -> str | None:
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str | None:
     """The commit of the anb checkout in use (None for an installed wheel)."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parent.parent.parent  # the checkout holding anb/
     if not (root / ".git").exists():
         return None
     try:
