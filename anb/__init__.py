@@ -6,23 +6,20 @@
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from anb.resources import PACKAGED_BENCHMARK
 from anb.version import __version__
 
 
-def load(name: str = "accel-nasbench", **kwargs: Any) -> Any:
-    """The packaged benchmark ``name`` (see :func:`anb.surrogates.packaged.load_packaged`), or a
-    benchmark folder written by ``anb fit`` or ``anb adapt`` (see
-    :func:`anb.surrogates.packaged.load`; ``kwargs``: its ``n_jobs``)."""
-    from pathlib import Path
+def load(name_or_path: str | Path = PACKAGED_BENCHMARK, **kwargs: Any) -> Any:
+    """The one way to load a benchmark: a packaged one by name, or a folder written by
+    ``anb fit`` or ``anb adapt``; ``kwargs``: ``config``, ``n_jobs``, ``quiet`` (see
+    :func:`anb.surrogates.packaged.load`, imported on first call)."""
+    from anb.surrogates.packaged import load as load_benchmark
 
-    from anb.surrogates.packaged import load as load_folder
-    from anb.surrogates.packaged import load_packaged
-
-    if Path(name).exists():
-        return load_folder(name, **kwargs)
-    return load_packaged(str(name), **kwargs)
+    return load_benchmark(name_or_path, **kwargs)
 
 
 __all__ = ["__version__", "load"]

@@ -1,11 +1,17 @@
-"""The ``anb`` command line: one sub-command group per stage."""
+"""The ``anb`` command line: each stage's ``cli`` module adds its commands (``register(app)``)."""
 from __future__ import annotations
 
 import typer
 
-from anb.nas.cli import search
-from anb.pipeline import pipeline
-from anb.searchspace.cli import app as space_app
+from anb import package_cli, pipeline
+from anb.collect_accuracy import cli as accuracy_cli
+from anb.collect_throughput import cli as throughput_cli
+from anb.collect_throughput import edge_cli, queue_cli
+from anb.nas import cli as search_cli
+from anb.nas import followup_cli
+from anb.searchspace import cli as space_cli
+from anb.surrogates import adapt_cli
+from anb.surrogates import cli as surrogates_cli
 
 app = typer.Typer(
     name="anb",
@@ -13,34 +19,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-app.add_typer(space_app, name="space")
-app.command()(pipeline)
-app.command()(search)
-# Each stage registers its own group below: app.add_typer(<stage>_app, name="<stage>").
-from anb.collect_throughput.cli import register as register_throughput  # noqa: E402
-
-register_throughput(app)
-from anb.collect_accuracy.cli import register as register_accuracy  # noqa: E402
-
-register_accuracy(app)
-from anb.surrogates.cli import register as register_surrogates  # noqa: E402
-
-register_surrogates(app)
-from anb.collect_throughput.edge_cli import register as register_edge  # noqa: E402
-
-register_edge(app)
-from anb.package_cli import register as register_package  # noqa: E402
-
-register_package(app)
-from anb.collect_throughput.queue_cli import register as register_queue  # noqa: E402
-
-register_queue(app)
-from anb.surrogates.adapt_cli import register as register_adapt  # noqa: E402
-
-register_adapt(app)
-from anb.nas.followup_cli import register as register_followup  # noqa: E402
-
-register_followup(app)
+for module in (space_cli, pipeline, search_cli, throughput_cli, accuracy_cli, surrogates_cli,
+               edge_cli, package_cli, queue_cli, adapt_cli, followup_cli):
+    module.register(app)
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""What every ``anb`` command shares: the error line, the exit codes and Ctrl-C.
+"""What every ``anb`` command shares: the error line, the exit codes, Ctrl-C and the
+``--queue`` option.
 
 A mistake the user can fix (a missing file, a folder given for a file, a bad value) ends
 with one ``error:`` line on stderr and exit code 2; Ctrl-C ends with exit code 130. A
@@ -8,12 +9,20 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: The job queue a command uses unless ``--queue`` or ``$ANB_QUEUE`` names another.
+DEFAULT_QUEUE = "anb-queue.db"
+QUEUE_ENV = "ANB_QUEUE"
+
+
+def queue_option(help: str = "SQLite file or postgresql:// URL.") -> Any:
+    """The ``--queue`` option (``$ANB_QUEUE``) of every command that uses the job queue."""
+    return typer.Option(DEFAULT_QUEUE, "--queue", envvar=QUEUE_ENV, help=help)
 
 
 class UserError(ValueError):

@@ -219,3 +219,8 @@ def pipeline(
     summary["anb_version"] = __version__
     atomic_write_text(out / "SUMMARY.json", json.dumps(summary, indent=2) + "\n")
     console.print(f"[green]done[/] in {summary['seconds']:.0f} s: results in {out}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``anb pipeline`` to the root app."""
+    app.command()(pipeline)

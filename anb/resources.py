@@ -17,6 +17,8 @@ RELEASED_DIR = _ROOT / "data" / "accel_nasbench"
 #: The released dataset (5,138 records) and the benchmark's published 4,100 / 512 / 512 split.
 RELEASED_DATASET = RELEASED_DIR / "anb_dataset_jsons.tar.gz"
 RELEASED_SPLIT_DIR = RELEASED_DIR / "splits"
+#: The name of the benchmark fitted on the released dataset (``anb.load()``'s default).
+PACKAGED_BENCHMARK = "accel-nasbench"
 
 
 def config_path(kind: str, name: str) -> Path:

@@ -14,7 +14,8 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from anb.collect_accuracy.config import load_config
-from anb.collect_accuracy.data import IMAGENET_MEAN, IMAGENET_STD, TensorImageLoaders
+from anb.collect_accuracy.data import TensorImageLoaders
+from anb.preprocessing import IMAGENET_MEAN_255, IMAGENET_STD_255
 from anb.collect_accuracy.distributed import DistInfo
 from anb.collect_accuracy.train import Trainer
 from anb.searchspace import get_space
@@ -29,7 +30,7 @@ class Oracle(nn.Module):
     """Predicts the class written into a constant image's value (value = 20 x class)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raw = x[:, 0].mean((1, 2)) * IMAGENET_STD[0] + IMAGENET_MEAN[0]
+        raw = x[:, 0].mean((1, 2)) * IMAGENET_STD_255[0] + IMAGENET_MEAN_255[0]
         cls = torch.round(raw / 20).long().clamp(0, CLASSES - 1)
         return 5.0 * nn.functional.one_hot(cls, CLASSES).float() + 0.01 * torch.arange(CLASSES)
 

@@ -205,6 +205,24 @@ def test_calibration_and_evaluation_images_span_every_class_with_a_seed(tmp_path
     assert [(str(f), y) for f, y in theirs[1]] == evaluated
 
 
+def test_host_preprocessing_is_anbs_validation_transform(tmp_path):
+    """The host's Python 3.7 copy of :mod:`anb.preprocessing`: the same constants and the same
+    pixels (a non-square image, so the crop margin and the centring matter)."""
+    from PIL import Image
+
+    from anb import preprocessing
+
+    assert host_images.IMAGENET_MEAN == preprocessing.IMAGENET_MEAN
+    assert host_images.IMAGENET_STD == preprocessing.IMAGENET_STD
+    assert host_images.VAL_CROP_RATIO == preprocessing.VAL_CROP_RATIO
+    pixels = np.random.default_rng(0).integers(0, 256, (61, 83, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(tmp_path / "image.png")
+    theirs = preprocessing.normalise(preprocessing.val_image(tmp_path / "image.png", 32))
+    ours = host_images.preprocess(str(tmp_path / "image.png"), 32)
+    assert ours.dtype == np.float32 and ours.shape == (3, 32, 32)
+    assert np.array_equal(ours, theirs.transpose(2, 0, 1))
+
+
 class StandInQuantizer:
     """Stand-in for ``pytorch_nndct.apis.torch_quantizer`` (Vitis AI is not installable): it
     records how it was called and runs the float model; everything around it runs for real."""

@@ -18,7 +18,7 @@ import pytest
 import anb
 import anb.surrogates
 from anb import resources
-from anb.surrogates import packaged
+from anb.surrogates import FitConfig, packaged
 from anb.surrogates.artifact import read_manifest
 from tests.conftest import REPO, SHARED_DATA
 
@@ -106,7 +106,7 @@ def test_cache_key_covers_version_data_libraries_and_config(cache, monkeypatch):
     assert packaged.cache_path(config=cache) != base
     monkeypatch.undo()
     monkeypatch.setenv("ANB_CACHE_DIR", str(base.parent.parent))
-    key = packaged.cache_key(packaged._config(cache))
+    key = packaged.cache_key(packaged.fit_config(cache))
     assert key["data_sha256"] == _sha256(resources.RELEASED_DATASET)
     assert set(key["split_sha256"]) == {"train_paths.json", "val_paths.json", "test_paths.json"}
     assert key["libraries"]["xgboost"] and key["libraries"]["anb"] == anb.__version__
@@ -150,6 +150,19 @@ def test_surrogates_load_by_name_reads_the_default_cache_entry(cache, capsys):
     assert "first use" not in query.output + search.output
     with pytest.raises(ValueError, match=r"unknown packaged benchmark 'nasbench201'.*accel-nasbench"):
         anb.load("nasbench201")
+
+
+def test_anb_load_is_the_one_way_to_load_a_benchmark(tmp_path):
+    """``anb.surrogates.load`` is the same function; the packaged-only loader is internal; a
+    missing folder and a config for a folder are clear errors."""
+    assert anb.surrogates.load is packaged.load
+    assert "load_packaged" not in anb.surrogates.__all__
+    assert not hasattr(packaged, "load_packaged")
+    with pytest.raises(ValueError, match=r"unknown packaged benchmark 'no/such/folder' and no "
+                                         r"folder of that name; allowed: \['accel-nasbench'\]"):
+        anb.load("no/such/folder")
+    with pytest.raises(ValueError, match="config is for a packaged benchmark"):
+        anb.load(tmp_path, config=FitConfig.from_dict(SMALL))
 
 
 def test_a_damaged_cache_entry_is_fitted_again(cache, capsys):

@@ -38,6 +38,8 @@ from tests.conftest import DATASET_TARBALL as TARBALL
 
 SMALL_TARGETS = ["val_top1", "throughput_a100", "throughput_tpuv3", "latency_zcu102"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 3)
+#: SMALL for every target, without the packaged config's per-target settings and trim.
+SMALL_ONLY = FitConfig(default=SMALL, per_target={}, layer_cost_trim=None)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,8 @@ def prepared():
 @pytest.fixture(scope="module")
 def small_config():
     mixed = TargetConfig(["xgboost", "svr"], [SMALL.params, {"C": 3.0}], 2)
-    return FitConfig(targets=SMALL_TARGETS, default=SMALL, per_target={"val_top1": mixed})
+    return FitConfig(targets=SMALL_TARGETS, default=SMALL, per_target={"val_top1": mixed},
+                     layer_cost_trim=None)
 
 
 @pytest.fixture(scope="module")
@@ -344,7 +347,7 @@ def test_empty_training_set_is_a_clear_error(prepared):
     frame["throughput_a100"] = np.nan
     sub = prepare(frame, ["throughput_a100"])
     with pytest.raises(ValueError, match="empty training set"):
-        fit_benchmark(sub, FitConfig(default=SMALL), progress=False)
+        fit_benchmark(sub, SMALL_ONLY, progress=False)
 
 
 def test_val_features_without_val_labels_are_a_clear_error():
@@ -357,7 +360,8 @@ def test_fit_sets_n_jobs_and_keeps_per_member_params_of_one_family(prepared, tmp
     """One family with a params object per member: ``n_jobs`` goes into each object, and HPO
     keeps them (both used to call ``dict()`` on the list: a crash or garbled parameters)."""
     per_member = [{"n_estimators": 20, "max_depth": 2}, {"n_estimators": 30}]
-    config = FitConfig(default=TargetConfig("xgboost", per_member, 2))
+    config = FitConfig(default=TargetConfig("xgboost", per_member, 2), per_target={},
+                       layer_cost_trim=None)
     bench, _ = fit(prepared.frame, tmp_path / "bench", config, targets=["throughput_a100"],
                    hpo_seconds=60, n_jobs=2, progress=False)
     members = bench.models["throughput_a100"].members_
@@ -456,7 +460,7 @@ def test_exported_tables_and_new_devices_are_targets(prepared, tmp_path):
     assert sub.labels["throughput_cpu"].n_missing == 10
     assert {k: int(v.sum()) for k, v in sub.masks.items()} == {"train": 4100, "val": 512,
                                                                 "test": 512}
-    bench = fit_benchmark(sub, FitConfig(default=SMALL), progress=False)
+    bench = fit_benchmark(sub, SMALL_ONLY, progress=False)
     assert bench.devices == ["cpu"]
     assert evaluate(bench, sub, "test").loc["throughput_cpu", "kendall_tau"] > 0.95
 

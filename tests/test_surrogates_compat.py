@@ -24,8 +24,8 @@ TARGETS = ["val_top1", "throughput_tpuv2", "latency_zcu102"]
 
 def path(tmp_path_factory):
     small = TargetConfig("xgboost", {"n_estimators": 200, "learning_rate": 0.1, "n_jobs": 1}, 3)
-    bench = fit_benchmark(prepare(TARBALL, TARGETS), FitConfig(targets=TARGETS, default=small),
-                          progress=False)
+    config = FitConfig(targets=TARGETS, default=small, per_target={}, layer_cost_trim=None)
+    bench = fit_benchmark(prepare(TARBALL, TARGETS), config, progress=False)
     return save(bench, tmp_path_factory.mktemp("compat") / "bench")
 
 

@@ -18,7 +18,7 @@ from tests.conftest import DATASET_TARBALL as TARBALL
 
 TARGETS = ["val_top1", "throughput_a100"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 2)
-CONFIG = FitConfig(targets=TARGETS, default=SMALL, layer_cost_trim=3.0)
+CONFIG = FitConfig(targets=TARGETS, default=SMALL, per_target={}, layer_cost_trim=3.0)
 LARGEST = "-".join(["e6k5l3se"] * 7)
 SMALLEST = "-".join(["e1k3l1"] * 7)
 
@@ -80,7 +80,8 @@ def test_held_out_extrapolation_beyond_the_80th_macs_percentile(prepared):
     masks = {"train": low & prepared.masks["train"], "val": low & prepared.masks["val"],
              "test": np.zeros(len(macs), dtype=bool)}
     sub = type(prepared)(prepared.frame, prepared.choices, masks, prepared.labels)
-    bench = fit_benchmark(sub, FitConfig(targets=TARGETS, default=SMALL), progress=False)
+    bench = fit_benchmark(sub, FitConfig(targets=TARGETS, default=SMALL, per_target={},
+                                         layer_cost_trim=None), progress=False)
     out = bench.query(prepared.choices[high])
     inside = bench.query(prepared.choices[masks["train"]][:500])
     assert out["ood"].mean() > 0.9

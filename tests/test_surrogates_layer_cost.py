@@ -75,7 +75,7 @@ def test_bad_trim_is_a_clear_error(bad):
 
 def test_config_reads_trim():
     assert FitConfig.from_dict({"layer_cost_trim": 3}).layer_cost_trim == 3
-    assert FitConfig.from_dict({}).layer_cost_trim is None
+    assert FitConfig.from_dict({}).layer_cost_trim == FitConfig().layer_cost_trim == 2.0
 
 
 def test_gathered_transform_equals_the_design_product(saturated):

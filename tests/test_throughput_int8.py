@@ -33,6 +33,27 @@ def test_digits_split_is_deterministic_and_disjoint():
         digits_images(32, "val")
 
 
+def test_digits_are_the_trainers_images_and_split():
+    """One digits loader: the throughput stage's train/test parts are the trainer's train/val
+    images (the same pixels, rescaled to [-1, 1]) and split (80/20, 1437 + 360)."""
+    import torch
+
+    from anb.collect_accuracy.config import load_config
+    from anb.collect_accuracy.data import make_loaders
+
+    config = load_config(None, ["--kind", "digits", "--image_size", "32", "--val_res", "32",
+                                "--val_batch_size", "400", "--crop_ratio", "1"])
+    loaders = make_loaders(config, 0, 1, torch.device("cpu"))
+    (x_val, y_val), = list(loaders.val())
+    x_test, y_test = digits_images(32, "test")
+    assert len(y_test) == 360 and len(digits_images(32, "train")[1]) == 1437
+    assert np.array_equal(y_test, y_val.numpy())
+    pixels = (x_test + 1.0) * 127.5  # back to the trainer's uint8 values
+    trainer = x_val.numpy() * np.array([0.229, 0.224, 0.225])[:, None, None] * 255 \
+        + np.array([0.485, 0.456, 0.406])[:, None, None] * 255
+    np.testing.assert_allclose(pixels, trainer, atol=1e-3)
+
+
 def test_static_int8_model_is_qdq_per_channel_and_close_to_float(tmp_path):
     calibration, _ = digits_images(64, "train")
     float_path = float_onnx(ARCH, tmp_path, 64)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from anb.io import read_text
+from anb.preprocessing import VAL_CROP_RATIO
 
 Config = dict[str, dict[str, Any]]
 
@@ -73,7 +74,7 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
         "end_ramp": (13, "First epoch at max_res."),
         "res_step": (32, "Ramp resolutions are rounded to a multiple of this."),
         "val_res": (256, "Validation resolution (centre crop of ratio crop_ratio, resized)."),
-        "crop_ratio": (0.875, "Validation centre-crop ratio (224/256)."),
+        "crop_ratio": (VAL_CROP_RATIO, "Validation centre-crop ratio (224/256)."),
         "crop_scale": (0.08, "Training random-resized-crop: smallest crop as a fraction of the "
                              "image area (0.08 = the reference's; 1 = whole image)."),
         "hflip": (True, "Training: mirror half the images horizontally (the reference's)."),

@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 
 from anb.collect_accuracy.config import Config, ConfigError
+from anb.digits import digits_tensors
+from anb.preprocessing import IMAGENET_MEAN_255, IMAGENET_STD_255
 
-IMAGENET_MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
-IMAGENET_STD = (0.229 * 255, 0.224 * 255, 0.225 * 255)
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -62,8 +62,8 @@ def normalise(x: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
     """uint8/float NCHW in [0, 255] -> float normalised with the ImageNet statistics."""
     x = x.float()
     if x.shape[1] == 3:
-        mean = torch.tensor(IMAGENET_MEAN, device=x.device).view(1, 3, 1, 1)
-        std = torch.tensor(IMAGENET_STD, device=x.device).view(1, 3, 1, 1)
+        mean = torch.tensor(IMAGENET_MEAN_255, device=x.device).view(1, 3, 1, 1)
+        std = torch.tensor(IMAGENET_STD_255, device=x.device).view(1, 3, 1, 1)
         x = (x - mean) / std
     else:
         x = (x - 127.5) / 64.0
@@ -170,22 +170,6 @@ def randaugment(tv: dict):
                           f"{torch.__version__} ({type(err).__name__}: {err}); allowed "
                           "without it: 0") from None
     return v2.RandAugment(num_ops=tv["randaugment_ops"], magnitude=tv["randaugment_magnitude"])
-
-
-def digits_tensors(image_size: int) -> tuple[tuple[torch.Tensor, torch.Tensor],
-                                             tuple[torch.Tensor, torch.Tensor]]:
-    """scikit-learn's bundled 8x8 digits (1,797 images, 10 classes), upscaled to
-    ``image_size`` RGB uint8; a fixed 80/20 train/val split."""
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    x = torch.from_numpy(digits.images.astype(np.float32) * (255.0 / 16.0))[:, None]
-    x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False)
-    x = x.clamp(0, 255).round().to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
-    y = torch.from_numpy(digits.target.astype(np.int64))
-    order = torch.from_numpy(np.random.default_rng(0).permutation(len(y)))
-    cut = int(0.8 * len(y))
-    return (x[order[:cut]], y[order[:cut]]), (x[order[cut:]], y[order[cut:]])
 
 
 class ArrayLoaders(InMemoryLoaders):

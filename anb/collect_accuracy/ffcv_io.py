@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from anb.collect_accuracy.config import Config, ConfigError
-from anb.collect_accuracy.data import IMAGENET_MEAN, IMAGENET_STD, Batch, Loaders
+from anb.collect_accuracy.data import Batch, Loaders
+from anb.preprocessing import IMAGENET_MEAN_255, IMAGENET_STD_255
 
 
 def _ffcv():
@@ -152,7 +153,7 @@ class FFCVLoaders(Loaders):
         cuda = device.type == "cuda"
         channels_last = tv["channels_last"] and cuda
         dtype = np.float16 if cuda and tv["amp"] else np.float32
-        mean, std = np.array(IMAGENET_MEAN), np.array(IMAGENET_STD)
+        mean, std = np.array(IMAGENET_MEAN_255), np.array(IMAGENET_STD_255)
         self.decoder = RandomResizedCropRGBImageDecoder((tv["min_res"], tv["min_res"]),
                                                         scale=(tv["crop_scale"], 1.0))
         flip = [RandomHorizontalFlip()] if tv["hflip"] else []

@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from anb.collect_accuracy.config import Config, ConfigError
 from anb.collect_accuracy.data import Batch, Loaders, epoch_order, normalise, seed_of
+from anb.preprocessing import val_image
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
@@ -62,19 +63,15 @@ class FolderDataset(Dataset):
         return len(self.paths)
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        if not self.train:
+            return val_image(self.paths[index], self.res, self.crop_ratio), self.labels[index]
         with Image.open(self.paths[index]) as source:
             image = source.convert("RGB")
-            w, h = image.size
-            if self.train:
-                rng = np.random.default_rng(seed_of(self.seed, self.epoch, index))
-                box = random_crop_box(w, h, rng, (self.crop_scale, 1.0))
-                image = image.resize((self.res, self.res), Image.Resampling.BILINEAR, box=box)
-                if rng.random() < 0.5 and self.hflip:
-                    image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-            else:
-                side = min(w, h) * self.crop_ratio
-                box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
-                image = image.resize((self.res, self.res), Image.Resampling.BILINEAR, box=box)
+            rng = np.random.default_rng(seed_of(self.seed, self.epoch, index))
+            box = random_crop_box(image.width, image.height, rng, (self.crop_scale, 1.0))
+            image = image.resize((self.res, self.res), Image.Resampling.BILINEAR, box=box)
+            if rng.random() < 0.5 and self.hflip:
+                image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
             return np.array(image, dtype=np.uint8), self.labels[index]
 
 
@@ -125,7 +122,7 @@ class FolderLoaders(Loaders):
 def write_digits_folder(root: Path, sizes: tuple[int, int] = (40, 56)) -> tuple[Path, Path]:
     """scikit-learn's digits as JPEGs in ``root/{train,val}/<digit>/`` (sides alternate
     between the given sizes, so images are not all square); returns the two folders."""
-    from anb.collect_accuracy.data import digits_tensors
+    from anb.digits import digits_tensors
 
     (x_train, y_train), (x_val, y_val) = digits_tensors(max(sizes))
     for split, xs, ys in (("train", x_train, y_train), ("val", x_val, y_val)):

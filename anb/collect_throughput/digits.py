@@ -1,35 +1,23 @@
-"""The shipped small dataset: scikit-learn's 8x8 digits, upscaled to RGB images.
+"""The bundled digits (:mod:`anb.digits`, the trainer's images and split) as model inputs.
 
 Used for int8 calibration and for the accuracy change of quantization (a sampled architecture
-fitted to it in seconds, see :func:`fit_digits`). Deterministic stratified 75/25 split.
+fitted to it in seconds, see :func:`fit_digits`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 
-def digits_images(resolution: int = 32, split: str = "test", seed: int = 0,
-                  ) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, y)``: NCHW float32 images in [-1, 1] (bilinear upscale, grey to RGB), int64 labels."""
-    import torch
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
+def digits_images(resolution: int = 32, split: str = "test") -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)``: the train or the test (the trainer's validation) part of the digits as
+    NCHW float32 images in [-1, 1], int64 labels."""
+    from anb.digits import digits_tensors
 
-    if split not in ("train", "test", "all"):
-        raise ValueError(f"split={split!r} is invalid; allowed: ['train', 'test', 'all']")
-    data = load_digits()
-    x = data.images.astype(np.float32) / 16.0
-    y = data.target.astype(np.int64)
-    if split != "all":
-        train, test = train_test_split(np.arange(len(y)), test_size=0.25, random_state=seed,
-                                       stratify=y)
-        idx = train if split == "train" else test
-        x, y = x[idx], y[idx]
-    t = torch.from_numpy(x)[:, None]
-    t = torch.nn.functional.interpolate(t, size=(resolution, resolution), mode="bilinear",
-                                        align_corners=False)
-    t = (t.repeat(1, 3, 1, 1) - 0.5) / 0.5
-    return t.numpy().astype(np.float32), y
+    parts = dict(zip(("train", "test"), digits_tensors(resolution), strict=True))
+    if split not in parts:
+        raise ValueError(f"split={split!r} is invalid; allowed: {list(parts)}")
+    x, y = parts[split]
+    return (x.numpy().astype(np.float32) / 127.5 - 1.0), y.numpy()
 
 
 def fit_digits(arch, resolution: int = 32, seed: int = 0, batch: int = 128):
@@ -46,7 +34,7 @@ def fit_digits(arch, resolution: int = 32, seed: int = 0, batch: int = 128):
     from anb.searchspace.model import build_model
 
     torch.manual_seed(seed)
-    x, y = digits_images(resolution, "train", seed)
+    x, y = digits_images(resolution, "train")
     model = build_model(arch, num_classes=10, dropout=0.0, drop_path=0.0)
     xs = torch.from_numpy(x)
     for module in model.modules():

@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from anb.collect_throughput.protocol import Protocol
+from anb.preprocessing import IMAGENET_MEAN, IMAGENET_STD
 
-MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
-STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+MEAN = np.array(IMAGENET_MEAN, dtype=np.float32)
+STD = np.array(IMAGENET_STD, dtype=np.float32)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
 

@@ -256,8 +256,8 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
 
     arch = as_arch(arch)
     model = fit_digits(arch, resolution, seed)
-    x_train, _ = digits_images(resolution, "train", seed)
-    x_test, y_test = digits_images(resolution, "test", seed)
+    x_train, _ = digits_images(resolution, "train")
+    x_test, y_test = digits_images(resolution, "test")
     x = x_test[:images]
     with tempfile.TemporaryDirectory(prefix="anb-layerwise-") as tmp_name:
         tmp = Path(tmp_name)

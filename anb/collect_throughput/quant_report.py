@@ -33,6 +33,7 @@ from anb.collect_throughput.quantize import (
 )
 from anb.io import atomic_write, atomic_write_json
 from anb.outputs import Kind, has_files
+from anb.preprocessing import VAL_CROP_RATIO, normalise, val_image
 from anb.searchspace.arch import Arch, as_arch
 from anb.searchspace.onnx_export import export_onnx
 from anb.version import __version__
@@ -135,31 +136,19 @@ def load_weights(path: str | Path) -> tuple[dict, str | None]:
     return clean, arch
 
 
-VAL_CROP_RATIO = 0.875
-"""The trainer's default ``trainval.crop_ratio`` (224/256)."""
-
-
 def eval_inputs(items: list, resolution: int, crop_ratio: float = VAL_CROP_RATIO,
                 ) -> tuple[np.ndarray, np.ndarray]:
     """``(x, y)``: the ``(file, label)`` items through the trainer's validation transform, which
-    trained weights were scored with: :class:`anb.collect_accuracy.imagefolder.FolderDataset`
-    (centre crop of ``crop_ratio`` x the short side, i.e. the short side at ``resolution /
-    crop_ratio``, resized to ``resolution``, bilinear) and the trainer's ImageNet
-    normalisation; NCHW float32. Not the GPU timing inputs
-    (:func:`anb.collect_throughput.inputs.preprocess_image`, no crop margin)."""
-    import torch
-
-    from anb.collect_accuracy.data import normalise
-    from anb.collect_accuracy.imagefolder import FolderDataset
-
+    trained weights were scored with (:func:`anb.preprocessing.val_image`: centre crop of
+    ``crop_ratio`` x the short side, i.e. the short side at ``resolution / crop_ratio``,
+    resized to ``resolution``, bilinear; then :func:`anb.preprocessing.normalise`); NCHW
+    float32. Not the GPU timing inputs (:func:`anb.collect_throughput.inputs.preprocess_image`,
+    no crop margin)."""
     labels = np.asarray([y for _, y in items], dtype=np.int64)
     if not items:
         return np.zeros((0, 3, resolution, resolution), dtype=np.float32), labels
-    data = FolderDataset([Path(f) for f, _ in items], labels.tolist(), train=False,
-                         res=resolution, crop_ratio=crop_ratio, seed=0)
-    hwc = np.stack([data[i][0] for i in range(len(data))])
-    x = normalise(torch.from_numpy(hwc).permute(0, 3, 1, 2))
-    return np.ascontiguousarray(x.numpy(), dtype=np.float32), labels
+    hwc = np.stack([val_image(f, resolution, crop_ratio) for f, _ in items])
+    return np.ascontiguousarray(normalise(hwc).transpose(0, 3, 1, 2)), labels
 
 
 def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibration: int = 64,
@@ -214,8 +203,8 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
         preprocessing = (f"trainer's validation transform: centre crop {crop_ratio} of the short "
                          f"side, resized to {resolution} px, ImageNet mean/std")
     else:
-        x_train, _ = digits_images(resolution, "train", seed)
-        x_test, y_test = digits_images(resolution, "test", seed)
+        x_train, _ = digits_images(resolution, "train")
+        x_test, y_test = digits_images(resolution, "test")
         x_test, y_test = x_test[:eval_images], y_test[:eval_images]
         dataset = "sklearn digits (8x8 upscaled)"
         preprocessing = f"digits upscaled to {resolution} px, [-1, 1]"

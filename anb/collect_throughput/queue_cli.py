@@ -11,12 +11,11 @@ from pathlib import Path
 
 import typer
 
-from anb.cli_support import fail
+from anb.cli_support import fail, queue_option
 
 app = typer.Typer(help="A shared queue of (architecture, device, stage) jobs.",
                   no_args_is_help=True)
-QUEUE = typer.Option("anb-queue.db", "--queue", envvar="ANB_QUEUE",
-                     help="SQLite file or postgresql:// URL.")
+QUEUE = queue_option()
 
 
 def _open(url: str, create: bool = False):

@@ -109,3 +109,8 @@ def search(
                f"Pareto front {summary['pareto_size']}; results in {out}")
     for line in others:
         typer.echo(line)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``anb search`` to the root app."""
+    app.command()(search)

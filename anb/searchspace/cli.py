@@ -18,6 +18,13 @@ from anb.searchspace.space import get_space
 app = typer.Typer(help="Inspect, sample and count architectures of the search space.",
                   no_args_is_help=True)
 
+
+
+def register(root: typer.Typer) -> None:
+    """Add the ``anb space`` group to the root app."""
+    root.add_typer(app, name="space")
+
+
 SPACE_OPTION = typer.Option("anb-mnasnet", "--space", help="Search space name.")
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from anb import resources
 from anb.outputs import check_folder
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE, SearchSpace
@@ -140,7 +141,7 @@ def _base_folder(base: str | Path) -> Path:
     return Path(base)
 
 
-def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench",
+def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAGED_BENCHMARK,
           out: str | Path | None = None, metric: str | None = None, overwrite: bool = False
           ) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
@@ -164,7 +165,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = "accel-nasbench"
     return load_adapted(out), model
 
 
-def suggest(base: str | Path | Any = "accel-nasbench", k: int = 10,
+def suggest(base: str | Path | Any = resources.PACKAGED_BENCHMARK, k: int = 10,
             measured: str | Path | None = None, device: str | None = None,
             metric: str | None = None, n_candidates: int = 5000,
             seed: int = 0, exclude: Sequence[str] = ()) -> list[str]:

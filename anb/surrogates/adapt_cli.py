@@ -5,14 +5,16 @@ from pathlib import Path
 
 import typer
 
-from anb.cli_support import fail
+from anb import resources
+from anb.cli_support import fail, queue_option
 
 
 def adapt_cmd(
     device: str = typer.Option(..., "--device", help="Device name: the CSV column is "
                                "throughput_<NAME> or latency_<NAME>."),
-    base: str = typer.Option("accel-nasbench", "--base", help="Surrogate benchmark of the "
-                             "known devices: an 'anb fit' folder or the packaged name."),
+    base: str = typer.Option(resources.PACKAGED_BENCHMARK, "--base", help="Surrogate "
+                             "benchmark of the known devices: an 'anb fit' folder or the "
+                             "packaged name."),
     measured: Path | None = typer.Option(
         None, "--measured", help="CSV with 'arch' (or block{i}_* columns) and <kind>_<NAME> "
         "columns, or an 'anb measure' folder; repeats of a design are averaged."),
@@ -27,9 +29,8 @@ def adapt_cmd(
     seed: int = typer.Option(0, help="Seed of the candidate sample."),
     submit: bool = typer.Option(False, "--submit", help="Queue a measure job per suggested "
                                 "architecture (--device is then a device config name or TOML)."),
-    queue: str = typer.Option("anb-queue.db", "--queue", envvar="ANB_QUEUE",
-                              help="Measurement queue for --submit: SQLite file or "
-                              "postgresql:// URL."),
+    queue: str = queue_option("Measurement queue for --submit: SQLite file or postgresql:// "
+                              "URL."),
 ) -> None:
     """Adapt a surrogate to a new device from measured architectures; suggest what to measure."""
     from anb.surrogates.adapt_api import adapt

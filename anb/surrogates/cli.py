@@ -47,13 +47,17 @@ def register(app: typer.Typer) -> None:
             None, help="dataset: tarball, folder of JSON, CSV, Parquet (default: the packaged "
                        "Accel-NASBench release)"),
         out: Path = typer.Option(..., "--out", "-o", help="artifact folder to write"),
-        config: Path | None = typer.Option(None, help="FitConfig JSON (configs/surrogates/)"),
+        config: Path | None = typer.Option(None, help="FitConfig JSON; fields left out are "
+                                           "the packaged surrogates/default.json's (the "
+                                           "config `anb.load()` fits)"),
         targets: str | None = typer.Option(None, help="comma-separated targets (default all)"),
-        split: str = typer.Option("published", help="published | random | kfold:<k>:<i>"),
+        split: str | None = typer.Option(None, help="published | random | kfold:<k>:<i> "
+                                         "(default: the config's, published)"),
         split_dir: Path | None = typer.Option(None, help="folder of {train,val,test}_paths.json"),
         members: int | None = typer.Option(None, help="ensemble members per target"),
         hpo_seconds: float = typer.Option(0.0, help="Optuna budget per target on val (0: none)"),
-        seed: int = typer.Option(0),
+        seed: int | None = typer.Option(None, help="split and model seed (default: the "
+                                        "config's, 0)"),
         jobs: int = typer.Option(1, help="threads per model"),
         overwrite: bool = typer.Option(False, "--overwrite", help="replace --out even when it "
                                        "holds something other than an anb surrogate artifact"),

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from anb import resources
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.benchmark import SurrogateBenchmark
@@ -128,7 +129,7 @@ class ANBEnsemble:
     """
 
     def __init__(self, model: str = "xgb", device: str | None = None, metric: str | None = None,
-                 seed: int | None = None, path: str | Path = "accel-nasbench"):
+                 seed: int | None = None, path: str | Path = resources.PACKAGED_BENCHMARK):
         self.model, self.device, self.seed, self.path = model, device, seed, path
         self.metric = metric
         self.target = _target(metric, device)

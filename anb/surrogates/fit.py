@@ -1,14 +1,17 @@
 """Fit a whole surrogate benchmark from a dataset, and score it on a split."""
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from anb import resources
 from anb.io import read_json
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.benchmark import SurrogateBenchmark
@@ -23,36 +26,73 @@ from anb.surrogates.data import (
     transform_for,
 )
 from anb.surrogates.ensemble import TargetSurrogate
+from anb.surrogates.estimators import FAMILIES
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 from anb.surrogates.noise import observation_std
 from anb.surrogates.support import Support, trend
 
+#: The packaged surrogate config: the one source of every default below.
+PACKAGED_CONFIG = ("surrogates", "default.json")
+
+
+@lru_cache(maxsize=1)
+def _packaged() -> dict[str, Any]:
+    return read_json(resources.config_path(*PACKAGED_CONFIG))
+
+
+def _from_file(*keys: str) -> Any:
+    """A dataclass default factory: the value at ``keys`` in the packaged config (a copy)."""
+    def value() -> Any:
+        data: Any = _packaged()
+        for key in keys:
+            data = data[key]
+        return copy.deepcopy(data)
+    return value
+
+
+def _default_target() -> TargetConfig:
+    return _target_config(_from_file("default")(), "default")
+
+
+def _per_target() -> dict[str, TargetConfig]:
+    return {k: _target_config(v, f"per_target.{k}")
+            for k, v in _from_file("per_target")().items()}
+
 
 @dataclass
 class TargetConfig:
-    """How one target is modelled."""
+    """How one target is modelled: ``params`` left out are the family's own defaults,
+    ``n_members`` left out is the packaged ``default.json``'s."""
 
-    family: str | list[str] = "xgboost"
+    family: str | list[str]
     params: dict[str, Any] | list[dict[str, Any]] = field(default_factory=dict)
-    n_members: int = 3
+    n_members: int = field(default_factory=_from_file("default", "n_members"))
     bootstrap: bool = False
 
 
 @dataclass
 class FitConfig:
-    """Everything ``fit_benchmark`` needs besides the data (JSON-serialisable)."""
+    """Everything ``fit_benchmark`` needs besides the data (JSON-serialisable). What is left
+    out is the packaged ``anb/configs/surrogates/default.json``'s: ``FitConfig()`` is the
+    config ``anb.load()``, ``anb fit`` and ``anb pipeline`` fit by default. ``per_target``
+    left out is the file's only with the file's ``default``: a ``default`` you give applies
+    to every target."""
 
     targets: list[str] | None = None
-    feature_set: str = "features"
-    layer_cost: bool = True
+    feature_set: str = field(default_factory=_from_file("feature_set"))
+    layer_cost: bool = field(default_factory=_from_file("layer_cost"))
     #: Robust refit of the layer-cost model for device metrics: leave out rows measured more
     #: than ``layer_cost_trim`` robust stds slower than the additive model (saturated devices).
-    layer_cost_trim: float | None = None
-    split: str = "published"
-    seed: int = 0
-    default: TargetConfig = field(default_factory=TargetConfig)
-    per_target: dict[str, TargetConfig] = field(default_factory=dict)
+    layer_cost_trim: float | None = field(default_factory=_from_file("layer_cost_trim"))
+    split: str = field(default_factory=_from_file("split"))
+    seed: int = field(default_factory=_from_file("seed"))
+    default: TargetConfig = field(default_factory=_default_target)
+    per_target: dict[str, TargetConfig] = None  # type: ignore[assignment]  # see __post_init__
+
+    def __post_init__(self) -> None:
+        if self.per_target is None:
+            self.per_target = _per_target() if self.default == _default_target() else {}
 
     def for_target(self, target: str) -> TargetConfig:
         return self.per_target.get(target, self.default)
@@ -66,8 +106,9 @@ class FitConfig:
         data = dict(data)
         if "default" in data:
             data["default"] = _target_config(data["default"], "default")
-        data["per_target"] = {k: _target_config(v, f"per_target.{k}")
-                              for k, v in (data.get("per_target") or {}).items()}
+        if "per_target" in data:
+            data["per_target"] = {k: _target_config(v, f"per_target.{k}")
+                                  for k, v in (data["per_target"] or {}).items()}
         LayerCostModel(trim=data.get("layer_cost_trim"))  # a bad value is a clear error now
         return cls(**data)
 
@@ -86,6 +127,8 @@ def _target_config(data: Any, where: str) -> TargetConfig:
     if unknown:
         raise ValueError(f"unknown field(s) {unknown} in config {where!r}; "
                          f"allowed: {sorted(TargetConfig.__dataclass_fields__)}")
+    if "family" not in data:
+        raise ValueError(f"config {where!r} needs a 'family'; allowed: {sorted(FAMILIES)}")
     config = TargetConfig(**data)
     TargetSurrogate(config.family, config.params, config.n_members).validate()
     return config

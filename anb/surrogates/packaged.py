@@ -1,4 +1,4 @@
-"""The packaged benchmark: ``anb.load()`` / ``anb.surrogates.load("accel-nasbench")``.
+"""``anb.load(name_or_path)``, the one way to load a benchmark, and the packaged benchmark.
 
 First use fits the surrogates on the dataset that ships inside the package (the released
 Accel-NASBench data and its published split) with the packaged default config, and saves the
@@ -28,7 +28,7 @@ from anb.surrogates.fit import FitConfig
 from anb.version import __version__
 
 #: Names :func:`load` resolves to a packaged benchmark (anything else is an artifact folder).
-PACKAGED = ("accel-nasbench",)
+PACKAGED = (resources.PACKAGED_BENCHMARK,)
 #: How long a process waits for another one's first-use fit before giving up (seconds).
 LOCK_TIMEOUT = 3600.0
 
@@ -51,9 +51,11 @@ def cache_root() -> Path:
     return Path(user_cache_dir("anb", appauthor=False))
 
 
-def _config(config: str | Path | FitConfig | None) -> FitConfig:
+def fit_config(config: str | Path | FitConfig | None) -> FitConfig:
+    """The config a packaged benchmark is fitted with: ``FitConfig()`` (the packaged
+    ``default.json``) unless one is given."""
     if config is None:
-        return FitConfig.from_file(resources.config_path("surrogates", "default.json"))
+        return FitConfig()
     return config if isinstance(config, FitConfig) else FitConfig.from_file(config)
 
 
@@ -66,10 +68,11 @@ def cache_key(config: FitConfig) -> dict[str, Any]:
             "config": config.to_dict()}
 
 
-def cache_path(name: str = "accel-nasbench", config: str | Path | FitConfig | None = None) -> Path:
+def cache_path(name: str = resources.PACKAGED_BENCHMARK,
+               config: str | Path | FitConfig | None = None) -> Path:
     """The cache folder of the packaged benchmark ``name`` fitted with ``config``."""
     _check_name(name)
-    digest = hashlib.sha256(json.dumps(cache_key(_config(config)), sort_keys=True).encode())
+    digest = hashlib.sha256(json.dumps(cache_key(fit_config(config)), sort_keys=True).encode())
     return cache_root() / name / f"{__version__}-{digest.hexdigest()[:16]}"
 
 
@@ -84,13 +87,9 @@ def _say(quiet: bool, text: str) -> None:
         print(f"anb: {text}", file=sys.stderr, flush=True)
 
 
-def load_packaged(name: str = "accel-nasbench", config: str | Path | FitConfig | None = None,
-                  n_jobs: int | None = None, quiet: bool = False) -> SurrogateBenchmark:
-    """The packaged benchmark, fitted on first use and cached (see the module docstring).
-
-    ``config``: a FitConfig (or its JSON file) instead of the packaged default; it is part of the
-    cache key. ``n_jobs``: threads for the first-use fit (default: the CPUs this process may use).
-    """
+def _load_packaged(name: str, config: str | Path | FitConfig | None, n_jobs: int | None,
+                   quiet: bool) -> SurrogateBenchmark:
+    """The packaged benchmark, fitted on first use and cached (see the module docstring)."""
     from filelock import FileLock
 
     path = cache_path(name, config)
@@ -106,7 +105,7 @@ def load_packaged(name: str = "accel-nasbench", config: str | Path | FitConfig |
                 return _load(path, quiet)
             except ValueError:
                 pass
-        return _fit(name, path, _config(config), n_jobs, quiet)
+        return _fit(name, path, fit_config(config), n_jobs, quiet)
 
 
 def _load(path: Path, quiet: bool) -> SurrogateBenchmark:
@@ -136,16 +135,29 @@ def _fit(name: str, path: Path, config: FitConfig, n_jobs: int | None, quiet: bo
     return artifact.load(path)
 
 
-def load(path_or_name: str | Path, n_jobs: int | None = None
-         ) -> SurrogateBenchmark | AdaptedBenchmark:
-    """A packaged benchmark by name (``"accel-nasbench"``), or a saved folder of either kind
-    (told apart by its manifest's ``format``): an ``anb fit`` artifact or an ``anb adapt``
-    one (its base benchmark plus the adapted devices)."""
-    if str(path_or_name) in PACKAGED and not Path(path_or_name).exists():
-        bench = load_packaged(str(path_or_name))
+def load(name_or_path: str | Path = resources.PACKAGED_BENCHMARK,
+         config: str | Path | FitConfig | None = None, n_jobs: int | None = None,
+         quiet: bool = False) -> SurrogateBenchmark | AdaptedBenchmark:
+    """A benchmark: a packaged one by name (``"accel-nasbench"``, fitted on first use and
+    cached), or a saved folder of either kind (told apart by its manifest's ``format``): an
+    ``anb fit`` artifact or an ``anb adapt`` one (its base benchmark plus the adapted devices).
+
+    ``config`` (packaged only): a FitConfig (or its JSON file) instead of the packaged
+    default; it is part of the cache key. ``n_jobs``: threads for queries and for the
+    first-use fit (default: the CPUs this process may use). ``quiet``: no progress on stderr.
+    """
+    if not Path(name_or_path).exists():
+        if str(name_or_path) not in PACKAGED:
+            raise ValueError(f"unknown packaged benchmark {str(name_or_path)!r} and no folder of "
+                             f"that name; allowed: {list(PACKAGED)} or the folder of a benchmark "
+                             "written by `anb fit` or `anb adapt`")
+        bench = _load_packaged(str(name_or_path), config, n_jobs, quiet)
         if n_jobs is not None:
             bench.set_threads(n_jobs)
         return bench
-    if is_adapted(path_or_name):
-        return load_adapted(path_or_name, n_jobs=n_jobs)
-    return artifact.load(path_or_name, n_jobs=n_jobs)
+    if config is not None:
+        raise ValueError(f"config is for a packaged benchmark ({list(PACKAGED)}); "
+                         f"{str(name_or_path)!r} is a folder, fitted already")
+    if is_adapted(name_or_path):
+        return load_adapted(name_or_path, n_jobs=n_jobs)
+    return artifact.load(name_or_path, n_jobs=n_jobs)

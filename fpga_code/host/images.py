@@ -3,8 +3,10 @@
 Samples across every class of an ImageNet-style folder (class sub-folders, sorted names =
 labels) with a seed: each class shuffled, then one image per class in turn (classes in a
 shuffled order). The same algorithm as :func:`anb.collect_throughput.inputs.stratified_sample`
-(checked equal by ``tests/test_fpga_host.py``). Preprocessing: short side to ``resolution /
-0.875`` (256 for 224), centre crop, ImageNet mean/std, as the trainer's validation transform.
+(checked equal by ``tests/test_fpga_host.py``). Preprocessing: the trainer's validation
+transform, a copy of :mod:`anb.preprocessing` (constants and pixels checked equal by the same
+test): the centred square of ``VAL_CROP_RATIO`` x the short side resized to the resolution
+(the short side at ``resolution / 0.875``, 256 for 224), ImageNet mean/std.
 """
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import os
 
 import numpy as np
 
-MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
-STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+VAL_CROP_RATIO = 0.875
+MEAN_255 = np.array([m * 255 for m in IMAGENET_MEAN], dtype=np.float32)
+STD_255 = np.array([s * 255 for s in IMAGENET_STD], dtype=np.float32)
 SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
 
@@ -55,20 +60,17 @@ def calibration_and_eval(folder, calibration, evaluation, seed=0):
 
 
 def preprocess(path, resolution=224):
+    """One image through the trainer's validation transform; CHW float32."""
     from PIL import Image
 
     with Image.open(path) as image:
         image = image.convert("RGB")
-        short = int(round(resolution / 0.875))
         w, h = image.size
-        scale = short / min(w, h)
-        image = image.resize((max(short, int(round(w * scale))), max(short, int(round(h * scale)))),
-                             Image.BILINEAR)
-        w, h = image.size
-        left, top = (w - resolution) // 2, (h - resolution) // 2
-        image = image.crop((left, top, left + resolution, top + resolution))
-        array = np.asarray(image, dtype=np.float32) / 255.0
-    return ((array - MEAN) / STD).transpose(2, 0, 1)
+        side = min(w, h) * VAL_CROP_RATIO
+        box = ((w - side) / 2, (h - side) / 2, (w + side) / 2, (h + side) / 2)
+        image = image.resize((resolution, resolution), Image.BILINEAR, box=box)
+        array = np.array(image, dtype=np.uint8).astype(np.float32)
+    return ((array - MEAN_255) / STD_255).transpose(2, 0, 1)
 
 
 def batch_tensor(items, resolution=224):

@@ -1,0 +1,36 @@
+"""The bundled small image set: scikit-learn's 8x8 digits (1,797 images, 10 classes) upscaled
+to RGB, with one fixed 80/20 split. The trainer's ``digits`` loader trains and validates on
+it; the throughput stage calibrates int8 models on its train part and scores them on its
+validation part (:func:`anb.collect_throughput.digits.digits_images`)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+Part = tuple["torch.Tensor", "torch.Tensor"]
+
+#: Fraction of the images in the train part (the rest is the validation part).
+TRAIN_FRACTION = 0.8
+#: Seed of the permutation that cuts the split (fixed: the split is part of the data set).
+SPLIT_SEED = 0
+
+
+def digits_tensors(image_size: int) -> tuple[Part, Part]:
+    """``((x_train, y_train), (x_val, y_val))``: the digits upscaled (bilinear) to
+    ``image_size``, RGB uint8 NCHW tensors and int64 labels, cut by the fixed split."""
+    import torch
+    import torch.nn.functional as F
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = torch.from_numpy(digits.images.astype(np.float32) * (255.0 / 16.0))[:, None]
+    x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False)
+    x = x.clamp(0, 255).round().to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
+    y = torch.from_numpy(digits.target.astype(np.int64))
+    order = torch.from_numpy(np.random.default_rng(SPLIT_SEED).permutation(len(y)))
+    cut = int(TRAIN_FRACTION * len(y))
+    return (x[order[:cut]], y[order[:cut]]), (x[order[cut:]], y[order[cut:]])
