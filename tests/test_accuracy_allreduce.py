@@ -64,6 +64,7 @@ def _worker(rank: int, port: int, queue) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_uneven_shards_reduce_to_the_single_process_numbers():
     single = evaluate(0, 1)
     assert single["val_top1"] == round(100 * 5 / 11, 3)

@@ -59,6 +59,7 @@ def test_claim_is_exclusive_across_processes_and_dropped_when_the_holder_is_kill
     assert claims.read_holder(tmp_path, "abc") == {}
 
 
+@pytest.mark.slow
 def test_trainer_passes_over_an_architecture_claimed_elsewhere(tmp_path, capsys):
     out = tmp_path / "out"
     held = Arch.from_string(SMALL)
@@ -96,6 +97,7 @@ def _held(folder: Path) -> list[str]:
     return [p.stem for p in (folder / "locks").glob("*.lock") if p.stat().st_size]
 
 
+@pytest.mark.slow
 def test_two_jobs_on_one_folder_and_shard_never_train_an_architecture_twice(tmp_path):
     """Job A (one process) is frozen with SIGSTOP while it holds a claim; job B (torchrun, two
     processes, same command) runs the whole stream meanwhile; then A continues."""
@@ -185,6 +187,7 @@ def _run_probe(folders: list[Path], hosts: list[str]) -> dict[int, object]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_cross_host_probe_refuses_node_local_locks(tmp_path):
     """Three ranks on "two hosts" (host names given to the probe). Global locks: every rank

@@ -54,6 +54,7 @@ def _records(folder) -> list[str]:
     return sorted(p.stem for p in (folder / "records").glob("*.json"))
 
 
+@pytest.mark.slow
 def test_failing_design_is_recorded_replaced_retried_and_exported(tmp_path, oom, capsys):
     stream = [a.id for a in Sampler(5).sample(4)]
     oom.bad.add(stream[1])
@@ -85,6 +86,7 @@ def test_failing_design_is_recorded_replaced_retried_and_exported(tmp_path, oom,
     assert "OutOfMemoryError" in row["reason"]
 
 
+@pytest.mark.slow
 def test_explicit_list_is_not_extended_and_a_success_clears_failures(tmp_path, oom):
     stream = [a.id for a in Sampler(5).sample(2)]
     archs = ",".join(str(a) for a in Sampler(5).sample(2))
@@ -142,6 +144,7 @@ def test_failed_design_memory_is_released_before_it_is_freed(tmp_path, monkeypat
     assert live_at_free == [0]
 
 
+@pytest.mark.slow
 def test_nan_loss_on_two_ranks_fails_the_design_on_both_and_goes_on(tmp_path):
     """torchrun, 2 gloo processes: the loss is all-reduced, so every rank sees the NaN, records
     it and moves on together (no rank left waiting in a collective)."""

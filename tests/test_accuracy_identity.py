@@ -84,6 +84,7 @@ def _interrupt_after_first_epoch(monkeypatch):
     monkeypatch.setattr(Trainer, "_train_epoch", once)
 
 
+@pytest.mark.slow
 def test_resume_under_another_global_batch_is_refused_or_kept(tmp_path, monkeypatch, capsys):
     arch = str(Sampler(2).sample(1)[0])
     args = ["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch, *TINY]

@@ -30,6 +30,7 @@ def train(config: Path, folder: Path, capsys, *extra: str) -> tuple[dict, list[f
     return json.loads(path.read_text()), losses
 
 
+@pytest.mark.slow
 def test_proxy_recipe_learns(tmp_path, capsys):
     record, losses = train(PROXY, tmp_path, capsys, *SMALL_DATA, "--max_steps", "0",
                            "--epochs", "2", "--eval_epochs", "1", "--lr", "0.01",
@@ -50,6 +51,7 @@ def test_too_short_runs_are_flagged():
     assert bn_stats_note(44) is None
 
 
+@pytest.mark.slow
 def test_full_recipe_learns_and_is_the_configured_one(tmp_path, capsys):
     record, losses = train(FULL, tmp_path, capsys)
     config = record["provenance"]["config"]
@@ -83,6 +85,7 @@ def test_full_recipe_config_holds_the_exact_settings():
     assert mid == pytest.approx(1e-5 + 0.5 * (0.068 - 1e-5))
 
 
+@pytest.mark.slow
 def test_full_recipe_trains_a_pareto_csv_and_resumes(tmp_path, capsys, monkeypatch):
     import pandas as pd
 

@@ -2,6 +2,8 @@
 architecture: the rerun continues it from its last checkpointed epoch, with its claim free."""
 from __future__ import annotations
 
+import pytest
+
 import json
 import signal
 import subprocess
@@ -13,6 +15,7 @@ from anb.searchspace import Sampler
 from tests.trainer_helpers import CONFIG, REPO, child_env
 
 
+@pytest.mark.slow
 def test_sigterm_mid_architecture_then_rerun_resumes(tmp_path):
     folder = tmp_path / "out"
     cmd = [sys.executable, "-m", "anb.collect_accuracy.train", "--config", str(CONFIG),

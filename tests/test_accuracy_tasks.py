@@ -27,6 +27,7 @@ def _records(folder: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((folder / "records").glob("*.json"))]
 
 
+@pytest.mark.slow
 def test_image_folder_loader_and_training(tmp_path):
     train_dir, val_dir = write_digits_folder(tmp_path / "images", sizes=(24, 36))
     overrides = ["--kind", "folder", "--train_path", str(train_dir), "--val_path", str(val_dir),
@@ -108,6 +109,7 @@ def test_task_metrics_equal_scikit_learn_on_known_outputs():
     ("classification", 1, "class", "val_top1"),    # Satellite-like: plain accuracy
     ("multilabel", 4, "multi", "val_auroc"),       # DeepSEA-like: 4 channels, binary labels
 ])
+@pytest.mark.slow
 def test_one_dimensional_tasks(tmp_path, monkeypatch, task, channels, labels, metric):
     """Catches (besides the shapes): the 1-D tasks' macro-F1 / mean AUROC computed otherwise
     than scikit-learn's ``f1_score(average='macro')`` / per-label ``roc_auc_score`` on the

@@ -76,6 +76,7 @@ def adapted(tmp_path_factory, data, base):
     return csv, out
 
 
+@pytest.mark.slow
 def test_adapt_beats_from_scratch_on_held_out_device(adapted, data):
     """Transfer is what makes 20 points enough: XGBoost on the same 20 points ranks far worse."""
     import xgboost as xgb

@@ -171,6 +171,7 @@ def _tree(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, expected, env", [
     pytest.param(argv, expected, env, id=case_id) for case_id, argv, expected, env in CASES])
 def test_bad_input_is_one_error_line(inputs, tmp_path, argv, expected, env):

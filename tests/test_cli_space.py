@@ -27,6 +27,7 @@ def test_info_prints_size_and_stages():
     assert "stage 5: 112->192 stride 2" in out.stdout and "l [1, 2, 3, 4]" in out.stdout
 
 
+@pytest.mark.slow
 def test_sample_is_sharded_and_matches_the_library():
     from anb.searchspace import Sampler
 
@@ -46,6 +47,7 @@ def test_sample_beyond_the_space_is_refused_at_once():
     assert time.monotonic() - start < 30
 
 
+@pytest.mark.slow
 def test_sample_streams_in_bounded_memory():
     """A huge N prints its first chunks at once and holds only a chunk in memory."""
     proc = subprocess.Popen(ANB + ["space", "sample", "-n", str(5 * 10**10)],
@@ -67,6 +69,7 @@ def test_sample_streams_in_bounded_memory():
         proc.wait()
 
 
+@pytest.mark.slow
 def test_count_reads_args_and_stdin():
     b0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
     out = run("space", "count", b0)
@@ -81,12 +84,14 @@ def test_count_reads_args_and_stdin():
     (["space", "sample", "--format", "xml"], "--format 'xml' is not one of"),
     (["space", "info", "--space", "nope"], "unknown search space 'nope'"),
 ])
+@pytest.mark.slow
 def test_bad_input_exits_non_zero_with_a_message(args, message):
     out = run(*args)
     assert out.returncode != 0
     assert message in out.stderr
 
 
+@pytest.mark.slow
 def test_onnx_and_configspace_exports(tmp_path):
     from ConfigSpace import ConfigurationSpace
 

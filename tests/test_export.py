@@ -37,6 +37,7 @@ def trained(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_wandb_offline_files_match_what_was_logged(trained):
     runs = {r.run_id: r for r in map(read_run, find_runs(trained / "wandb"))}
     records = {p.stem: json.loads(p.read_text()) for p in (trained / "records").glob("*.json")}

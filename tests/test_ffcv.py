@@ -42,6 +42,7 @@ def betons(tmp_path_factory) -> tuple[Path, Path, Path]:
     return root / "train.beton", root / "val.beton", train_dir
 
 
+@pytest.mark.slow
 def test_writer_stores_every_image_resized_with_its_label(betons):
     from ffcv.reader import Reader
 
@@ -59,6 +60,7 @@ def test_writer_stores_every_image_resized_with_its_label(betons):
     assert (image["mode"] == 0).all()  # 0 = JPEG
 
 
+@pytest.mark.slow
 def test_loader_resolution_ramp_and_validation(betons):
     train, val, _ = betons
     config = load_config(CONFIG, ["--kind", "ffcv", "--train_path", str(train),
@@ -76,6 +78,7 @@ def test_loader_resolution_ramp_and_validation(betons):
     assert tuple(x.shape) == (128, 3, 48, 48)
 
 
+@pytest.mark.slow
 def test_train_from_ffcv_files(betons, tmp_path):
     train, val, _ = betons
     out = tmp_path / "out"
@@ -97,6 +100,7 @@ def test_write_ffcv_errors(tmp_path):
     assert not (tmp_path / "x.beton").exists()
 
 
+@pytest.mark.slow
 def test_writer_mixes_raw_and_jpeg_with_compress_probability(betons, tmp_path):
     """The reference's ``train_400_0.50_90``: each image JPEG with probability 0.5, else raw."""
     from ffcv.reader import Reader
@@ -151,6 +155,7 @@ def _distributed_loaders(rank: int, port: int, train: str, val: str, queue) -> N
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_distributed_loaders_shuffle_randomly_and_count_each_val_image_once(betons):
     import socket
 
@@ -192,6 +197,7 @@ def test_distributed_loaders_shuffle_randomly_and_count_each_val_image_once(beto
     assert results[0][3] == results[1][3] == expected
 
 
+@pytest.mark.slow
 def test_loader_follows_crop_scale_and_hflip(tmp_path):
     """The same meaning as the in-memory and folder loaders (tests/test_accuracy_augment.py):
     whole-image crops, no flips (the defaults' pipeline is the one the tests above run)."""

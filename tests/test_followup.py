@@ -2,6 +2,8 @@
 ``anb measure`` on this CPU, ``anb front-report`` joining them with what the search predicted."""
 from __future__ import annotations
 
+import pytest
+
 import json
 from pathlib import Path
 
@@ -31,6 +33,7 @@ def _search_folder(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_retrain_measure_and_front_report(tmp_path):
     search = _search_folder(tmp_path / "search")
     result = runner.invoke(app, ["retrain", str(search / "pareto.csv"), "--out",

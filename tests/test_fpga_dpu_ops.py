@@ -10,11 +10,13 @@ from anb.searchspace.model import build_model
 from anb.searchspace.sampler import Sampler
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", [EFFICIENTNET_B0, *Sampler(4).sample(3)], ids=str)
 def test_sampled_relu_hardsigmoid_networks_are_dpu_safe(arch):
     assert dpu_violations(build_model(arch)) == []
 
 
+@pytest.mark.slow
 def test_silu_sigmoid_variant_and_softmax_are_rejected():
     violations = dpu_violations(build_model(EFFICIENTNET_B0, activation="silu"))
     assert any("SiLU" in v for v in violations) and any("Sigmoid" in v for v in violations)

@@ -112,6 +112,7 @@ def test_no_post_1_10_torch_keywords_in_fpga_code():
             assert word not in text, f"{path.name} uses {word}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHS, ids=str)
 def test_host_model_builder_equals_anb(arch):
     ours, theirs = anb_model.build_model(str(arch)).eval(), build_model(arch).eval()
@@ -130,6 +131,7 @@ def test_host_model_builder_equals_anb(arch):
     assert anb_model.unsupported_modules(ours) == []
 
 
+@pytest.mark.slow
 def test_host_model_loads_a_trainer_checkpoint(tmp_path):
     theirs = build_model(ARCHS[1]).eval()
     torch.save({"format": 1, "model": {f"module.{k}": v for k, v in theirs.state_dict().items()}},
@@ -243,6 +245,7 @@ class StandInQuantizer:
         Path(output_dir, "ANBNet_int.xmodel").write_bytes(b"stand-in")
 
 
+@pytest.mark.slow
 def test_quantize_script_passes_the_device_and_samples_across_classes(tmp_path, monkeypatch):
     folder = _image_folder(tmp_path / "val", classes=5, per_class=8)
     nndct = types.ModuleType("pytorch_nndct")

@@ -76,6 +76,7 @@ def test_board_warmup_runs_at_least_its_minimum_steps():
     assert len(warm) == 4
 
 
+@pytest.mark.slow
 def test_stand_in_runner_matches_the_int8_model(int8_model, images):
     runner = OrtStandInRunner(int8_model, batch=2, resolution=RES)
     (inp,), (out,) = runner.get_input_tensors(), runner.get_output_tensors()
@@ -92,6 +93,7 @@ def test_stand_in_runner_matches_the_int8_model(int8_model, images):
         dpu_timing.io_buffers(runner, images[:1])
 
 
+@pytest.mark.slow
 def test_throughput_uses_the_boards_fixed_threads_and_keeps_jobs_in_flight(int8_model, images):
     made = []
 
@@ -180,6 +182,7 @@ def _stand_in_factory(batch):
     return factory
 
 
+@pytest.mark.slow
 def test_batch_mode_walks_the_folder_skips_finished_and_survives_failures(int8_model, tmp_path):
     folder = _xmodel_folder(tmp_path / "xmodels", int8_model, ARCHS[:2])  # none for ARCHS[2]
     listing = tmp_path / "archs.txt"

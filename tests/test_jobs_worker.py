@@ -90,6 +90,7 @@ def _worker_process(url: str, name: str, device: Path, tmp: Path) -> subprocess.
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
 
 
+@pytest.mark.slow
 def test_two_workers_one_killed_mid_job_every_job_done_once(pg_url, tmp_path):
     device = _device_file(tmp_path, budget=2.0)
     with open_queue(pg_url) as q:
@@ -130,6 +131,7 @@ def test_two_workers_one_killed_mid_job_every_job_done_once(pg_url, tmp_path):
         assert entry["unit"] == "ms" and entry["n"] >= 3
 
 
+@pytest.mark.slow
 def test_worker_rides_out_a_database_restart(pg_server, pg_url, tmp_path):
     ctx = make_context(tmp_path / "store", None, [str(_device_file(tmp_path))])
     with open_queue(pg_url) as q:
@@ -148,6 +150,7 @@ def test_worker_rides_out_a_database_restart(pg_server, pg_url, tmp_path):
     assert worker.stats.done == 3
 
 
+@pytest.mark.slow
 def test_heartbeats_hold_the_lease_of_a_long_job(tmp_path):
     url = str(tmp_path / "q.db")
     # the whole 3 s budget is timed (no early convergence): the job outlasts six 0.5 s leases
@@ -171,6 +174,7 @@ def test_heartbeats_hold_the_lease_of_a_long_job(tmp_path):
     assert (job.state, job.attempts, worker.stats.done) == ("done", 1, 1)
 
 
+@pytest.mark.slow
 def test_worker_takes_jobs_in_priority_order(tmp_path):
     url = str(tmp_path / "q.db")
     ctx = make_context(tmp_path / "store", None, [str(_device_file(tmp_path))])
@@ -189,6 +193,7 @@ exec sleep 300
 """
 
 
+@pytest.mark.slow
 def test_failing_jobs_end_failed_with_their_error_and_the_worker_carries_on(tmp_path):
     hung = tmp_path / "hung-board-python"
     hung.write_text(HUNG)
@@ -300,6 +305,7 @@ def test_queue_command_line(tmp_path, monkeypatch):
     assert not (tmp_path / "anb-store").exists()  # bad input writes nothing
 
 
+@pytest.mark.slow
 def test_stage_chain_export_convert_measure_accuracy_on_a_board(tmp_path):
     board = _device_file(tmp_path, "lab-board", budget=0.3, remote=f"""[remote]
 transport = "local://"

@@ -51,6 +51,7 @@ def test_summary_by_layer_type_ranks_the_lossiest_type():
     assert out.loc[0, ["layers", "models", "mean_sqnr_drop_db", "flagged"]].tolist() == [2, 2, 2.0, 2]
 
 
+@pytest.mark.slow
 def test_cpu_int8_report_for_real(tmp_path):
     result = layerwise([ARCH, "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"], "cpu-int8",
                        tmp_path, worst=3, **SMALL)
@@ -77,6 +78,7 @@ def test_cpu_int8_report_for_real(tmp_path):
     assert all(m["anb_version"] == anb.__version__ for m in summary["models"])
 
 
+@pytest.mark.slow
 def test_device_path_through_snpe_standins(sdk_path, tmp_path):  # noqa: F811
     config = tmp_path / "snpe-dsp-32.toml"
     config.write_text('name = "snpe-dsp-32"\nsdk = "snpe"\nruntime = "dsp"\nresolution = 32\n'
@@ -98,6 +100,7 @@ def test_cli_bad_path_and_resolution():
     assert result.exit_code == 2 and "--resolution must be >= 32" in result.output
 
 
+@pytest.mark.slow
 def test_dpu_scheme_loses_more_than_per_channel_for_real(tmp_path):
     from anb.collect_throughput.layerwise import CPU_PATHS
     from anb.collect_throughput.quantize import SCHEMES

@@ -30,6 +30,7 @@ def measured(tmp_path_factory, released_records):
     return out, archs
 
 
+@pytest.mark.slow
 def test_merge_round_trip_with_released_dataset(measured, dataset_tarball, released_frame,
                                                 tmp_path):
     results, archs = measured

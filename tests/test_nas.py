@@ -97,6 +97,7 @@ def test_bad_problems_are_rejected():
         random_search(Problem(analytic_evaluator(), [Objective.parse("macs")]), 0)
 
 
+@pytest.mark.slow
 def test_search_command_writes_results_and_rejects_bad_input(tmp_path):
     anb = str(Path(sys.executable).with_name("anb"))
     out = tmp_path / "s"
@@ -121,6 +122,7 @@ def test_a_metric_given_as_two_objectives_is_refused():
         Problem(analytic_evaluator(), [Objective.parse("macs"), Objective.parse("macs:max")])
 
 
+@pytest.mark.slow
 def test_infeasible_search_says_so_writes_its_report_and_exits_1(tmp_path):
     anb = str(Path(sys.executable).with_name("anb"))
     out = tmp_path / "s"
@@ -140,6 +142,7 @@ def test_infeasible_search_says_so_writes_its_report_and_exits_1(tmp_path):
     assert "best" not in run.stdout
 
 
+@pytest.mark.slow
 def test_search_budget_over_an_hour_is_refused_without_yes(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 

@@ -148,6 +148,7 @@ def _flagging_evaluator(limit: float):
     return evaluate
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("search", [nsga2, regularized_evolution])
 def test_supported_only_keeps_the_search_inside_the_data(search):
     objectives = [Objective.parse("params:max"), Objective.parse("macs")]

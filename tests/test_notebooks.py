@@ -10,6 +10,7 @@ from tests.conftest import REPO, SHARED_DATA
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path: Path, monkeypatch, tmp_path):
     monkeypatch.setenv("ANB_SHARED_DATA", str(SHARED_DATA))

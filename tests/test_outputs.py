@@ -177,6 +177,7 @@ def test_merge_replaces_its_own_output_and_overwrite_replaces_anything(tmp_path,
     assert not (thesis / "thesis.tex").exists() and (thesis / "merge_report.json").is_file()
 
 
+@pytest.mark.slow
 def test_fit_replaces_an_artifact_written_without_the_marker(tmp_path, capsys, monkeypatch):
     from anb.surrogates import load
     from anb.surrogates.ensemble import TargetSurrogate
@@ -202,6 +203,7 @@ def test_fit_replaces_an_artifact_written_without_the_marker(tmp_path, capsys, m
     assert tree(tmp_path) == before  # the old artifact intact, no staging left
 
 
+@pytest.mark.slow
 def test_adapt_overwrite_replaces_a_foreign_folder(tmp_path, capsys):
     from anb.surrogates.adapt import load_adapted
     from anb.surrogates.fit import prepare
@@ -228,6 +230,7 @@ def test_adapt_overwrite_replaces_a_foreign_folder(tmp_path, capsys):
     assert list(load_adapted(thesis).models) == ["latency_myboard"]
 
 
+@pytest.mark.slow
 def test_measure_refuses_a_second_run_into_the_same_folder(tmp_path):
     """Two real ``anb measure`` processes: the second ends at once naming the first's pid."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}

@@ -1,6 +1,8 @@
 """``anb --version``, ``anb config``, ``anb slurm-template`` and the version stamp in what anb writes."""
 from __future__ import annotations
 
+import pytest
+
 import json
 
 from typer.testing import CliRunner
@@ -60,6 +62,7 @@ def test_version_stamp_in_device_and_merged_records(tmp_path, released_records):
         anb.__version__
 
 
+@pytest.mark.slow
 def test_fit_without_a_dataset_uses_the_packaged_one(tmp_path):
     config = tmp_path / "small.json"
     config.write_text(json.dumps({"targets": ["val_top1"], "layer_cost": False, "default": {

@@ -79,6 +79,7 @@ def cache(tmp_path, monkeypatch) -> Path:
     return config
 
 
+@pytest.mark.slow
 def test_load_fits_once_then_reads_the_cache(cache, capsys):
     bench = anb.load(config=cache)
     first = capsys.readouterr().err
@@ -121,6 +122,7 @@ def test_cache_key_covers_version_data_libraries_and_config(cache, monkeypatch):
     assert packaged.cache_path(config=cache) == base
 
 
+@pytest.mark.slow
 def test_surrogates_load_by_name_reads_the_default_cache_entry(cache, capsys):
     """``anb.surrogates.load("accel-nasbench")`` and ``anb.load()`` use the packaged default
     config's cache entry (filled here with the small fit, so nothing is fitted)."""
@@ -165,6 +167,7 @@ def test_anb_load_is_the_one_way_to_load_a_benchmark(tmp_path):
         anb.load(tmp_path, config=FitConfig.from_dict(SMALL))
 
 
+@pytest.mark.slow
 def test_a_damaged_cache_entry_is_fitted_again(cache, capsys):
     anb.load(config=cache)
     path = packaged.cache_path(config=cache)
@@ -189,6 +192,7 @@ WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_processes_doing_the_first_use_at_once_fit_it_once(cache, tmp_path):
     """Two real processes released together: one fits, the other waits on the lock and loads
     the artifact the first wrote; both answer the same and the cache verifies."""

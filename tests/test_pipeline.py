@@ -32,6 +32,7 @@ def surrogate_config(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_pipeline_builds_a_benchmark_and_resumes(tmp_path, surrogate_config):
     out = tmp_path / "out"
     args = ["--out", str(out), "--released", str(DATASET_TARBALL),
@@ -70,6 +71,7 @@ def test_pipeline_builds_a_benchmark_and_resumes(tmp_path, surrogate_config):
     assert (out / "surrogates" / "model" / "manifest.json").stat().st_mtime_ns == manifest_time
 
 
+@pytest.mark.slow
 def test_pipeline_without_the_released_dataset_stops_after_the_dataset(tmp_path):
     out = tmp_path / "out"
     result = run_pipeline("--out", str(out), "--released", str(tmp_path / "absent.tar.gz"),
@@ -86,6 +88,7 @@ def test_pipeline_without_the_released_dataset_stops_after_the_dataset(tmp_path)
     (["--surrogate-config", "nope.json"], "--surrogate-config 'nope.json': no such file"),
     (["--train-set", "trainval.epochs=0"], "trainval.epochs"),
 ])
+@pytest.mark.slow
 def test_pipeline_bad_input_is_a_clear_error(tmp_path, args, message):
     result = run_pipeline("--out", str(tmp_path / "out"), *SMALL, *args)
     assert result.returncode == 2

@@ -87,6 +87,7 @@ def test_net_run_command_line_names_the_runtime(device, flag):
         "--perf_profile", "balanced", "--input_raw", "x.raw"]
 
 
+@pytest.mark.slow
 def test_end_to_end_record_layers_and_resume(sdk_path, tmp_path):
     device = small(load_qualcomm_device("snpe-dsp"), tmp_path)
     board = CountingLocal()
@@ -129,6 +130,7 @@ def test_raw_inputs_are_nhwc_and_outputs_match_onnxruntime(sdk_path, tmp_path):
     np.testing.assert_allclose(got, run_onnx(onnx_path, x[1:2]), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_tool_missing_tool_error_and_no_device(sdk_path, tmp_path, monkeypatch):
     device = small(load_qualcomm_device("snpe-dsp"), tmp_path)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:/usr/bin:/bin")
@@ -206,6 +208,7 @@ def test_qnn_converter_flags_and_device_stages_refused(sdk_path, tmp_path, monke
         DeviceStages(load_qualcomm_device("qnn-htp"), CountingLocal(), "t")
 
 
+@pytest.mark.slow
 def test_no_device_on_adb_is_a_transient_error_naming_the_step(sdk_path, tmp_path):
     from anb.collect_throughput.transports import TransportError
     from anb.collect_throughput.transports.adb import AdbTransport

@@ -77,6 +77,7 @@ def test_a_qualcomm_config_is_a_measurement_target(tmp_path):
         load_target("qnn-htp")
 
 
+@pytest.mark.slow
 def test_search_measure_qualcomm_end_to_end(tmp_path, sdk_path):
     config = qualcomm_config(tmp_path)
     out = tmp_path / "search"
@@ -105,6 +106,7 @@ def test_search_measure_qualcomm_end_to_end(tmp_path, sdk_path):
     assert not any((tmp_path / "board").iterdir()), "board folders removed"
 
 
+@pytest.mark.slow
 def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, sdk_path,
                                                                       monkeypatch):
     import anb.jobs.worker as worker_module
@@ -162,6 +164,7 @@ def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, 
         history[KEYS[0]].tolist()
 
 
+@pytest.mark.slow
 def test_queue_jobs_on_qualcomm_devices_fail_naming_the_step(tmp_path, monkeypatch):
     from anb.collect_throughput.queue_stages import make_context
     from anb.jobs.worker import Worker

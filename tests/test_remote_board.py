@@ -160,6 +160,7 @@ def test_board_runner_is_self_contained_python37():
 
 
 # -- SSH: a real sshd plays the board ---------------------------------------------------------
+@pytest.mark.slow
 def test_ssh_board_measures_with_the_board_runner(ssh_board, board_python, tmp_path):
     from anb.collect_throughput.merge import merge
     from anb.collect_throughput.result import arch_record
@@ -185,6 +186,7 @@ def test_ssh_board_measures_with_the_board_runner(ssh_board, board_python, tmp_p
     assert entry["unit"] == "ms" and entry["latency_mean"] == pytest.approx(m.value)
 
 
+@pytest.mark.slow
 def test_ssh_errors_name_device_and_step(ssh_board, board_python, tmp_path):
     closed = _device({**_ssh_remote(ssh_board, board_python),
                       "transport": f"ssh://{ssh_board.user}@127.0.0.1:{free_port()}"})
@@ -232,6 +234,7 @@ exec sleep 300
 """
 
 
+@pytest.mark.slow
 def test_hung_board_times_out_and_is_cleaned_up(ssh_board, board_python, tmp_path):
     hung = ssh_board.board_dir.parent / "hung-board-python"
     pidfile = ssh_board.board_dir.parent / "hung.pid"
@@ -351,6 +354,7 @@ def test_remote_config_errors_are_clear():
     assert "BatchMode=yes" in t.command([]) and "/k" in t.command([])
 
 
+@pytest.mark.slow
 def test_anb_measure_runs_a_remote_device_on_its_board(tmp_path):
     from typer.testing import CliRunner
 
@@ -398,6 +402,7 @@ def test_shipped_board_example_is_a_remote_device():
     assert {p.kind: p.batch for p in device.protocols} == {"latency": 1, "throughput": 8}
 
 
+@pytest.mark.slow
 def test_one_measurement_at_a_time_per_board(tmp_path):
     import threading
 

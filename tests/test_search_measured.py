@@ -38,6 +38,7 @@ class CountingMeasurer(LocalMeasurer):
         return super().submit(archs)
 
 
+@pytest.mark.slow
 def test_cache_batches_and_measurement_budget(tmp_path):
     archs = Sampler(3).sample(6)
     measurer = CountingMeasurer(str(DEVICE), tmp_path)
@@ -73,6 +74,7 @@ def test_hours_budget_and_failed_measurement(tmp_path):
         MeasuredEvaluator(measurer, analytic_evaluator(32), max_measurements=0)
 
 
+@pytest.mark.slow
 def test_queue_measurer_with_a_real_worker(tmp_path):
     from anb.jobs.queue import open_queue
     from anb.collect_throughput.queue_stages import make_context
@@ -111,6 +113,7 @@ def accuracy_benchmark(tmp_path_factory):
     return folder / "b"
 
 
+@pytest.mark.slow
 def test_search_measure_end_to_end(tmp_path, accuracy_benchmark):
     from anb.surrogates import load
 
@@ -143,6 +146,7 @@ def test_search_measure_rejects_unused_device(tmp_path):
     assert result.exit_code == 2 and "no objective or constraint uses its metrics" in result.output
 
 
+@pytest.mark.slow
 def test_evolution_with_measurement_in_the_loop(tmp_path):
     from anb.nas.measured import search_measured
 
@@ -154,6 +158,7 @@ def test_evolution_with_measurement_in_the_loop(tmp_path):
     assert all(p["params"] <= 6 for p in s["pareto"])
 
 
+@pytest.mark.slow
 def test_supported_only_reaches_the_measured_search(tmp_path, monkeypatch):
     """`anb search --measure ... --supported-only` restricts the search like the surrogate-only
     one (it was silently dropped with --measure)."""

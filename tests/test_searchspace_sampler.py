@@ -54,6 +54,7 @@ def test_shards_are_disjoint_and_interleave_to_the_unsharded_stream(chunk):
     assert np.array_equal(interleaved, Sampler(3).sample_indices(n * k))  # chunk-independent
 
 
+@pytest.mark.slow
 def test_exclude_skips_done_architectures_by_arch_or_id():
     sampler = Sampler(0)
     first = sampler.sample(10)

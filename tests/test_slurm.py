@@ -123,6 +123,7 @@ def _records(folder: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (folder / "records").glob("*.json")}
 
 
+@pytest.mark.slow
 def test_sbatch_template_runs_two_processes(cluster, tmp_path):
     job = submit(cluster, tmp_path, "--num_models", "2", wait=True)
     ids = [a.id for a in Sampler(3).sample(2)]
@@ -137,6 +138,7 @@ def test_sbatch_template_runs_two_processes(cluster, tmp_path):
     assert "images_per_s=" in logs and "data_wait_s=" in logs
 
 
+@pytest.mark.slow
 def test_requeue_mid_stream_resumes_without_loss_or_repeat(cluster, tmp_path):
     ids = [a.id for a in Sampler(3).sample(3)]
     job = submit(cluster, tmp_path, "--num_models", "3", wait=False)

@@ -56,6 +56,7 @@ def tuned_on(script):
     return frame, script.cv_folds(frame, 5)
 
 
+@pytest.mark.slow
 def test_tuning_rows_are_exactly_train_and_val(tuned_on, released):
     full, split = released
     frame, _ = tuned_on
@@ -94,6 +95,7 @@ def test_folds_cover_train_and_val_once_and_hold_no_test_architecture(tuned_on, 
     assert set(frame["arch"]) == set(full.loc[split["train"] | split["val"], "arch"])
 
 
+@pytest.mark.slow
 def test_the_cv_run_fits_and_scores_only_train_and_val_rows(script, tuned_on, released,
                                                             monkeypatch):
     """End to end on the script's own code path (a small config, one fold): every table the

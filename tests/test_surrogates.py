@@ -82,6 +82,7 @@ def test_published_split_sizes(prepared):
     assert not (prepared.masks["train"] & prepared.masks["test"]).any()
 
 
+@pytest.mark.slow
 def test_random_and_kfold_splits_are_reproducible_across_processes(prepared):
     masks = random_split(prepared.frame, seed=3)
     code = ("import sys, numpy as np; from anb.surrogates.fit import prepare; "
@@ -162,6 +163,7 @@ def test_unknown_family_and_parameter_are_clear_errors():
 
 
 # ------------------------------------------------------------------ benchmark fit and quality
+@pytest.mark.slow
 def test_small_benchmark_beats_plain_ordinal_model(bench, prepared):
     scores = evaluate(bench, prepared, "test")
     assert list(scores.index) == SMALL_TARGETS
@@ -447,6 +449,7 @@ def test_compat_ensemble_api(artifact):
         load_ensemble(artifact, "throughput", "h100")
 
 
+@pytest.mark.slow
 def test_exported_tables_and_new_devices_are_targets(prepared, tmp_path):
     frame = prepared.frame.copy()
     rng = np.random.default_rng(0)

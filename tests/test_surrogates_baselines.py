@@ -27,6 +27,7 @@ def test_settings_ship_in_the_package_and_match_the_reference_files():
         reference_settings("throughput_h100", "xgboost")
 
 
+@pytest.mark.slow
 def test_accuracy_xgboost_baseline_lands_on_the_reference_figures():
     """REFERENCE.md section 8: accuracy XGBoost R^2 0.9819 / tau 0.9179 (table: 0.9822/0.9208)."""
     prepared = prepare(TARBALL, ["val_top1"])

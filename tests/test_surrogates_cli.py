@@ -32,6 +32,7 @@ def fitted(tmp_path_factory):
     return out, result.output
 
 
+@pytest.mark.slow
 def test_fit_writes_artifact_with_hpo_settings_and_metrics(fitted):
     out, output = fitted
     assert "test split" in output and "throughput_a100" in output

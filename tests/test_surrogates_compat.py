@@ -29,6 +29,7 @@ def path(tmp_path_factory):
     return save(bench, tmp_path_factory.mktemp("compat") / "bench")
 
 
+@pytest.mark.slow
 def test_example_script(path):
     """The reference's example.py, import lines changed (and the artifact path given)."""
     seed = 3

@@ -38,6 +38,7 @@ def artifact(bench, tmp_path_factory):
     return save(bench, tmp_path_factory.mktemp("art") / "bench")
 
 
+@pytest.mark.slow
 def test_empty_query_returns_an_empty_result(bench):
     frame = bench.query([])
     assert len(frame) == 0

@@ -122,6 +122,7 @@ def test_resume_never_reuses_a_result_of_another_protocol(tmp_path):
     assert result.exit_code == 2 and "stopping.budget_seconds: 0.1 -> 0.5" in result.output
 
 
+@pytest.mark.slow
 def test_merge_refuses_two_protocols_in_one_column(tmp_path):
     measure_archs(_device(), ARCHS[:1], tmp_path / "a", progress=False, anchors=())
     measure_archs(_device(resolution=64), ARCHS[1:2], tmp_path / "b", progress=False, anchors=())
@@ -143,6 +144,7 @@ def test_merge_refuses_two_protocols_in_one_column(tmp_path):
     assert sorted(report.protocols["latency_cpu-ort"]) == sorted(fps)
 
 
+@pytest.mark.slow
 def test_work_files_are_removed_unless_kept(tmp_path):
     work = tmp_path / "work"
     measure_archs(_device(), ARCHS[:2], tmp_path / "a", workdir=work, progress=False, anchors=())
@@ -153,6 +155,7 @@ def test_work_files_are_removed_unless_kept(tmp_path):
                                                                  for a in ARCHS[:2])
 
 
+@pytest.mark.slow
 def test_records_carry_machine_state_and_pinned_configs_pin(tmp_path):
     before = os.sched_getaffinity(0)
     summary = measure_archs(_device(), ARCHS[:1], tmp_path, progress=False, anchors=())
@@ -204,6 +207,7 @@ def test_latency_synchronises_every_request(tmp_path):
     assert backend.syncs == 0
 
 
+@pytest.mark.slow
 def test_anchors_are_measured_per_block_and_stored_with_results(tmp_path):
     anchors = (EFFICIENTNET_B0, ARCHS[2])
     summary = measure_archs(_device(), ARCHS[:2], tmp_path, progress=False, anchors=anchors,

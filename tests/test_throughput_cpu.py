@@ -25,6 +25,7 @@ def _protocol(backend: str, kind: str = "latency", **kw) -> Protocol:
     return Protocol(device=f"cpu-{backend.replace('onnxruntime', 'ort')}", backend=backend, kind=kind, **{**FAST, **kw})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
 @pytest.mark.parametrize("arch", ARCHS, ids=str)
 def test_backend_measures_a_sampled_architecture(backend, arch, tmp_path):

@@ -12,7 +12,10 @@ from anb.collect_throughput.protocol import load_device
 from anb.searchspace.sampler import Sampler
 
 ARCH = Sampler(21).sample(1)[0]
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def needs_cuda(test):
+    """Runs only on a CUDA GPU: marked ``cuda`` (``-m cuda`` selects these), skipped elsewhere."""
+    skip = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+    return pytest.mark.cuda(skip(test))
 FAST = {"resolution": 64, "batch": 4, "stopping": {"budget_seconds": 0.5, "min_reps": 5},
         "warmup": {"max_seconds": 5.0}}
 

@@ -54,6 +54,7 @@ def test_digits_are_the_trainers_images_and_split():
     np.testing.assert_allclose(pixels, trainer, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_static_int8_model_is_qdq_per_channel_and_close_to_float(tmp_path):
     calibration, _ = digits_images(64, "train")
     float_path = float_onnx(ARCH, tmp_path, 64)
@@ -69,6 +70,7 @@ def test_static_int8_model_is_qdq_per_channel_and_close_to_float(tmp_path):
     assert cosine(f, q) > 0.5 and not np.array_equal(f, q)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", [ARCH, *Sampler(6).sample(2)], ids=str)
 def test_int8_device_measures_and_records_scheme(arch, tmp_path):
     config = load_device("cpu-int8", {"resolution": 64, "calibration_images": 16,
@@ -98,6 +100,7 @@ def _fused_ops(path, tmp_path) -> list[str]:
     return [n.op_type for n in onnx.load(str(tmp_path / "fused.onnx")).graph.node]
 
 
+@pytest.mark.slow
 def test_cpu_int8_scheme_is_u8s8_and_onnxruntime_fuses_all_of_it(tmp_path):
     """Issue 23 item 5: int8 activations (S8S8) left Relu, the residual Adds, the SE Muls and
     the convolutions beside the Adds in float between Q/DQ pairs, slower than fp32 on x86; the
@@ -140,6 +143,7 @@ def test_sqnr_and_cosine():
     assert cosine(x, -x) == pytest.approx(-1.0)
 
 
+@pytest.mark.slow
 def test_quant_report_cli_writes_table_plot_and_summary(tmp_path):
     result = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path),
                                  "--eval-images", "60", "--calibration", "32"])
@@ -181,6 +185,7 @@ def _zero_points(path) -> dict[str, np.ndarray]:
     return {n: numpy_helper.to_array(inits[n]) for n in names}
 
 
+@pytest.mark.slow
 def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
     """Issue 12 item 6: the DPU's fix_point scheme (symmetric: every zero-point 0), beside the
     per-channel one."""
@@ -326,6 +331,7 @@ def _checkpoint_top1(model, folder, resolution, evaluation, calibration=8, seed=
     return top1(logits, np.asarray([y for _, y in items]))
 
 
+@pytest.mark.slow
 def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
     """A trainer checkpoint + an image folder; the FPGA target uses the DPU scheme. The
     report's top-1 is the checkpoint's own on the same images (a fresh network's is not)."""
@@ -365,6 +371,7 @@ def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
     assert bad.exit_code == 2 and "weights need images" in bad.output
 
 
+@pytest.mark.slow
 def test_quant_report_reads_an_artifact_folder_and_refuses_another_architecture(tmp_path):
     """The trainer's wandb artifact (weights.pt + record.json) gives the weights and names the
     architecture; weights of another architecture are refused, naming both."""

@@ -30,6 +30,7 @@ def _done(out: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (out / "cpu-ort").glob("*.json")}
 
 
+@pytest.mark.slow
 def test_measure_resumes_and_only_fills_what_is_missing(tmp_path):
     archs = ",".join(map(str, ARCHS[:2]))
     result = _measure("--archs", archs, "--out", str(tmp_path))
@@ -52,6 +53,7 @@ def test_measure_resumes_and_only_fills_what_is_missing(tmp_path):
     assert again[ARCHS[1].id] == done[ARCHS[1].id]
 
 
+@pytest.mark.slow
 def test_shards_split_the_list_disjointly(tmp_path):
     listing = tmp_path / "archs.txt"
     listing.write_text("# four sampled architectures\n" + "\n".join(map(str, ARCHS)) + "\n")
@@ -95,6 +97,7 @@ def test_bad_input_exits_nonzero_with_one_line(args, message, tmp_path, monkeypa
     assert not (tmp_path / "x" / "cpu-ort").exists() or not list((tmp_path / "x").rglob("*.json"))
 
 
+@pytest.mark.slow
 def test_killed_job_keeps_finished_work_and_resumes(tmp_path):
     """A real process killed mid-list: finished records are intact, the rerun completes."""
     out = tmp_path / "out"
@@ -119,6 +122,7 @@ def test_killed_job_keeps_finished_work_and_resumes(tmp_path):
             assert final[arch_id]["platform_perf"][key] == entry
 
 
+@pytest.mark.slow
 def test_interleaved_blocks_measure_everything_once(tmp_path):
     archs = ",".join(map(str, ARCHS[:3]))
     result = _measure("--archs", archs, "--out", str(tmp_path), "--interleave", "2")

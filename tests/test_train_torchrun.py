@@ -40,6 +40,7 @@ def uninterrupted(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return folder, run_torchrun(folder, "--wandb_mode", "offline")
 
 
+@pytest.mark.slow
 def test_two_process_run_writes_one_record_per_architecture(uninterrupted):
     folder, proc = uninterrupted
     found = records(folder)
@@ -68,6 +69,7 @@ def test_two_process_run_writes_one_record_per_architecture(uninterrupted):
     assert sorted(frame["arch_id"]) == sorted(expected_ids())
 
 
+@pytest.mark.slow
 def test_rerun_of_a_finished_stream_trains_nothing(uninterrupted, tmp_path):
     folder, _ = uninterrupted
     before = {p: p.stat().st_mtime_ns for p in (folder / "records").glob("*.json")}
@@ -88,6 +90,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_kill_minus_9_mid_stream_then_rerun_resumes(uninterrupted, tmp_path):
     ids = expected_ids()
     folder = tmp_path / "killed"
@@ -121,6 +124,7 @@ def test_kill_minus_9_mid_stream_then_rerun_resumes(uninterrupted, tmp_path):
     assert not list((folder / "checkpoints").glob("*"))
 
 
+@pytest.mark.slow
 def test_two_nodes_with_c10d_rendezvous_use_global_ranks(tmp_path):
     """Two single-process 'nodes' (LOCAL_RANK is 0 on both): only global rank 0 writes."""
     port = _free_port()

@@ -69,6 +69,7 @@ def installed():
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_wheel_carries_every_file_of_the_package(installed):
     _, wheel, _, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -78,6 +79,7 @@ def test_wheel_carries_every_file_of_the_package(installed):
     assert "anb/data/accel_nasbench/anb_dataset_jsons.tar.gz" in names
 
 
+@pytest.mark.slow
 def test_installed_wheel_works_from_an_unrelated_folder(installed, tmp_path):
     venv, _, work, env = installed
     anb = str(venv / "bin" / "anb")
