@@ -114,7 +114,7 @@ CASES = [
      "ANB_CACHE_DIR=", {"ANB_CACHE_DIR": "afile.txt"}),
     # anb search
     ("search-missing-benchmark", ["search", "-o", "val_top1", "--benchmark", "missing"],
-     "'missing' does not exist", {}),
+     "unknown packaged benchmark 'missing' and no folder of that name", {}),
     ("search-unknown-metric", ["search", "-o", "bogus"], "['bogus']", {}),
     ("search-absurd-budget", ["search", "-o", "params:min", "--budget", str(10**12)],
      "--budget", {}),
