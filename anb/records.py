@@ -31,8 +31,8 @@ import numpy as np
 import pandas as pd
 
 from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text
-from anb.searchspace.arch import Arch
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.arch import EFFICIENTNET_B0, Arch
+from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
 
 METRIC_KEYS = ("val_top1", "val_top5", "train_time")
 MODEL_INFO_KEYS = ("macs", "params")
@@ -42,8 +42,8 @@ REFERENCE_DEVICES = {
     "latency": ("zcu102", "vck190"),
 }
 _PERF_KEY = re.compile(r"(throughput|latency)_([A-Za-z0-9.\-]+)")
-_TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
-_EXAMPLE = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
+#: File suffixes read as a flat table (:func:`read_table`).
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
 
 def perf_key(kind: str, device: str) -> str:
@@ -141,7 +141,7 @@ def read_records(path: str | Path, space: SearchSpace = ANB_SPACE
         named += [(path.name if len(items) == 1 else f"{path.name}:{i}",
                    str(path) if len(items) == 1 else f"{path}:{i}", r)
                   for i, r in enumerate(items)]
-    elif path.suffix in _TABLE_SUFFIXES:
+    elif path.suffix in TABLE_SUFFIXES:
         frame = read_table(path)
         rows = frame_to_records(frame, space, repr(str(path)))
         named += [(f"{path.name}:row_{i}", f"{path}:row_{i}", r) for i, r in enumerate(rows)]
@@ -229,7 +229,7 @@ def perf_columns(frame: pd.DataFrame) -> list[str]:
 
 def block_columns(space: SearchSpace = ANB_SPACE) -> list[str]:
     """The ``block{i}_{e,k,l,se}`` columns of the flat table."""
-    return [f"block{i}_{f}" for i in range(space.num_stages) for f in ("e", "k", "l", "se")]
+    return [f"block{i}_{f}" for i in range(space.num_stages) for f in FIELDS]
 
 
 def table_archs(frame: pd.DataFrame, where: str = "table",
@@ -242,7 +242,7 @@ def table_archs(frame: pd.DataFrame, where: str = "table",
         for i, text in enumerate(frame["arch"]):
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"{where} row {i + 1}: column 'arch' is empty; give an "
-                                 f"architecture string like {_EXAMPLE!r}")
+                                 f"architecture string like {str(EFFICIENTNET_B0)!r}")
             try:
                 archs.append(Arch.from_string(text.strip(), space))
             except ValueError as err:

@@ -65,15 +65,16 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
         except (IndexError, ValueError):
             raise ValueError(f"--archs {text!r} is malformed; expected 'sample:N' or "
                              "'sample:N:seed'") from None
+        sampler = Sampler(seed)
         try:
-            Sampler(seed).check_size(n)
+            sampler.check_size(n)
         except ValueError as err:
             raise ValueError(f"--archs {text!r}: {err}") from None
         if n > SAMPLE_LIMIT:
             raise ValueError(f"--archs {text!r} asks for {n:,} architectures; sample:N takes at "
                              f"most {SAMPLE_LIMIT:,}; for more, write disjoint parts with "
                              "`anb space sample -n N --shard i/k > part_i.txt` and pass each file")
-        archs = Sampler(seed).sample(n)
+        archs = sampler.sample(n)
     elif is_dir or (is_file and text.endswith(_RECORD_SUFFIXES)):
         from anb.records import load_dataset
 

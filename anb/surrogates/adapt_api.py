@@ -83,15 +83,14 @@ def read_measured(path: str | Path, device: str, metric: str | None = None,
     ``<metric>_<device>``) or from what ``anb measure`` wrote (a results folder or record JSON
     files); repeated designs are merged (:func:`merge_repeats`) and ``min_points`` counts
     distinct designs."""
-    from anb.records import load_dataset, read_table, table_archs
+    from anb.records import TABLE_SUFFIXES, load_dataset, read_table, table_archs
 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"measured file {str(path)!r} does not exist")
     if metric is not None and metric not in KINDS:
         raise ValueError(f"unknown metric {metric!r}; allowed: {list(KINDS)}")
-    frame = (read_table(path) if path.suffix in (".csv", ".parquet", ".pq")
-             else load_dataset(path, space))
+    frame = read_table(path) if path.suffix in TABLE_SUFFIXES else load_dataset(path, space)
     wanted = [f"{k}_{device}" for k in ([metric] if metric else KINDS)]
     present = [c for c in wanted if c in frame.columns]
     if not present:

@@ -11,9 +11,9 @@ import pandas as pd
 
 from anb import resources
 from anb.io import read_json
-from anb.records import load_dataset, perf_columns
+from anb.records import block_columns, load_dataset, perf_columns
 from anb.searchspace.encoding import to_choices
-from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
+from anb.searchspace.space import ANB_SPACE, SearchSpace
 
 ACCURACY_TARGET = "val_top1"
 SPLIT_NAMES = ("train", "val", "test")
@@ -41,7 +41,7 @@ def load_table(path: str | Path, space: SearchSpace = ANB_SPACE) -> pd.DataFrame
 
 def frame_choices(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE) -> np.ndarray:
     """The ``(n, num_stages, 4)`` raw choices of a table's ``block{i}_{field}`` columns."""
-    keys = [f"block{i}_{f}" for i in range(space.num_stages) for f in FIELDS]
+    keys = block_columns(space)
     rows = frame[keys].itertuples(index=False)
     return to_choices([dict(zip(keys, row, strict=True)) for row in rows], space)
 
