@@ -8,7 +8,7 @@ import typer
 
 from anb.cli_support import fail
 from anb.outputs import check_file
-from anb.searchspace.space import get_space
+from anb.searchspace.registry import get_space
 
 
 def register(app: typer.Typer) -> None:

@@ -67,7 +67,8 @@ from anb.outputs import Kind, check_folder, prepare_folder
 from anb.searchspace.arch import Arch
 from anb.searchspace.model import build_model
 from anb.searchspace.sampler import Sampler
-from anb.searchspace.space import SearchSpace, get_space
+from anb.searchspace.registry import get_space
+from anb.searchspace.space import SearchSpace
 
 
 def _holds_runs(folder: Path) -> bool:

@@ -12,8 +12,8 @@ from anb.io import atomic_write
 from anb.outputs import check_file
 from anb.searchspace.arch import as_arch
 from anb.searchspace.counting import count
+from anb.searchspace.registry import get_space
 from anb.searchspace.sampler import Sampler, parse_shard
-from anb.searchspace.space import get_space
 
 app = typer.Typer(help="Inspect, sample and count architectures of the search space.",
                   no_args_is_help=True)

@@ -9,15 +9,15 @@ each layer reads and writes (a proxy for memory traffic).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from anb.searchspace.arch import Arch, archs_to_choices
+from anb.searchspace.base import COST_NAMES, CostTable
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 
-COST_NAMES = ("macs", "true_macs", "params", "activations")
+__all__ = ["COST_NAMES", "CostTable", "Counts", "cost_table", "count", "count_batch", "count_many"]
 
 
 class Counts(NamedTuple):
@@ -25,18 +25,6 @@ class Counts(NamedTuple):
 
     macs: int
     params: int
-
-
-@dataclass
-class CostTable:
-    """Per-stage costs of a batch (each ``(n, num_stages)``) plus the fixed stem and head."""
-
-    per_stage: dict[str, np.ndarray]
-    stem: dict[str, int]
-    head: dict[str, int]
-
-    def total(self, name: str) -> np.ndarray:
-        return self.per_stage[name].sum(axis=1) + self.stem[name] + self.head[name]
 
 
 def _out(size: int, stride: int) -> int:

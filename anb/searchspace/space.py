@@ -1,20 +1,24 @@
-"""The macro search space: a fixed skeleton of MBConv stages with per-stage choices.
+"""The MnasNet macro space: a fixed skeleton of MBConv stages with per-stage choices.
 
-A :class:`SearchSpace` is a list of :class:`StageSpec` (channels, stride, allowed choices).
-Every architecture in it has a unique mixed-radix *index* in ``[0, size())``, which is the
-basis of the vectorised sampler, encoders and counters: a batch of architectures is a
-``(n, num_stages, 4)`` integer array of raw choice values ``(e, k, l, se)``.
+A :class:`SearchSpace` is a list of :class:`StageSpec` (channels, stride, allowed choices)
+and implements :class:`~anb.searchspace.base.Space`: a batch of architectures is a
+``(n, num_stages, 4)`` integer array of raw choice values ``(e, k, l, se)``; every
+architecture has a unique mixed-radix *index* in ``[0, size())``.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from anb.searchspace.base import CostTable, CostUnits, Space, Task, Variable
+
 if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
     from anb.searchspace.arch import Arch
 
 FIELDS = ("e", "k", "l", "se")
@@ -44,8 +48,8 @@ class StageSpec:
         return int(np.prod(self.radices))
 
 
-@dataclass(frozen=True)
-class SearchSpace:
+@dataclass(frozen=True, eq=False)
+class SearchSpace(Space):
     """A macro space of MBConv stages between a fixed stem and head.
 
     ``dims`` is 2 for images (stem 3x3 stride 2, 224 px) and 1 for the sequence variant.
@@ -58,6 +62,109 @@ class SearchSpace:
     stem_stride: int = 2
     dims: int = 2
     version: str = "1"
+    task: Task = Task("imagenet", 224, 1000)
+    summary: str = "MnasNet/EfficientNet-B0 macro space: per stage (e, k, layers, se)"
+
+    # -- the Space interface -------------------------------------------------------------
+    @property
+    def variables(self) -> tuple[Variable, ...]:
+        return tuple(Variable(f"block{i}_{f}", tuple(int(v) for v in spec.allowed(f)))
+                     for i, spec in enumerate(self.stages) for f in FIELDS)
+
+    @property
+    def choice_shape(self) -> tuple[int, ...]:
+        return (self.num_stages, len(FIELDS))
+
+    def positions(self, choices: np.ndarray) -> np.ndarray:
+        choices = np.asarray(choices, dtype=np.int64)
+        return self.ordinal(choices).reshape(len(choices), -1)
+
+    def from_positions(self, positions: np.ndarray) -> np.ndarray:
+        pos = np.asarray(positions, dtype=np.int64).reshape(-1, self.num_stages, len(FIELDS))
+        out = np.empty_like(pos)
+        for s, stage in enumerate(self._value_tables()):
+            for f, table in enumerate(stage):
+                out[:, s, f] = table[pos[:, s, f]]
+        return out
+
+    def format(self, row: np.ndarray) -> str:
+        from anb.searchspace.arch import archs_from_choices
+
+        return str(archs_from_choices(np.asarray(row)[None], self)[0])
+
+    def parse_string(self, text: str) -> np.ndarray:
+        from anb.searchspace.arch import Arch
+
+        return Arch.from_string(text, self).to_choices()
+
+    def arch_id(self, text: str) -> str:
+        # the released benchmark's ids predate named spaces: keep their prefix
+        import hashlib
+
+        from anb.searchspace.base import ID_LENGTH
+
+        return hashlib.sha256(f"anb-arch:{text}".encode()).hexdigest()[:ID_LENGTH]
+
+    def to_record(self, arch: Any) -> dict[str, Any]:
+        return self.arch(arch).to_anb_dict()
+
+    def from_record(self, mapping: Any) -> np.ndarray:
+        from anb.searchspace.arch import Arch
+
+        return Arch.from_anb_dict(mapping, self).to_choices()
+
+    def arch(self, obj: Any) -> Arch:
+        from anb.searchspace.arch import as_arch
+
+        return as_arch(obj, self)
+
+    def archs_from_choices(self, choices: np.ndarray) -> list[Arch]:
+        from anb.searchspace.arch import archs_from_choices
+
+        return archs_from_choices(choices, self)
+
+    def to_choices(self, archs: Any) -> np.ndarray:
+        from anb.searchspace.encoding import to_choices
+
+        return to_choices(archs, self)
+
+    def cost_table(self, choices: np.ndarray, resolution: int | None = None,
+                   num_classes: int | None = None, in_channels: int | None = None) -> CostTable:
+        from anb.searchspace.counting import cost_table
+
+        return cost_table(choices, self, resolution or self.task.resolution,
+                          num_classes or self.task.num_classes, in_channels)
+
+    def cost_units(self, choices: np.ndarray) -> CostUnits:
+        """Per stage two slots: the first layer's ``(e, k, se)`` once, the same unit
+        ``layers - 1`` times for the later layers (they all share the stage's shape)."""
+        choices = np.asarray(choices, dtype=np.int64)
+        pos = self.ordinal(choices)
+        units, counts, widths, names = [], [], [], []
+        for s, spec in enumerate(self.stages):
+            radix_e, radix_k, _, radix_se = spec.radices
+            combo = (pos[:, s, 0] * radix_k + pos[:, s, 1]) * radix_se + pos[:, s, 3]
+            width = radix_e * radix_k * radix_se
+            units += [combo, combo]
+            counts += [np.ones(len(choices)), (choices[:, s, 2] - 1).astype(np.float64)]
+            widths += [width, width]
+            names += [f"s{s}_first", f"s{s}_later"]
+        n = len(choices)
+        return CostUnits(np.stack(units, 1) if units else np.zeros((n, 0), np.int64),
+                         np.stack(counts, 1) if counts else np.zeros((n, 0)),
+                         tuple(widths), tuple(names))
+
+    def block_names(self) -> list[str]:
+        return [f"s{s}" for s in range(self.num_stages)]
+
+    def depth(self, choices: np.ndarray) -> np.ndarray:
+        return np.asarray(choices, dtype=np.int64)[:, :, 2]
+
+    def build(self, arch: Any, num_classes: int | None = None, **options: Any) -> nn.Module:
+        from anb.searchspace.model import build_model
+
+        return build_model(self.arch(arch), num_classes or self.task.num_classes,
+                           space=self, **options)
 
     @property
     def num_stages(self) -> int:
@@ -126,7 +233,7 @@ class SearchSpace:
             raise ValueError(f"index must be 1-D, got shape {rest.shape}")
         if rest.size and (rest.min() < 0 or rest.max() >= self.size()):
             raise ValueError(f"index outside [0, {self.size()}) for space {self.name}")
-        out = np.empty((rest.size, self.num_stages, 4), dtype=np.int64)
+        out = np.empty((rest.size, self.num_stages, len(FIELDS)), dtype=np.int64)
         tables = self._value_tables()
         for s in reversed(range(self.num_stages)):
             for f in reversed(range(4)):
@@ -202,16 +309,9 @@ def _seq1d_stages() -> tuple[StageSpec, ...]:
 ANB_SPACE = SearchSpace(name="anb-mnasnet", stages=_mnasnet_stages())
 
 #: The 1-D variant for sequence tasks (5 stride-1 stages, no SE, head 1280).
-SEQ1D_SPACE = SearchSpace(name="anb-seq1d", stages=_seq1d_stages(), stem_stride=1, dims=1)
-
-SPACES = {space.name: space for space in (ANB_SPACE, SEQ1D_SPACE)}
-
-
-def get_space(name: str) -> SearchSpace:
-    """Look up a registered space by name."""
-    if name not in SPACES:
-        raise ValueError(f"unknown search space {name!r}; known spaces are {sorted(SPACES)}")
-    return SPACES[name]
+SEQ1D_SPACE = SearchSpace(name="anb-seq1d", stages=_seq1d_stages(), stem_stride=1, dims=1,
+                          task=Task("sequence", 1000, 10, in_channels=1, dims=1),
+                          summary="1-D MBConv macro space for sequence tasks")
 
 
 def iter_stage_values(space: SearchSpace) -> Iterable[tuple[int, str, tuple]]:

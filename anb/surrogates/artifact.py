@@ -16,7 +16,7 @@ from typing import Any
 
 from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
-from anb.searchspace.space import get_space
+from anb.searchspace.registry import get_space
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.features import FeatureBuilder, LayerCostModel

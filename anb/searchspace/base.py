@@ -1,0 +1,305 @@
+"""The search-space interface every stage uses.
+
+A space is a fixed set of categorical decision variables (possibly conditional: a variable
+switched off by another takes its first value). A batch of architectures is a *choices*
+array of shape ``(n, *space.choice_shape)`` holding raw values as integers (a space decides
+the shape; MnasNet keeps ``(stages, 4)``, the cell spaces a flat vector of op indices). Every
+space supplies, vectorised over batches:
+
+- ``positions``: each variable's position in its allowed values, ``(n, num_variables)``;
+  the inverse ``from_positions``; a bijective ``index`` onto ``range(size())``;
+- ``format`` / ``parse`` of a canonical string, record keys, a stable content id;
+- exact analytic per-block costs (:class:`CostTable`) and ``cost_units``: the additive
+  structure the layer-cost surrogate learns (which unit occupies each slot, how many times);
+- a PyTorch builder (``build``) and the input the built network takes (:class:`Task`).
+
+Sampling, encodings, ConfigSpace export, mutation and the surrogates are written once on top
+of this interface (see ``anb.searchspace.sampler`` / ``encoding``).
+"""
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
+COST_NAMES = ("macs", "true_macs", "params", "activations")
+ID_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One categorical decision: its name and allowed raw values (ints, in order)."""
+
+    name: str
+    values: tuple[int, ...]
+    labels: tuple[str, ...] | None = None  # printable names of the values, when not numbers
+
+    @property
+    def radix(self) -> int:
+        return len(self.values)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a space's networks take and give by default: input size, channels, classes."""
+
+    dataset: str
+    resolution: int
+    num_classes: int
+    in_channels: int = 3
+    dims: int = 2
+
+    def input_shape(self, batch: int = 1, resolution: int | None = None) -> tuple[int, ...]:
+        size = resolution if resolution is not None else self.resolution
+        return (batch, self.in_channels, *(size,) * self.dims)
+
+
+@dataclass
+class CostTable:
+    """Per-block costs of a batch (each ``(n, num_blocks)``) plus the fixed stem and head."""
+
+    per_stage: dict[str, np.ndarray]
+    stem: dict[str, int]
+    head: dict[str, int]
+
+    def total(self, name: str) -> np.ndarray:
+        return self.per_stage[name].sum(axis=1) + self.stem[name] + self.head[name]
+
+
+@dataclass(frozen=True)
+class CostUnits:
+    """The additive structure of a batch: slot ``s`` holds unit ``units[:, s]`` (one of
+    ``widths[s]``) repeated ``counts[:, s]`` times; a network's cost is close to the sum."""
+
+    units: np.ndarray
+    counts: np.ndarray
+    widths: tuple[int, ...]
+    slot_names: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, eq=False)
+class SpaceArch:
+    """An architecture of a generic space: the space and its canonical choices row."""
+
+    space: Space
+    values: tuple[int, ...]
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, SpaceArch) and other.space.name == self.space.name
+                and other.values == self.values)
+
+    def __hash__(self) -> int:
+        return hash((self.space.name, self.values))
+
+    def to_choices(self) -> np.ndarray:
+        return np.asarray(self.values, dtype=np.int64).reshape(self.space.choice_shape)
+
+    @property
+    def id(self) -> str:
+        return self.space.arch_id(str(self))
+
+    def __str__(self) -> str:
+        return self.space.format(self.to_choices())
+
+    def __repr__(self) -> str:
+        return f"{type(self.space).__name__}Arch('{self}')"
+
+
+class Space(ABC):
+    """A search space (see the module docstring). Subclasses are registered by name."""
+
+    name: str
+    version: str = "1"
+    task: Task
+    #: printed by ``anb space``; one line
+    summary: str = ""
+
+    # -- variables ---------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def variables(self) -> tuple[Variable, ...]:
+        """The decision variables, in the order of :meth:`positions` columns."""
+
+    @property
+    @abstractmethod
+    def choice_shape(self) -> tuple[int, ...]:
+        """Shape of one architecture's choices row."""
+
+    @abstractmethod
+    def positions(self, choices: np.ndarray) -> np.ndarray:
+        """Validated positions ``(n, num_variables)``; a ValueError names variable and value."""
+
+    @abstractmethod
+    def from_positions(self, positions: np.ndarray) -> np.ndarray:
+        """Choices of a positions array (inactive variables canonicalised)."""
+
+    def size(self) -> int:
+        """Number of distinct architectures (exact Python int)."""
+        total = 1
+        for variable in self.variables:
+            total *= variable.radix
+        return total
+
+    def radices(self) -> np.ndarray:
+        return np.array([v.radix for v in self.variables], dtype=np.int64)
+
+    def active(self, positions: np.ndarray) -> np.ndarray:
+        """Which variables are in effect, ``(n, num_variables)`` bool (all, unless conditional)."""
+        return np.ones(np.shape(positions), dtype=bool)
+
+    def choices_from_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
+        """Decode indices in ``[0, size())`` (mixed radix over the variables)."""
+        rest = self._check_index(index)
+        radices = self.radices()
+        pos = np.empty((rest.size, radices.size), dtype=np.int64)
+        for v in reversed(range(radices.size)):
+            pos[:, v] = rest % radices[v]
+            rest //= radices[v]
+        return self.from_positions(pos)
+
+    def index_from_choices(self, choices: np.ndarray) -> np.ndarray:
+        pos = self.positions(choices)
+        index = np.zeros(len(pos), dtype=np.int64)
+        for v, radix in enumerate(self.radices()):
+            index = index * radix + pos[:, v]
+        return index
+
+    def _check_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
+        rest = np.asarray(index, dtype=np.int64).copy()
+        if rest.ndim != 1:
+            raise ValueError(f"index must be 1-D, got shape {rest.shape}")
+        if rest.size and (rest.min() < 0 or rest.max() >= self.size()):
+            raise ValueError(f"index outside [0, {self.size()}) for space {self.name}")
+        return rest
+
+    # -- single architectures ----------------------------------------------------------
+    @abstractmethod
+    def format(self, row: np.ndarray) -> str:
+        """The canonical string of one choices row."""
+
+    @abstractmethod
+    def parse_string(self, text: str) -> np.ndarray:
+        """One choices row from its string form; a ValueError says what is wrong."""
+
+    def arch_id(self, text: str) -> str:
+        """Stable content id: 16 hex digits of SHA-256 over the space name and the string."""
+        return hashlib.sha256(f"{self.name}:{text}".encode()).hexdigest()[:ID_LENGTH]
+
+    def record_keys(self) -> list[str]:
+        """Keys of a record's ``architecture`` mapping (one per variable by default)."""
+        return [v.name for v in self.variables]
+
+    def to_record(self, arch: Any) -> dict[str, Any]:
+        pos = self.positions(self.to_choices([arch]))[0]
+        return {v.name: self._value_label(v, int(p)) for v, p in zip(self.variables, pos,
+                                                                      strict=True)}
+
+    def from_record(self, mapping: Mapping[str, Any]) -> np.ndarray:
+        """One choices row from a record's ``architecture`` mapping (exactly its keys)."""
+        keys = self.record_keys()
+        unknown = sorted(set(map(str, mapping)) - set(keys))
+        missing = [k for k in keys if k not in mapping]
+        if unknown or missing:
+            raise ValueError(f"{self.name}: architecture keys wrong (unknown {unknown}, "
+                             f"missing {missing}); expected {keys[0]} ... {keys[-1]}")
+        pos = []
+        for v in self.variables:
+            value = mapping[v.name]
+            allowed = list(v.labels) if v.labels else list(v.values)
+            text = str(value).strip().lower()
+            matches = [i for i, a in enumerate(allowed) if str(a).lower() == text]
+            if not matches or isinstance(value, bool) != isinstance(allowed[0], bool):
+                raise ValueError(f"{self.name}: variable {v.name!r} has value {value!r}; "
+                                 f"allowed values are {allowed}")
+            pos.append(matches[0])
+        return self.from_positions(np.asarray([pos], dtype=np.int64))[0]
+
+    @staticmethod
+    def _value_label(variable: Variable, position: int) -> Any:
+        return variable.labels[position] if variable.labels else variable.values[position]
+
+    def arch(self, obj: Any) -> Any:
+        """Coerce a string, record, record's ``architecture`` mapping, native form or arch."""
+        if isinstance(obj, SpaceArch):
+            if obj.space.name != self.name:
+                raise ValueError(f"architecture of space {obj.space.name!r} given where space "
+                                 f"{self.name!r} is expected")
+            return obj
+        if isinstance(obj, str):
+            row = self.parse_string(obj)
+        elif isinstance(obj, Mapping):
+            inner = obj.get("architecture", obj)
+            row = self.from_native(inner) if self.is_native(inner) else self.from_record(inner)
+        else:
+            raise ValueError(f"{self.name}: cannot read an architecture from "
+                             f"{type(obj).__name__}; give a string like "
+                             f"{self.format(self.choices_from_index([0])[0])!r} or a record")
+        return self.archs_from_choices(row[None])[0]
+
+    def is_native(self, mapping: Mapping[str, Any]) -> bool:
+        """True when ``mapping`` is this space's native form (e.g. OFA's ``ks/e/d/r`` dict)."""
+        return False
+
+    def from_native(self, mapping: Mapping[str, Any]) -> np.ndarray:
+        raise ValueError(f"{self.name} has no native architecture form")
+
+    def archs_from_choices(self, choices: np.ndarray) -> list[Any]:
+        choices = self.from_positions(self.positions(choices))
+        flat = choices.reshape(len(choices), -1)
+        return [SpaceArch(self, tuple(row)) for row in flat.tolist()]
+
+    def to_choices(self, archs: Any) -> np.ndarray:
+        """A choices batch from an array (validated) or a sequence of anything :meth:`arch`
+        reads."""
+        if isinstance(archs, np.ndarray) and archs.dtype.kind in "iub":
+            choices = archs.astype(np.int64, copy=False)
+            if choices.shape == self.choice_shape:
+                choices = choices[None]
+            self.positions(choices)
+            return choices
+        if isinstance(archs, (str, Mapping, SpaceArch)) or not isinstance(
+                archs, Sequence | np.ndarray):
+            archs = [archs]
+        rows = [self.arch(a).to_choices() for a in archs]
+        if not rows:
+            return np.zeros((0, *self.choice_shape), dtype=np.int64)
+        return np.stack(rows)
+
+    # -- costs --------------------------------------------------------------------------
+    @abstractmethod
+    def cost_table(self, choices: np.ndarray, resolution: int | None = None,
+                   num_classes: int | None = None, in_channels: int | None = None) -> CostTable:
+        """Exact analytic costs per block (``COST_NAMES``), thop's counting convention."""
+
+    @abstractmethod
+    def cost_units(self, choices: np.ndarray) -> CostUnits:
+        """The additive slot/unit structure of a batch (see :class:`CostUnits`)."""
+
+    def block_names(self) -> list[str]:
+        """Names of the :meth:`cost_table` blocks (columns of ``per_stage``)."""
+        n = self.cost_table(self.choices_from_index([0])).per_stage["macs"].shape[1]
+        return [f"b{i}" for i in range(n)]
+
+    def depth(self, choices: np.ndarray) -> np.ndarray:
+        """Layers in effect per block, ``(n, num_blocks)`` (1 where a block is one layer)."""
+        n_blocks = len(self.block_names())
+        return np.ones((len(choices), n_blocks), dtype=np.int64)
+
+    # -- networks -----------------------------------------------------------------------
+    @abstractmethod
+    def build(self, arch: Any, num_classes: int | None = None, **options: Any) -> nn.Module:
+        """The PyTorch network of ``arch`` (``num_classes`` defaults to the task's)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Name, version, size and task: what ``anb space`` prints."""
+        return {"name": self.name, "version": self.version, "size": self.size(),
+                "variables": len(self.variables), "dataset": self.task.dataset,
+                "resolution": self.task.resolution, "num_classes": self.task.num_classes,
+                "summary": self.summary}

@@ -1,0 +1,69 @@
+"""Search spaces by name: the built-in ones and third-party plug-ins.
+
+A plug-in package registers a space under the entry-point group ``anb.spaces``; the entry
+point names a :class:`~anb.searchspace.base.Space` instance (or a callable returning one)::
+
+    [project.entry-points."anb.spaces"]
+    my-space = "my_package.space:SPACE"
+
+Built-in spaces are imported only when first asked for.
+"""
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from importlib.metadata import entry_points
+
+from anb.searchspace.base import Space
+
+ENTRY_POINT_GROUP = "anb.spaces"
+DEFAULT_SPACE = "anb-mnasnet"
+
+#: name -> "module:attribute" of the spaces anb ships
+BUILTIN_SPACES = {
+    "anb-mnasnet": "anb.searchspace.space:ANB_SPACE",
+    "anb-seq1d": "anb.searchspace.space:SEQ1D_SPACE",
+    "nasbench201": "anb.searchspace.nasbench201:SPACE",
+    "fbnet": "anb.searchspace.fbnet:SPACE",
+    "ofa-mbv3": "anb.searchspace.ofa_mbv3:SPACE",
+}
+
+
+def _load(target: str, where: str) -> Space:
+    module, _, attribute = target.partition(":")
+    obj = getattr(importlib.import_module(module), attribute)
+    space = obj() if callable(obj) and not isinstance(obj, Space) else obj
+    if not isinstance(space, Space):
+        raise TypeError(f"{where} {target!r} gives {type(space).__name__}, not an anb Space")
+    return space
+
+
+@cache
+def _plugins() -> dict[str, str]:
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)
+            if ep.name not in BUILTIN_SPACES}
+
+
+def space_names() -> list[str]:
+    """Every space that can be asked for: built-in first, then plug-ins."""
+    return list(BUILTIN_SPACES) + sorted(_plugins())
+
+
+@cache
+def get_space(name: str) -> Space:
+    """The space registered as ``name``; a ValueError lists the known names."""
+    if isinstance(name, Space):
+        return name
+    if name in BUILTIN_SPACES:
+        return _load(BUILTIN_SPACES[name], "built-in space")
+    plugins = _plugins()
+    if name in plugins:
+        return _load(plugins[name], f"entry point {ENTRY_POINT_GROUP}:{name}")
+    raise ValueError(f"unknown search space {name!r}; known spaces are {space_names()}")
+
+
+def check_same_space(expected: str, found: str, what: str) -> None:
+    """Refuse mixing spaces, naming both."""
+    if expected != found:
+        raise ValueError(f"{what} is in search space {found!r}, but {expected!r} is in use; "
+                         "spaces cannot be mixed (pass --space to choose)")
