@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from anb.searchspace.arch import Arch, archs_from_choices, as_arch
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 
 _ROUNDS = 6
 _ID_RE = re.compile(r"[0-9a-f]{16}")
@@ -78,13 +78,14 @@ def parse_shard(shard: tuple[int, int] | str | None) -> tuple[int, int]:
     return int(i), int(k)
 
 
-def _excluded_keys(exclude: Iterable[Any], space: SearchSpace) -> tuple[np.ndarray, set[str]]:
-    indices, ids = [], set()
+def _excluded_keys(exclude: Iterable[Any], space: Space) -> tuple[np.ndarray, set[str]]:
+    archs, ids = [], set()
     for item in exclude:
         if isinstance(item, str) and _ID_RE.fullmatch(item):
             ids.add(item)
         else:
-            indices.append(as_arch(item, space).index(space))
+            archs.append(item)
+    indices = space.index_from_choices(space.to_choices(archs)) if archs else []
     return np.asarray(indices, dtype=np.int64), ids
 
 
@@ -96,7 +97,7 @@ class Sampler:
     (given as Arch, strings, dicts or 16-hex-digit ids).
     """
 
-    def __init__(self, seed: int = 0, space: SearchSpace = ANB_SPACE, chunk: int = 65536):
+    def __init__(self, seed: int = 0, space: Space = ANB_SPACE, chunk: int = 65536):
         self.seed = int(seed)
         self.space = space
         self.chunk = chunk
@@ -161,21 +162,21 @@ class Sampler:
         taken = list(self.iter_indices(n, shard, exclude))
         return np.concatenate(taken) if taken else np.zeros(0, dtype=np.int64)
 
-    def iter_sample(self, n: int, **kwargs: Any) -> Iterator[Arch]:
+    def iter_sample(self, n: int, **kwargs: Any) -> Iterator[Any]:
         """Like :meth:`sample`, one architecture at a time (bounded memory for any ``n``)."""
         for indices in self.iter_indices(n, **kwargs):
             yield from self._archs(indices)
 
     def sample_choices(self, n: int, **kwargs: Any) -> np.ndarray:
-        """Like :meth:`sample_indices`, as a ``(n, num_stages, 4)`` array of raw values."""
+        """Like :meth:`sample_indices`, as a choices array of the space."""
         return self.space.choices_from_index(self.sample_indices(n, **kwargs))
 
-    def sample(self, n: int, **kwargs: Any) -> list[Arch]:
-        """Like :meth:`sample_indices`, as :class:`Arch` objects."""
+    def sample(self, n: int, **kwargs: Any) -> list[Any]:
+        """Like :meth:`sample_indices`, as architecture objects of the space."""
         return self._archs(self.sample_indices(n, **kwargs))
 
-    def _archs(self, indices: np.ndarray) -> list[Arch]:
-        return archs_from_choices(self.space.choices_from_index(indices), self.space)
+    def _archs(self, indices: np.ndarray) -> list[Any]:
+        return self.space.archs_from_choices(self.space.choices_from_index(indices))
 
 
 def sample(
@@ -183,7 +184,7 @@ def sample(
     seed: int = 0,
     shard: tuple[int, int] | str | None = None,
     exclude: Iterable[Any] = (),
-    space: SearchSpace = ANB_SPACE,
-) -> list[Arch]:
+    space: Space = ANB_SPACE,
+) -> list[Any]:
     """The first ``n`` architectures of shard ``shard`` of seed ``seed``'s stream."""
     return Sampler(seed, space).sample(n, shard=shard, exclude=exclude)
