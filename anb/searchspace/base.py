@@ -157,22 +157,27 @@ class Space(ABC):
     def choices_from_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
         """Decode indices in ``[0, size())`` (mixed radix over the variables)."""
         rest = self._check_index(index)
-        radices = self.radices()
-        pos = np.empty((rest.size, radices.size), dtype=np.int64)
-        for v in reversed(range(radices.size)):
-            pos[:, v] = rest % radices[v]
+        radices = [int(r) for r in self.radices()]
+        pos = np.empty((rest.size, len(radices)), dtype=np.int64)
+        for v in reversed(range(len(radices))):
+            pos[:, v] = (rest % radices[v]).astype(np.int64)
             rest //= radices[v]
         return self.from_positions(pos)
 
     def index_from_choices(self, choices: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`choices_from_index` (``object`` ints beyond 2**62)."""
         pos = self.positions(choices)
-        index = np.zeros(len(pos), dtype=np.int64)
+        index = np.zeros(len(pos), dtype=self.index_dtype())
         for v, radix in enumerate(self.radices()):
-            index = index * radix + pos[:, v]
+            index = index * int(radix) + pos[:, v].astype(index.dtype)
         return index
 
+    def index_dtype(self) -> type:
+        """``int64``, or ``object`` (Python ints) for spaces beyond 2**62 architectures."""
+        return object if self.size() > 2**62 else np.int64
+
     def _check_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
-        rest = np.asarray(index, dtype=np.int64).copy()
+        rest = np.array(index, dtype=self.index_dtype())
         if rest.ndim != 1:
             raise ValueError(f"index must be 1-D, got shape {rest.shape}")
         if rest.size and (rest.min() < 0 or rest.max() >= self.size()):

@@ -21,6 +21,8 @@ from anb.searchspace.space import ANB_SPACE
 _ROUNDS = 6
 _ID_RE = re.compile(r"[0-9a-f]{16}")
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+#: beyond this many architectures indices are Python ints (numpy ``object`` arrays)
+BIG_SPACE = 2**62
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -32,12 +34,17 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 
 class Permutation:
-    """A keyed bijection on ``range(size)``, evaluated on numpy arrays."""
+    """A keyed bijection on ``range(size)``, evaluated on numpy arrays.
+
+    Spaces beyond 2**62 architectures (FBNet, OFA) get Python-int (``object``) arrays out;
+    the two Feistel halves stay ``uint64`` either way, so small spaces are unchanged.
+    """
 
     def __init__(self, size: int, seed: int):
         if size < 2:
             raise ValueError(f"permutation size must be >= 2, got {size}")
         self.size = size
+        self.big = size > BIG_SPACE
         self.half = max(1, (int(size - 1).bit_length() + 1) // 2)
         digest = hashlib.sha256(f"anb-sampler:{int(seed)}".encode()).digest()
         self.keys = [
@@ -48,19 +55,26 @@ class Permutation:
     def _feistel(self, x: np.ndarray) -> np.ndarray:
         half = np.uint64(self.half)
         mask = np.uint64((1 << self.half) - 1)
-        left, right = x >> half, x & mask
+        if self.big:
+            left = (x >> self.half).astype(np.uint64)
+            right = (x & ((1 << self.half) - 1)).astype(np.uint64)
+        else:
+            left, right = x >> half, x & mask
         for key in self.keys:
             left, right = right, left ^ (_mix(right ^ key) & mask)
+        if self.big:
+            return (left.astype(object) << self.half) | right.astype(object)
         return (left << half) | right
 
     def __call__(self, positions: np.ndarray) -> np.ndarray:
-        x = np.asarray(positions, dtype=np.uint64)
+        x = np.asarray(positions, dtype=object if self.big else np.uint64)
         out = self._feistel(x)
-        outside = out >= np.uint64(self.size)
+        limit = self.size if self.big else np.uint64(self.size)
+        outside = np.asarray(out >= limit, dtype=bool)
         while outside.any():  # cycle walking: stays a bijection on range(size)
             out[outside] = self._feistel(out[outside])
-            outside = out >= np.uint64(self.size)
-        return out.astype(np.int64)
+            outside = np.asarray(out >= limit, dtype=bool)
+        return out if self.big else out.astype(np.int64)
 
 
 def parse_shard(shard: tuple[int, int] | str | None) -> tuple[int, int]:
@@ -86,7 +100,7 @@ def _excluded_keys(exclude: Iterable[Any], space: Space) -> tuple[np.ndarray, se
         else:
             archs.append(item)
     indices = space.index_from_choices(space.to_choices(archs)) if archs else []
-    return np.asarray(indices, dtype=np.int64), ids
+    return np.asarray(indices, dtype=object if space.size() > BIG_SPACE else np.int64), ids
 
 
 class Sampler:
@@ -143,7 +157,8 @@ class Sampler:
             positions = np.arange(first, min(first + self.chunk * k, total), k, dtype=np.uint64)
             candidates = self.permutation(positions)
             if excluded_index.size:
-                candidates = candidates[~np.isin(candidates, excluded_index)]
+                excluded = set(excluded_index.tolist())
+                candidates = candidates[[c not in excluded for c in candidates.tolist()]]
             if excluded_ids:
                 keep = [a.id not in excluded_ids for a in self._archs(candidates)]
                 candidates = candidates[np.asarray(keep, dtype=bool)]
