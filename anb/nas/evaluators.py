@@ -1,4 +1,4 @@
-"""Evaluators: map a ``(n, stages, 4)`` choices array to metric name -> values.
+"""Evaluators: map a choices array of the space to metric name -> values.
 
 ``analytic``: exact MACs / true MACs / params (millions) and depth from the counters.
 ``surrogate``: a fitted benchmark's predictions (optionally one seeded noisy draw per query), with
@@ -13,22 +13,23 @@ from typing import Any
 import numpy as np
 
 from anb.nas.objectives import Evaluator
-from anb.searchspace.counting import cost_table
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 
 ANALYTIC_METRICS = ("macs", "true_macs", "params", "depth")
 
 
-def analytic_evaluator(resolution: int = 224) -> Evaluator:
-    """Exact architecture costs; see :data:`ANALYTIC_METRICS`."""
+def analytic_evaluator(resolution: int | None = None, space: Space = ANB_SPACE) -> Evaluator:
+    """Exact architecture costs; see :data:`ANALYTIC_METRICS` (resolution: the space's)."""
 
     def evaluate(choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
         unknown = sorted(set(metrics) - set(ANALYTIC_METRICS))
         if unknown:
             raise ValueError(f"unknown metric(s) {unknown}; the analytic evaluator knows "
                              f"{list(ANALYTIC_METRICS)}")
-        table = cost_table(choices, resolution=resolution)
+        table = space.cost_table(choices, resolution=resolution)
         known = {name: table.total(name) / 1e6 for name in ("macs", "true_macs", "params")}
-        known["depth"] = choices[:, :, 2].sum(axis=1).astype(float)
+        known["depth"] = space.depth(choices).sum(axis=1).astype(float)
         return {m: known[m] for m in metrics}
 
     return evaluate
@@ -54,9 +55,10 @@ def surrogate_evaluator(benchmark: Any, noise: bool = False, seed: int = 0) -> E
     return evaluate
 
 
-def combined(surrogate: Evaluator | None, resolution: int = 224) -> Evaluator:
+def combined(surrogate: Evaluator | None, resolution: int | None = None,
+             space: Space = ANB_SPACE) -> Evaluator:
     """Analytic metrics exactly, everything else from ``surrogate`` (if given)."""
-    analytic = analytic_evaluator(resolution)
+    analytic = analytic_evaluator(resolution, space)
 
     def evaluate(choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
         exact = [m for m in metrics if m in ANALYTIC_METRICS]

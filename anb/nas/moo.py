@@ -30,25 +30,15 @@ from tqdm.auto import tqdm
 
 from anb.nas.mutation import mutate, random_choices
 from anb.nas.search import Problem, SearchResult, check_budget, concat_values
-from anb.searchspace.space import SearchSpace
+from anb.searchspace.base import Space
 
 
-def _radices(space: SearchSpace) -> np.ndarray:
-    return np.array([spec.radices for spec in space.stages], dtype=np.int64).reshape(-1)
+def to_positions(choices: np.ndarray, space: Space) -> np.ndarray:
+    return space.positions(choices)
 
 
-def to_positions(choices: np.ndarray, space: SearchSpace) -> np.ndarray:
-    return space.ordinal(choices).reshape(len(choices), -1)
-
-
-def from_positions(x: np.ndarray, space: SearchSpace) -> np.ndarray:
-    pos = np.clip(np.round(x).astype(np.int64), 0, _radices(space) - 1)
-    pos = pos.reshape(len(pos), space.num_stages, 4)
-    out = np.empty_like(pos)
-    for s, stage in enumerate(space._value_tables()):
-        for f, table in enumerate(stage):
-            out[:, s, f] = table[pos[:, s, f]]
-    return out
+def from_positions(x: np.ndarray, space: Space) -> np.ndarray:
+    return space.from_positions(np.clip(np.round(x).astype(np.int64), 0, space.radices() - 1))
 
 
 class _Adapter(PymooProblem):
@@ -59,9 +49,9 @@ class _Adapter(PymooProblem):
         self.chunks: list[np.ndarray] = []
         self.values: list[dict[str, np.ndarray]] = []
         self.done = 0
-        super().__init__(n_var=4 * problem.space.num_stages, n_obj=len(problem.objectives),
+        super().__init__(n_var=len(problem.space.variables), n_obj=len(problem.objectives),
                          n_ieq_constr=len(problem.constraints) + problem.supported_only, xl=0,
-                         xu=_radices(problem.space) - 1, vtype=int)
+                         xu=problem.space.radices() - 1, vtype=int)
 
     def _evaluate(self, x, out, *args, **kwargs):
         choices = from_positions(np.asarray(x), self.problem.space)
@@ -87,23 +77,23 @@ class SpaceSampling(Sampling):
     def _do(self, problem, n_samples, *args, random_state=None, **kwargs):
         space = problem.problem.space
         rng = random_state
-        radices = _radices(space)
+        radices = space.radices()
         extremes = np.stack([np.zeros_like(radices), radices - 1])[:n_samples]
         rest = to_positions(random_choices(n_samples - len(extremes), rng, space), space)
         return np.concatenate([extremes, rest]).astype(float)
 
 
 class StageCrossover(Crossover):
-    """Uniform crossover of whole stages (a stage's e, k, l, se travel together)."""
+    """Uniform crossover of whole variable groups (a MnasNet stage's e, k, l, se travel
+    together; see ``Space.variable_groups``)."""
 
     def __init__(self):
         super().__init__(2, 2)
 
     def _do(self, problem, X, *args, random_state=None, **kwargs):
-        _, n, n_var = X.shape
-        stages = problem.problem.space.num_stages
-        take = random_state.random((n, stages)) < 0.5
-        take = np.repeat(take, n_var // stages, axis=1)
+        _, n, _ = X.shape
+        groups = problem.problem.space.variable_groups()
+        take = (random_state.random((n, groups.max() + 1)) < 0.5)[:, groups]
         return np.stack([np.where(take, X[0], X[1]), np.where(take, X[1], X[0])])
 
 

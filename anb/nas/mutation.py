@@ -1,34 +1,49 @@
-"""Vectorised sampling and mutation of architecture batches (raw choices arrays)."""
+"""Vectorised sampling and mutation of architecture batches (choices arrays of any space)."""
 from __future__ import annotations
 
 import numpy as np
 
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 
 
-def random_choices(n: int, rng: np.random.Generator, space: SearchSpace = ANB_SPACE) -> np.ndarray:
-    """``n`` uniform draws (with replacement) as a ``(n, stages, 4)`` array."""
-    index = rng.integers(0, space.size(), size=n, dtype=np.int64)
+def random_choices(n: int, rng: np.random.Generator, space: Space = ANB_SPACE) -> np.ndarray:
+    """``n`` uniform draws (with replacement) over the space's distinct architectures."""
+    size = space.size()
+    if space.index_dtype() is object:
+        index = np.array([int.from_bytes(rng.bytes(16), "little") % size for _ in range(n)],
+                         dtype=object)
+    else:
+        index = rng.integers(0, size, size=n, dtype=np.int64)
     return space.choices_from_index(index)
 
 
-def mutate(parents: np.ndarray, rng: np.random.Generator,
-           space: SearchSpace = ANB_SPACE) -> np.ndarray:
-    """Change exactly one choice of each parent to a different allowed value."""
+def mutate(parents: np.ndarray, rng: np.random.Generator, space: Space = ANB_SPACE) -> np.ndarray:
+    """Change exactly one variable in effect of each parent to a different allowed value."""
     parents = np.asarray(parents, dtype=np.int64)
-    children = parents.copy()
-    n = len(parents)
-    radices = np.array([spec.radices for spec in space.stages])  # (stages, 4)
-    # only (stage, field) pairs with more than one value can change
-    slots = np.argwhere(radices > 1)
-    pick = slots[rng.integers(0, len(slots), size=n)]
-    positions = space.ordinal(parents)
-    for (stage, field) in np.unique(pick, axis=0):
-        rows = np.nonzero((pick[:, 0] == stage) & (pick[:, 1] == field))[0]
-        radix = radices[stage, field]
+    positions = space.positions(parents)
+    radices = space.radices()
+    # only variables in effect with more than one value can change
+    free = space.active(positions) & (radices > 1)[None, :]
+    if not free.any(axis=1).all():
+        raise ValueError(f"{space.name}: an architecture has no variable that can change")
+    if (free == free[:1]).all():  # the same variables are free in every row
+        slots = np.flatnonzero(free[0])
+        pick = slots[rng.integers(0, len(slots), size=len(parents))]
+    else:
+        cumulative = (free / free.sum(axis=1, keepdims=True)).cumsum(axis=1)
+        pick = (cumulative > rng.random(len(parents))[:, None]).argmax(axis=1)
+    for variable in np.unique(pick):
+        rows = np.nonzero(pick == variable)[0]
+        radix = radices[variable]
         shift = rng.integers(1, radix, size=rows.size)
-        new_pos = (positions[rows, stage, field] + shift) % radix
-        allowed = space.stages[stage].allowed(("e", "k", "l", "se")[field])
-        table = np.array([int(v) for v in allowed])
-        children[rows, stage, field] = table[new_pos]
-    return children
+        positions[rows, variable] = (positions[rows, variable] + shift) % radix
+    return space.from_positions(positions)
+
+
+def crossover(first: np.ndarray, second: np.ndarray, rng: np.random.Generator,
+              space: Space = ANB_SPACE) -> np.ndarray:
+    """Uniform crossover: each variable from either parent (result canonicalised)."""
+    a, b = space.positions(first), space.positions(second)
+    take = rng.random(a.shape) < 0.5
+    return space.from_positions(np.where(take, a, b))

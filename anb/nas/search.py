@@ -23,8 +23,8 @@ from tqdm.auto import tqdm
 from anb.nas.mutation import mutate, random_choices
 from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import pareto_mask
-from anb.searchspace.arch import archs_from_choices
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Problem:
     evaluator: Evaluator
     objectives: Sequence[Objective]
     constraints: Sequence[Constraint] = ()
-    space: SearchSpace = ANB_SPACE
+    space: Space = ANB_SPACE
     #: count out-of-distribution architectures (the surrogate's ``ood`` flag) as infeasible
     supported_only: bool = False
 
@@ -82,7 +82,7 @@ class SearchResult:
         return self.problem.violation(self.values) == 0
 
     def history(self) -> pd.DataFrame:
-        archs = archs_from_choices(self.choices, self.problem.space)
+        archs = self.problem.space.archs_from_choices(self.choices)
         frame = pd.DataFrame({"step": np.arange(len(archs)), "arch_id": [a.id for a in archs],
                               "arch": [str(a) for a in archs]})
         for metric, values in self.values.items():

@@ -120,6 +120,8 @@ class Space(ABC):
     task: Task
     #: printed by ``anb space``; one line
     summary: str = ""
+    #: whether blocks have a variable number of layers (``depth`` features)
+    variable_depth: bool = False
 
     # -- variables ---------------------------------------------------------------------
     @property
@@ -146,6 +148,14 @@ class Space(ABC):
         for variable in self.variables:
             total *= variable.radix
         return total
+
+    def position_names(self) -> list[str]:
+        """Column names of the ``ordinal`` encoding (the variable names by default)."""
+        return [v.name for v in self.variables]
+
+    def variable_groups(self) -> np.ndarray:
+        """Group id of each variable: variables of a group travel together in crossover."""
+        return np.arange(len(self.variables))
 
     def radices(self) -> np.ndarray:
         return np.array([v.radix for v in self.variables], dtype=np.int64)

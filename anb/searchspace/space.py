@@ -64,11 +64,13 @@ class SearchSpace(Space):
     version: str = "1"
     task: Task = Task("imagenet", 224, 1000)
     summary: str = "MnasNet/EfficientNet-B0 macro space: per stage (e, k, layers, se)"
+    variable_depth: bool = True
 
     # -- the Space interface -------------------------------------------------------------
     @property
     def variables(self) -> tuple[Variable, ...]:
-        return tuple(Variable(f"block{i}_{f}", tuple(int(v) for v in spec.allowed(f)))
+        return tuple(Variable(f"block{i}_{f}", tuple(int(v) for v in spec.allowed(f)),
+                              tuple(str(v) for v in spec.allowed(f)) if f == "se" else None)
                      for i, spec in enumerate(self.stages) for f in FIELDS)
 
     @property
@@ -78,6 +80,12 @@ class SearchSpace(Space):
     def positions(self, choices: np.ndarray) -> np.ndarray:
         choices = np.asarray(choices, dtype=np.int64)
         return self.ordinal(choices).reshape(len(choices), -1)
+
+    def variable_groups(self) -> np.ndarray:
+        return np.repeat(np.arange(self.num_stages), len(FIELDS))
+
+    def position_names(self) -> list[str]:
+        return [f"b{s}_{f}" for s in range(self.num_stages) for f in FIELDS]
 
     def from_positions(self, positions: np.ndarray) -> np.ndarray:
         pos = np.asarray(positions, dtype=np.int64).reshape(-1, self.num_stages, len(FIELDS))
@@ -124,9 +132,18 @@ class SearchSpace(Space):
         return archs_from_choices(choices, self)
 
     def to_choices(self, archs: Any) -> np.ndarray:
-        from anb.searchspace.encoding import to_choices
+        from anb.searchspace.arch import Arch, as_arch
 
-        return to_choices(archs, self)
+        if isinstance(archs, np.ndarray):
+            choices = archs.astype(np.int64, copy=False)
+            self.ordinal(choices)
+            return choices
+        if isinstance(archs, (Arch, str, dict)):
+            archs = [archs]
+        rows = [as_arch(a, self).to_choices() for a in archs]
+        if not rows:
+            return np.zeros((0, self.num_stages, len(FIELDS)), dtype=np.int64)
+        return np.stack(rows)
 
     def cost_table(self, choices: np.ndarray, resolution: int | None = None,
                    num_classes: int | None = None, in_channels: int | None = None) -> CostTable:

@@ -1,11 +1,12 @@
 """Feature sets for surrogates: the search-space encodings plus a learned per-layer cost model.
 
-Device time is close to a sum of per-layer times, and every layer of a stage after the first is
-identical. :class:`LayerCostModel` fits that structure per target by least squares: the cost
-(``1/throughput``, ``latency`` or accuracy) is a sum over stages of a first-layer term and
-``(layers - 1)`` times a later-layer term, each chosen by the stage's ``(e, k, se)``. Its
-predictions (in the target's transformed space) are extra features and the base the tree models
-correct. Weights are plain arrays (saved as ``.npz`` without pickle).
+Device time is close to a sum of per-layer times. Every space states that structure as its
+``cost_units`` (slot ``s`` holds one of ``widths[s]`` units, ``counts[:, s]`` times; for MnasNet
+a stage's first layer once and its later layers ``layers - 1`` times, each chosen by the stage's
+``(e, k, se)``). :class:`LayerCostModel` fits it per target by least squares: the cost
+(``1/throughput``, ``latency`` or accuracy) is a sum over slots of the unit's weight times its
+count. Its predictions (in the target's transformed space) are extra features and the base the
+tree models correct. Weights are plain arrays (saved as ``.npz`` without pickle).
 
 Some devices stop being compute-bound for small, fast networks: on TPU v3 the measured
 throughput saturates near a host-side ceiling (about 1,600 img/s, and about 1,400 img/s in the
@@ -24,24 +25,22 @@ from pathlib import Path
 
 import numpy as np
 
-from anb.searchspace.counting import COST_NAMES, cost_table
+from anb.searchspace.base import COST_NAMES, Space
+from anb.searchspace.counting import cost_table
 from anb.searchspace.encoding import encode, encoding_names
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates.data import transform_for
 
 
-def layer_design(choices: np.ndarray, space: SearchSpace = ANB_SPACE) -> np.ndarray:
-    """Per stage: one-hot of the first layer's ``(e, k, se)`` and the count of later layers."""
-    pos = space.ordinal(choices)
+def layer_design(choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
+    """Per slot of the space's cost units: the unit's one-hot times its count; then a bias."""
+    units = space.cost_units(choices)
     n = len(choices)
     blocks = []
-    for s, spec in enumerate(space.stages):
-        radix_e, radix_k, _, radix_se = spec.radices
-        width = radix_e * radix_k * radix_se
-        combo = (pos[:, s, 0] * radix_k + pos[:, s, 1]) * radix_se + pos[:, s, 3]
-        first = np.zeros((n, width))
-        first[np.arange(n), combo] = 1.0
-        blocks += [first, first * (choices[:, s, 2] - 1)[:, None]]
+    for s, width in enumerate(units.widths):
+        block = np.zeros((n, width))
+        block[np.arange(n), units.units[:, s]] = units.counts[:, s]
+        blocks.append(block)
     return np.concatenate(blocks + [np.ones((n, 1))], axis=1)
 
 
@@ -95,7 +94,7 @@ class LayerCostModel:
         return weights, int(keep.sum())
 
     def fit(self, choices: np.ndarray, targets: Mapping[str, tuple[np.ndarray, np.ndarray]],
-            space: SearchSpace = ANB_SPACE) -> LayerCostModel:
+            space: Space = ANB_SPACE) -> LayerCostModel:
         """``targets`` maps a name to ``(labels, present mask)`` over the rows of ``choices``."""
         design = layer_design(choices, space)
         self.targets_ = list(targets)
@@ -111,28 +110,23 @@ class LayerCostModel:
             self.floors_[i] = 0.1 * np.abs(c).min() if transform_for(name) == "log" else 0.0
         return self
 
-    def transform(self, choices: np.ndarray, space: SearchSpace = ANB_SPACE) -> np.ndarray:
+    def transform(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
         """Predictions of every target in its transformed space, ``(n, n_targets)``."""
         cost = self._cost(choices, space)
         return np.stack([cost_to_feature(t, cost[:, i], self.floors_[i])
                          for i, t in enumerate(self.targets_)], axis=1) if self.targets_ \
             else np.zeros((len(choices), 0))
 
-    def _cost(self, choices: np.ndarray, space: SearchSpace) -> np.ndarray:
-        """``layer_design(choices) @ weights.T`` as a gather: per stage, the first-layer and
-        later-layer weights of the stage's ``(e, k, se)`` (no one-hot matrix is built)."""
-        pos = space.ordinal(choices)
-        cost = np.broadcast_to(self.weights_[:, -1], (len(pos), len(self.targets_))).copy()
+    def _cost(self, choices: np.ndarray, space: Space) -> np.ndarray:
+        """``layer_design(choices) @ weights.T`` as a gather: per slot, the weights of the unit
+        it holds times its count (no one-hot matrix is built)."""
+        units = space.cost_units(choices)
+        cost = np.broadcast_to(self.weights_[:, -1], (len(choices), len(self.targets_))).copy()
         weights_t = self.weights_.T
         offset = 0
-        for s, spec in enumerate(space.stages):
-            radix_e, radix_k, _, radix_se = spec.radices
-            width = radix_e * radix_k * radix_se
-            combo = (pos[:, s, 0] * radix_k + pos[:, s, 1]) * radix_se + pos[:, s, 3]
-            later = (np.asarray(choices)[:, s, 2] - 1).astype(np.float64)
-            cost += weights_t[offset + combo]
-            cost += weights_t[offset + width + combo] * later[:, None]
-            offset += 2 * width
+        for s, width in enumerate(units.widths):
+            cost += weights_t[offset + units.units[:, s]] * units.counts[:, s, None]
+            offset += width
         return cost
 
     def names(self) -> list[str]:
@@ -155,7 +149,7 @@ class LayerCostModel:
 
 
 class StageCostTable:
-    """Per-stage analytic costs tabulated once per (stage, choice combination).
+    """Per-stage analytic costs of the MnasNet space tabulated once per (stage, combination).
 
     A stage's costs depend only on its own choices (the skeleton fixes its input), so the
     ``features`` encoding of any batch is a gather from this table: identical numbers to
@@ -201,11 +195,12 @@ class FeatureBuilder:
     """``encode(archs, feature_set)`` followed by the layer-cost predictions of every target."""
 
     def __init__(self, feature_set: str = "features", layer_cost: LayerCostModel | None = None,
-                 space: SearchSpace = ANB_SPACE):
+                 space: Space = ANB_SPACE):
         self.feature_set = feature_set
         self.layer_cost = layer_cost
         self.space = space
-        self._table = StageCostTable(space) if feature_set == "features" else None
+        self._table = (StageCostTable(space) if feature_set == "features"
+                       and isinstance(space, SearchSpace) else None)
 
     def names(self) -> list[str]:
         names = list(encoding_names(self.feature_set, self.space))

@@ -15,29 +15,29 @@ from pathlib import Path
 
 import numpy as np
 
-from anb.searchspace.counting import cost_table
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 
 COSTS = ("macs", "params")
 QUANTILE = 0.99
 
 
-def _positions(choices: np.ndarray, space: SearchSpace) -> np.ndarray:
-    pos = space.ordinal(choices).reshape(len(choices), -1).astype(np.float64)
-    radices = np.array([spec.radices for spec in space.stages], dtype=np.float64).reshape(-1)
+def _positions(choices: np.ndarray, space: Space) -> np.ndarray:
+    pos = space.positions(choices).astype(np.float64)
+    radices = space.radices().astype(np.float64)
     return (pos / np.maximum(radices - 1, 1)).astype(np.float32)
 
 
-def log_costs(choices: np.ndarray, space: SearchSpace) -> np.ndarray:
+def log_costs(choices: np.ndarray, space: Space) -> np.ndarray:
     """``(n, len(COSTS))`` natural logs of the analytic costs."""
-    table = cost_table(choices, space)
+    table = space.cost_table(choices)
     return np.log(np.stack([table.total(c) for c in COSTS], axis=1).astype(np.float64))
 
 
 class Support:
     """The training architectures' region of the space (fit once, saved as ``.npz``)."""
 
-    def __init__(self, space: SearchSpace = ANB_SPACE):
+    def __init__(self, space: Space = ANB_SPACE):
         self.space = space
 
     def fit(self, choices: np.ndarray) -> Support:
@@ -93,7 +93,7 @@ class Support:
                      cost_low=self.cost_low_, cost_high=self.cost_high_)
 
     @classmethod
-    def load(cls, path: Path, space: SearchSpace = ANB_SPACE) -> Support:
+    def load(cls, path: Path, space: Space = ANB_SPACE) -> Support:
         with np.load(path, allow_pickle=False) as data:
             out = cls(space)
             out.positions_ = data["positions"]
