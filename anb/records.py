@@ -9,14 +9,18 @@ A record has the released dataset's JSON shape plus optional provenance::
                        "latency_zcu102": {"latency_mean": 4.96, "latency_std": null}, ...},
      "provenance": {...}}
 
+A record of a space other than the default ``anb-mnasnet`` names it in a top-level ``"space"``
+field, and its ``architecture`` holds that space's record keys (``Space.record_keys``).
+
 The flat table form (CSV / Parquet / DataFrame) has one row per record with columns
-``arch_id``, ``arch``, ``block{i}_{e,k,l,se}``, ``val_top1``, ``val_top5``, ``train_time``,
-``macs``, ``params``, ``<kind>_<device>`` (mean) and ``<kind>_<device>_std`` for every
-``platform_perf`` entry, ``source`` (the record's file name) and ``provenance`` (JSON text).
+``space``, ``arch_id``, ``arch``, the space's record keys (``block{i}_{e,k,l,se}``),
+``val_top1``, ``val_top5``, ``train_time``, ``macs``, ``params``, ``<kind>_<device>`` (mean)
+and ``<kind>_<device>_std`` for every ``platform_perf`` entry, ``source`` (the record's file
+name) and ``provenance`` (JSON text).
 
 Every reader of an architecture table takes the architecture of a row from either an ``arch``
-string column (what ``anb query`` and a search's ``pareto.csv`` write) or the ``block{i}_*``
-columns, through :func:`table_archs`.
+string column (what ``anb query`` and a search's ``pareto.csv`` write) or the record-key
+columns, through :func:`table_archs`. Mixing spaces is refused with a message naming both.
 """
 from __future__ import annotations
 
@@ -31,8 +35,9 @@ import numpy as np
 import pandas as pd
 
 from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text
-from anb.searchspace.arch import EFFICIENTNET_B0, Arch
-from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.registry import DEFAULT_SPACE, check_same_space
+from anb.searchspace.space import ANB_SPACE
 
 METRIC_KEYS = ("val_top1", "val_top5", "train_time")
 MODEL_INFO_KEYS = ("macs", "params")
@@ -56,14 +61,19 @@ def perf_key(kind: str, device: str) -> str:
 
 
 def validate_record(record: Mapping[str, Any], where: str = "record",
-                    space: SearchSpace = ANB_SPACE) -> Arch:
+                    space: Space = ANB_SPACE) -> Any:
     """Check a record's shape; return its architecture. Errors name the field and value."""
     if not isinstance(record, Mapping):
         raise ValueError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
+    check_same_space(space.name, str(record.get("space", DEFAULT_SPACE)), where)
     if "architecture" not in record:
         raise ValueError(f"{where}: missing field 'architecture'")
+    if not isinstance(record["architecture"], Mapping):
+        raise ValueError(f"{where}: field 'architecture' must be an object of "
+                         f"{space.record_keys()[0]} ... keys, got "
+                         f"{type(record['architecture']).__name__}")
     try:
-        arch = Arch.from_anb_dict(record["architecture"], space)
+        arch = space.arch(dict(record["architecture"]))
     except ValueError as err:
         raise ValueError(f"{where}: field 'architecture': {err}") from None
     for section in ("metrics", "model_info", "platform_perf", "provenance"):
@@ -82,13 +92,20 @@ def validate_record(record: Mapping[str, Any], where: str = "record",
     return arch
 
 
-def model_info(arch: Arch, space: SearchSpace = ANB_SPACE) -> dict[str, float]:
+def model_info(arch: Any, space: Space = ANB_SPACE) -> dict[str, float]:
     """The analytic ``model_info`` of an architecture as the released records hold it: MACs
-    and params in millions at 224 px and 1000 classes."""
-    from anb.searchspace.counting import count
+    and params in millions on the space's task (224 px and 1000 classes for MnasNet)."""
+    table = space.cost_table(space.to_choices([arch]))
+    return {"macs": round(int(table.total("macs")[0]) / 1e6, 6),
+            "params": round(int(table.total("params")[0]) / 1e6, 6)}
 
-    counts = count(arch, space=space)
-    return {"macs": round(counts.macs / 1e6, 6), "params": round(counts.params / 1e6, 6)}
+
+def new_record(arch: Any, space: Space = ANB_SPACE) -> dict[str, Any]:
+    """A record skeleton for ``arch``: its architecture mapping, and its space when it is not
+    the default (released-format records stay as they were)."""
+    record: dict[str, Any] = {} if space.name == DEFAULT_SPACE else {"space": space.name}
+    record["architecture"] = space.to_record(arch)
+    return record
 
 
 def _sort_key(name: str) -> tuple:
@@ -96,7 +113,7 @@ def _sort_key(name: str) -> tuple:
     return (int(digits[-1]) if digits else -1, name)
 
 
-def read_records(path: str | Path, space: SearchSpace = ANB_SPACE
+def read_records(path: str | Path, space: Space = ANB_SPACE
                  ) -> tuple[list[dict], list[tuple[str, str]]]:
     """Read records like :func:`load_records`, keeping going past bad ones: returns the valid
     records and ``(where, why)`` for each file or record that is unreadable (not UTF-8, not
@@ -160,7 +177,7 @@ def read_records(path: str | Path, space: SearchSpace = ANB_SPACE
     return records, bad
 
 
-def load_records(path: str | Path, space: SearchSpace = ANB_SPACE) -> list[dict]:
+def load_records(path: str | Path, space: Space = ANB_SPACE) -> list[dict]:
     """Read records from a ``.tar.gz`` of JSON files, a folder (searched recursively),
     a ``.json`` file (one record or a list), a ``.jsonl`` file or a flat table (``.csv`` /
     ``.parquet``, as ``anb export`` and ``anb merge`` write). Each record gets ``source`` = its
@@ -191,13 +208,13 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def records_to_frame(records: Iterable[Mapping[str, Any]],
-                     space: SearchSpace = ANB_SPACE) -> pd.DataFrame:
+                     space: Space = ANB_SPACE) -> pd.DataFrame:
     """Flatten records into the table form (see module docstring)."""
     rows = []
     for i, record in enumerate(records):
         arch = validate_record(record, where=str(record.get("source", f"record {i}")), space=space)
-        row: dict[str, Any] = {"arch_id": arch.id, "arch": str(arch)}
-        row.update(arch.to_anb_dict())
+        row: dict[str, Any] = {"space": space.name, "arch_id": arch.id, "arch": str(arch)}
+        row.update(space.to_record(arch))
         metrics = record.get("metrics") or {}
         for key in METRIC_KEYS:
             row[key] = metrics.get(key)
@@ -227,24 +244,30 @@ def perf_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if _PERF_KEY.fullmatch(c) and not c.endswith("_std")]
 
 
-def block_columns(space: SearchSpace = ANB_SPACE) -> list[str]:
-    """The ``block{i}_{e,k,l,se}`` columns of the flat table."""
-    return [f"block{i}_{f}" for i in range(space.num_stages) for f in FIELDS]
+def block_columns(space: Space = ANB_SPACE) -> list[str]:
+    """The architecture columns of the flat table (the space's record keys; for MnasNet
+    ``block{i}_{e,k,l,se}``)."""
+    return space.record_keys()
 
 
 def table_archs(frame: pd.DataFrame, where: str = "table",
-                space: SearchSpace = ANB_SPACE) -> list[Arch]:
+                space: Space = ANB_SPACE) -> list[Any]:
     """The architecture of each row of a table, from its ``arch`` string column or else its
-    ``block{i}_*`` columns. Errors name ``where``, the row (1-based) and the value."""
+    record-key columns. Errors name ``where``, the row (1-based) and the value; a ``space``
+    column naming another space is refused."""
+    if "space" in frame.columns:
+        for found in frame["space"].dropna().astype(str).unique():
+            check_same_space(space.name, found, where)
     blocks = block_columns(space)
+    example = space.format(space.choices_from_index([0])[0])
     if "arch" in frame.columns:
         archs = []
         for i, text in enumerate(frame["arch"]):
             if not isinstance(text, str) or not text.strip():
                 raise ValueError(f"{where} row {i + 1}: column 'arch' is empty; give an "
-                                 f"architecture string like {str(EFFICIENTNET_B0)!r}")
+                                 f"architecture string like {example!r}")
             try:
-                archs.append(Arch.from_string(text.strip(), space))
+                archs.append(space.arch(text.strip()))
             except ValueError as err:
                 raise ValueError(f"{where} row {i + 1}: architecture {text!r} is outside the "
                                  f"search space {space.name!r}: {err}") from None
@@ -258,20 +281,20 @@ def table_archs(frame: pd.DataFrame, where: str = "table",
     archs = []
     for i, row in enumerate(frame[blocks].to_dict("records")):
         try:
-            archs.append(Arch.from_anb_dict(row, space))
+            archs.append(space.arch(row))
         except ValueError as err:
             raise ValueError(f"{where} row {i + 1}: {err}") from None
     return archs
 
 
-def frame_to_records(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE,
+def frame_to_records(frame: pd.DataFrame, space: Space = ANB_SPACE,
                      where: str = "table") -> list[dict]:
     """Inverse of :func:`records_to_frame` (missing values become null); the architecture
     comes from either table convention (:func:`table_archs`)."""
     records = []
     for arch, row in zip(table_archs(frame, where, space), frame.to_dict("records"),
                          strict=True):
-        record: dict[str, Any] = {"architecture": arch.to_anb_dict()}
+        record = new_record(arch, space)
         record["metrics"] = {k: _clean(row.get(k)) for k in METRIC_KEYS if k in row}
         record["model_info"] = {k: _clean(row.get(k)) for k in MODEL_INFO_KEYS if k in row}
         perf = {}
@@ -296,13 +319,13 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def load_dataset(path: str | Path, space: SearchSpace = ANB_SPACE) -> pd.DataFrame:
+def load_dataset(path: str | Path, space: Space = ANB_SPACE) -> pd.DataFrame:
     """Load any dataset form (tarball, folder, JSON, JSONL, CSV, Parquet) as the flat table."""
     return records_to_frame(load_records(path, space), space)
 
 
 def write_record(record: Mapping[str, Any], path: str | Path,
-                 space: SearchSpace = ANB_SPACE) -> Path:
+                 space: Space = ANB_SPACE) -> Path:
     """Validate and atomically write one record as JSON."""
     validate_record(record, where=str(path), space=space)
     return atomic_write_json(path, dict(record))

@@ -66,8 +66,8 @@ from anb.io import atomic_write_text
 from anb.outputs import Kind, check_folder, prepare_folder
 from anb.searchspace.arch import Arch
 from anb.searchspace.model import build_model
-from anb.searchspace.sampler import Sampler
 from anb.searchspace.registry import get_space
+from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import SearchSpace
 
 
