@@ -8,7 +8,6 @@ import typer
 
 from anb.cli_support import fail
 from anb.outputs import check_file
-from anb.searchspace.registry import get_space
 
 
 def register(app: typer.Typer) -> None:
@@ -43,6 +42,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Build one dataset (one row per architecture) from results folders and wandb."""
         from anb.collect_accuracy.export import export
+        from anb.collect_accuracy.train import trainer_space
 
         if not (local or wandb_dir or project):
             fail("nothing to export; give --local, --wandb-dir and/or --project")
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
                     fail(f"option --project {project}: cannot open wandb.Api "
                          f"({type(err).__name__}: {err}); log in with `wandb login` or "
                          "export offline runs with --wandb-dir")
-            summary = export(out, local, wandb_dir, api, project, duplicates, get_space(space),
+            summary = export(out, local, wandb_dir, api, project, duplicates, trainer_space(space),
                              parquet, recipe)
         except (FileNotFoundError, ValueError) as err:
             fail(err)

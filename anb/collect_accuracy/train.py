@@ -638,12 +638,21 @@ def parse_args(argv: Sequence[str] | None) -> tuple[str | None, list[str]]:
     return args.config, rest
 
 
+def trainer_space(name: str) -> SearchSpace:
+    """The space ``name`` if the trainer has a task for it (the MBConv macro spaces)."""
+    space = get_space(name)
+    if not isinstance(space, SearchSpace):
+        raise ValueError(f"search space {name!r} has no trainer task; anb train builds the "
+                         "MBConv macro spaces (anb-mnasnet, anb-seq1d)")
+    return space
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point for torchrun / ``anb train``; returns the exit status."""
     try:
         config_path, overrides = parse_args(argv)
         config = load_config(config_path, overrides)
-        space = get_space(config["model"]["space"])
+        space = trainer_space(config["model"]["space"])
         check_compatible(config, space)
         archs = architectures(config, space)
         check_folder(config["logging"]["folder"], OUTPUT, option=FOLDER_OPTION)

@@ -177,7 +177,7 @@ class Space(ABC):
     def index_from_choices(self, choices: np.ndarray) -> np.ndarray:
         """Inverse of :meth:`choices_from_index` (``object`` ints beyond 2**62)."""
         pos = self.positions(choices)
-        index = np.zeros(len(pos), dtype=self.index_dtype())
+        index: np.ndarray = np.zeros(len(pos), dtype=self.index_dtype())
         for v, radix in enumerate(self.radices()):
             index = index * int(radix) + pos[:, v].astype(index.dtype)
         return index
@@ -187,7 +187,7 @@ class Space(ABC):
         return object if self.size() > 2**62 else np.int64
 
     def _check_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
-        rest = np.array(index, dtype=self.index_dtype())
+        rest: np.ndarray = np.array(index, dtype=self.index_dtype())
         if rest.ndim != 1:
             raise ValueError(f"index must be 1-D, got shape {rest.shape}")
         if rest.size and (rest.min() < 0 or rest.max() >= self.size()):
@@ -301,6 +301,17 @@ class Space(ABC):
         """Names of the :meth:`cost_table` blocks (columns of ``per_stage``)."""
         n = self.cost_table(self.choices_from_index([0])).per_stage["macs"].shape[1]
         return [f"b{i}" for i in range(n)]
+
+    def operation_costs(self, choices: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """Exact totals per kind of operation, ``(n, k)`` and their names: what a device's
+        time is close to a non-negative combination of. By default convolution / linear MACs,
+        the other counted MACs, activation traffic and layers; spaces may be finer."""
+        table = self.cost_table(choices)
+        true_macs, macs = table.total("true_macs"), table.total("macs")
+        parts = [true_macs, macs - true_macs, table.total("activations"),
+                 self.depth(choices).sum(axis=1)]
+        return (np.stack(parts, axis=1).astype(np.float64),
+                ["conv_macs", "other_macs", "activations", "layers"])
 
     def depth(self, choices: np.ndarray) -> np.ndarray:
         """Layers in effect per block, ``(n, num_blocks)`` (1 where a block is one layer)."""

@@ -17,7 +17,11 @@ from anb.searchspace.arch import Arch, archs_to_choices
 from anb.searchspace.base import COST_NAMES, CostTable
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 
-__all__ = ["COST_NAMES", "CostTable", "Counts", "cost_table", "count", "count_batch", "count_many"]
+OPERATION_NAMES = ("expand_macs", "dw3_macs", "dw5_macs", "se_macs", "project_macs",
+                   "activations", "layers", "se_layers")
+
+__all__ = ["COST_NAMES", "OPERATION_NAMES", "CostTable", "Counts", "cost_table", "count",
+           "count_batch", "count_many", "operation_costs"]
 
 
 class Counts(NamedTuple):
@@ -150,3 +154,37 @@ def count(
 def count_many(archs: Sequence[Arch], **kwargs) -> tuple[np.ndarray, np.ndarray]:
     """:func:`count_batch` on a list of :class:`Arch`."""
     return count_batch(archs_to_choices(archs), **kwargs)
+
+
+def operation_costs(choices: np.ndarray, space: SearchSpace = ANB_SPACE,
+                    resolution: int = 224) -> np.ndarray:
+    """Exact per-operation totals of each architecture, ``(n, len(OPERATION_NAMES))``: MACs of
+    the expand, 3x3 / 5x5 depthwise, squeeze-excite and project convolutions, activation
+    traffic, layers and squeeze-excite layers."""
+    choices = np.asarray(choices, dtype=np.int64)
+    space.ordinal(choices)  # validates
+    dims, n = space.dims, len(choices)
+    size = (resolution - 1) // space.stem_stride + 1
+    out = np.zeros((n, len(OPERATION_NAMES)))
+    for s, spec in enumerate(space.stages):
+        e, k, layers, se = (choices[:, s, f].astype(np.float64) for f in range(4))
+        for first in (True, False):
+            cin = spec.in_channels if first else spec.out_channels
+            stride = spec.stride if first else 1
+            count = np.ones(n) if first else layers - 1
+            size_out = (size - 1) // stride + 1
+            area_in, area_out = size**dims, size_out**dims
+            mid = cin * e
+            expand = (e != 1).astype(np.float64)
+            depthwise = mid * k**dims * area_out
+            parts = (cin * mid * area_in * expand, depthwise * (k == 3), depthwise * (k == 5),
+                     ((area_out + 1) * mid + 2 * mid * max(1, cin // 4)) * se,
+                     mid * spec.out_channels * area_out,
+                     cin * area_in + expand * 2 * mid * area_in + 2 * mid * area_out
+                     + spec.out_channels * area_out,
+                     np.ones(n), se)
+            for i, part in enumerate(parts):
+                out[:, i] += count * part
+            if first:
+                size = size_out
+    return out

@@ -99,7 +99,7 @@ def _excluded_keys(exclude: Iterable[Any], space: Space) -> tuple[np.ndarray, se
             ids.add(item)
         else:
             archs.append(item)
-    indices = space.index_from_choices(space.to_choices(archs)) if archs else []
+    indices: Any = space.index_from_choices(space.to_choices(archs)) if archs else []
     return np.asarray(indices, dtype=object if space.size() > BIG_SPACE else np.int64), ids
 
 

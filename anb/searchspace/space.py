@@ -174,6 +174,11 @@ class SearchSpace(Space):
     def block_names(self) -> list[str]:
         return [f"s{s}" for s in range(self.num_stages)]
 
+    def operation_costs(self, choices: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        from anb.searchspace.counting import OPERATION_NAMES, operation_costs
+
+        return operation_costs(choices, self, self.task.resolution), list(OPERATION_NAMES)
+
     def depth(self, choices: np.ndarray) -> np.ndarray:
         return np.asarray(choices, dtype=np.int64)[:, :, 2]
 

@@ -33,7 +33,8 @@ from scipy.optimize import nnls
 
 from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
 
 FORMAT = "anb-adapted-surrogate"
@@ -46,8 +47,6 @@ WEIGHTS_FILE = "adapted.npz"
 #: Fewest measured architectures an adapted surrogate accepts.
 MIN_POINTS = 5
 KINDS = ("throughput", "latency")
-OP_NAMES = ("expand_macs", "dw3_macs", "dw5_macs", "se_macs", "project_macs", "activations",
-            "layers", "se_layers")
 #: std multiplier, chosen for 90 % coverage on the validation split (see benchmarks/new_device.py)
 STD_FACTOR = 1.0
 _ALPHAS = np.logspace(-4, 2, 13)
@@ -72,36 +71,9 @@ def log_cost(target: str, values: np.ndarray) -> np.ndarray:
     return -values if target.startswith("throughput_") else values
 
 
-def op_components(choices: np.ndarray, space: SearchSpace = ANB_SPACE,
-                  resolution: int = 224) -> np.ndarray:
-    """Exact per-operation totals of each architecture, ``(n, len(OP_NAMES))``."""
-    choices = np.asarray(choices, dtype=np.int64)
-    space.ordinal(choices)  # validates
-    dims, n = space.dims, len(choices)
-    size = (resolution - 1) // space.stem_stride + 1
-    out = np.zeros((n, len(OP_NAMES)))
-    for s, spec in enumerate(space.stages):
-        e, k, layers, se = (choices[:, s, f].astype(np.float64) for f in range(4))
-        for first in (True, False):
-            cin = spec.in_channels if first else spec.out_channels
-            stride = spec.stride if first else 1
-            count = np.ones(n) if first else layers - 1
-            size_out = (size - 1) // stride + 1
-            area_in, area_out = size**dims, size_out**dims
-            mid = cin * e
-            expand = (e != 1).astype(np.float64)
-            depthwise = mid * k**dims * area_out
-            parts = (cin * mid * area_in * expand, depthwise * (k == 3), depthwise * (k == 5),
-                     ((area_out + 1) * mid + 2 * mid * max(1, cin // 4)) * se,
-                     mid * spec.out_channels * area_out,
-                     cin * area_in + expand * 2 * mid * area_in + 2 * mid * area_out
-                     + spec.out_channels * area_out,
-                     np.ones(n), se)
-            for i, part in enumerate(parts):
-                out[:, i] += count * part
-            if first:
-                size = size_out
-    return out
+def op_components(choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
+    """Exact per-operation totals of each architecture (``space.operation_costs``)."""
+    return space.operation_costs(np.asarray(choices, dtype=np.int64))[0]
 
 
 @dataclass
@@ -294,7 +266,7 @@ class AdaptedBenchmark:
         self.info = info
 
     @property
-    def space(self) -> SearchSpace:
+    def space(self) -> Space:
         return self.base.space
 
     @property

@@ -16,8 +16,8 @@ import pandas as pd
 
 from anb import resources
 from anb.outputs import check_folder
-from anb.searchspace.arch import Arch
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt import (
     KINDS,
     MIN_POINTS,
@@ -49,11 +49,12 @@ class Measured:
         """Measurements read (before merging repeats)."""
         return int(self.repeats.sum())
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, space: Space = ANB_SPACE) -> dict[str, Any]:
         """What the adapted artifact records: designs, rows and each repeated design's spread."""
+        archs = space.archs_from_choices(self.choices) if len(self.choices) else []
         repeated = np.nonzero(self.repeats > 1)[0]
         return {"n": int(len(self.values)), "rows": self.rows,
-                "repeated": [{"arch": str(Arch.from_choices(self.choices[i])),
+                "repeated": [{"arch": str(archs[i]),
                               "n": int(self.repeats[i]), "mean": float(self.values[i]),
                               "std": float(self.spread[i])} for i in repeated]}
 
@@ -78,7 +79,7 @@ def merge_repeats(target: str, choices: np.ndarray, values: np.ndarray) -> Measu
 
 
 def read_measured(path: str | Path, device: str, metric: str | None = None,
-                  space: SearchSpace = ANB_SPACE, min_points: int = MIN_POINTS) -> Measured:
+                  space: Space = ANB_SPACE, min_points: int = MIN_POINTS) -> Measured:
     """A device's measurements from a table (an ``arch`` column or ``block{i}_*`` columns, and
     ``<metric>_<device>``) or from what ``anb measure`` wrote (a results folder or record JSON
     files); repeated designs are merged (:func:`merge_repeats`) and ``min_points`` counts
@@ -109,8 +110,7 @@ def read_measured(path: str | Path, device: str, metric: str | None = None,
         if not np.isfinite(value) or value <= 0:
             raise ValueError(f"{str(path)!r} row {i + 1} ({arch}): column {target!r} has "
                              f"{raw!r}; every measured architecture needs a positive number")
-    choices = np.stack([a.to_choices() for a in archs]) if archs else \
-        np.zeros((0, space.num_stages, 4), dtype=np.int64)
+    choices = space.to_choices(archs)
     measured = merge_repeats(target, choices, values)
     if len(measured.values) < min_points:
         raise ValueError(f"{str(path)!r} holds {len(measured.values)} distinct measured "
@@ -159,7 +159,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
                              known_source=known.source)
     if out is None:
         return None, model
-    info = {"measured": {"file": Path(measured).name, **data.summary()}}
+    info = {"measured": {"file": Path(measured).name, **data.summary(bench.space)}}
     save_adapted(out, _base_folder(base), {data.target: model}, info, overwrite)
     return load_adapted(out), model
 
@@ -179,7 +179,7 @@ def suggest(base: str | Path | Any = resources.PACKAGED_BENCHMARK, k: int = 10,
         target, done = data.target, data.choices
     known = BenchmarkKnown(bench, exclude=[t for t in [target, *exclude] if t])
     picked = _suggest(known, k, done, n_candidates=n_candidates, seed=seed, space=bench.space)
-    return [str(Arch.from_choices(row, bench.space)) for row in picked]
+    return [str(a) for a in bench.space.archs_from_choices(picked)]
 
 
 def submit(archs: Sequence[str], device: str, queue: str, priority: int | None = None

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt import op_components
 
 
@@ -49,7 +50,7 @@ def select(candidates: np.ndarray, k: int, measured: np.ndarray | None = None,
 
 
 def candidate_pool(n: int, seed: int, exclude: np.ndarray | None = None,
-                   space: SearchSpace = ANB_SPACE) -> np.ndarray:
+                   space: Space = ANB_SPACE) -> np.ndarray:
     """A seeded sample of ``n`` architectures (raw choices) none of which is in ``exclude``."""
     from anb.searchspace.sampler import Sampler
 
@@ -63,7 +64,7 @@ def candidate_pool(n: int, seed: int, exclude: np.ndarray | None = None,
 
 
 def suggest(known, k: int, measured: np.ndarray | None = None, pool: np.ndarray | None = None,
-            n_candidates: int = 5000, seed: int = 0, space: SearchSpace = ANB_SPACE
+            n_candidates: int = 5000, seed: int = 0, space: Space = ANB_SPACE
             ) -> np.ndarray:
     """Raw choices of ``k`` architectures to measure next: distinct, none already measured.
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from anb.searchspace.arch import archs_from_choices
+from anb.searchspace.base import Space
 from anb.searchspace.encoding import to_choices
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.compiled import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import XGBoostFamily
@@ -39,7 +39,7 @@ class SurrogateBenchmark:
 
     def __init__(self, builder: FeatureBuilder, models: dict[str, TargetSurrogate],
                  transforms: dict[str, str], info: dict[str, Any] | None = None,
-                 space: SearchSpace = ANB_SPACE, n_jobs: int = 1, support: Support | None = None):
+                 space: Space = ANB_SPACE, n_jobs: int = 1, support: Support | None = None):
         self.builder = builder
         self.support = support
         self.models = models
@@ -90,16 +90,21 @@ class SurrogateBenchmark:
 
     # ------------------------------------------------------------ input
     def choices(self, archs: Any) -> np.ndarray:
-        """Raw choices ``(n, stages, 4)`` from Arch / dict / str (or lists), a raw-choice
-        array, or an ordinal-encoded ``(n, 4 * stages)`` array."""
-        if isinstance(archs, np.ndarray) and archs.ndim == 2:
-            width = 4 * self.space.num_stages
-            if archs.shape[1] != width:
-                raise ValueError(f"an encoded array must have {width} ordinal columns, "
-                                 f"got shape {archs.shape}")
-            return self._from_ordinal(archs)
-        if isinstance(archs, np.ndarray) and archs.ndim == 1 and archs.dtype.kind in "iuf":
-            return self.choices(archs[None, :])
+        """The space's choices array from architectures, strings or records (or lists or
+        arrays of them), a choices array, or an ordinal-encoded ``(n, num_variables)`` array
+        (for spaces whose choices are not already that shape)."""
+        if isinstance(archs, np.ndarray) and archs.dtype.kind in "USO":
+            archs = archs.tolist()
+        elif isinstance(archs, np.ndarray):
+            shape, width = self.space.choice_shape, len(self.space.variables)
+            if archs.shape in (shape, (width,)):
+                archs = archs[None]
+            if archs.shape[1:] != shape:
+                if archs.ndim != 2 or archs.shape[1] != width:
+                    raise ValueError(f"an architecture array must have shape (n, "
+                                     f"{', '.join(map(str, shape))}) or (n, {width}) ordinal "
+                                     f"columns, got shape {archs.shape}")
+                return self._from_ordinal(archs)
         if isinstance(archs, pd.DataFrame):
             archs = archs.to_dict("records")
         return to_choices(archs, self.space)
@@ -108,17 +113,14 @@ class SurrogateBenchmark:
         pos = np.asarray(positions)
         if not np.all(pos == np.round(pos)):
             raise ValueError("an ordinal-encoded array must hold whole numbers")
-        pos = pos.astype(np.int64).reshape(len(pos), self.space.num_stages, 4)
-        out = np.empty_like(pos)
-        for s, stage in enumerate(self.space._value_tables()):
-            for f, table in enumerate(stage):
-                col = pos[:, s, f]
-                if col.size and (col.min() < 0 or col.max() >= len(table)):
-                    bad = int(col[(col < 0) | (col >= len(table))][0])
-                    raise ValueError(f"ordinal column b{s}_{'ekl'[f] if f < 3 else 'se'} has "
-                                     f"value {bad}; allowed positions are 0..{len(table) - 1}")
-                out[:, s, f] = table[col]
-        return out
+        pos = pos.astype(np.int64)
+        radices = self.space.radices()
+        bad = (pos < 0) | (pos >= radices)
+        if bad.any():
+            row, col = (int(v[0]) for v in np.nonzero(bad))
+            raise ValueError(f"ordinal column {self.space.position_names()[col]} has value "
+                             f"{pos[row, col]}; allowed positions are 0..{radices[col] - 1}")
+        return self.space.from_positions(pos)
 
     # ------------------------------------------------------------ prediction
     def _packed_forest(self) -> PackedForest:
@@ -236,7 +238,7 @@ class SurrogateBenchmark:
                 values[:, 2 * i] = draw
                 values[:, 2 * i + 1] = sigma
         frame = pd.DataFrame(values, columns=[c for t in names for c in (t, f"{t}_std")])
-        frame.insert(0, "arch", [str(a) for a in archs_from_choices(choices, self.space)])
+        frame.insert(0, "arch", [str(a) for a in self.space.archs_from_choices(choices)])
         for column in OOD_COLUMNS:
             frame[column] = ood[column]
         return frame

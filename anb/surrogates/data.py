@@ -11,9 +11,9 @@ import pandas as pd
 
 from anb import resources
 from anb.io import read_json
-from anb.records import block_columns, load_dataset, perf_columns
-from anb.searchspace.encoding import to_choices
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.records import load_dataset, perf_columns, table_archs
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 
 ACCURACY_TARGET = "val_top1"
 SPLIT_NAMES = ("train", "val", "test")
@@ -31,7 +31,7 @@ def transform_for(target: str) -> str:
     return "log" if target.startswith(("throughput_", "latency_")) else "identity"
 
 
-def load_table(path: str | Path, space: SearchSpace = ANB_SPACE) -> pd.DataFrame:
+def load_table(path: str | Path, space: Space = ANB_SPACE) -> pd.DataFrame:
     """Load any dataset form ``anb.records.load_dataset`` reads (tarball, folder, JSON, CSV...)."""
     frame = load_dataset(path, space)
     if frame.empty:
@@ -39,11 +39,9 @@ def load_table(path: str | Path, space: SearchSpace = ANB_SPACE) -> pd.DataFrame
     return frame
 
 
-def frame_choices(frame: pd.DataFrame, space: SearchSpace = ANB_SPACE) -> np.ndarray:
-    """The ``(n, num_stages, 4)`` raw choices of a table's ``block{i}_{field}`` columns."""
-    keys = block_columns(space)
-    rows = frame[keys].itertuples(index=False)
-    return to_choices([dict(zip(keys, row, strict=True)) for row in rows], space)
+def frame_choices(frame: pd.DataFrame, space: Space = ANB_SPACE) -> np.ndarray:
+    """The choices array of a table's architectures (its ``arch`` column or record keys)."""
+    return space.to_choices(table_archs(frame, "table", space))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ import pandas as pd
 
 from anb import resources
 from anb.io import read_json
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.data import (
     Labels,
@@ -146,7 +147,7 @@ class Prepared:
 
 def prepare(data: str | Path | pd.DataFrame, targets: Sequence[str] | None = None,
             split: str = "published", seed: int = 0, split_dir: str | Path | None = None,
-            space: SearchSpace = ANB_SPACE) -> Prepared:
+            space: Space = ANB_SPACE) -> Prepared:
     """Load the data, split it, and pick the targets (all present by default)."""
     frame = data if isinstance(data, pd.DataFrame) else load_table(data, space)
     masks = make_split(frame, split, seed, split_dir)
@@ -160,7 +161,7 @@ def to_model_space(target: str, y: np.ndarray) -> np.ndarray:
 
 
 def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress: bool = True,
-                  space: SearchSpace = ANB_SPACE) -> SurrogateBenchmark:
+                  space: Space = ANB_SPACE) -> SurrogateBenchmark:
     """Fit one bagged surrogate per target on the train split (val for early stopping/noise)."""
     from tqdm.auto import tqdm
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import ndtri
 
-from anb.searchspace.space import SearchSpace
+from anb.searchspace.base import Space
 
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -46,11 +46,14 @@ def _splitmix(x: np.ndarray | np.uint64) -> np.ndarray | np.uint64:
         return x ^ (x >> np.uint64(31))
 
 
-def standard_normal(seed: int, choices: np.ndarray, metric: str, space: SearchSpace
-                    ) -> np.ndarray:
+def standard_normal(seed: int, choices: np.ndarray, metric: str, space: Space) -> np.ndarray:
     """One N(0, 1) value per architecture, a pure function of (seed, architecture, metric)."""
     tag = int.from_bytes(hashlib.sha256(metric.encode()).digest()[:8], "little")
-    index = space.index_from_choices(choices).astype(np.uint64)
+    index = space.index_from_choices(choices)
+    if index.dtype == object:  # spaces beyond 2**62: fold the Python ints into 64 bits
+        index = np.array([(i ^ (i >> 64)) & 0xFFFFFFFFFFFFFFFF for i in index.tolist()],
+                         dtype=np.uint64)
+    index = index.astype(np.uint64)
     with np.errstate(over="ignore"):
         key = _splitmix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(tag))
         bits = _splitmix(index ^ key)
