@@ -381,13 +381,13 @@ class OFAMobileNetV3Space(Space):
         choices = np.asarray(choices)
         pos = self.positions(choices)
         n = len(pos)
-        size = (np.full(n, resolution, dtype=np.int64) if resolution is not None
+        size: Any = (np.full(n, resolution, dtype=np.int64) if resolution is not None
                 else np.asarray(RESOLUTIONS, dtype=np.int64)[pos[:, 0]])
         num_classes = num_classes or self.task.num_classes
         in_channels = in_channels or self.task.in_channels
         zero = np.zeros(n, dtype=np.int64)
 
-        stem = {"macs": zero, "true_macs": zero, "params": zero}
+        stem: dict[str, Any] = {"macs": zero, "true_macs": zero, "params": zero}  # (n,) each
         activations = in_channels * size**2
         size = _out(size, 2)
         area = size**2
@@ -413,7 +413,7 @@ class OFAMobileNetV3Space(Space):
 
         area = size**2
         last = STAGES[-1].width
-        head = {"macs": zero, "true_macs": zero, "params": zero}
+        head: dict[str, Any] = {"macs": zero, "true_macs": zero, "params": zero}
         _add(head, _conv(last, FINAL_EXPAND_WIDTH, 1, area))
         _add(head, _bn(FINAL_EXPAND_WIDTH, area))
         head["macs"] = head["macs"] + (area + 1) * FINAL_EXPAND_WIDTH
@@ -454,7 +454,7 @@ class OFAMobileNetV3Space(Space):
 
 
 def _mbconv_cost(cin: int, cout: int, stride: int, k: Any, e: Any, se: bool,
-                 size: np.ndarray) -> dict[str, np.ndarray]:
+                 size: Any) -> dict[str, np.ndarray]:
     """Costs of OFA MBConv layers (arrays ``k``, ``e`` or ints) at input sizes ``size``."""
     expansions = np.atleast_1d(np.asarray(e))
     mids = {int(v): mid_channels(cin, int(v)) for v in np.unique(expansions)}
