@@ -63,11 +63,12 @@ class Task:
 
 @dataclass
 class CostTable:
-    """Per-block costs of a batch (each ``(n, num_blocks)``) plus the fixed stem and head."""
+    """Per-block costs of a batch (each ``(n, num_blocks)``) plus the fixed stem and head
+    (ints, or ``(n,)`` arrays where an architecture variable such as the resolution sets them)."""
 
     per_stage: dict[str, np.ndarray]
-    stem: dict[str, int]
-    head: dict[str, int]
+    stem: dict[str, Any]
+    head: dict[str, Any]
 
     def total(self, name: str) -> np.ndarray:
         return self.per_stage[name].sum(axis=1) + self.stem[name] + self.head[name]
