@@ -154,6 +154,11 @@ class Space(ABC):
         """Column names of the ``ordinal`` encoding (the variable names by default)."""
         return [v.name for v in self.variables]
 
+    def conditions(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """``(child, parent, parent values)``: ``child`` is in effect only when ``parent``
+        takes one of those values (none unless the space is conditional)."""
+        return []
+
     def variable_groups(self) -> np.ndarray:
         """Group id of each variable: variables of a group travel together in crossover."""
         return np.arange(len(self.variables))

@@ -62,6 +62,18 @@ def get_space(name: str) -> Space:
     raise ValueError(f"unknown search space {name!r}; known spaces are {space_names()}")
 
 
+def resolve_space(given: str | Space | None, found: str | None = None,
+                  what: str = "the data") -> Space:
+    """The space a command works in: ``given`` (``--space``), else the one ``found`` in its
+    input, else the default; a ``given`` that differs from ``found`` is refused naming both."""
+    name = given.name if isinstance(given, Space) else given
+    if name is not None and found is not None:
+        check_same_space(name, found, what)
+    if isinstance(given, Space):
+        return given
+    return get_space(name or found or DEFAULT_SPACE)
+
+
 def check_same_space(expected: str, found: str, what: str) -> None:
     """Refuse mixing spaces, naming both."""
     if expected != found:
