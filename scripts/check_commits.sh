@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 since=c43027bb41370aa096df54b2d0b3566c7315d59d
 git rev-parse -q --verify "$since^{commit}" >/dev/null || exit 0  # a shallow clone lacks it
-long=$(git log --format='%h %s' "$since..HEAD" | awk 'length($0) - 8 > 72')
+long=$(git log --format='%s' "$since..HEAD" | awk 'length($0) > 72')
 if [ -n "$long" ]; then
   echo "commit subjects over 72 characters:" >&2
   echo "$long" >&2
