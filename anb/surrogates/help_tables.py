@@ -8,7 +8,8 @@ beside them) hold the latency in ms of every architecture on 27 devices. HELP's 
 drawn at random from the training pool (rows ``0 .. N-1`` whose latency on the device ranks
 between the 10th and 90th percentile of the pool); the query set is rows ``N .. N+999`` ranked
 the same way inside that block (800 rows). Ranks come from a stable sort, so tied latencies
-(whole-millisecond phone columns) keep row order.
+(whole-millisecond phone columns) keep row order. The random measurements are drawn from the
+pool without the reference rows (HELP's draw may repeat one, measuring fewer designs).
 """
 from __future__ import annotations
 
