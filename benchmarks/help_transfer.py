@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/help_transfer.py [--spaces nasbench201,fbnet] [--on test|valid]
         [--n 5,10,20] [--draws 10] [--data ../shared/data/help]
+        (--on valid: meta-valid unseen; --on lomo: each meta-train device left out in turn)
 
 The external yardstick of HELP (Lee et al., NeurIPS 2021) on its own tables and protocol
 (``../shared/data/help/SOURCE.md``, :mod:`anb.surrogates.help_tables`): per space
@@ -137,12 +138,22 @@ def run_space(space_name: str, on: str, ns: list[int], draws: int, data: Path
               ) -> list[dict]:
     """Every (unseen device, n) of one space: mean scores over the draws."""
     proto = ht.protocol(space_name)
-    known, unseen = proto.split(on)
     table = ht.read_table(data, space_name)
     choices = ht.choices(table, space_name)
+    ops = op_components(choices, get_space(space_name))
+    out = []
+    for known, unseen in proto.splits(on):
+        out += _run_split(space_name, on, ns, draws, table, choices, ops, known, unseen)
+    return out
+
+
+def _run_split(space_name: str, on: str, ns: list[int], draws: int, table: pd.DataFrame,
+               choices: np.ndarray, ops: np.ndarray, known: tuple[str, ...],
+               unseen: tuple[str, ...]) -> list[dict]:
+    """The unseen devices of one ``(known, unseen)`` split, the base fitted on ``known``."""
+    proto = ht.protocol(space_name)
     base = fit_known(table, space_name, known)
     K = base.log_costs(choices)
-    ops = op_components(choices, get_space(space_name))
     measured_known = np.log(table[list(known)].to_numpy(np.float64))
     out = []
     for device in unseen:
@@ -183,7 +194,7 @@ def _line(r: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--spaces", default="nasbench201,fbnet")
-    parser.add_argument("--on", choices=("test", "valid"), default="test")
+    parser.add_argument("--on", choices=ht.SPLITS, default="test")
     parser.add_argument("--n", default="5,10,20")
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--data", type=Path, default=DATA)

@@ -51,6 +51,14 @@ def test_query_pool_and_reference_rows_are_source_md(nb201):
                                               457, 2100)
     assert proto.split("test") == (proto.meta_train + proto.meta_valid, proto.meta_test)
     assert proto.split("valid") == (proto.meta_train, proto.meta_valid)
+    assert proto.splits("test") == [proto.split("test")]
+    lomo = proto.splits("lomo")  # each meta-train device unseen, all other HELP-known ones known
+    assert [unseen for _, unseen in lomo] == [(d,) for d in proto.meta_train]
+    assert lomo[0][0] == proto.meta_train[1:] + proto.meta_valid
+    assert all(len(known) == len(proto.known) - 1 and unseen[0] not in known
+               for known, unseen in lomo)
+    with pytest.raises(ValueError, match="'lomo'"):
+        proto.splits("meta_test")
     latency = nb201["pixel2"].to_numpy()  # whole milliseconds: ties at the cut
     query, pool = ht.query_rows(proto, latency), ht.pool_rows(proto, latency)
     assert len(query) == 800 and query.min() >= 900 and query.max() < 1900

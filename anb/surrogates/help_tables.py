@@ -51,7 +51,20 @@ class Protocol:
             return self.meta_train, self.meta_valid
         raise ValueError(f"unknown split {on!r}; allowed: 'test', 'valid'")
 
+    def splits(self, on: str) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """``(known, unseen)`` pairs: :meth:`split`'s one for ``"test"`` / ``"valid"``; for
+        ``"lomo"`` (the second split to choose settings on) one per meta-train device, unseen,
+        with every other meta-train and meta-valid device known."""
+        if on == "lomo":
+            return [(tuple(d for d in self.known if d != left), (left,))
+                    for left in self.meta_train]
+        if on not in SPLITS:
+            raise ValueError(f"unknown split {on!r}; allowed: {', '.join(map(repr, SPLITS))}")
+        return [self.split(on)]
 
+
+#: What :meth:`Protocol.splits` accepts: HELP's evaluation, then the two to choose settings on.
+SPLITS = ("test", "valid", "lomo")
 _GPU_CPU = ("1080ti_1", "1080ti_32", "silver_4114", "silver_4210r", "samsung_a50", "pixel3",
             "essential_ph_1", "samsung_s7")
 PROTOCOLS = {
