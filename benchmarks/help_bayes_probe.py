@@ -23,15 +23,15 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import help_transfer as H  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy.optimize import minimize  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
+import help_transfer as H
+import numpy as np
+from scipy.optimize import minimize
+from scipy.stats import spearmanr
 
-from anb.searchspace import get_space  # noqa: E402
-from anb.surrogates import help_tables as ht  # noqa: E402
-from anb.surrogates.adapt import AdaptedModel, op_components  # noqa: E402
-from anb.surrogates.features import layer_design  # noqa: E402
+from anb.searchspace import get_space
+from anb.surrogates import help_tables as ht
+from anb.surrogates.adapt import AdaptedModel, op_components
+from anb.surrogates.features import layer_design
 
 
 def fit_bayes(X: np.ndarray, t: np.ndarray, m: int, scale: np.ndarray) -> dict:
@@ -85,12 +85,9 @@ def main() -> None:
                 ks, level = old.known_scale, old.level
                 scale = np.sqrt(np.mean((weights / ks) ** 2, 1)) + 1e-6
 
-                def design(r: np.ndarray) -> np.ndarray:
-                    return np.concatenate([np.ones((len(r), 1)), np.exp(K[r]) / ks,
-                                           units[r, :-1]], axis=1)  # noqa: B023
-
-                post = fit_bayes(design(rows), np.exp(y[rows] - level), K.shape[1], scale)
-                xq = design(q)
+                post = fit_bayes(_design(K, units, ks, rows), np.exp(y[rows] - level),
+                                 K.shape[1], scale)
+                xq = _design(K, units, ks, q)
                 mu = np.maximum(xq @ post["mean"], 1e-3)
                 var = np.einsum("ij,jk,ik->i", xq, post["cov"], xq) + (post["sigma"] * mu) ** 2
                 bayes, bstd = level + np.log(mu), np.sqrt(np.maximum(var, 0)) / mu
@@ -115,6 +112,13 @@ def main() -> None:
         mean = np.mean(list(cells.values()), 0)
         print(name, " ".join(f"{d} {r:.3f}/{c:.2f}" for d, (r, c) in cells.items()),
               f"| mean {mean[0]:.4f}/{mean[1]:.3f}")
+
+
+def _design(K: np.ndarray, units: np.ndarray, known_scale: np.ndarray, rows: np.ndarray
+            ) -> np.ndarray:
+    """Bias, known devices' times over their medians, unit design (its bias dropped)."""
+    return np.concatenate([np.ones((len(rows), 1)), np.exp(K[rows]) / known_scale,
+                           units[rows, :-1]], axis=1)
 
 
 def _component_loo(model: AdaptedModel, K: np.ndarray, ops: np.ndarray, y: np.ndarray
