@@ -62,8 +62,12 @@ def get_space(name: str) -> Space:
     raise ValueError(f"unknown search space {name!r}; known spaces are {space_names()}")
 
 
+class SpaceMismatch(ValueError):
+    """Something of one search space was given where another space is in use."""
+
+
 def check_same_space(expected: str, found: str, what: str) -> None:
-    """Refuse mixing spaces, naming both."""
+    """Refuse mixing spaces, naming both (:class:`SpaceMismatch`)."""
     if expected != found:
-        raise ValueError(f"{what} is in search space {found!r}, but {expected!r} is in use; "
+        raise SpaceMismatch(f"{what} is in search space {found!r}, but {expected!r} is in use; "
                          "spaces cannot be mixed (pass --space to choose)")
