@@ -179,9 +179,9 @@ class Protocol:
             _fail("space", self.space, str(space_names()))
         for name in ("batch", "threads", "calibration_images"):
             _positive(name, getattr(self, name))
-        if self.resolution is not None or self.space == DEFAULT_SPACE:
+        if self.resolution is not None:
             _positive("resolution", self.resolution)
-        if self.space == DEFAULT_SPACE and self.resolution < 32:
+        if self.space == DEFAULT_SPACE and (self.resolution is None or self.resolution < 32):
             _fail("resolution", self.resolution, "an integer >= 32 (the network downsamples 32x)")
         if self.clock == "cpu" and (self.threads != 1 or self.backend in ("cuda", "xla", "vart")):
             _fail("clock", self.clock, "'wall' unless threads=1 on a CPU back-end")

@@ -254,8 +254,9 @@ class OnnxRuntimeBoard(BoardRuntime):
         return Measurement(
             arch=str(arch), arch_id=arch.id, device=protocol.device, kind=protocol.kind,
             batch=protocol.batch, resolution=measured_resolution(protocol, arch),
-            precision=protocol.precision, times_s=result["times_s"], warmup_times_s=result["warmup_times_s"],
-            inner=result["inner"], stop_reason=result["stop_reason"],
+            precision=protocol.precision, times_s=result["times_s"],
+            warmup_times_s=result["warmup_times_s"], inner=result["inner"],
+            stop_reason=result["stop_reason"],
             protocol=protocol.as_dict(), environment=env,
             extra={"warmup_stop_reason": result["warmup_stop_reason"], "warmup_compiles": 0,
                    "elapsed_seconds": result["elapsed_seconds"],

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 @dataclass
 class MeasureSummary:
     """What a ``measure`` run did."""
