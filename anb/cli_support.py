@@ -25,6 +25,12 @@ def queue_option(help: str = "SQLite file or postgresql:// URL.") -> Any:
     return typer.Option(DEFAULT_QUEUE, "--queue", envvar=QUEUE_ENV, help=help)
 
 
+def space_option(help: str = "search space (default: the one the input names, else "
+                              "anb-mnasnet; `anb space list` shows all)") -> Any:
+    """The ``--space`` option of every command that reads or makes architectures."""
+    return typer.Option(None, "--space", help=help)
+
+
 class UserError(ValueError):
     """A mistake the user can fix: shown as one ``error:`` line, exit code 2."""
 

@@ -108,6 +108,39 @@ def new_record(arch: Any, space: Space = ANB_SPACE) -> dict[str, Any]:
     return record
 
 
+def detect_space(data: str | Path | pd.DataFrame) -> str | None:
+    """The space a dataset names (a table's ``space`` column, or the first record's ``space``
+    field; released-format records name none, meaning the default), without reading it all;
+    None when the input names none or cannot be read (the reader then reports why)."""
+    if isinstance(data, pd.DataFrame):
+        names: Any = (data["space"].dropna().astype(str).unique() if "space" in data.columns
+                      else [])
+        return str(names[0]) if len(names) else None
+    path = Path(data)
+    try:
+        if path.suffix in TABLE_SUFFIXES:
+            return detect_space(read_table(path))
+        if path.suffix == ".jsonl":
+            first = next((line for line in read_text(path).splitlines() if line.strip()), "")
+            return _space_of(parse_json(first, str(path)) if first else None)
+        if path.suffix == ".json":
+            data = read_json(path)
+            return _space_of(data[0] if isinstance(data, list) and data else data)
+        if path.is_dir():
+            first_file = next((f for f in sorted(path.rglob("*.json"))
+                               if not f.name.startswith(".")), None)
+            return _space_of(read_json(first_file)) if first_file else None
+    except (ValueError, OSError):
+        return None
+    return None
+
+
+def _space_of(record: Any) -> str | None:
+    if isinstance(record, Mapping):
+        return str(record.get("space", DEFAULT_SPACE))
+    return None
+
+
 def _sort_key(name: str) -> tuple:
     digits = re.findall(r"\d+", name)
     return (int(digits[-1]) if digits else -1, name)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import typer
 
-from anb.cli_support import fail
+from anb.cli_support import fail, space_option
 
 
 def search(
@@ -36,6 +36,8 @@ def search(
                                               "many hours."),
     supported_only: bool = typer.Option(False, help="Treat architectures the surrogate flags "
                                         "as out of distribution as infeasible."),
+    space: str | None = space_option("search space (default: the benchmark's, else "
+                                     "anb-mnasnet)"),
 ) -> None:
     """Search the space for the best architectures under objectives and constraints.
 
@@ -47,6 +49,7 @@ def search(
     from anb.nas.report import SEARCH, headline, write_report
     from anb.nas.search import ALGORITHMS, Problem
     from anb.outputs import check_folder, exclusive, prepare_folder
+    from anb.searchspace.registry import resolve_space
 
     try:
         if algorithm not in ALGORITHMS:
@@ -60,13 +63,16 @@ def search(
             from anb.surrogates import load
 
             bench = load(benchmark)
+        in_space = resolve_space(space, None if bench is None else bench.space.name,
+                                 f"benchmark {str(benchmark)!r}")
 
         def evaluator():  # a fresh one per run: a noisy evaluator's stream advances
             return combined(None if bench is None else
-                            surrogate_evaluator(bench, noise=noise, seed=seed))
+                            surrogate_evaluator(bench, noise=noise, seed=seed), space=in_space)
 
         def problem() -> Problem:
-            return Problem(evaluator(), objectives, constraints, supported_only=supported_only)
+            return Problem(evaluator(), objectives, constraints, supported_only=supported_only,
+                           space=in_space)
 
         run = ALGORITHMS[algorithm]
         if measure is None and budget > PILOT_EVALUATIONS:
@@ -79,6 +85,10 @@ def search(
         with exclusive(prepare_folder(out, SEARCH), "anb search"):
             if measure is not None:
                 from anb.nas.measured import SearchInterrupted, search_measured
+
+                if in_space.name != "anb-mnasnet":
+                    raise ValueError(f"--measure searches anb-mnasnet only; space "
+                                     f"{in_space.name!r} is searched on a benchmark")
 
                 try:
                     s = search_measured(run, evaluator(), measure, queue, objective,

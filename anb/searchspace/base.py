@@ -63,11 +63,12 @@ class Task:
 
 @dataclass
 class CostTable:
-    """Per-block costs of a batch (each ``(n, num_blocks)``) plus the fixed stem and head."""
+    """Per-block costs of a batch (each ``(n, num_blocks)``) plus the fixed stem and head
+    (ints, or ``(n,)`` arrays where an architecture variable such as the resolution sets them)."""
 
     per_stage: dict[str, np.ndarray]
-    stem: dict[str, int]
-    head: dict[str, int]
+    stem: dict[str, Any]
+    head: dict[str, Any]
 
     def total(self, name: str) -> np.ndarray:
         return self.per_stage[name].sum(axis=1) + self.stem[name] + self.head[name]
@@ -152,6 +153,11 @@ class Space(ABC):
     def position_names(self) -> list[str]:
         """Column names of the ``ordinal`` encoding (the variable names by default)."""
         return [v.name for v in self.variables]
+
+    def conditions(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """``(child, parent, parent values)``: ``child`` is in effect only when ``parent``
+        takes one of those values (none unless the space is conditional)."""
+        return []
 
     def variable_groups(self) -> np.ndarray:
         """Group id of each variable: variables of a group travel together in crossover."""

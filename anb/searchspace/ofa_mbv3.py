@@ -178,6 +178,21 @@ class OFAMobileNetV3Space(Space):
             out[:, c] = np.asarray(variable.values, dtype=np.int64)[pos[:, c]]
         return out
 
+    def conditions(self) -> list[tuple[str, str, tuple[int, ...]]]:
+        """A layer's kernel and expansion count only when its stage is at least that deep."""
+        out = []
+        for s in range(NUM_STAGES):
+            for j in range(MAX_DEPTH):
+                deep = tuple(d for d in DEPTHS if d > j)
+                if deep != tuple(DEPTHS):
+                    i = s * MAX_DEPTH + j
+                    out += [(f"ks{i}", f"d{s}", deep), (f"e{i}", f"d{s}", deep)]
+        return out
+
+    def variable_groups(self) -> np.ndarray:
+        """The resolution alone; a stage's depth with its layers' kernels and expansions."""
+        return np.array([0] + [1 + s for s in range(NUM_STAGES) for _ in range(_STAGE_COLUMNS)])
+
     def active(self, positions: np.ndarray) -> np.ndarray:
         pos = np.asarray(positions, dtype=np.int64)
         out = np.ones(pos.shape, dtype=bool)

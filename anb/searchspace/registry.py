@@ -62,6 +62,18 @@ def get_space(name: str) -> Space:
     raise ValueError(f"unknown search space {name!r}; known spaces are {space_names()}")
 
 
+def resolve_space(given: str | Space | None, found: str | None = None,
+                  what: str = "the data") -> Space:
+    """The space a command works in: ``given`` (``--space``), else the one ``found`` in its
+    input, else the default; a ``given`` that differs from ``found`` is refused naming both."""
+    name = given.name if isinstance(given, Space) else given
+    if name is not None and found is not None:
+        check_same_space(name, found, what)
+    if isinstance(given, Space):
+        return given
+    return get_space(name or found or DEFAULT_SPACE)
+
+
 class SpaceMismatch(ValueError):
     """Something of one search space was given where another space is in use."""
 
@@ -70,4 +82,4 @@ def check_same_space(expected: str, found: str, what: str) -> None:
     """Refuse mixing spaces, naming both (:class:`SpaceMismatch`)."""
     if expected != found:
         raise SpaceMismatch(f"{what} is in search space {found!r}, but {expected!r} is in use; "
-                         "spaces cannot be mixed (pass --space to choose)")
+                           "spaces cannot be mixed (pass --space to choose)")

@@ -17,6 +17,7 @@ import pandas as pd
 from anb import resources
 from anb.outputs import check_folder
 from anb.searchspace.base import Space
+from anb.searchspace.registry import resolve_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt import (
     KINDS,
@@ -141,18 +142,19 @@ def _base_folder(base: str | Path) -> Path:
 
 
 def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAGED_BENCHMARK,
-          out: str | Path | None = None, metric: str | None = None, overwrite: bool = False
-          ) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
+          out: str | Path | None = None, metric: str | None = None, overwrite: bool = False,
+          space: str | Space | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
     """Fit a surrogate of ``device`` from measured architectures, on top of the base surrogate
     benchmark ``base`` (a saved artifact folder); save it to ``out``, a benchmark of the base's
     metrics plus the new device (``anb.load(out)``, ``anb query out``, ``anb search
     --benchmark out``; see :func:`save_adapted` for ``overwrite``). Repeated measurements of a
     design are averaged (:func:`read_measured`); ``metric`` (throughput | latency) picks the
-    measured column when the file has both."""
+    measured column when the file has both; ``space``, when given, must be the base's."""
     if out is not None:
         check_folder(out, OUTPUT, overwrite)
-    data = read_measured(measured, device, metric)
     bench = _load_base(base)
+    resolve_space(space, bench.space.name, f"base benchmark {str(base)!r}")
+    data = read_measured(measured, device, metric, bench.space)
     known = BenchmarkKnown(bench, exclude=[data.target])
     model = AdaptedModel.fit(data.target, known.targets, known.log_costs(data.choices),
                              op_components(data.choices, bench.space), data.values,
@@ -167,9 +169,11 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
 def suggest(base: str | Path | Any = resources.PACKAGED_BENCHMARK, k: int = 10,
             measured: str | Path | None = None, device: str | None = None,
             metric: str | None = None, n_candidates: int = 5000,
-            seed: int = 0, exclude: Sequence[str] = ()) -> list[str]:
+            seed: int = 0, exclude: Sequence[str] = (), space: str | Space | None = None
+            ) -> list[str]:
     """``k`` distinct architecture strings to measure next on a device (none measured yet)."""
     bench = _load_base(base)
+    resolve_space(space, bench.space.name, f"base benchmark {str(base)!r}")
     done = None
     target = None
     if measured is not None:

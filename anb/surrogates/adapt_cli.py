@@ -6,7 +6,7 @@ from pathlib import Path
 import typer
 
 from anb import resources
-from anb.cli_support import fail, queue_option
+from anb.cli_support import fail, queue_option, space_option
 
 
 def adapt_cmd(
@@ -31,6 +31,8 @@ def adapt_cmd(
                                 "architecture (--device is then a device config name or TOML)."),
     queue: str = queue_option("Measurement queue for --submit: SQLite file or postgresql:// "
                               "URL."),
+    space: str | None = space_option("search space; must be the base benchmark's (default: "
+                                     "it)"),
 ) -> None:
     """Adapt a surrogate to a new device from measured architectures; suggest what to measure."""
     from anb.surrogates.adapt_api import adapt
@@ -44,7 +46,7 @@ def adapt_cmd(
              "to measure")
     try:
         if measured is not None and out is not None:
-            bench, model = adapt(device, measured, base, out, metric, overwrite)
+            bench, model = adapt(device, measured, base, out, metric, overwrite, space)
             assert bench is not None  # adapt returns the benchmark whenever out is given
             rows = bench.info["measured"]["rows"]
             repeats = f" ({rows} measurements, repeats averaged)" if rows > model.n_points else ""
@@ -53,7 +55,7 @@ def adapt_cmd(
                        f"{model.loo_rmse:.4f} -> {out}")
         if suggest:
             archs = suggest_archs(base, suggest, measured, device, metric,
-                                  n_candidates=candidates, seed=seed)
+                                  n_candidates=candidates, seed=seed, space=space)
             for arch in archs:
                 typer.echo(arch)
             if submit:

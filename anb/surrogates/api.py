@@ -9,6 +9,9 @@ from typing import Any
 import pandas as pd
 
 from anb.outputs import check_folder, replace_folder
+from anb.records import detect_space
+from anb.searchspace.base import Space
+from anb.searchspace.registry import resolve_space
 from anb.surrogates.artifact import OUTPUT, load, save
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
@@ -32,9 +35,9 @@ def tune_config(prepared: Prepared, config: FitConfig, seconds: float, seed: int
     train, val = prepared.masks["train"], prepared.masks["val"]
     layer_cost = LayerCostModel(trim=config.layer_cost_trim).fit(
         prepared.choices[train],
-        {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()}
-    ) if config.layer_cost else None
-    builder = FeatureBuilder(config.feature_set, layer_cost)
+        {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
+        prepared.space) if config.layer_cost else None
+    builder = FeatureBuilder(config.feature_set, layer_cost, prepared.space)
     X = builder.transform(prepared.choices)
     per_target = dict(config.per_target)
     for target, lab in prepared.labels.items():
@@ -54,10 +57,13 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
         None = None, targets: Sequence[str] | None = None, split: str | None = None,
         split_dir: str | Path | None = None, members: int | None = None,
         hpo_seconds: float = 0.0, seed: int | None = None, n_jobs: int = 1,
-        progress: bool = True, overwrite: bool = False) -> tuple[SurrogateBenchmark, str]:
+        progress: bool = True, overwrite: bool = False, space: str | Space | None = None
+        ) -> tuple[SurrogateBenchmark, str]:
     """Fit the benchmark (optionally tuned), score it on val/test, save it; return a report.
-    ``out`` is checked first (see :func:`anb.surrogates.artifact.save`)."""
+    ``out`` is checked first (see :func:`anb.surrogates.artifact.save`); ``space``: the
+    dataset's by default (see :func:`anb.searchspace.registry.resolve_space`)."""
     check_folder(out, OUTPUT, overwrite)
+    space = resolve_space(space, detect_space(dataset), f"dataset {_name(dataset)}")
     if isinstance(config, (str, Path)):
         config = FitConfig.from_file(config)
     config = config or FitConfig()
@@ -69,7 +75,7 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
                          per_target={k: replace(v, n_members=members)
                                      for k, v in config.per_target.items()})
     config = _with_jobs(config, n_jobs)
-    prepared = prepare(dataset, config.targets, config.split, config.seed, split_dir)
+    prepared = prepare(dataset, config.targets, config.split, config.seed, split_dir, space)
     missing = {t: lab.n_missing for t, lab in prepared.labels.items() if lab.n_missing}
     if hpo_seconds > 0:
         config = tune_config(prepared, config, hpo_seconds, config.seed)
@@ -86,6 +92,10 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
     for name, frame in scores.items():
         lines += [f"\n{name} split:", markdown_table(frame)]
     return bench, "\n".join(lines)
+
+
+def _name(data: str | Path | pd.DataFrame) -> str:
+    return "(a table)" if isinstance(data, pd.DataFrame) else repr(str(data))
 
 
 def _with_jobs(config: FitConfig, n_jobs: int) -> FitConfig:
@@ -114,7 +124,7 @@ def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
                       split: str = "published", split_dir: str | Path | None = None,
                       on: str = "test", report: str | Path | None = None,
                       baseline: bool = False, n_jobs: int = 1, seed: int = 0,
-                      overwrite: bool = False) -> str:
+                      overwrite: bool = False, space: str | Space | None = None) -> str:
     """Score a saved benchmark on a split; optionally write a report folder (replaced whole,
     see :func:`anb.outputs.replace_folder`) and compare to baselines."""
     from anb.surrogates.baseline import comparison_table, evaluate_baselines
@@ -123,7 +133,9 @@ def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
         check_folder(report, REPORT, overwrite, "--report")
 
     bench = load(model)
-    prepared = prepare(dataset, [t for t in bench.metrics], split, seed, split_dir)
+    resolve_space(space, bench.space.name, f"benchmark {str(model)!r}")
+    resolve_space(bench.space, detect_space(dataset), f"dataset {_name(dataset)}")
+    prepared = prepare(dataset, [t for t in bench.metrics], split, seed, split_dir, bench.space)
     if on not in prepared.masks:
         raise ValueError(f"unknown split part {on!r}; allowed: {list(prepared.masks)}")
     metrics = evaluate(bench, prepared, on)

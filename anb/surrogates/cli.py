@@ -9,15 +9,17 @@ from typing import Any
 
 import typer
 
-from anb.cli_support import fail
+from anb.cli_support import fail, space_option
 from anb.io import atomic_write_text, parse_json, read_text
 from anb.outputs import check_file
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 
 
-def read_archs(text: str, where: str = "input") -> list[Any]:
+def read_archs(text: str, where: str = "input", space: Space = ANB_SPACE) -> list[Any]:
     """Architectures from text: JSON (list or one), JSON lines, a CSV table (an ``arch``
-    column or ``block{i}_*`` columns, e.g. ``anb query``'s own output), or one architecture
-    string per line. Errors name ``where`` (file or stdin)."""
+    column or the space's record-key columns, e.g. ``anb query``'s own output), or one
+    architecture string per line. Errors name ``where`` (file or stdin)."""
     stripped = text.strip()
     if not stripped:
         raise ValueError(f"{where}: no architectures given (empty input)")
@@ -29,12 +31,12 @@ def read_archs(text: str, where: str = "input") -> list[Any]:
             return [parse_json(line, f"{where}:{i}")
                     for i, line in enumerate(stripped.splitlines(), 1) if line.strip()]
     header = [name.strip() for name in stripped.splitlines()[0].split(",")]
-    if "arch" in header or "block0_e" in header:
+    if "arch" in header or space.record_keys()[0] in header:
         import pandas as pd
 
         from anb.records import table_archs
 
-        return table_archs(pd.read_csv(io.StringIO(stripped), dtype={"arch": str}), where)
+        return table_archs(pd.read_csv(io.StringIO(stripped), dtype={"arch": str}), where, space)
     return [line.strip() for line in stripped.splitlines() if line.strip()]
 
 
@@ -61,6 +63,7 @@ def register(app: typer.Typer) -> None:
         jobs: int = typer.Option(1, help="threads per model"),
         overwrite: bool = typer.Option(False, "--overwrite", help="replace --out even when it "
                                        "holds something other than an anb surrogate artifact"),
+        space: str | None = space_option(),
     ) -> None:
         """Fit a surrogate per target and save the artifact."""
         from anb import resources
@@ -73,7 +76,7 @@ def register(app: typer.Typer) -> None:
             bench, report = fit(dataset, out, config=config, targets=_split_list(targets),
                                 split=split, split_dir=split_dir, members=members,
                                 hpo_seconds=hpo_seconds, seed=seed, n_jobs=jobs,
-                                overwrite=overwrite)
+                                overwrite=overwrite, space=space)
         except (ValueError, FileNotFoundError) as err:
             fail(err)
         typer.echo(report)
@@ -92,6 +95,7 @@ def register(app: typer.Typer) -> None:
         jobs: int = typer.Option(1),
         overwrite: bool = typer.Option(False, "--overwrite", help="replace --report even when "
                                        "it holds something other than an anb evaluate report"),
+        space: str | None = space_option("search space; must be the benchmark's (default: it)"),
     ) -> None:
         """Score an artifact (R^2, Kendall tau, sparse tau, Spearman, MAE, RMSE, coverage)."""
         from anb.surrogates.api import evaluate_artifact
@@ -99,7 +103,7 @@ def register(app: typer.Typer) -> None:
         try:
             text = evaluate_artifact(model, dataset, split=split, split_dir=split_dir, on=on,
                                      report=report, baseline=baseline, n_jobs=jobs,
-                                     overwrite=overwrite)
+                                     overwrite=overwrite, space=space)
         except (ValueError, FileNotFoundError) as err:
             fail(err)
         typer.echo(text)
@@ -115,16 +119,19 @@ def register(app: typer.Typer) -> None:
         noise: bool = typer.Option(False, help="sample plausible observed values"),
         seed: int | None = typer.Option(None),
         out: Path | None = typer.Option(None, "--out", "-o", help="CSV file (default stdout)"),
+        space: str | None = space_option("search space; must be the benchmark's (default: it)"),
     ) -> None:
         """Predict metrics for architectures (strings, JSON records or CSV); writes CSV."""
+        from anb.searchspace.registry import resolve_space
         from anb.surrogates import load
 
         try:
             if out is not None:
                 check_file(out)
             text = sys.stdin.read() if archs == "-" else read_text(archs)
-            items = read_archs(text, "stdin" if archs == "-" else archs)
             bench = load(model)
+            resolve_space(space, bench.space.name, f"benchmark {str(model)!r}")
+            items = read_archs(text, "stdin" if archs == "-" else archs, bench.space)
             frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
         except (ValueError, FileNotFoundError) as err:
             fail(err)

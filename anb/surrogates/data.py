@@ -21,9 +21,10 @@ DEFAULT_SPLIT_DIR = resources.RELEASED_SPLIT_DIR
 
 
 def target_columns(frame: pd.DataFrame) -> list[str]:
-    """Every target a table holds: top-1 accuracy first, then each device metric."""
-    targets = [ACCURACY_TARGET] if ACCURACY_TARGET in frame.columns else []
-    return targets + sorted(perf_columns(frame))
+    """Every target a table holds a value of: top-1 accuracy first, then each device metric."""
+    held = [c for c in [ACCURACY_TARGET, *sorted(perf_columns(frame))]
+            if c in frame.columns and frame[c].notna().any()]
+    return held
 
 
 def transform_for(target: str) -> str:

@@ -143,6 +143,7 @@ class Prepared:
     choices: np.ndarray
     masks: dict[str, np.ndarray]
     labels: dict[str, Labels]
+    space: Space = ANB_SPACE
 
 
 def prepare(data: str | Path | pd.DataFrame, targets: Sequence[str] | None = None,
@@ -153,7 +154,7 @@ def prepare(data: str | Path | pd.DataFrame, targets: Sequence[str] | None = Non
     masks = make_split(frame, split, seed, split_dir)
     names = list(targets) if targets else target_columns(frame)
     return Prepared(frame, frame_choices(frame, space), masks,
-                    {t: labels(frame, t) for t in names})
+                    {t: labels(frame, t) for t in names}, space)
 
 
 def to_model_space(target: str, y: np.ndarray) -> np.ndarray:
@@ -161,10 +162,12 @@ def to_model_space(target: str, y: np.ndarray) -> np.ndarray:
 
 
 def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress: bool = True,
-                  space: Space = ANB_SPACE) -> SurrogateBenchmark:
-    """Fit one bagged surrogate per target on the train split (val for early stopping/noise)."""
+                  space: Space | None = None) -> SurrogateBenchmark:
+    """Fit one bagged surrogate per target on the train split (val for early stopping/noise);
+    ``space``: the prepared data's."""
     from tqdm.auto import tqdm
 
+    space = space or prepared.space
     config = config or FitConfig()
     train, val = prepared.masks["train"], prepared.masks["val"]
     for target, lab in prepared.labels.items():

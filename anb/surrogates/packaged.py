@@ -78,8 +78,9 @@ def cache_path(name: str = resources.PACKAGED_BENCHMARK,
 
 def _check_name(name: str) -> None:
     if name not in PACKAGED:
-        raise ValueError(f"unknown packaged benchmark {name!r}; allowed: {list(PACKAGED)} "
-                         "(or the folder of a benchmark written by `anb fit` or `anb adapt`)")
+        raise ValueError(f"unknown packaged benchmark {name!r} and no folder of that name; "
+                         f"allowed: {list(PACKAGED)} or the folder of a benchmark written by "
+                         "`anb fit` or `anb adapt`")
 
 
 def _say(quiet: bool, text: str) -> None:
@@ -147,10 +148,7 @@ def load(name_or_path: str | Path = resources.PACKAGED_BENCHMARK,
     first-use fit (default: the CPUs this process may use). ``quiet``: no progress on stderr.
     """
     if not Path(name_or_path).exists():
-        if str(name_or_path) not in PACKAGED:
-            raise ValueError(f"unknown packaged benchmark {str(name_or_path)!r} and no folder of "
-                             f"that name; allowed: {list(PACKAGED)} or the folder of a benchmark "
-                             "written by `anb fit` or `anb adapt`")
+        _check_name(str(name_or_path))
         bench = _load_packaged(str(name_or_path), config, n_jobs, quiet)
         if n_jobs is not None:
             bench.set_threads(n_jobs)

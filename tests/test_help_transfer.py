@@ -1,0 +1,111 @@
+"""HELP's new-device protocol (``benchmarks/help_transfer.py``) on HELP's own tables: the splits
+and reference rows are SOURCE.md's, the ridge baseline reproduces its figure, and anb's adapted
+model beats that baseline on an unseen NAS-Bench-201 device."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from anb.searchspace import get_space
+from anb.surrogates import help_tables as ht
+from anb.surrogates.adapt import AdaptedModel, op_components
+from tests.conftest import REPO
+
+DATA = REPO.parent / "shared" / "data" / "help"
+
+
+def _script():
+    name = "anb_benchmarks_help_transfer"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name,
+                                                      REPO / "benchmarks" / "help_transfer.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def nb201():
+    if not (DATA / "nasbench201_latency.csv.gz").exists():
+        pytest.fail(f"HELP tables not found at {DATA}; the tests read ../shared/data/help/")
+    return ht.read_table(DATA, "nasbench201")
+
+
+def test_middle_rows_keep_ranks_10_to_90_percent_ties_in_row_order():
+    latency = np.array([9.0, 4, 1, 9, 5, 1, 6, 7, 8, 3])
+    # 10 rows: ranks 1 .. 8 are kept; of each tied pair at a cut the earlier row ranks first
+    # (rows 2 and 5 at the bottom: 2 is dropped; rows 0 and 3 at the top: 3 is dropped)
+    assert ht.middle_rows(latency, np.arange(10)).tolist() == [0, 1, 4, 5, 6, 7, 8, 9]
+    assert ht.middle_rows(latency, np.arange(3, 10)).tolist() == [4, 5, 6, 7, 8, 9]
+
+
+def test_query_pool_and_reference_rows_are_source_md(nb201):
+    proto = ht.protocol("nasbench201")
+    assert proto.reference == (11982, 431, 55, 9, 14451, 8636, 9881, 13479, 6196, 1462)
+    assert ht.protocol("fbnet").reference == (3328, 3790, 3313, 890, 3052, 2538, 1640, 2514,
+                                              457, 2100)
+    assert proto.split("test") == (proto.meta_train + proto.meta_valid, proto.meta_test)
+    assert proto.split("valid") == (proto.meta_train, proto.meta_valid)
+    latency = nb201["pixel2"].to_numpy()  # whole milliseconds: ties at the cut
+    query, pool = ht.query_rows(proto, latency), ht.pool_rows(proto, latency)
+    assert len(query) == 800 and query.min() >= 900 and query.max() < 1900
+    assert len(pool) == 720 and pool.max() < 900
+    block = latency[900:1900]
+    assert np.sort(latency[query]).tolist() == np.sort(block)[100:900].tolist()
+    rows = ht.measured_rows(proto, latency, 20, np.random.default_rng(0))
+    assert rows[:10].tolist() == list(proto.reference)
+    assert set(rows[10:]) <= set(pool) and len(set(rows.tolist())) == 20
+    assert ht.measured_rows(proto, latency, 5, np.random.default_rng(0)).tolist() == \
+        list(proto.reference[:5])
+
+
+def test_to_frame_maps_help_columns_to_anb_devices(nb201):
+    space = get_space("nasbench201")
+    frame = ht.to_frame(nb201.iloc[:3], space, ("1080ti_1", "titan_rtx_256"))
+    assert ht.target("1080ti_1") == "latency_1080ti-1"
+    assert frame["arch"].tolist() == nb201["arch"].iloc[:3].tolist()
+    assert frame["latency_1080ti-1"].tolist() == nb201["1080ti_1"].iloc[:3].tolist()
+    assert frame["latency_titan-rtx-256"].tolist() == nb201["titan_rtx_256"].iloc[:3].tolist()
+
+
+def test_ridge_baseline_reproduces_source_md(nb201):
+    """SOURCE.md: titan_rtx_256 0.980, mean over 5 draws of the 10 random measurements."""
+    proto = ht.protocol("nasbench201")
+    known = np.log(nb201[list(proto.known)].to_numpy(np.float64))
+    latency = nb201["titan_rtx_256"].to_numpy()
+    y, query = np.log(latency), ht.query_rows(proto, latency)
+    rhos = [spearmanr(_script().ridge_baseline(known, y, ht.measured_rows(
+        proto, latency, 20, np.random.default_rng(draw)))[query], y[query])[0]
+        for draw in range(5)]
+    assert abs(np.mean(rhos) - 0.980) < 0.005
+
+
+def test_adapted_beats_ridge_and_needs_both_parts(nb201):
+    """On eyeriss (n = 20, one fixed draw) the adapted model beats the ridge baseline; the same
+    model given only the op totals (a constant known column) or only one known device does
+    not."""
+    proto = ht.protocol("nasbench201")
+    script = _script()
+    base = script.fit_known(nb201, "nasbench201", proto.known)
+    choices = ht.choices(nb201, "nasbench201")
+    K, ops = base.log_costs(choices), op_components(choices, get_space("nasbench201"))
+    latency = nb201["eyeriss"].to_numpy()
+    y, query = np.log(latency), ht.query_rows(proto, latency)
+    rows = ht.measured_rows(proto, latency, 20, np.random.default_rng(0))
+    ridge = spearmanr(script.ridge_baseline(np.log(nb201[list(proto.known)].to_numpy()), y,
+                                            rows)[query], y[query])[0]
+
+    def adapted(known_log: np.ndarray) -> float:
+        model = AdaptedModel.fit("latency_eyeriss", [f"k{i}" for i in range(known_log.shape[1])],
+                                 known_log[rows], ops[rows], latency[rows])
+        return spearmanr(model.predict_log_cost(known_log[query], ops[query])[0], y[query])[0]
+
+    full = adapted(K)
+    assert full > ridge + 0.01
+    assert adapted(np.zeros((len(K), 1))) < ridge  # op totals only
+    assert adapted(K[:, :1]) < ridge  # one known device
