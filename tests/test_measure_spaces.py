@@ -93,11 +93,22 @@ def test_measure_and_merge_another_space_for_real(tmp_path, dataset_tarball):
             "latency_cpu-ort"]["latency_mean"]
     report = json.loads((tmp_path / "merged" / "merge_report.json").read_text())
     assert report["space"] == "anb-seq1d" and report["skipped"] == []
+    # a dataset given as --archs names its space: resumed, nothing measured again
+    code, out = _invoke("measure", "cpu-ort", "--archs", str(tmp_path / "merged" / "dataset.csv"),
+                        "--out", str(results), *FAST)
+    assert code == 0 and "measured 0, skipped 3" in out, out
+    code, out = _invoke("measure", "cpu-ort", "--archs", str(tmp_path / "merged" / "dataset.csv"),
+                        "--out", str(results), "--space", "nasbench201", *FAST)
+    assert code == 2 and "is in search space 'anb-seq1d', but 'nasbench201' is in use" in out
 
     # mixing is refused, naming both spaces, and nothing is written
     both = ("is in search space 'anb-seq1d', but 'anb-mnasnet' is in use")
-    code, out = _invoke("merge", str(results), "--out", str(tmp_path / "m2"))
+    code, out = _invoke("merge", str(results), "--out", str(tmp_path / "m2"),
+                        "--space", "anb-mnasnet")
     assert code == 2 and both in out and not (tmp_path / "m2").exists()
+    # without --space the results name theirs
+    code, out = _invoke("merge", str(results), "--out", str(tmp_path / "m4"))
+    assert code == 0 and "merged 3 records" in out, out
     code, out = _invoke("merge", str(results), "--out", str(tmp_path / "m3"),
                         "--space", "anb-seq1d", "--accuracy", str(dataset_tarball))
     assert code == 2 and not (tmp_path / "m3").exists()

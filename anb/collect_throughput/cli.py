@@ -6,8 +6,8 @@ from typing import Any
 
 import typer
 
-from anb.cli_support import fail
-from anb.searchspace.cli import SPACE_OPTION, cli_space
+from anb.cli_support import fail, space_option
+from anb.searchspace.cli import cli_space
 
 
 def _overrides(resolution: int | None, batch: int | None, threads: int | None,
@@ -49,7 +49,8 @@ def measure_cmd(
                                 "space: all-first and all-last choices), 'none' or "
                                 "comma-separated strings."),
     anchor_every: int = typer.Option(500, help="Architectures between anchor sessions."),
-    space: str = SPACE_OPTION,
+    space: str | None = space_option("search space (default: the one an --archs dataset "
+                                     "names, else anb-mnasnet)"),
 ) -> None:
     """Measure latency/throughput of architectures of a search space on a device (resumable,
     shardable); the records name the space."""
@@ -57,8 +58,9 @@ def measure_cmd(
     from anb.collect_throughput.driver import RESULTS, measure_archs, read_arch_list
     from anb.collect_throughput.protocol import load_device
     from anb.outputs import exclusive, prepare_folder
+    from anb.records import detect_space
 
-    spec = cli_space(space)
+    spec = cli_space(space, detect_space(archs), f"--archs {archs!r}")
     try:
         config = load_device(device, _overrides(resolution, batch, threads, clock, budget),
                              spec.name)
@@ -90,13 +92,16 @@ def merge_cmd(
                                                "into one column."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb merge output."),
-    space: str = SPACE_OPTION,
+    space: str | None = space_option("search space (default: the one --accuracy, else the "
+                                     "first result folder, names; else anb-mnasnet)"),
 ) -> None:
     """Join accuracy and device results of one search space by architecture id; report
     conflicts, gaps, protocols and the anchors' drift (records of another space are refused)."""
     from anb.collect_throughput.merge import merge
+    from anb.records import detect_space
 
-    spec = cli_space(space)
+    first = accuracy or (results[0] if results else None)
+    spec = cli_space(space, detect_space(first) if first else None, str(first))
     try:
         report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols, overwrite,
                        spec)

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import typer
 
-from anb.cli_support import fail, queue_option
+from anb.cli_support import fail, queue_option, space_option
 from anb.searchspace.base import Space
-from anb.searchspace.cli import SPACE_OPTION, cli_space
+from anb.searchspace.cli import cli_space
 
 app = typer.Typer(help="A shared queue of (architecture, device, stage) jobs.",
                   no_args_is_help=True)
@@ -32,15 +32,24 @@ def _open(url: str, create: bool = False):
         fail(err)
 
 
+def _archs_path(spec: str) -> Path:
+    """``--archs`` as a path: a search's output folder is its ``pareto.csv``."""
+    path = Path(spec)
+    try:
+        if path.is_dir() and (path / "pareto.csv").is_file():
+            return path / "pareto.csv"
+    except OSError:  # e.g. a long comma-separated list is too long for a file name
+        pass
+    return path
+
+
 def _archs(spec: str, space: Space) -> list[str]:
     """Architectures of ``space`` from a search's output (folder with pareto.csv, or a CSV with
     an ``arch`` column) or anything ``anb measure --archs`` reads (file, dataset, sample:N,
     a,b,...)."""
     from anb.collect_throughput.driver import read_arch_list
 
-    path = Path(spec)
-    if path.is_dir() and (path / "pareto.csv").is_file():
-        path = path / "pareto.csv"
+    path = _archs_path(spec)
     if path.suffix == ".csv" and path.is_file():
         import pandas as pd
 
@@ -71,7 +80,8 @@ def submit_cmd(
     priority: int | None = typer.Option(None, help="Priority (lower first; 0 jumps the "
                                            "queue). Default: the first stage's."),
     max_attempts: int = typer.Option(3, help="Attempts before a job is failed."),
-    space: str = SPACE_OPTION,
+    space: str | None = space_option("search space (default: the one an --archs dataset or "
+                                     "search output names, else anb-mnasnet)"),
     queue: str = QUEUE,
 ) -> None:
     """Queue jobs for every architecture (of --space) x device."""
@@ -79,9 +89,10 @@ def submit_cmd(
     from anb.collect_throughput.queue_stages import job_payload, register_stages
     from anb.jobs.queue import JobSpec
     from anb.jobs.stages import chain
+    from anb.records import detect_space
 
     register_stages()
-    spec = cli_space(space)
+    spec = cli_space(space, detect_space(_archs_path(archs)), f"--archs {archs!r}")
     try:
         names = [s.strip() for s in stages.split(",") if s.strip()]
         tables = [device_table(d) for d in devices]

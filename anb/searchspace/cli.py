@@ -12,7 +12,7 @@ from anb.cli_support import fail
 from anb.io import atomic_write
 from anb.outputs import check_file
 from anb.searchspace.base import Space
-from anb.searchspace.registry import BUILTIN_SPACES, DEFAULT_SPACE, get_space
+from anb.searchspace.registry import BUILTIN_SPACES, DEFAULT_SPACE, resolve_space
 from anb.searchspace.sampler import Sampler, parse_shard
 from anb.searchspace.space import SearchSpace
 
@@ -30,10 +30,12 @@ SPACE_OPTION = typer.Option(DEFAULT_SPACE, "--space", help="Search space: "
                             f"{', '.join(BUILTIN_SPACES)} or a plug-in's.")
 
 
-def cli_space(name: str) -> Space:
-    """The space ``--space`` names; an unknown name exits 2 listing the known ones."""
+def cli_space(given: str | None, found: str | None = None, what: str = "the input") -> Space:
+    """The space a command works in (:func:`~anb.searchspace.registry.resolve_space`: ``--space``,
+    else the one its input names, else the default); an unknown name (the known ones listed)
+    or a ``--space`` other than the input's (both named) exits 2."""
     try:
-        return get_space(name)
+        return resolve_space(given, found, what)
     except ValueError as err:
         fail(err)
 
