@@ -36,7 +36,7 @@ import pandas as pd
 
 from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text
 from anb.searchspace.base import Space
-from anb.searchspace.registry import DEFAULT_SPACE, check_same_space
+from anb.searchspace.registry import DEFAULT_SPACE, SpaceMismatch, check_same_space
 from anb.searchspace.space import ANB_SPACE
 
 METRIC_KEYS = ("val_top1", "val_top5", "train_time")
@@ -151,7 +151,8 @@ def read_records(path: str | Path, space: Space = ANB_SPACE
     """Read records like :func:`load_records`, keeping going past bad ones: returns the valid
     records and ``(where, why)`` for each file or record that is unreadable (not UTF-8, not
     JSON) or invalid. An input that cannot be read at all (missing, unknown form, a damaged
-    archive or table) raises ValueError / FileNotFoundError naming it."""
+    archive or table) raises ValueError / FileNotFoundError naming it, and a record of another
+    search space :class:`~anb.searchspace.registry.SpaceMismatch` (spaces are never mixed)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"dataset path {str(path)!r} does not exist")
@@ -203,6 +204,8 @@ def read_records(path: str | Path, space: Space = ANB_SPACE
     for name, where, record in named:
         try:
             validate_record(record, where=where, space=space)
+        except SpaceMismatch:
+            raise
         except ValueError as err:
             bad.append((where, str(err).removeprefix(f"{where}: ")))
             continue

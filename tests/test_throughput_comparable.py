@@ -59,6 +59,7 @@ FINGERPRINT_CASES = {
     "warmup": ({}, {"warmup": WarmupRule(min_steps=7)}),
     "stopping": ({}, {"stopping": StoppingRule(budget_seconds=0.5)}),
     "cuda_graphs": ({"backend": "cuda", "clock": "wall"}, {"cuda_graphs": True}),
+    "space": ({}, {"space": "nasbench201"}),
 }
 
 

@@ -63,7 +63,7 @@ def test_latency_record_validates_and_flattens(tmp_path):
 def test_onnx_model_is_the_torch_model(tmp_path):
     """What the onnxruntime back-end times computes what the PyTorch network computes."""
     arch = ARCHS[1]
-    x = make_inputs(_protocol("onnxruntime", batch=2))[0]
+    x = make_inputs(_protocol("onnxruntime", batch=2), arch)[0]
     torch.manual_seed(0)
     got = ort_session(float_onnx(arch, tmp_path, 64), 1).run(["logits"], {"input": x})[0]
     torch.manual_seed(0)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from anb.collect_throughput.protocol import load_device
+from anb.searchspace.arch import EFFICIENTNET_B0
 from tests.conftest import REPO
 
 S4 = "REFERENCE.md section 4 (GPU)"
@@ -101,7 +102,7 @@ def test_cuda_inputs_are_built_at_the_reference_shape_without_a_gpu():
     from anb.collect_throughput.backends.torch_backend import input_tensors
 
     protocol = _protocol("a100", "throughput")
-    (x,) = input_tensors(protocol, "cpu", CudaBackend().input_dtype(protocol))
+    (x,) = input_tensors(protocol, EFFICIENTNET_B0, "cpu", CudaBackend().input_dtype(protocol))
     assert tuple(x.shape) == (128, 3, 256, 256) and x.dtype == torch.float16
     assert x.is_contiguous(memory_format=torch.channels_last)
 

@@ -6,6 +6,12 @@ values go to ``<out>/<device>/anchors.jsonl`` (rewritten atomically; one line pe
 key) and every result entry measured after it names it (``anchor_session``), so a change of
 machine speed between days or machines shows as a change of the anchors' values and can be
 divided out. :func:`anchor_drift` summarises it per key; ``anb merge`` reports it.
+
+Those three are ``anb-mnasnet`` architectures. Another space's default anchors are its two
+corners, chosen the same way for any space (:func:`default_anchors`): every variable at its
+first allowed value, and every variable at its last (e.g. all ``none`` and all
+``avg_pool_3x3`` cells in ``nasbench201``; the smallest and the largest network at 160 and
+224 px in ``ofa-mbv3``).
 """
 from __future__ import annotations
 
@@ -20,7 +26,10 @@ from typing import Any
 import numpy as np
 
 from anb.io import atomic_write_text
-from anb.searchspace.arch import EFFICIENTNET_B0, Arch, as_arch
+from anb.searchspace.arch import EFFICIENTNET_B0, Arch
+from anb.searchspace.base import Space
+from anb.searchspace.registry import DEFAULT_SPACE
+from anb.searchspace.space import ANB_SPACE
 
 SMALLEST = Arch.from_string("-".join(["e1k3l1"] * 7))
 LARGEST = Arch.from_string("e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l4se-e6k5l3se")
@@ -28,13 +37,25 @@ ANCHORS: tuple[Arch, ...] = (EFFICIENTNET_B0, SMALLEST, LARGEST)
 ANCHOR_FILE = "anchors.jsonl"
 
 
-def parse_anchors(spec: str) -> tuple[Arch, ...]:
-    """``default`` (:data:`ANCHORS`), ``none``, or comma-separated architecture strings."""
-    if spec == "default":
+def default_anchors(space: Space = ANB_SPACE) -> tuple[Any, ...]:
+    """:data:`ANCHORS` for ``anb-mnasnet``; for another space its two corners (every variable
+    at its first allowed value, then every one at its last)."""
+    if space.name == DEFAULT_SPACE:
         return ANCHORS
+    corners = np.stack([np.zeros(len(space.variables), dtype=np.int64), space.radices() - 1])
+    return tuple(space.archs_from_choices(space.from_positions(corners)))
+
+
+def parse_anchors(spec: str, space: Space = ANB_SPACE) -> tuple[Any, ...]:
+    """``default`` (:func:`default_anchors`), ``none``, or comma-separated architecture
+    strings of ``space``."""
+    from anb.collect_throughput.driver import split_arch_list
+
+    if spec == "default":
+        return default_anchors(space)
     if spec == "none":
         return ()
-    archs = tuple(as_arch(part.strip()) for part in spec.split(",") if part.strip())
+    archs = tuple(split_arch_list(spec, space, "--anchors"))
     if not archs:
         raise ValueError(f"--anchors {spec!r} is invalid; allowed: 'default', 'none' or "
                          "comma-separated architecture strings")

@@ -6,7 +6,8 @@ from typing import Any
 
 import typer
 
-from anb.cli_support import fail
+from anb.cli_support import fail, space_option
+from anb.searchspace.cli import cli_space
 
 
 def _overrides(resolution: int | None, batch: int | None, threads: int | None,
@@ -27,7 +28,9 @@ def measure_cmd(
                               "strings, 'sample:N[:seed]' or comma-separated strings."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
     shard: str = typer.Option("0/1", "--shard", help="Shard 'i/k' of the architecture list."),
-    resolution: int | None = typer.Option(None, help="Override the input resolution."),
+    resolution: int | None = typer.Option(None, help="Override the input resolution (default: "
+                                          "the config's for anb-mnasnet, else each "
+                                          "architecture's own, e.g. 32 for nasbench201)."),
     batch: int | None = typer.Option(None, help="Override the throughput batch size."),
     threads: int | None = typer.Option(None, help="Override the pinned thread count."),
     clock: str | None = typer.Option(None, help="Override the clock: wall | cpu."),
@@ -42,20 +45,27 @@ def measure_cmd(
                                    "measured)."),
     anchors: str = typer.Option("default", help="Anchor architectures re-measured at the start "
                                 "and every --anchor-every architectures: 'default' "
-                                "(EfficientNet-B0, smallest, largest), 'none' or "
+                                "(anb-mnasnet: EfficientNet-B0, smallest, largest; another "
+                                "space: all-first and all-last choices), 'none' or "
                                 "comma-separated strings."),
     anchor_every: int = typer.Option(500, help="Architectures between anchor sessions."),
+    space: str | None = space_option("search space (default: the one an --archs dataset "
+                                     "names, else anb-mnasnet)"),
 ) -> None:
-    """Measure latency/throughput of architectures on a device (resumable, shardable)."""
+    """Measure latency/throughput of architectures of a search space on a device (resumable,
+    shardable); the records name the space."""
     from anb.collect_throughput.anchors import parse_anchors
     from anb.collect_throughput.driver import RESULTS, measure_archs, read_arch_list
     from anb.collect_throughput.protocol import load_device
     from anb.outputs import exclusive, prepare_folder
+    from anb.records import detect_space
 
+    spec = cli_space(space, detect_space(archs), f"--archs {archs!r}")
     try:
-        config = load_device(device, _overrides(resolution, batch, threads, clock, budget))
-        arch_list = read_arch_list(archs)
-        anchor_archs = parse_anchors(anchors)
+        config = load_device(device, _overrides(resolution, batch, threads, clock, budget),
+                             spec.name)
+        arch_list = read_arch_list(archs, spec)
+        anchor_archs = parse_anchors(anchors, spec)
         # one measure per folder and machine: two would time the same designs on the same cores
         with exclusive(prepare_folder(out, RESULTS), "anb measure", per_host=True):
             summary = measure_archs(config, arch_list, out, shard=shard, workdir=workdir,
@@ -82,13 +92,19 @@ def merge_cmd(
                                                "into one column."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb merge output."),
+    space: str | None = space_option("search space (default: the one --accuracy, else the "
+                                     "first result folder, names; else anb-mnasnet)"),
 ) -> None:
-    """Join accuracy and device results by architecture id; report conflicts, gaps, protocols
-    and the anchors' drift."""
+    """Join accuracy and device results of one search space by architecture id; report
+    conflicts, gaps, protocols and the anchors' drift (records of another space are refused)."""
     from anb.collect_throughput.merge import merge
+    from anb.records import detect_space
 
+    first = accuracy or (results[0] if results else None)
+    spec = cli_space(space, detect_space(first) if first else None, str(first))
     try:
-        report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols, overwrite)
+        report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols, overwrite,
+                       spec)
     except (ValueError, FileNotFoundError) as err:
         fail(err)
     typer.echo(f"merged {report.merged_records} records ({report.accuracy_records} accuracy, "

@@ -7,6 +7,8 @@ most the measurement in flight (one under another protocol is an error, never re
 Anchor architectures are re-measured at the start of the run and every ``anchor_every``
 architectures (:mod:`.anchors`); exported models are deleted once used unless ``keep_work``.
 Shard ``i/k`` takes positions ``i, i + k, ...`` of the de-duplicated list, like the sampler.
+The device config names the search space measured (``DeviceConfig.space``); a results folder
+holds one space's records and a run of another space is refused.
 With ``interleave=K`` blocks of K architectures are timed round-robin (robust ranks on a shared
 machine); each block's records are written when the block is done.
 
@@ -20,12 +22,13 @@ import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from anb.collect_throughput.anchors import (
-    ANCHORS,
     anchor_path,
     anchor_rows,
     append_anchor_rows,
+    default_anchors,
     new_session_id,
 )
 from anb.collect_throughput.environment import pin_cpus
@@ -39,8 +42,10 @@ from anb.collect_throughput.result import arch_record
 from anb.collect_throughput.target import MeasureSummary, MeasureTarget
 from anb.io import atomic_write_json, read_json, read_text
 from anb.outputs import Kind
-from anb.searchspace.arch import Arch, as_arch
+from anb.searchspace.base import Space
+from anb.searchspace.registry import DEFAULT_SPACE, check_same_space, get_space
 from anb.searchspace.sampler import Sampler, parse_shard
+from anb.searchspace.space import ANB_SPACE
 
 log = logging.getLogger(__name__)
 _RECORD_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".json", ".jsonl", ".csv", ".parquet", ".pq")
@@ -48,10 +53,37 @@ _RECORD_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".json", ".jsonl", ".csv", ".parq
 SAMPLE_LIMIT = 100_000
 
 
-def read_arch_list(spec: str | Path) -> list[Arch]:
-    """Architectures from a dataset (any form ``anb.records`` reads), a text file with one
-    architecture string per line, ``sample:N[:seed]`` (N at most :data:`SAMPLE_LIMIT`), or
-    comma-separated strings. De-duplicated, first occurrence kept."""
+def split_arch_list(text: str, space: Space = ANB_SPACE, option: str = "--archs") -> list[Any]:
+    """Comma-separated architecture strings of ``space``; a string that itself holds commas
+    (``ofa-mbv3``'s layers) is taken whole: each architecture is the shortest run of parts
+    that parses. A part that starts no architecture is an error naming it."""
+    parts = [part.strip() for part in text.split(",")]
+    archs, start = [], 0
+    while start < len(parts):
+        if not parts[start]:
+            start += 1
+            continue
+        for end in range(start + 1, len(parts) + 1):
+            try:
+                archs.append(space.arch(",".join(parts[start:end])))
+                break
+            except ValueError:
+                continue
+        else:
+            try:
+                space.arch(parts[start])
+            except ValueError as err:
+                raise ValueError(f"{option}: {parts[start]!r} is not an architecture of search "
+                                 f"space {space.name!r}: {err}") from None
+        start = end
+    return archs
+
+
+def read_arch_list(spec: str | Path, space: Space = ANB_SPACE) -> list[Any]:
+    """Architectures of ``space`` from a dataset (any form ``anb.records`` reads), a text file
+    with one architecture string per line, ``sample:N[:seed]`` (N at most
+    :data:`SAMPLE_LIMIT`), or comma-separated strings (:func:`split_arch_list`).
+    De-duplicated, first occurrence kept."""
     text = str(spec)
     path = Path(text)
     try:
@@ -65,7 +97,7 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
         except (IndexError, ValueError):
             raise ValueError(f"--archs {text!r} is malformed; expected 'sample:N' or "
                              "'sample:N:seed'") from None
-        sampler = Sampler(seed)
+        sampler = Sampler(seed, space)
         try:
             sampler.check_size(n)
         except ValueError as err:
@@ -78,26 +110,26 @@ def read_arch_list(spec: str | Path) -> list[Arch]:
     elif is_dir or (is_file and text.endswith(_RECORD_SUFFIXES)):
         from anb.records import load_dataset
 
-        frame = load_dataset(path)
+        frame = load_dataset(path, space)
         if frame.empty:
             raise ValueError(f"--archs {text!r} holds no architecture records; allowed: a "
                              "dataset, a text file of architecture strings, 'sample:N' or "
                              "comma-separated strings")
-        archs = [Arch.from_string(a) for a in frame["arch"]]
+        archs = [space.arch(a) for a in frame["arch"]]
     elif is_file:
-        archs = [as_arch(line.strip()) for line in read_text(path).splitlines()
+        archs = [space.arch(line.strip()) for line in read_text(path).splitlines()
                  if line.strip() and not line.startswith("#")]
     elif "/" in text or text.endswith((".txt", ".json")):
         raise ValueError(f"--archs {text!r}: no such file or folder")
     else:
-        archs = [as_arch(part.strip()) for part in text.split(",") if part.strip()]
-    unique: dict[str, Arch] = {}
+        archs = split_arch_list(text, space)
+    unique: dict[str, Any] = {}
     for arch in archs:
         unique.setdefault(arch.id, arch)
     return list(unique.values())
 
 
-def shard_of(archs: list[Arch], shard: str | tuple[int, int] | None) -> list[Arch]:
+def shard_of(archs: list[Any], shard: str | tuple[int, int] | None) -> list[Any]:
     i, k = parse_shard(shard)
     return archs[i::k]
 
@@ -115,8 +147,23 @@ def _holds_results(folder: Path) -> bool:
 RESULTS = Kind("measure", "anb measure results", _holds_results)
 
 
-def result_path(out: str | Path, device: str, arch: Arch) -> Path:
+def result_path(out: str | Path, device: str, arch: Any) -> Path:
     return Path(out) / device / f"{arch.id}.json"
+
+
+def record_space(record: dict) -> str:
+    """The search space a record names (the default when it names none)."""
+    return str(record.get("space", DEFAULT_SPACE))
+
+
+def check_results_space(out: str | Path, device: str, space: str) -> None:
+    """Refuse to add ``space``'s records to a device folder holding another space's: every
+    run checks, so one stored record tells the folder's space."""
+    folder = Path(out) / device
+    stored = next((p for p in sorted(folder.glob("*.json")) if not p.name.startswith(".")),
+                  None) if folder.is_dir() else None
+    if stored is not None:
+        check_same_space(space, record_space(read_json(stored)), f"results folder {folder}")
 
 
 def read_result(path: Path) -> dict | None:
@@ -145,24 +192,26 @@ def stored_matches(entry: dict | None, protocol: Protocol, where: Path) -> bool:
         f"{protocol.fingerprint} ({detail}); measure into another --out, or delete that entry")
 
 
-def remove_work_files(workdir: Path, arch: Arch) -> None:
+def remove_work_files(workdir: Path, arch: Any) -> None:
     """Delete the intermediate files (exported models) of ``arch`` in ``workdir``."""
     for path in Path(workdir).glob(f"{arch.id}_*"):
         if path.is_file():
             path.unlink()
 
 
-def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
+def measure_archs(device: DeviceConfig, archs: Iterable[Any], out: str | Path,
                   shard: str | tuple[int, int] | None = None, workdir: str | Path | None = None,
                   progress: bool = True, keep_going: bool = False, interleave: int = 1,
-                  keep_work: bool = False, anchors: Sequence[Arch] = ANCHORS,
+                  keep_work: bool = False, anchors: Sequence[Any] | None = None,
                   anchor_every: int = 500) -> MeasureSummary:
-    """Measure every protocol of ``device`` on this shard of ``archs`` (see module docstring).
+    """Measure every protocol of ``device`` on this shard of ``archs`` (architectures of the
+    device's space, see module docstring).
 
     A stored result is reused only when it was measured under the same protocol (its
     fingerprint); one taken under another protocol stops the run before anything is measured.
-    ``anchors`` are measured before the first block and before the first block after every
-    ``anchor_every`` architectures (see :mod:`.anchors`). Each architecture's exported models
+    ``anchors`` (default: the space's :func:`~.anchors.default_anchors`) are measured before the
+    first block and before the first block after every ``anchor_every`` architectures (see
+    :mod:`.anchors`). Each architecture's exported models
     are deleted from ``workdir`` once it is measured unless ``keep_work``. A config with
     ``pinned = true`` pins this process to ``threads`` CPUs first.
 
@@ -173,12 +222,15 @@ def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
         raise ValueError(f"interleave={interleave} is invalid; allowed: an integer >= 1")
     if anchor_every < 1:
         raise ValueError(f"anchor_every={anchor_every} is invalid; allowed: an integer >= 1")
-    todo = shard_of(list(archs), shard)
+    space = get_space(device.space)
+    anchors = default_anchors(space) if anchors is None else [space.arch(a) for a in anchors]
+    todo = shard_of([space.arch(a) for a in archs], shard)
+    check_results_space(out, device.name, space.name)
     summary = MeasureSummary()
     records = {}
     for arch in todo:
         path = result_path(out, device.name, arch)
-        record = read_result(path) or arch_record(arch, [])
+        record = read_result(path) or arch_record(arch, [], space=space)
         done = [stored_matches(record["platform_perf"].get(p.key), p, path)
                 for p in device.protocols]
         if all(done):
@@ -203,7 +255,7 @@ def measure_archs(device: DeviceConfig, archs: Iterable[Arch], out: str | Path,
 
 def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: str | Path | None,
                 progress: bool, keep_going: bool, interleave: int, keep_work: bool,
-                anchors: Sequence[Arch], anchor_every: int, summary: MeasureSummary) -> None:
+                anchors: Sequence[Any], anchor_every: int, summary: MeasureSummary) -> None:
     from tqdm import tqdm
 
     from anb.collect_throughput.backends import get_backend
@@ -276,11 +328,11 @@ class ProtocolTarget(MeasureTarget):
         self.config, self.name, self.keys = config, config.name, config.keys
 
     def measure(self, archs, out, workdir=None, progress=True, keep_going=False, interleave=1,
-                anchors=ANCHORS) -> MeasureSummary:
+                anchors=None) -> MeasureSummary:
         return measure_archs(self.config, archs, out, workdir=workdir, progress=progress,
                              keep_going=keep_going, interleave=interleave, anchors=anchors)
 
-    def measure_job(self, arch: Arch, workdir: Path) -> dict:
+    def measure_job(self, arch: Any, workdir: Path) -> dict:
         if self.config.remote:
             from anb.collect_throughput.remote import measure_remote
 
@@ -290,6 +342,7 @@ class ProtocolTarget(MeasureTarget):
 
             ms = [measure(arch, p, workdir) for p in self.config.protocols]
         latency = [m.value for m in ms if m.kind == "latency"]
-        return {"record": arch_record(arch, ms, tool="anb worker"),
+        return {"record": arch_record(arch, ms, tool="anb worker",
+                                      space=get_space(self.config.space)),
                 "values": {m.key: m.value for m in ms},
                 "latency_ms": latency[0] if latency else None}

@@ -1,5 +1,8 @@
 """Model inputs: synthetic on-device tensors (default) or ImageNet-val images.
 
+Synthetic inputs have the shape the protocol's search space takes
+(:func:`~anb.collect_throughput.network.input_shape`); images need a space of RGB images.
+
 Both are produced before timing starts, so data loading is never inside the clock. The
 ImageNet option feeds images at exactly ``resolution`` px (the reference's GPU pass: 256):
 resize the short side to ``resolution``, centre crop ``resolution`` x ``resolution``,
@@ -8,9 +11,11 @@ ImageNet mean/std normalisation; ``max_batches`` batches are preloaded and cycle
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from anb.collect_throughput.network import input_shape, measured_resolution, require_images
 from anb.collect_throughput.protocol import Protocol
 from anb.preprocessing import IMAGENET_MEAN, IMAGENET_STD
 
@@ -19,10 +24,14 @@ STD = np.array(IMAGENET_STD, dtype=np.float32)
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
 
+def synthetic_input(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    """A fixed standard-normal float32 array of ``shape``."""
+    return np.random.default_rng(seed).standard_normal(shape, dtype=np.float32)
+
+
 def synthetic_batch(batch: int, resolution: int, seed: int = 0) -> np.ndarray:
-    """A fixed standard-normal NCHW float32 batch."""
-    return np.random.default_rng(seed).standard_normal((batch, 3, resolution, resolution),
-                                                       dtype=np.float32)
+    """A fixed standard-normal NCHW float32 batch of RGB images."""
+    return synthetic_input((batch, 3, resolution, resolution), seed)
 
 
 def preprocess_image(path: Path, resolution: int) -> np.ndarray:
@@ -60,13 +69,16 @@ def image_batches(folder: str | Path, batch: int, resolution: int, max_batches: 
     return batches
 
 
-def make_inputs(protocol: Protocol, seed: int = 0) -> list[np.ndarray]:
-    """The batches a measurement cycles through (NCHW float32)."""
+def make_inputs(protocol: Protocol, arch: Any, seed: int = 0) -> list[np.ndarray]:
+    """The batches a measurement of ``arch`` cycles through (float32, the shape its space's
+    network takes at the measured resolution)."""
     if protocol.inputs == "imagenet":
+        require_images(protocol, "inputs='imagenet'")
         if not protocol.imagenet_dir:
             raise ValueError(f"device {protocol.device!r}: inputs='imagenet' needs imagenet_dir")
-        return image_batches(protocol.imagenet_dir, protocol.batch, protocol.resolution)
-    return [synthetic_batch(protocol.batch, protocol.resolution, seed)]
+        return image_batches(protocol.imagenet_dir, protocol.batch,
+                             measured_resolution(protocol, arch))
+    return [synthetic_input(input_shape(protocol, arch), seed)]
 
 
 def labelled_files(folder: str | Path) -> list[list[Path]]:

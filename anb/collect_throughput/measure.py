@@ -5,20 +5,22 @@ architectures round-robin (see :func:`anb.collect_throughput.timing.run_interlea
 Latency is per request: each step of a latency protocol waits for the device
 (``Session.sync``) before the next is issued, so it is not launch-bound streaming. The machine's
 state (:func:`~anb.collect_throughput.environment.machine_state`) is recorded at the start and
-the end of each block.
+the end of each block. Architectures belong to the protocol's search space
+(:mod:`.network`); a string is parsed in it.
 """
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from anb.collect_throughput.backends import Backend, Session, get_backend
 from anb.collect_throughput.environment import machine_state
+from anb.collect_throughput.network import measured_arch, measured_resolution
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.result import Measurement
 from anb.collect_throughput.timing import LoopResult, run_interleaved, run_loop
-from anb.searchspace.arch import Arch, as_arch
 
 
 def timed_step(session: Session, protocol: Protocol):
@@ -34,30 +36,31 @@ def timed_step(session: Session, protocol: Protocol):
     return request
 
 
-def _measurement(arch: Arch, protocol: Protocol, session: Session, loop: LoopResult,
+def _measurement(arch: Any, protocol: Protocol, session: Session, loop: LoopResult,
                  states: dict) -> Measurement:
     extra = {**session.extra, **loop.extra, "warmup_compiles": loop.warmup_compiles,
              "elapsed_seconds": loop.elapsed_seconds, **session.finish()}
     return Measurement(
         arch=str(arch), arch_id=arch.id, device=protocol.device, kind=protocol.kind,
-        batch=protocol.batch, resolution=protocol.resolution, precision=protocol.precision,
+        batch=protocol.batch, resolution=measured_resolution(protocol, arch),
+        precision=protocol.precision,
         times_s=loop.times, warmup_times_s=loop.warmup_times, inner=loop.inner,
         stop_reason=loop.stop_reason, protocol=protocol.as_dict(),
         environment={**session.environment, **states}, extra=extra, drift=loop.drift,
     )
 
 
-def measure(arch: Arch | str, protocol: Protocol, workdir: str | Path | None = None,
+def measure(arch: Any, protocol: Protocol, workdir: str | Path | None = None,
             backend: Backend | None = None) -> Measurement:
     """Run ``protocol`` on ``arch`` and return its :class:`Measurement`."""
     return measure_interleaved([arch], protocol, workdir, backend)[0]
 
 
-def measure_interleaved(archs: Sequence[Arch | str], protocol: Protocol,
+def measure_interleaved(archs: Sequence[Any], protocol: Protocol,
                         workdir: str | Path | None = None, backend: Backend | None = None,
                         ) -> list[Measurement]:
     """Run ``protocol`` on every architecture of ``archs`` (one alone: :func:`run_loop`)."""
-    arch_list = [as_arch(a) for a in archs]
+    arch_list = [measured_arch(protocol, a) for a in archs]
     backend = backend or get_backend(protocol.backend)
     with tempfile.TemporaryDirectory(prefix="anb-measure-") as scratch:
         sessions = [backend.prepare(a, protocol, Path(workdir or scratch)) for a in arch_list]

@@ -16,6 +16,10 @@ unless ``allow_mixed_protocols``; the fingerprints of each key are in the report
 sessions found in the result folders (``anchors.jsonl``) are summarised per key as
 ``anchor_drift`` (see :func:`anb.collect_throughput.anchors.anchor_drift`). A file that is
 not a readable, valid record (truncated, not UTF-8) is listed in ``skipped`` and the rest merge.
+
+A merge is of one search space (``space``, default ``anb-mnasnet``): a record of another space,
+accuracy or device result, stops it with an error naming both spaces
+(:class:`~anb.searchspace.registry.SpaceMismatch`).
 """
 from __future__ import annotations
 
@@ -31,8 +35,16 @@ from anb.collect_throughput.anchors import ANCHOR_FILE, anchor_drift, read_ancho
 from anb.collect_throughput.protocol import entry_fingerprint, protocol_difference
 from anb.io import atomic_write_json
 from anb.outputs import Kind, check_folder, has_files, replace_folder
-from anb.records import load_records, model_info, read_records, records_to_frame, validate_record
-from anb.searchspace.arch import Arch
+from anb.records import (
+    load_records,
+    model_info,
+    new_record,
+    read_records,
+    records_to_frame,
+    validate_record,
+)
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
 
 ON_CONFLICT = ("keep-existing", "replace", "error")
@@ -42,6 +54,7 @@ OUTPUT = Kind("merge", "an anb merge output", has_files("merge_report.json"), re
 
 @dataclass
 class MergeReport:
+    space: str = ANB_SPACE.name
     accuracy_records: int = 0
     device_records: int = 0
     merged_records: int = 0
@@ -100,17 +113,19 @@ def _same(a: dict, b: dict, key: str) -> bool:
     return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _arch_id(record: dict) -> str:
-    return validate_record(record, where=str(record.get("source", "record"))).id
+def _arch_id(record: dict, space: Space) -> str:
+    return validate_record(record, where=str(record.get("source", "record")), space=space).id
 
 
 def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: str = "keep-existing",
-                  allow_mixed_protocols: bool = False) -> tuple[list[dict], MergeReport]:
-    """Merge in memory; return (merged records, report). Inputs are not modified."""
+                  allow_mixed_protocols: bool = False, space: Space = ANB_SPACE,
+                  ) -> tuple[list[dict], MergeReport]:
+    """Merge records of ``space`` in memory; return (merged records, report). Inputs are not
+    modified."""
     if on_conflict not in ON_CONFLICT:
         raise ValueError(f"on_conflict={on_conflict!r} is invalid; allowed: {list(ON_CONFLICT)}")
     results = list(results)
-    report = MergeReport(accuracy_records=len(accuracy))
+    report = MergeReport(space=space.name, accuracy_records=len(accuracy))
     report.protocols = check_protocols(results, allow_mixed_protocols)
     measured: dict[str, dict[str, tuple[dict, str]]] = {}
     templates: dict[str, dict] = {}
@@ -128,14 +143,14 @@ def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: st
             held[key] = (entry, source)
 
     seen: dict[str, int] = {}
-    ids = [_arch_id(record) for record in accuracy]
+    ids = [_arch_id(record, space) for record in accuracy]
     for arch_id in ids:
         seen[arch_id] = seen.get(arch_id, 0) + 1
     report.duplicate_accuracy_archs = sorted(a for a, n in seen.items() if n > 1)
     released_keys = {k for r in accuracy for k in (r.get("platform_perf") or {})}
     for record in results:
         report.device_records += 1
-        arch_id = _arch_id(record)
+        arch_id = _arch_id(record, space)
         templates.setdefault(arch_id, record)
         for key, entry in (record.get("platform_perf") or {}).items():
             add(arch_id, key, entry, str(record.get("source", "results")))
@@ -163,10 +178,9 @@ def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: st
                             f"{first['sources'][1]}")
     for arch_id in sorted(set(templates) - set(seen)):
         report.device_only.append(arch_id)
-        architecture = templates[arch_id]["architecture"]
-        merged.append({"architecture": architecture, "metrics": {},
-                       "model_info": model_info(Arch.from_anb_dict(architecture)),
-                       "source": f"{arch_id}.json",
+        arch = space.arch(templates[arch_id]["architecture"])
+        merged.append({**new_record(arch, space), "metrics": {},
+                       "model_info": model_info(arch, space), "source": f"{arch_id}.json",
                        "platform_perf": {k: copy.deepcopy(v[0])
                                          for k, v in measured[arch_id].items()}})
         ids.append(arch_id)
@@ -193,23 +207,25 @@ def load_anchor_rows(paths: Iterable[str | Path]) -> list[dict]:
 
 
 def load_results(paths: Iterable[str | Path],
-                 skipped: list[dict[str, str]] | None = None) -> list[dict]:
-    """Per-architecture result records from ``anb measure`` output folders (or any record form).
-    A bad record (not UTF-8, not JSON, invalid) is listed in ``skipped`` as ``{"file",
-    "reason"}`` and the rest are read; without ``skipped`` it raises ValueError naming it."""
+                 skipped: list[dict[str, str]] | None = None,
+                 space: Space = ANB_SPACE) -> list[dict]:
+    """Per-architecture result records of ``space`` from ``anb measure`` output folders (or any
+    record form). A bad record (not UTF-8, not JSON, invalid) is listed in ``skipped`` as
+    ``{"file", "reason"}`` and the rest are read; without ``skipped`` it raises ValueError
+    naming it. A record of another space is always an error naming both spaces."""
     records: list[dict] = []
     for path in paths:
         if skipped is None:
-            records += load_records(path)
+            records += load_records(path, space)
             continue
-        found, bad = read_records(path)
+        found, bad = read_records(path, space)
         records += found
         skipped += [{"file": where, "reason": why} for where, why in bad]
     return records
 
 
 def write_merged(records: list[dict], report: MergeReport, out: str | Path,
-                 overwrite: bool = False) -> Path:
+                 overwrite: bool = False, space: Space = ANB_SPACE) -> Path:
     """Write ``out/records/*.json``, ``out/dataset.csv``, ``out/dataset.parquet`` and
     ``out/merge_report.json``; a merge output there is replaced once the new one is complete
     (:func:`anb.outputs.replace_folder`: anything else is refused unless ``overwrite``)."""
@@ -218,15 +234,15 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path,
         folder.mkdir()
         names: set[str] = set()
         for record in records:
-            name = Path(str(record.get("source") or f"{_arch_id(record)}.json")).name
+            name = Path(str(record.get("source") or f"{_arch_id(record, space)}.json")).name
             if name in names or not name.endswith(".json"):
-                name = f"{_arch_id(record)}_{len(names)}.json"
+                name = f"{_arch_id(record, space)}_{len(names)}.json"
             names.add(name)
             body = {k: v for k, v in record.items() if k != "source"}
             body["provenance"] = {**(body.get("provenance") or {}),
                                   "merge": {"anb_version": __version__}}
             (folder / name).write_text(json.dumps(body) + "\n")
-        frame = records_to_frame(records)
+        frame = records_to_frame(records, space)
         frame.to_csv(tmp / "dataset.csv", index=False)
         frame.to_parquet(tmp / "dataset.parquet", index=False)
         atomic_write_json(tmp / "merge_report.json",
@@ -236,15 +252,16 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path,
 
 def merge(accuracy: str | Path | None, results: Iterable[str | Path], out: str | Path,
           on_conflict: str = "keep-existing", allow_mixed_protocols: bool = False,
-          overwrite: bool = False) -> MergeReport:
-    """Load, merge and write (see :func:`merge_records` and :func:`write_merged`)."""
+          overwrite: bool = False, space: Space = ANB_SPACE) -> MergeReport:
+    """Load, merge and write records of ``space`` (see :func:`merge_records` and
+    :func:`write_merged`)."""
     check_folder(out, OUTPUT, overwrite)
     results = list(results)
     skipped: list[dict[str, str]] = []
-    acc = load_results([accuracy], skipped) if accuracy else []
-    merged, report = merge_records(acc, load_results(results, skipped), on_conflict,
-                                   allow_mixed_protocols)
+    acc = load_results([accuracy], skipped, space) if accuracy else []
+    merged, report = merge_records(acc, load_results(results, skipped, space), on_conflict,
+                                   allow_mixed_protocols, space)
     report.skipped = skipped
     report.anchor_drift = anchor_drift(load_anchor_rows(results))
-    write_merged(merged, report, out, overwrite)
+    write_merged(merged, report, out, overwrite, space)
     return report

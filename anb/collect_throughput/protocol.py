@@ -7,13 +7,19 @@ A device is described by a TOML file in ``anb/configs/devices/`` (or any path)::
     precision = "fp32"
     threads = 1
     pinned = true               # pin the process to `threads` CPUs
-    resolution = 224
+    resolution = 224            # the anb-mnasnet protocol's (see below)
     [latency]                   # one table per measured kind; each may override the settings
     batch = 1
     [throughput]
     batch = 8
     [warmup]                    # WarmupRule fields
     [stopping]                  # StoppingRule fields
+
+A config describes a device, not a search space: the space is chosen when it is loaded
+(``space=``, ``anb measure --space``). Its ``resolution`` is the one the default space
+``anb-mnasnet`` is measured at; another space is measured at the resolution given as an
+override (``--resolution``), else at each architecture's own input size (the space's task
+resolution, or the architecture's ``r`` in ``ofa-mbv3``): ``Protocol.resolution`` is then None.
 """
 from __future__ import annotations
 
@@ -28,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from anb import resources
+from anb.searchspace.registry import DEFAULT_SPACE, space_names
 
 BACKENDS = ("torch", "onnxruntime", "onnxruntime-int8", "cuda", "xla", "vart")
 KINDS = ("latency", "throughput")
@@ -44,7 +51,7 @@ FINGERPRINT_FIELDS = ("device", "backend", "kind", "batch", "resolution", "preci
                       "stopping")
 """What makes two measurements comparable: every setting that can change the number (not where
 the images lie, nor how a board is reached). A field added later joins only by being listed."""
-LATER_FINGERPRINT_FIELDS = {"cuda_graphs": False}
+LATER_FINGERPRINT_FIELDS = {"cuda_graphs": False, "space": DEFAULT_SPACE}
 """Fields added after results were stored, with their default: each joins the fingerprint only
 when set to something else, so the fingerprints of results taken before it existed still hold."""
 
@@ -131,7 +138,8 @@ class Protocol:
     backend: str
     kind: str = "latency"
     batch: int = 1
-    resolution: int = 224
+    resolution: int | None = 224
+    """Input size; None: each architecture's own (see the module docstring)."""
     precision: str = "fp32"
     threads: int = 1
     layout: str = "nchw"
@@ -154,6 +162,8 @@ class Protocol:
     cuda_graphs: bool = False
     """CUDA back-end: capture the forward once as a CUDA graph and replay it per step, so a
     batch-1 request times the device's work, not Python's kernel launches."""
+    space: str = DEFAULT_SPACE
+    """The search space whose networks are measured (:mod:`anb.searchspace.registry`)."""
     warmup: WarmupRule = field(default_factory=WarmupRule)
     stopping: StoppingRule = field(default_factory=StoppingRule)
 
@@ -165,9 +175,13 @@ class Protocol:
                               ("quantization", QUANTIZATIONS)):
             if getattr(self, name) not in allowed:
                 _fail(name, getattr(self, name), str(list(allowed)))
-        for name in ("batch", "resolution", "threads", "calibration_images"):
+        if self.space not in space_names():
+            _fail("space", self.space, str(space_names()))
+        for name in ("batch", "threads", "calibration_images"):
             _positive(name, getattr(self, name))
-        if self.resolution < 32:
+        if self.resolution is not None:
+            _positive("resolution", self.resolution)
+        if self.space == DEFAULT_SPACE and (self.resolution is None or self.resolution < 32):
             _fail("resolution", self.resolution, "an integer >= 32 (the network downsamples 32x)")
         if self.clock == "cpu" and (self.threads != 1 or self.backend in ("cuda", "xla", "vart")):
             _fail("clock", self.clock, "'wall' unless threads=1 on a CPU back-end")
@@ -210,9 +224,28 @@ class DeviceConfig:
     def keys(self) -> tuple[str, ...]:
         return tuple(p.key for p in self.protocols)
 
+    @property
+    def space(self) -> str:
+        """The search space the protocols measure (one for all of them)."""
+        return self.protocols[0].space
+
+
+def for_space(config: DeviceConfig, space: str) -> DeviceConfig:
+    """``config`` measuring ``space``: its protocols as a config loaded with ``space=space`` and
+    no resolution override has them (another space than the default at each architecture's
+    own resolution). A config already measuring ``space`` is returned as it is."""
+    if config.space == space:
+        return config
+    if config.space != DEFAULT_SPACE:
+        raise ValueError(f"device {config.name!r} is loaded for search space {config.space!r}; "
+                         f"it cannot be switched to {space!r}")
+    resolution = {} if space == DEFAULT_SPACE else {"resolution": None}
+    return dataclasses.replace(config, protocols=tuple(
+        p.replace(space=space, **resolution) for p in config.protocols))
+
 
 _PROTOCOL_FIELDS = {f.name for f in dataclasses.fields(Protocol)} - {"device", "kind", "warmup",
-                                                                    "stopping"}
+                                                                    "stopping", "space"}
 
 
 def fingerprint_settings(protocol: Mapping[str, Any]) -> dict[str, Any]:
@@ -266,8 +299,9 @@ def _rule(cls: type, data: Any, where: str) -> Any:
 
 
 def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
-                        ) -> DeviceConfig:
-    """Build a :class:`DeviceConfig` from a parsed TOML table (see module docstring).
+                        space: str = DEFAULT_SPACE) -> DeviceConfig:
+    """Build a :class:`DeviceConfig` measuring ``space`` from a parsed TOML table (see module
+    docstring).
 
     ``overrides`` (e.g. ``{"resolution": 64, "stopping": {"budget_seconds": 1}}``) apply to
     every protocol.
@@ -292,12 +326,14 @@ def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | 
         settings = {**data, **table, **{k: v for k, v in overrides.items() if k != "batch"}}
         if kind == "throughput" and "batch" in overrides:
             settings["batch"] = overrides["batch"]
+        if space != DEFAULT_SPACE:  # the config's resolution is the default space's
+            settings["resolution"] = overrides.get("resolution")
         bad = sorted(set(settings) - _PROTOCOL_FIELDS)
         if bad:
             _fail(f"{kind}.{bad[0]}", settings[bad[0]],
                   f"a known setting {sorted(_PROTOCOL_FIELDS)}")
         protocols.append(Protocol(
-            device=name, kind=kind,
+            device=name, kind=kind, space=space,
             warmup=_rule(WarmupRule, {**warmup, **kind_warmup}, "warmup"),
             stopping=_rule(StoppingRule, {**stopping, **kind_stopping}, "stopping"),
             **settings,
@@ -311,8 +347,9 @@ def available_devices() -> list[str]:
 
 
 def load_device(name_or_path: str | Path, overrides: Mapping[str, Any] | None = None,
-                ) -> DeviceConfig:
-    """Load a shipped device config by name (``cpu-ort``) or a TOML file by path."""
+                space: str = DEFAULT_SPACE) -> DeviceConfig:
+    """Load a shipped device config by name (``cpu-ort``) or a TOML file by path, measuring
+    ``space``."""
     # imported here: the rest of this module also runs on a board's older Python
     if sys.version_info >= (3, 11):
         import tomllib
@@ -328,4 +365,4 @@ def load_device(name_or_path: str | Path, overrides: Mapping[str, Any] | None = 
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
-    return device_from_mapping(data, overrides)
+    return device_from_mapping(data, overrides, space)

@@ -1,7 +1,9 @@
 """``anb queue submit/status/retry/cancel/bump/results`` and ``anb worker``.
 
 The queue is named by ``--queue`` or ``$ANB_QUEUE``: a SQLite file (one host) or a
-``postgresql://`` URL (many hosts).
+``postgresql://`` URL (many hosts). A queue holds the jobs of one search space (``submit
+--space``; each job records it and the workers read it back): submitting another space's jobs
+to it is refused, naming both.
 """
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from pathlib import Path
 
 import typer
 
-from anb.cli_support import fail, queue_option
+from anb.cli_support import fail, queue_option, space_option
+from anb.searchspace.base import Space
+from anb.searchspace.cli import cli_space
 
 app = typer.Typer(help="A shared queue of (architecture, device, stage) jobs.",
                   no_args_is_help=True)
@@ -28,22 +32,41 @@ def _open(url: str, create: bool = False):
         fail(err)
 
 
-def _archs(spec: str) -> list[str]:
-    """Architectures from a search's output (folder with pareto.csv, or a CSV with an ``arch``
-    column) or anything ``anb measure --archs`` reads (file, dataset, sample:N, a,b,...)."""
-    from anb.collect_throughput.driver import read_arch_list
-    from anb.searchspace.arch import as_arch
-
+def _archs_path(spec: str) -> Path:
+    """``--archs`` as a path: a search's output folder is its ``pareto.csv``."""
     path = Path(spec)
-    if path.is_dir() and (path / "pareto.csv").is_file():
-        path = path / "pareto.csv"
+    try:
+        if path.is_dir() and (path / "pareto.csv").is_file():
+            return path / "pareto.csv"
+    except OSError:  # e.g. a long comma-separated list is too long for a file name
+        pass
+    return path
+
+
+def _archs(spec: str, space: Space) -> list[str]:
+    """Architectures of ``space`` from a search's output (folder with pareto.csv, or a CSV with
+    an ``arch`` column) or anything ``anb measure --archs`` reads (file, dataset, sample:N,
+    a,b,...)."""
+    from anb.collect_throughput.driver import read_arch_list
+
+    path = _archs_path(spec)
     if path.suffix == ".csv" and path.is_file():
         import pandas as pd
 
         frame = pd.read_csv(path)
         if "arch" in frame.columns:
-            return list(dict.fromkeys(str(as_arch(a)) for a in frame["arch"]))
-    return [str(a) for a in read_arch_list(spec)]
+            return list(dict.fromkeys(str(space.arch(a)) for a in frame["arch"]))
+    return [str(a) for a in read_arch_list(spec, space)]
+
+
+def check_queue_space(q, space: Space) -> None:
+    """Refuse to add ``space``'s jobs to a queue holding another space's: every submit checks,
+    so one stored job tells the queue's space."""
+    from anb.collect_throughput.queue_stages import job_space_name
+    from anb.searchspace.registry import check_same_space
+
+    for job in q.jobs(limit=1):
+        check_same_space(space.name, job_space_name(job), f"the queue's job #{job.id}")
 
 
 @app.command("submit")
@@ -57,27 +80,35 @@ def submit_cmd(
     priority: int | None = typer.Option(None, help="Priority (lower first; 0 jumps the "
                                            "queue). Default: the first stage's."),
     max_attempts: int = typer.Option(3, help="Attempts before a job is failed."),
+    space: str | None = space_option("search space (default: the one an --archs dataset or "
+                                     "search output names, else anb-mnasnet)"),
     queue: str = QUEUE,
 ) -> None:
-    """Queue jobs for every architecture x device."""
+    """Queue jobs for every architecture (of --space) x device."""
     from anb.collect_throughput.devices import device_table
-    from anb.collect_throughput.queue_stages import register_stages
+    from anb.collect_throughput.queue_stages import job_payload, register_stages
     from anb.jobs.queue import JobSpec
     from anb.jobs.stages import chain
+    from anb.records import detect_space
 
     register_stages()
+    spec = cli_space(space, detect_space(_archs_path(archs)), f"--archs {archs!r}")
     try:
         names = [s.strip() for s in stages.split(",") if s.strip()]
         tables = [device_table(d) for d in devices]
-        arch_list = _archs(archs)
+        arch_list = _archs(archs, spec)
         specs: list[JobSpec] = [chain(a, name, names, priority, max_attempts,
-                                      {"device_config": table})
+                                      job_payload(spec, table))
                                 for name, table in tables for a in arch_list]
     except (ValueError, FileNotFoundError) as err:
         fail(err)
     if specs:
         names = [specs[0].stage, *specs[0].next_stages]
     with _open(queue, create=True) as q:
+        try:
+            check_queue_space(q, spec)
+        except ValueError as err:
+            fail(err)
         added = q.submit(specs)
     typer.echo(f"queued {len(added)} job(s) ({len(specs) - len(added)} already in the queue) "
                f"for {len(arch_list)} architecture(s) x {len(tables)} device(s), stages "
@@ -196,8 +227,11 @@ def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<ou
         done = q.jobs(state="done", device=device, stage="measure", limit=10**9)
     if done:
         prepare_folder(out, RESULTS)
-    for job in done:
-        publish(job, job.result, out)
+    try:
+        for job in done:
+            publish(job, job.result, out)
+    except ValueError as err:
+        fail(err)
     typer.echo(f"wrote {len(done)} record(s) -> {out}")
 
 

@@ -19,6 +19,11 @@ on its board by :func:`~anb.collect_throughput.qualcomm.stages.measure_qualcomm`
 transport, and its per-layer table (``result["files"]``) is published beside the record. A
 Qualcomm device's host stages (export, DLC conversion, quantization) run inside its ``measure``
 job; the separate export/convert/accuracy stages are for protocol configs.
+
+A job of a search space other than ``anb-mnasnet`` names it in its payload (``"space"``,
+:func:`job_payload`); every stage reads the architecture in that space (:func:`job_arch`) and
+measures ``space.build(arch)`` on its task's input (:mod:`.network`). A Qualcomm device runs
+``anb-mnasnet`` only; its job of another space fails with an error naming the space.
 """
 from __future__ import annotations
 
@@ -30,13 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from anb.collect_throughput.devices import as_target, load_any_device
-from anb.collect_throughput.driver import read_result, result_path
-from anb.collect_throughput.protocol import DeviceConfig
+from anb.collect_throughput.driver import check_results_space, read_result, result_path
+from anb.collect_throughput.network import measured_resolution, require_images
+from anb.collect_throughput.protocol import DeviceConfig, for_space
 from anb.collect_throughput.target import MeasureTarget
 from anb.io import atomic_write, atomic_write_json
 from anb.jobs.queue import Job
 from anb.jobs.stages import Stage, StageContext, register_stage
-from anb.searchspace.arch import as_arch
+from anb.searchspace.base import Space
+from anb.searchspace.registry import DEFAULT_SPACE, get_space
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +85,43 @@ def make_context(store: str | Path, out: str | Path | None, devices: list[str]) 
     return StageContext(store=Path(store), out=Path(out) if out else None, devices=configs)
 
 
+def job_payload(space: Space, device_table: dict[str, Any]) -> dict[str, Any]:
+    """What a submitted job carries: its device's table, and its space unless the default."""
+    payload: dict[str, Any] = {"device_config": device_table}
+    if space.name != DEFAULT_SPACE:
+        payload["space"] = space.name
+    return payload
+
+
+def job_space_name(job: Job) -> str:
+    return str(job.payload.get("space", DEFAULT_SPACE))
+
+
+def job_space(job: Job) -> Space:
+    """The search space the job's architecture belongs to."""
+    return get_space(job_space_name(job))
+
+
+def job_arch(job: Job) -> Any:
+    """The job's architecture, parsed in its space."""
+    return job_space(job).arch(job.arch)
+
+
 def job_device(job: Job, ctx: StageContext) -> Any:
-    """The job's device config: this worker's, else the table the job carries, else the
-    shipped config of that name."""
+    """The job's device config (this worker's, else the table the job carries, else the
+    shipped config of that name) measuring the job's space."""
     if job.device in ctx.devices:
-        return ctx.devices[job.device]
-    return load_any_device(job.payload.get("device_config", job.device))
+        device = ctx.devices[job.device]
+    else:
+        device = load_any_device(job.payload.get("device_config", job.device))
+    space = job_space_name(job)
+    if isinstance(device, DeviceConfig):
+        return for_space(device, space)
+    if space != DEFAULT_SPACE:
+        raise ValueError(f"device {device.name!r} (a Qualcomm {device.sdk.upper()} device) "
+                         f"measures search space {DEFAULT_SPACE!r} only; job #{job.id} is of "
+                         f"space {space!r}")
+    return device
 
 
 def job_target(job: Job, ctx: StageContext) -> MeasureTarget:
@@ -114,7 +152,8 @@ def run_export(job: Job, ctx: StageContext) -> dict[str, Any]:
     from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
 
     device = protocol_device(job, ctx)
-    path = float_onnx(as_arch(job.arch), ctx.store_dir(job), device.protocols[0].resolution)
+    path = float_onnx(job_arch(job), ctx.store_dir(job), device.protocols[0].resolution,
+                      job_space(job))
     return {"model": str(path), "bytes": path.stat().st_size}
 
 
@@ -124,7 +163,7 @@ def prepare_models(job: Job, ctx: StageContext) -> list[tuple[str, Path, dict]]:
     from anb.collect_throughput.backends import get_backend
 
     device = protocol_device(job, ctx)
-    arch = as_arch(job.arch)
+    arch = job_arch(job)
     out = []
     for protocol in device.protocols:
         if device.remote:
@@ -151,14 +190,18 @@ def run_convert(job: Job, ctx: StageContext) -> dict[str, Any]:
 def run_measure(job: Job, ctx: StageContext) -> dict[str, Any]:
     """Measure the device's keys for the job's architecture with the device's target
     (protocols on its board or on this host; a Qualcomm device on its board over its
-    transport), models prepared in the store."""
-    return job_target(job, ctx).measure_job(as_arch(job.arch), ctx.store_dir(job))
+    transport), models prepared in the store. A results folder of another space is refused
+    before anything is measured."""
+    if ctx.out is not None:
+        check_results_space(ctx.out, job.device, job_space_name(job))
+    return job_target(job, ctx).measure_job(job_arch(job), ctx.store_dir(job))
 
 
 def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
     """On-device agreement with the host: the device's model run on the digits test images
     (on the board, or here), against the fp32 model in onnxruntime on this host: top-1
-    agreement, cosine similarity and max abs error of the logits."""
+    agreement, cosine similarity and max abs error of the logits. A space whose input is not
+    RGB images is refused (naming it)."""
     import numpy as np
 
     from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
@@ -166,11 +209,14 @@ def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
     from anb.collect_throughput.quantize import run_model
 
     device = protocol_device(job, ctx)
-    arch = as_arch(job.arch)
+    arch = job_arch(job)
     protocol = device.protocols[0]
-    images, _ = digits_images(protocol.resolution, "test")
+    require_images(protocol, "the accuracy stage (digits images)")
+    resolution = measured_resolution(protocol, arch)
+    images, _ = digits_images(resolution, "test")
     images = np.ascontiguousarray(images[:64], dtype=np.float32)
-    reference = run_model(float_onnx(arch, ctx.store_dir(job), protocol.resolution), images)
+    reference = run_model(float_onnx(arch, ctx.store_dir(job), resolution, job_space(job)),
+                          images)
     (_, path, _), = prepare_models(job, ctx)[:1]
     if device.remote:
         from anb.collect_throughput.remote import device_outputs
@@ -192,11 +238,13 @@ def publish(job: Job, result: dict[str, Any], out: Path | None) -> Path | None:
     """Write a measure result's record to ``<out>/<device>/<arch_id>.json``, adding its
     entries to a record already there, and copy the files it lists (``result["files"]``, e.g.
     a Qualcomm per-layer table) beside it (atomic; call after the queue accepted the result).
-    A listed file this host cannot see (a store not shared with it) is skipped."""
+    A listed file this host cannot see (a store not shared with it) is skipped; a results folder
+    holding another space's records is refused (naming both)."""
     record = result.get("record")
     if out is None or record is None:
         return None
-    path = result_path(out, job.device, as_arch(job.arch))
+    check_results_space(out, job.device, job_space_name(job))
+    path = result_path(out, job.device, job_arch(job))
     for name in result.get("files") or []:
         source = Path(name)
         if source.is_file():

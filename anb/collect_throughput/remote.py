@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from anb.collect_throughput.board import RUNNER
+from anb.collect_throughput.network import measured_arch, measured_resolution
 from anb.collect_throughput.protocol import DeviceConfig, Protocol
 from anb.collect_throughput.result import Measurement
 from anb.collect_throughput.transports import (
@@ -48,7 +49,6 @@ from anb.collect_throughput.transports import (
     TransportError,
     open_transport,
 )
-from anb.searchspace.arch import Arch, as_arch
 from anb.version import __version__
 
 log = logging.getLogger(__name__)
@@ -166,18 +166,19 @@ class BoardRuntime(ABC):
     name: str = ""
 
     @abstractmethod
-    def model(self, arch: Arch, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+    def model(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
         """Prepare the model file on the host (export, convert...), cached in ``workdir`` (a
         second call finds it there); returns it and facts for the record (e.g. quantization)."""
 
     @abstractmethod
-    def measure(self, folder: BoardFolder, arch: Arch, protocol: Protocol, model: Path,
+    def measure(self, folder: BoardFolder, arch: Any, protocol: Protocol, model: Path,
                 ) -> Measurement:
         """Measure ``model`` on the board through ``folder``."""
 
     def outputs(self, folder: BoardFolder, protocol: Protocol, model: Path,
                 images: np.ndarray) -> np.ndarray:
-        """The model's outputs for ``images`` (NCHW float32), computed on the board."""
+        """The model's outputs for ``images`` (float32, the model's input layout), computed
+        on the board."""
         raise NotImplementedError(f"board runtime {self.name!r} does not return outputs")
 
 
@@ -193,7 +194,7 @@ class OnnxRuntimeBoard(BoardRuntime):
     name = "onnxruntime"
     BACKENDS = ("onnxruntime", "onnxruntime-int8")
 
-    def model(self, arch: Arch, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+    def model(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
         from anb.collect_throughput.backends import get_backend
         from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
 
@@ -241,20 +242,21 @@ class OnnxRuntimeBoard(BoardRuntime):
             out = folder.pull("outputs.npy", Path(tmp) / "outputs.npy")
             return np.load(out).reshape(len(images), -1)
 
-    def measure(self, folder: BoardFolder, arch: Arch, protocol: Protocol, model: Path,
+    def measure(self, folder: BoardFolder, arch: Any, protocol: Protocol, model: Path,
                 ) -> Measurement:
         from anb.collect_throughput.inputs import make_inputs
 
         with tempfile.TemporaryDirectory(prefix="anb-board-") as tmp:
-            result = self._run(folder, protocol, model, np.stack(make_inputs(protocol)), "time",
-                               Path(tmp))
+            result = self._run(folder, protocol, model, np.stack(make_inputs(protocol, arch)),
+                               "time", Path(tmp))
         env = {**result["environment"], "anb_version": __version__, "device_name": protocol.device,
                "transport": folder.transport.url, "board_runtime": self.name}
         return Measurement(
             arch=str(arch), arch_id=arch.id, device=protocol.device, kind=protocol.kind,
-            batch=protocol.batch, resolution=protocol.resolution, precision=protocol.precision,
-            times_s=result["times_s"], warmup_times_s=result["warmup_times_s"],
-            inner=result["inner"], stop_reason=result["stop_reason"],
+            batch=protocol.batch, resolution=measured_resolution(protocol, arch),
+            precision=protocol.precision, times_s=result["times_s"],
+            warmup_times_s=result["warmup_times_s"], inner=result["inner"],
+            stop_reason=result["stop_reason"],
             protocol=protocol.as_dict(), environment=env,
             extra={"warmup_stop_reason": result["warmup_stop_reason"], "warmup_compiles": 0,
                    "elapsed_seconds": result["elapsed_seconds"],
@@ -284,21 +286,22 @@ def remote_spec(device: DeviceConfig) -> RemoteSpec:
     return RemoteSpec.from_mapping(device.name, table)
 
 
-def measure_remote(device: DeviceConfig, arch: Arch | str, workdir: str | Path,
+def measure_remote(device: DeviceConfig, arch: Any, workdir: str | Path,
                    ) -> list[Measurement]:
     """Every protocol of ``device`` measured on its board (one board folder per protocol);
     models are prepared on the host in (or found in) ``workdir``."""
     return [measure_remote_archs(device, p, [arch], workdir)[0] for p in device.protocols]
 
 
-def measure_remote_archs(device: DeviceConfig, protocol: Protocol, archs: list[Arch | str],
+def measure_remote_archs(device: DeviceConfig, protocol: Protocol, archs: list[Any],
                          workdir: str | Path) -> list[Measurement]:
-    """``protocol`` measured on ``device``'s board for each of ``archs``, one after another."""
+    """``protocol`` measured on ``device``'s board for each of ``archs`` (architectures of the
+    protocol's space), one after another."""
     spec = remote_spec(device)
     runtime = get_runtime(spec.runtime)
     transport = spec.open(device.name)
     out = []
-    for arch in map(as_arch, archs):
+    for arch in (measured_arch(protocol, a) for a in archs):
         path, extra = runtime.model(arch, protocol, Path(workdir))
         with board_folder(transport, spec) as folder:
             m = runtime.measure(folder, arch, protocol, path)

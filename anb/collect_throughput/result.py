@@ -25,6 +25,8 @@ import numpy as np
 
 from anb.collect_throughput.protocol import protocol_fingerprint
 from anb.collect_throughput.stats import summarize
+from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
 
 UNITS = {"latency": "ms", "throughput": "images/s"}
@@ -109,13 +111,15 @@ class Measurement:
         }
 
 
-def arch_record(arch: Any, measurements: list[Measurement], tool: str = "anb measure") -> dict:
-    """A per-architecture record holding the measurements' ``platform_perf`` entries."""
-    from anb.searchspace.arch import as_arch
+def arch_record(arch: Any, measurements: list[Measurement], tool: str = "anb measure",
+                space: Space = ANB_SPACE) -> dict:
+    """A per-architecture record of ``space`` (:func:`anb.records.new_record`) holding the
+    measurements' ``platform_perf`` entries."""
+    from anb.records import new_record
 
-    arch = as_arch(arch)
+    arch = space.arch(arch)
     return {
-        "architecture": arch.to_anb_dict(),
+        **new_record(arch, space),
         "platform_perf": {m.key: m.to_perf_entry() for m in measurements},
         "provenance": {"throughput": {"tool": tool, "anb_version": __version__, "arch": str(arch),
                                       "arch_id": arch.id}},

@@ -16,9 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anb.collect_throughput.anchors import ANCHORS
-from anb.searchspace.arch import Arch
-
 
 @dataclass
 class MeasureSummary:
@@ -41,13 +38,15 @@ class MeasureTarget(ABC):
     keys: tuple[str, ...]
 
     @abstractmethod
-    def measure(self, archs: Iterable[Arch], out: str | Path, workdir: str | Path | None = None,
+    def measure(self, archs: Iterable[Any], out: str | Path, workdir: str | Path | None = None,
                 progress: bool = True, keep_going: bool = False, interleave: int = 1,
-                anchors: Sequence[Arch] = ANCHORS) -> MeasureSummary:
-        """Measure ``archs`` into ``<out>/<name>/<arch_id>.json`` (resumable)."""
+                anchors: Sequence[Any] | None = None) -> MeasureSummary:
+        """Measure ``archs`` (architectures of the target's search space) into
+        ``<out>/<name>/<arch_id>.json`` (resumable); ``anchors`` None: the space's default
+        anchors (:func:`~anb.collect_throughput.anchors.default_anchors`)."""
 
     @abstractmethod
-    def measure_job(self, arch: Arch, workdir: Path) -> dict:
+    def measure_job(self, arch: Any, workdir: Path) -> dict:
         """One architecture for a queue job, nothing written to a results folder: ``record``
         (the per-architecture record), ``values`` (key -> value), ``latency_ms`` and
         ``files`` (paths to copy beside the record when it is published). Errors name the

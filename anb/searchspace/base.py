@@ -319,6 +319,11 @@ class Space(ABC):
         return (np.stack(parts, axis=1).astype(np.float64),
                 ["conv_macs", "other_macs", "activations", "layers"])
 
+    def resolutions(self, choices: np.ndarray) -> np.ndarray:
+        """Each architecture's input resolution ``(n,)``: the task's, unless the space makes
+        the resolution an architecture variable (OFA)."""
+        return np.full(len(choices), self.task.resolution, dtype=np.int64)
+
     def depth(self, choices: np.ndarray) -> np.ndarray:
         """Layers in effect per block, ``(n, num_blocks)`` (1 where a block is one layer)."""
         n_blocks = len(self.block_names())

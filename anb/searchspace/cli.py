@@ -1,4 +1,5 @@
-"""``anb space``: inspect, sample and count architectures of the search space."""
+"""``anb space``: inspect, sample and count architectures of a search space (``--space``, any
+registered space; :func:`cli_space` is the option's reader for every command that takes it)."""
 from __future__ import annotations
 
 import json
@@ -10,10 +11,10 @@ import typer
 from anb.cli_support import fail
 from anb.io import atomic_write
 from anb.outputs import check_file
-from anb.searchspace.arch import as_arch
-from anb.searchspace.counting import count
-from anb.searchspace.registry import get_space
+from anb.searchspace.base import Space
+from anb.searchspace.registry import BUILTIN_SPACES, DEFAULT_SPACE, resolve_space
 from anb.searchspace.sampler import Sampler, parse_shard
+from anb.searchspace.space import SearchSpace
 
 app = typer.Typer(help="Inspect, sample and count architectures of the search space.",
                   no_args_is_help=True)
@@ -25,21 +26,38 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="space")
 
 
-SPACE_OPTION = typer.Option("anb-mnasnet", "--space", help="Search space name.")
+SPACE_OPTION = typer.Option(DEFAULT_SPACE, "--space", help="Search space: "
+                            f"{', '.join(BUILTIN_SPACES)} or a plug-in's.")
+
+
+def cli_space(given: str | None, found: str | None = None, what: str = "the input") -> Space:
+    """The space a command works in (:func:`~anb.searchspace.registry.resolve_space`: ``--space``,
+    else the one its input names, else the default); an unknown name (the known ones listed)
+    or a ``--space`` other than the input's (both named) exits 2."""
+    try:
+        return resolve_space(given, found, what)
+    except ValueError as err:
+        fail(err)
 
 
 @app.command()
 def info(space: str = SPACE_OPTION) -> None:
-    """Print the stages, their allowed choices and the size of the space."""
-    try:
-        spec = get_space(space)
-    except ValueError as err:
-        fail(err)
-    typer.echo(f"{spec.name}: {spec.num_stages} stages, {spec.size():,} architectures")
-    for i, stage in enumerate(spec.stages):
-        typer.echo(f"  stage {i}: {stage.in_channels}->{stage.out_channels} stride {stage.stride}"
-                   f"  e {list(stage.expansions)} k {list(stage.kernels)}"
-                   f" l {list(stage.layers)} se {list(stage.se)}")
+    """Print the size of the space and its decisions (for MnasNet spaces: the stages)."""
+    spec = cli_space(space)
+    if isinstance(spec, SearchSpace):
+        typer.echo(f"{spec.name}: {spec.num_stages} stages, {spec.size():,} architectures")
+        for i, stage in enumerate(spec.stages):
+            typer.echo(f"  stage {i}: {stage.in_channels}->{stage.out_channels} stride "
+                       f"{stage.stride}  e {list(stage.expansions)} k {list(stage.kernels)}"
+                       f" l {list(stage.layers)} se {list(stage.se)}")
+        return
+    task = spec.task
+    typer.echo(f"{spec.name}: {len(spec.variables)} variables, {spec.size():,} architectures; "
+               f"{task.dataset} {task.resolution} px, {task.num_classes} classes")
+    if spec.summary:
+        typer.echo(f"  {spec.summary}")
+    for variable in spec.variables:
+        typer.echo(f"  {variable.name}: {list(variable.labels or variable.values)}")
 
 
 @app.command("sample")
@@ -54,10 +72,8 @@ def sample_cmd(
     (bounded memory for any N; N beyond the space's size is refused)."""
     if fmt not in ("string", "json", "id"):
         fail(f"--format {fmt!r} is not one of ['string', 'json', 'id']")
-    try:
-        sampler = Sampler(seed, get_space(space))
-    except ValueError as err:
-        fail(err)
+    spec = cli_space(space)
+    sampler = Sampler(seed, spec)
     try:
         parse_shard(shard)
     except ValueError as err:
@@ -68,7 +84,7 @@ def sample_cmd(
         fail(f"-n {n:,}: {err}")
     for arch in sampler.iter_sample(n, shard=shard):
         if fmt == "json":
-            typer.echo(json.dumps(arch.to_anb_dict()))
+            typer.echo(json.dumps(spec.to_record(arch)))
         elif fmt == "id":
             typer.echo(arch.id)
         else:
@@ -78,19 +94,23 @@ def sample_cmd(
 @app.command("count")
 def count_cmd(
     archs: list[str] | None = typer.Argument(None, help="Architecture strings (or stdin)."),
-    resolution: int = typer.Option(224, help="Input resolution."),
-    num_classes: int = typer.Option(1000, help="Classifier width."),
+    resolution: int | None = typer.Option(None, help="Input resolution (default: the "
+                                          "architecture's own, e.g. 224 for anb-mnasnet)."),
+    num_classes: int | None = typer.Option(None, help="Classifier width (default: the "
+                                           "space's task, e.g. 1000)."),
     space: str = SPACE_OPTION,
 ) -> None:
     """Print id, MACs (M) and params (M) of each architecture, benchmark-compatible."""
+    spec = cli_space(space)
     lines = archs or [line.strip() for line in sys.stdin if line.strip()]
     typer.echo("arch_id,arch,macs,params")
     for text in lines:
         try:
-            arch = as_arch(text, get_space(space))
+            arch = spec.arch(text)
         except ValueError as err:
             fail(err)
-        macs, params = count(arch, resolution, num_classes, space=get_space(space))
+        table = spec.cost_table(spec.to_choices([arch]), resolution, num_classes)
+        macs, params = int(table.total("macs")[0]), int(table.total("params")[0])
         typer.echo(f"{arch.id},{arch},{macs / 1e6:.6f},{params / 1e6:.6f}")
 
 
@@ -98,22 +118,30 @@ def count_cmd(
 def onnx_cmd(
     arch: str = typer.Argument(..., help="Architecture string."),
     out: Path = typer.Argument(..., help="Output .onnx file."),
-    resolution: int = typer.Option(224, help="Example input resolution (axes stay dynamic)."),
-    num_classes: int = typer.Option(1000, help="Classifier width."),
-    activation: str = typer.Option("relu", help="relu (benchmark, FPGA-safe) | silu"),
+    resolution: int | None = typer.Option(None, help="Example input resolution (axes stay "
+                                          "dynamic; default: the architecture's own)."),
+    num_classes: int | None = typer.Option(None, help="Classifier width (default: the "
+                                           "space's task)."),
+    activation: str | None = typer.Option(None, help="MnasNet spaces: relu (the default; "
+                                          "benchmark, FPGA-safe) | silu"),
     space: str = SPACE_OPTION,
 ) -> None:
-    """Build an architecture's network and export it to ONNX (batch and size dynamic)."""
-    from anb.searchspace.model import build_model
+    """Build an architecture's network (the space's builder) and export it to ONNX with the
+    space's input (channels, 1-D or 2-D; batch and size dynamic)."""
     from anb.searchspace.onnx_export import export_onnx
 
+    spec = cli_space(space)
+    options = {} if activation is None else {"activation": activation}
     try:
         check_file(out, "OUT")
-        spec = get_space(space)
-        model = build_model(as_arch(arch, spec), num_classes, activation, space=spec)
+        parsed = spec.arch(arch)
+        model = spec.build(parsed, num_classes, **options)
     except ValueError as err:
         fail(err)
-    typer.echo(export_onnx(model, out, resolution=resolution))
+    except TypeError as err:  # a builder without the option
+        fail(f"space {spec.name!r} cannot build with {options}: {err}")
+    size = resolution or int(spec.resolutions(spec.to_choices([parsed]))[0])
+    typer.echo(export_onnx(model, out, input_shape=spec.task.input_shape(1, size)))
 
 
 @app.command("configspace")
@@ -124,9 +152,10 @@ def configspace_cmd(
     """Write the space as a ConfigSpace configuration space (JSON)."""
     from anb.searchspace.configspace import to_configspace
 
+    spec = cli_space(space)
     try:
         check_file(out, "OUT")
-        cs = to_configspace(get_space(space))
+        cs = to_configspace(spec)
     except ValueError as err:
         fail(err)
     atomic_write(out, lambda tmp: cs.to_json(tmp))

@@ -14,16 +14,21 @@ OPSET = 17
 
 
 def export_onnx(model: nn.Module, path: str | Path, resolution: int = 224, batch: int = 1,
-                dynamic: bool = True, opset: int = OPSET) -> Path:
+                dynamic: bool = True, opset: int = OPSET,
+                input_shape: tuple[int, ...] | None = None) -> Path:
     """Write ``model`` (put in eval mode) to ``path`` atomically; return the path.
 
-    The input is named ``input`` with layout ``(N, C, *spatial)``; the output ``logits``.
+    The input is named ``input`` with layout ``(N, C, *spatial)``; the output ``logits``. The
+    example input has ``input_shape`` (a space's ``task.input_shape``), by default ``batch``
+    x the first convolution's channels x ``resolution`` in each of its dimensions.
     """
     model = model.eval()
-    first_conv = next(m for m in model.modules() if isinstance(m, (nn.Conv1d, nn.Conv2d)))
-    spatial = (resolution,) * (first_conv.weight.ndim - 2)
-    example = torch.randn(batch, first_conv.in_channels, *spatial)
-    axes = {0: "batch", **{2 + i: f"size{i}" for i in range(len(spatial))}}
+    if input_shape is None:
+        first_conv = next(m for m in model.modules() if isinstance(m, (nn.Conv1d, nn.Conv2d)))
+        input_shape = (batch, first_conv.in_channels,
+                       *(resolution,) * (first_conv.weight.ndim - 2))
+    example = torch.randn(*input_shape)
+    axes = {0: "batch", **{2 + i: f"size{i}" for i in range(len(input_shape) - 2)}}
 
     def write(tmp: Path) -> None:
         with warnings.catch_warnings(), torch.no_grad():

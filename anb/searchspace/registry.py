@@ -74,8 +74,12 @@ def resolve_space(given: str | Space | None, found: str | None = None,
     return get_space(name or found or DEFAULT_SPACE)
 
 
+class SpaceMismatch(ValueError):
+    """Something of one search space was given where another space is in use."""
+
+
 def check_same_space(expected: str, found: str, what: str) -> None:
-    """Refuse mixing spaces, naming both."""
+    """Refuse mixing spaces, naming both (:class:`SpaceMismatch`)."""
     if expected != found:
-        raise ValueError(f"{what} is in search space {found!r}, but {expected!r} is in use; "
-                         "spaces cannot be mixed (pass --space to choose)")
+        raise SpaceMismatch(f"{what} is in search space {found!r}, but {expected!r} is in use; "
+                           "spaces cannot be mixed (pass --space to choose)")

@@ -10,7 +10,6 @@ from typing import Any
 
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import Clock
-from anb.searchspace.arch import Arch
 
 
 @dataclass
@@ -49,5 +48,6 @@ class Backend(ABC):
             raise ValueError(f"backend={protocol.backend!r} given to the {self.name!r} back-end")
 
     @abstractmethod
-    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
-        """Build the model and inputs for ``protocol`` (files may be cached in ``workdir``)."""
+    def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
+        """Build the model of ``arch`` (an architecture of the protocol's space) and its inputs
+        for ``protocol`` (files may be cached in ``workdir``)."""

@@ -24,7 +24,6 @@ from anb.collect_throughput.backends.torch_backend import AUTOCAST, TorchBackend
 from anb.collect_throughput.environment import host_environment
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import Clock
-from anb.searchspace.arch import Arch
 
 GRAPH_WARMUP_STEPS = 3
 """Eager steps on a side stream before capture (cuDNN autotuning, allocator, lazy init)."""
@@ -118,7 +117,7 @@ class CudaBackend(TorchBackend):
     def clock(self, protocol: Protocol) -> Clock:
         return CudaEventClock()
 
-    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
+    def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
         if not protocol.cuda_graphs:
             return super().prepare(arch, protocol, workdir)
         self.check(protocol)

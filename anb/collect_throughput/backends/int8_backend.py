@@ -9,12 +9,13 @@ not an accuracy or agreement figure: that needs trained weights (``anb quant-rep
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend, float_onnx
+from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
 from anb.collect_throughput.digits import digits_images
+from anb.collect_throughput.network import measured_arch, measured_resolution, require_images
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.quantize import SCHEMES, quantize_int8, run_model, sqnr_db
-from anb.searchspace.arch import Arch
 
 
 class OnnxRuntimeInt8Backend(OnnxRuntimeBackend):
@@ -23,15 +24,18 @@ class OnnxRuntimeInt8Backend(OnnxRuntimeBackend):
     name = "onnxruntime-int8"
     precision = "int8"
 
-    def model_path(self, arch: Arch, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
-        float_path = float_onnx(arch, workdir, protocol.resolution)
-        path = Path(workdir) / (f"{arch.id}_int8_{protocol.quantization}_r{protocol.resolution}"
+    def model_path(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+        require_images(protocol, "int8 calibration on the digits images")
+        arch = measured_arch(protocol, arch)
+        resolution = measured_resolution(protocol, arch)
+        float_path, _ = super().model_path(arch, protocol, workdir)
+        path = Path(workdir) / (f"{arch.id}_int8_{protocol.quantization}_r{resolution}"
                                 f"_c{protocol.calibration_images}.onnx")
         if not path.exists():
-            calibration, _ = digits_images(protocol.resolution, "train")
+            calibration, _ = digits_images(resolution, "train")
             quantize_int8(float_path, path, calibration[: protocol.calibration_images],
                           protocol.quantization)
-        images, _ = digits_images(protocol.resolution, "test")
+        images, _ = digits_images(resolution, "test")
         images = images[:64]
         sqnr = sqnr_db(run_model(float_path, images), run_model(path, images))
         return path, {"quantization": {

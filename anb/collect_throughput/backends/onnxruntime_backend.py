@@ -9,18 +9,24 @@ import numpy as np
 from anb.collect_throughput.backends.base import Backend, Session, cycling
 from anb.collect_throughput.environment import host_environment
 from anb.collect_throughput.inputs import make_inputs
+from anb.collect_throughput.network import protocol_space
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import CpuClock
-from anb.searchspace.arch import Arch
-from anb.searchspace.model import build_model
+from anb.searchspace.base import Space
 from anb.searchspace.onnx_export import export_onnx
+from anb.searchspace.space import ANB_SPACE
 
 
-def float_onnx(arch: Arch, workdir: Path, resolution: int = 224) -> Path:
-    """The exported fp32 model of ``arch`` (dynamic batch and size), cached in ``workdir``."""
+def float_onnx(arch: Any, workdir: Path, resolution: int | None = None,
+               space: Space = ANB_SPACE) -> Path:
+    """The exported fp32 model of ``arch`` (``space.build``; dynamic batch and size; the
+    example input at ``resolution``, default the architecture's own), cached in ``workdir``."""
+    arch = space.arch(arch)
     path = Path(workdir) / f"{arch.id}_fp32.onnx"
     if not path.exists():
-        export_onnx(build_model(arch).eval(), path, resolution=resolution, batch=1, dynamic=True)
+        size = resolution or int(space.resolutions(space.to_choices([arch]))[0])
+        export_onnx(space.build(arch).eval(), path, dynamic=True,
+                    input_shape=space.task.input_shape(1, size))
     return path
 
 
@@ -48,14 +54,14 @@ class OnnxRuntimeBackend(Backend):
             raise ValueError(f"layout={protocol.layout!r} is not run by the {self.name!r} "
                              "back-end; allowed: ['nchw']")
 
-    def model_path(self, arch: Arch, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
-        return float_onnx(arch, workdir, protocol.resolution), {}
+    def model_path(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+        return float_onnx(arch, workdir, protocol.resolution, protocol_space(protocol)), {}
 
-    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
+    def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
         self.check(protocol)
         path, extra = self.model_path(arch, protocol, workdir)
         session = ort_session(path, protocol.threads)
-        batches = [np.ascontiguousarray(x) for x in make_inputs(protocol)]
+        batches = [np.ascontiguousarray(x) for x in make_inputs(protocol, arch)]
         env: dict[str, Any] = {**host_environment(), "device_name": "cpu",
                                "ort_providers": session.get_providers(),
                                "ort_intra_op_threads": protocol.threads}

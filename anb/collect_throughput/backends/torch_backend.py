@@ -15,10 +15,9 @@ import torch
 from anb.collect_throughput.backends.base import Backend, Session, cycling
 from anb.collect_throughput.environment import host_environment
 from anb.collect_throughput.inputs import make_inputs
+from anb.collect_throughput.network import build_network, protocol_space
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import Clock, CpuClock
-from anb.searchspace.arch import Arch
-from anb.searchspace.model import build_model
 
 AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -27,12 +26,13 @@ def memory_format(protocol: Protocol) -> torch.memory_format:
     return torch.channels_last if protocol.layout == "channels_last" else torch.contiguous_format
 
 
-def input_tensors(protocol: Protocol, device: str = "cpu", dtype: torch.dtype = torch.float32,
-                  ) -> list[torch.Tensor]:
-    """The protocol's batches as ``(batch, 3, resolution, resolution)`` tensors on ``device``
-    in ``dtype`` and the protocol's memory layout, built before timing starts."""
+def input_tensors(protocol: Protocol, arch: Any, device: str = "cpu",
+                  dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
+    """The protocol's batches for ``arch`` (``(batch, 3, resolution, resolution)`` for an
+    image space) as tensors on ``device`` in ``dtype`` and the protocol's memory layout, built
+    before timing starts."""
     return [torch.from_numpy(x).to(device=device, dtype=dtype).contiguous(
-        memory_format=memory_format(protocol)) for x in make_inputs(protocol)]
+        memory_format=memory_format(protocol)) for x in make_inputs(protocol, arch)]
 
 
 class TorchBackend(Backend):
@@ -46,6 +46,10 @@ class TorchBackend(Backend):
         if protocol.precision not in ("fp32", "fp16", "bf16"):
             raise ValueError(f"precision={protocol.precision!r} is not run by the {self.name!r} "
                              "back-end; allowed: ['fp32', 'fp16', 'bf16']")
+        dims = protocol_space(protocol).task.dims
+        if protocol.layout == "channels_last" and dims != 2:
+            raise ValueError(f"layout='channels_last' needs 2-D inputs; search space "
+                             f"{protocol.space!r} takes {dims}-D inputs; allowed: ['nchw']")
 
     def clock(self, protocol: Protocol) -> Clock:
         return CpuClock(kind=protocol.clock)
@@ -65,16 +69,16 @@ class TorchBackend(Backend):
         """float32 inputs, cast by autocast inside the network (the CUDA back-end feeds fp16)."""
         return torch.float32
 
-    def forward(self, arch: Arch, protocol: Protocol, autocast_cache: bool = True,
+    def forward(self, arch: Any, protocol: Protocol, autocast_cache: bool = True,
                 ) -> tuple[Callable[[torch.Tensor], torch.Tensor], list[torch.Tensor]]:
         """The protocol's forward (eval, inference mode, layout, autocast, compile) and its
         input batches, on this back-end's device."""
         # torch's stubs lack Module.to(memory_format=), which torch documents
-        model = build_model(arch).eval().to(self.device,  # type: ignore[call-overload]
-                                            memory_format=memory_format(protocol))
+        model = build_network(protocol, arch).eval().to(  # type: ignore[call-overload]
+            self.device, memory_format=memory_format(protocol))
         if protocol.compile:
             model = torch.compile(model)
-        batches = input_tensors(protocol, self.device, self.input_dtype(protocol))
+        batches = input_tensors(protocol, arch, self.device, self.input_dtype(protocol))
         autocast = (torch.autocast(self.device, dtype=AUTOCAST[protocol.precision],
                                    cache_enabled=autocast_cache)
                     if protocol.precision in AUTOCAST else contextlib.nullcontext())
@@ -85,7 +89,7 @@ class TorchBackend(Backend):
 
         return run, batches
 
-    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
+    def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
         self.check(protocol)
         self.setup(protocol)
         run, batches = self.forward(arch, protocol)

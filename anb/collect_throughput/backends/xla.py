@@ -21,9 +21,8 @@ import torch
 from anb.collect_throughput.backends.base import Backend, Session, cycling
 from anb.collect_throughput.environment import host_environment, library_versions
 from anb.collect_throughput.inputs import make_inputs
+from anb.collect_throughput.network import build_network
 from anb.collect_throughput.protocol import Protocol
-from anb.searchspace.arch import Arch
-from anb.searchspace.model import build_model
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
@@ -93,14 +92,14 @@ class XlaBackend(Backend):
             raise ValueError(f"layout={protocol.layout!r} is not run by the 'xla' back-end "
                              "(XLA chooses layouts itself); allowed: ['nchw']")
 
-    def prepare(self, arch: Arch, protocol: Protocol, workdir: Path) -> Session:
+    def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
         self.check(protocol)
         torch_xla, xm, _ = _xla()
         device = torch_xla.device()
         dtype = DTYPES[protocol.precision]
-        model = build_model(arch).eval().to(device=device, dtype=dtype)
+        model = build_network(protocol, arch).eval().to(device=device, dtype=dtype)
         batches = [torch.from_numpy(x).to(device=device, dtype=dtype)
-                   for x in make_inputs(protocol)]
+                   for x in make_inputs(protocol, arch)]
         before = set(fallback_ops())
         live: list[torch.Tensor] = []
 

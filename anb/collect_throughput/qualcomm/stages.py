@@ -175,7 +175,7 @@ class QualcommTarget(MeasureTarget):
 
     def measure(self, archs: Iterable[Arch], out: str | Path, workdir: str | Path | None = None,
                 progress: bool = True, keep_going: bool = False, interleave: int = 1,
-                anchors: Sequence[Arch] = ()):
+                anchors: Sequence[Any] | None = None):
         """Each architecture in turn with :func:`measure_qualcomm` (the board runs one model at
         a time: ``interleave`` and drift ``anchors`` do not apply); a failure is logged in the
         summary with ``keep_going``, raised (naming device and step) otherwise."""
