@@ -47,6 +47,8 @@ REFERENCE_DEVICES = {
     "latency": ("zcu102", "vck190"),
 }
 _PERF_KEY = re.compile(r"(throughput|latency)_([A-Za-z0-9.\-]+)")
+#: JSON files anb writes beside records (reports, manifests): a folder's are not records.
+NOT_RECORDS = frozenset({"merge_report.json", "manifest.json", "summary.json"})
 #: File suffixes read as a flat table (:func:`read_table`).
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
@@ -118,6 +120,9 @@ def detect_space(data: str | Path | pd.DataFrame) -> str | None:
         return str(names[0]) if len(names) else None
     path = Path(data)
     try:
+        if path.is_dir():
+            first_file = next(iter(_record_files(path)), None)
+            return _space_of(read_json(first_file)) if first_file else None
         if path.suffix in TABLE_SUFFIXES:
             return detect_space(read_table(path))
         if path.suffix == ".jsonl":
@@ -126,13 +131,16 @@ def detect_space(data: str | Path | pd.DataFrame) -> str | None:
         if path.suffix == ".json":
             data = read_json(path)
             return _space_of(data[0] if isinstance(data, list) and data else data)
-        if path.is_dir():
-            first_file = next((f for f in sorted(path.rglob("*.json"))
-                               if not f.name.startswith(".")), None)
-            return _space_of(read_json(first_file)) if first_file else None
     except (ValueError, OSError):
         return None
     return None
+
+
+def _record_files(folder: Path) -> list[Path]:
+    """The record JSON files under ``folder`` (recursive, sorted; hidden files and anb's
+    reports left out)."""
+    return [f for f in sorted(folder.rglob("*.json"))
+            if not f.name.startswith(".") and f.name not in NOT_RECORDS]
 
 
 def _space_of(record: Any) -> str | None:
@@ -166,9 +174,8 @@ def read_records(path: str | Path, space: Space = ANB_SPACE
             bad.append((where, str(err).removeprefix(f"{where}: ")))
 
     if path.is_dir():
-        for file in sorted(path.rglob("*.json")):
-            if not file.name.startswith("."):
-                parse(file.name, str(file), file.read_bytes())
+        for file in _record_files(path):
+            parse(file.name, str(file), file.read_bytes())
     elif path.name.endswith((".tar.gz", ".tgz", ".tar")):
         try:
             with tarfile.open(path) as archive:

@@ -53,7 +53,9 @@ def write_report(result: SearchResult, out: Path) -> dict:
     best = result.best()
     objectives = result.problem.objectives
     summary = {
-        "anb_version": __version__, "algorithm": result.algorithm, "seed": result.seed,
+        "anb_version": __version__, "space": {"name": result.problem.space.name,
+                                              "version": result.problem.space.version},
+        "algorithm": result.algorithm, "seed": result.seed,
         "evaluations": len(history),
         "objectives": [str(o) for o in objectives],
         "constraints": [str(c) for c in result.problem.constraints],

@@ -83,7 +83,8 @@ class SearchResult:
 
     def history(self) -> pd.DataFrame:
         archs = self.problem.space.archs_from_choices(self.choices)
-        frame = pd.DataFrame({"step": np.arange(len(archs)), "arch_id": [a.id for a in archs],
+        frame = pd.DataFrame({"step": np.arange(len(archs)), "space": self.problem.space.name,
+                              "arch_id": [a.id for a in archs],
                               "arch": [str(a) for a in archs]})
         for metric, values in self.values.items():
             frame[metric] = values

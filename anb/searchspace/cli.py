@@ -12,13 +12,18 @@ from anb.cli_support import fail
 from anb.io import atomic_write
 from anb.outputs import check_file
 from anb.searchspace.base import Space
-from anb.searchspace.registry import BUILTIN_SPACES, DEFAULT_SPACE, resolve_space
+from anb.searchspace.registry import (
+    BUILTIN_SPACES,
+    DEFAULT_SPACE,
+    get_space,
+    resolve_space,
+    space_names,
+)
 from anb.searchspace.sampler import Sampler, parse_shard
 from anb.searchspace.space import SearchSpace
 
 app = typer.Typer(help="Inspect, sample and count architectures of the search space.",
                   no_args_is_help=True)
-
 
 
 def register(root: typer.Typer) -> None:
@@ -38,6 +43,20 @@ def cli_space(given: str | None, found: str | None = None, what: str = "the inpu
         return resolve_space(given, found, what)
     except ValueError as err:
         fail(err)
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List every space: name, version, size and task (built-in first, then plug-ins)."""
+    for name in space_names():
+        try:
+            space = get_space(name)
+        except Exception as err:  # noqa: BLE001 - a broken plug-in is reported, not fatal
+            typer.echo(f"{name}: cannot be loaded ({type(err).__name__}: {err})")
+            continue
+        task = space.task
+        typer.echo(f"{name} v{space.version}: {space.size():.3g} architectures; {task.dataset}, "
+                   f"input {task.resolution}, {task.num_classes} classes; {space.summary}")
 
 
 @app.command()
@@ -111,7 +130,9 @@ def count_cmd(
             fail(err)
         table = spec.cost_table(spec.to_choices([arch]), resolution, num_classes)
         macs, params = int(table.total("macs")[0]), int(table.total("params")[0])
-        typer.echo(f"{arch.id},{arch},{macs / 1e6:.6f},{params / 1e6:.6f}")
+        text = str(arch)
+        quoted = f'"{text}"' if "," in text else text  # OFA-MBv3 strings hold commas
+        typer.echo(f"{arch.id},{quoted},{macs / 1e6:.6f},{params / 1e6:.6f}")
 
 
 @app.command("onnx")

@@ -82,6 +82,7 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
     bench = fit_benchmark(prepared, config, progress=progress)
     scores = {name: evaluate(bench, prepared, name) for name in ("val", "test")
               if prepared.masks[name].any()}
+    scores = {name: frame for name, frame in scores.items() if len(frame)}  # >= 2 labels
     for target, info in bench.info["targets"].items():
         info["metrics"] = {name: frame.loc[target].to_dict() for name, frame in scores.items()
                            if target in frame.index}

@@ -233,4 +233,4 @@ def evaluate(bench: SurrogateBenchmark, prepared: Prepared, split: str = "test"
         rows.append({"target": target, "n": int(present.sum()),
                      "n_missing": int((~present).sum()), **regression_metrics(y, pred),
                      "coverage90": interval_coverage(y, pred, std)})
-    return pd.DataFrame(rows).set_index("target")
+    return pd.DataFrame(rows, columns=None if rows else ["target"]).set_index("target")
