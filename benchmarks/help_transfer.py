@@ -147,6 +147,19 @@ def fit_known(table: pd.DataFrame, space_name: str, known: tuple[str, ...]) -> B
     return BenchmarkKnown(fit_benchmark(prepared, FitConfig(), progress=False, space=space))
 
 
+def save_base(space_name: str, data: Path, out: Path) -> None:
+    """Fit anb's base benchmark on every HELP device column of ``space_name`` and save it."""
+    from anb.surrogates.artifact import save
+
+    space = get_space(space_name)
+    table = ht.read_table(data, space_name)
+    columns = [c for c in table.columns if c not in ("index", "arch", "op_idx")]
+    frame = ht.to_frame(table, space, columns)
+    prepared = prepare(frame, None, split="random", seed=0, space=space)
+    save(fit_benchmark(prepared, FitConfig(), progress=False, space=space), out)
+    print(f"{space_name}: base benchmark of {len(columns)} HELP devices -> {out}")
+
+
 def score(pred: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return float(spearmanr(pred, y)[0]), float(kendalltau(pred, y)[0])
 
@@ -215,7 +228,14 @@ def main() -> None:
     parser.add_argument("--n", default="5,10,20")
     parser.add_argument("--draws", type=int, default=10)
     parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--save-base", type=Path, default=None,
+                        help="fit a base benchmark of --spaces (one) on all of HELP's device "
+                             "columns, save it to this folder and stop (a base for a device "
+                             "HELP never measured, e.g. new_device.py --real)")
     args = parser.parse_args()
+    if args.save_base is not None:
+        save_base(args.spaces, args.data, args.save_base)
+        return
     began = time.perf_counter()
     ns = [int(v) for v in args.n.split(",")]
     print("| space | device | n | HELP rho | ridge rho | anb rho | anb tau | anb 90% cov | "

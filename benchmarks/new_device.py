@@ -237,13 +237,15 @@ def real_device(args: argparse.Namespace) -> None:
     from anb.surrogates.artifact import load
     from anb.surrogates.data import frame_choices
 
-    frame = load_dataset(args.real).sort_values("source").reset_index(drop=True)
     bench = load(args.base)
+    space = bench.space
+    frame = load_dataset(args.real, space).sort_values("source").reset_index(drop=True)
     known = BenchmarkKnown(bench)
-    choices = frame_choices(frame)
-    K, ops = known.log_costs(choices), op_components(choices)
+    choices = frame_choices(frame, space)
+    K, ops = known.log_costs(choices), op_components(choices, space)
     K_pred = BenchmarkKnown(bench, source="surrogate").log_costs(choices)
-    X = FeatureBuilder("features").transform(choices)
+    X = FeatureBuilder("features", space=space).transform(choices)
+    macs = space.cost_table(choices).total("macs").astype(np.float64)
     splits = [np.arange(len(frame))] + [np.random.default_rng(rep).permutation(len(frame))
                                         for rep in range(args.reps)]
     for t in [c for c in frame.columns if c.startswith(("latency_", "throughput_"))
@@ -259,11 +261,11 @@ def real_device(args: argparse.Namespace) -> None:
             scores.append((tau(mean, y[test]), np.mean(np.abs(mean - y[test]) <= Z90 * std),
                            ood.sum(), tau(ridge_baseline(K_pred, y, fit_rows)[test], y[test]),
                            tau(scratch_xgb(X, y, fit_rows, 0)[test], y[test]),
-                           tau(ops[test, :5].sum(1), y[test])))
+                           tau(macs[test], y[test])))
         for name, rows in (("file-name split", scores[:1]),
                            (f"mean of {len(scores) - 1} random splits", scores[1:])):
             m = np.mean(rows, axis=0)
-            print(f"{t}, {name}: adapt on {args.n_adapt}, score on {len(frame) - args.n_adapt}: "
+            print(f"{space.name} {t}, {name}: adapt on {args.n_adapt}, score on {len(frame) - args.n_adapt}: "
                   f"tau {m[0]:.3f}, 90 % coverage {m[1]:.2f} (ood flagged {m[2]:.1f}); ridge "
                   f"tau {m[3]:.3f}; xgb scratch tau {m[4]:.3f}; MACs tau {m[5]:.3f}")
 
