@@ -112,7 +112,7 @@ class LayerCostModel:
 
     #: ridge penalty (times the number of rows) of each :func:`backoff_map` group, on
     #: columns scaled to unit RMS: chosen on benchmarks/shift.py's stage hold-outs
-    SHRINK = (1e-6, 1e-2, 1e-2, 1e-2, 0.0)
+    SHRINK = (1e-6, 1e-3, 1e-4, 1e-2, 0.0)
 
     def __init__(self, alpha: float = 1e-6, trim: float | None = None, trim_rounds: int = 5,
                  shrink: tuple[float, ...] | None = SHRINK):
