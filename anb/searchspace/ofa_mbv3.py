@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anb.searchspace.base import (COST_NAMES, CostTable, CostUnits, Space, Task, UnitCosts,
-                                  Variable)
+from anb.searchspace.base import COST_NAMES, CostTable, CostUnits, Space, Task, UnitCosts, Variable
 from anb.searchspace.counting import _add, _bn, _conv, _out
 
 if TYPE_CHECKING:  # pragma: no cover

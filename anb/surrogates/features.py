@@ -111,7 +111,10 @@ class LayerCostModel:
     layout), so prediction is a gather and old weight files read unchanged."""
 
     #: ridge penalty (times the number of rows) of each :func:`backoff_map` group, on
-    #: columns scaled to unit RMS: chosen on benchmarks/shift.py's stage hold-outs
+    #: columns scaled to unit RMS. Chosen with the layer-cost base alone on the hold-out
+    #: families, never the test split: the MnasNet stage hold-outs of benchmarks/shift.py
+    #: (per-slot and unit-in-slot penalties) and NB201 edge-op hold-outs on HELP latencies
+    #: (shared unit effects nearly free: MAC-proportional cost overshoots 3x3 convs on GPUs)
     SHRINK = (1e-6, 1e-3, 1e-4, 1e-2, 0.0)
 
     def __init__(self, alpha: float = 1e-6, trim: float | None = None, trim_rounds: int = 5,
