@@ -9,11 +9,12 @@ REFERENCE.md section 8) in the same run, and prints our
 test metrics beside both and beside the REFERENCE.md numbers, the distance to each Kendall-tau
 goal, interval coverage, and query timings (medians) against the baseline's models.
 
-Measured (2 busy CPU cores; default config with layer_cost_trim 2.0): test R^2 / Kendall tau,
-ours vs the best of the re-measured and REFERENCE baselines: val_top1 0.9860 / 0.9269 (0.9237),
-latency_vck190 0.9997 / 0.9908 (0.9801), latency_zcu102 0.9999 / 0.9959 (0.9814), 3090 0.9975 /
-0.9916 (0.9653), a100 0.9999 / 0.9970 (0.9736), tpuv2 0.9953 / 0.9707 (0.9629), tpuv3 0.9791 /
-0.9096 (0.9032), vck190 0.9949 / 0.9706 (0.9470), zcu102 0.9994 / 0.9872 (0.9507). Re-measured
+Measured (2 busy CPU cores; default config with layer_cost_trim 2.0, layer-cost back-off):
+test R^2 / Kendall tau, ours vs the best of the re-measured and REFERENCE baselines: val_top1
+0.9859 / 0.9268 (0.9237), latency_vck190 0.9997 / 0.9910 (0.9801), latency_zcu102 0.9999 /
+0.9958 (0.9814), 3090 0.9972 / 0.9919 (0.9653), a100 0.9998 / 0.9969 (0.9736), tpuv2 0.9950 /
+0.9710 (0.9629), tpuv3 0.9794 / 0.9106 (0.9032), vck190 0.9952 / 0.9704 (0.9470), zcu102
+0.9994 / 0.9875 (0.9507). Re-measured
 accuracy XGBoost baseline 0.9826 / 0.9205. 90 % coverage on test 0.875-0.965. Held-out
 extrapolation (fit on MACs <= 80th percentile): coverage 0.988-1.000 on the rest, every such
 architecture flagged, median std 2-37x the in-distribution one. 10,000 archs x 9 targets with std

@@ -86,6 +86,17 @@ class CostUnits:
 
 
 @dataclass(frozen=True, eq=False)
+class UnitCosts:
+    """Exact analytic costs of one instance of every unit in every cost-unit slot:
+    ``tables[s]`` is ``(widths[s], len(names))``. ``shared``: unit ``u`` means the same
+    operation in every slot (one vocabulary), so its effect may be shared across slots."""
+
+    tables: tuple[np.ndarray, ...]
+    names: tuple[str, ...]
+    shared: bool = False
+
+
+@dataclass(frozen=True, eq=False)
 class SpaceArch:
     """An architecture of a generic space: the space and its canonical choices row."""
 
@@ -302,6 +313,27 @@ class Space(ABC):
     @abstractmethod
     def cost_units(self, choices: np.ndarray) -> CostUnits:
         """The additive slot/unit structure of a batch (see :class:`CostUnits`)."""
+
+    def unit_costs(self) -> UnitCosts | None:
+        """Per slot, the analytic costs of each unit it may hold (see :class:`UnitCosts`);
+        what the layer-cost surrogate backs off to for a unit it has not seen in a slot.
+
+        By default derived where each variable is one slot and one :meth:`cost_table` block
+        whose cost depends on that variable alone (cell / layer-wise spaces): ``COST_NAMES``
+        plus a constant 1 per instance. ``None`` (no analytic back-off) otherwise."""
+        radices = self.radices()
+        units = self.cost_units(self.choices_from_index([0]))
+        if (len(units.widths) != len(radices) or tuple(units.widths) != tuple(radices)
+                or len(self.block_names()) != len(radices)):
+            return None
+        width = int(radices.max())
+        pos = np.minimum(np.arange(width)[:, None], radices[None, :] - 1)
+        per_block = self.cost_table(self.from_positions(pos)).per_stage
+        tables = tuple(np.stack([per_block[name][:r, s].astype(np.float64)
+                                 for name in COST_NAMES] + [np.ones(r)], axis=1)
+                       for s, r in enumerate(int(r) for r in radices))
+        values = {(v.values, v.labels) for v in self.variables}
+        return UnitCosts(tables, (*COST_NAMES, "instances"), shared=len(values) == 1)
 
     def block_names(self) -> list[str]:
         """Names of the :meth:`cost_table` blocks (columns of ``per_stage``)."""

@@ -21,7 +21,7 @@ OPERATION_NAMES = ("expand_macs", "dw3_macs", "dw5_macs", "se_macs", "project_ma
                    "activations", "layers", "se_layers")
 
 __all__ = ["COST_NAMES", "OPERATION_NAMES", "CostTable", "Counts", "cost_table", "count",
-           "count_batch", "count_many", "operation_costs"]
+           "count_batch", "count_many", "operation_costs", "unit_operation_costs"]
 
 
 class Counts(NamedTuple):
@@ -156,6 +156,21 @@ def count_many(archs: Sequence[Arch], **kwargs) -> tuple[np.ndarray, np.ndarray]
     return count_batch(archs_to_choices(archs), **kwargs)
 
 
+def _operation_parts(cin: int, cout: int, stride: int, size: int, e: np.ndarray,
+                     k: np.ndarray, se: np.ndarray, dims: int) -> tuple[np.ndarray, ...]:
+    """One MBConv layer's per-operation costs (``OPERATION_NAMES`` order) for float arrays."""
+    size_out = (size - 1) // stride + 1
+    area_in, area_out = size**dims, size_out**dims
+    mid = cin * e
+    expand = (e != 1).astype(np.float64)
+    depthwise = mid * k**dims * area_out
+    return (cin * mid * area_in * expand, depthwise * (k == 3), depthwise * (k == 5),
+            ((area_out + 1) * mid + 2 * mid * max(1, cin // 4)) * se,
+            mid * cout * area_out,
+            cin * area_in + expand * 2 * mid * area_in + 2 * mid * area_out + cout * area_out,
+            np.ones(len(e)), se)
+
+
 def operation_costs(choices: np.ndarray, space: SearchSpace = ANB_SPACE,
                     resolution: int = 224) -> np.ndarray:
     """Exact per-operation totals of each architecture, ``(n, len(OPERATION_NAMES))``: MACs of
@@ -172,19 +187,31 @@ def operation_costs(choices: np.ndarray, space: SearchSpace = ANB_SPACE,
             cin = spec.in_channels if first else spec.out_channels
             stride = spec.stride if first else 1
             count = np.ones(n) if first else layers - 1
-            size_out = (size - 1) // stride + 1
-            area_in, area_out = size**dims, size_out**dims
-            mid = cin * e
-            expand = (e != 1).astype(np.float64)
-            depthwise = mid * k**dims * area_out
-            parts = (cin * mid * area_in * expand, depthwise * (k == 3), depthwise * (k == 5),
-                     ((area_out + 1) * mid + 2 * mid * max(1, cin // 4)) * se,
-                     mid * spec.out_channels * area_out,
-                     cin * area_in + expand * 2 * mid * area_in + 2 * mid * area_out
-                     + spec.out_channels * area_out,
-                     np.ones(n), se)
+            parts = _operation_parts(cin, spec.out_channels, stride, size, e, k, se, dims)
             for i, part in enumerate(parts):
                 out[:, i] += count * part
             if first:
-                size = size_out
+                size = (size - 1) // stride + 1
     return out
+
+
+def unit_operation_costs(space: SearchSpace = ANB_SPACE,
+                         resolution: int = 224) -> tuple[np.ndarray, ...]:
+    """Per cost-unit slot (``space.cost_units`` order: each stage's first layer, then its later
+    layers), one layer's ``OPERATION_NAMES`` costs for every unit it may hold, ``(width, 8)``."""
+    dims = space.dims
+    size = (resolution - 1) // space.stem_stride + 1
+    tables = space._value_tables()
+    out = []
+    for s, spec in enumerate(space.stages):
+        radix_e, radix_k, _, radix_se = spec.radices
+        combo = np.arange(radix_e * radix_k * radix_se)
+        e = tables[s][0][combo // (radix_k * radix_se)].astype(np.float64)
+        k = tables[s][1][combo // radix_se % radix_k].astype(np.float64)
+        se = tables[s][3][combo % radix_se].astype(np.float64)
+        out.append(np.stack(_operation_parts(spec.in_channels, spec.out_channels, spec.stride,
+                                             size, e, k, se, dims), axis=1))
+        size = (size - 1) // spec.stride + 1
+        out.append(np.stack(_operation_parts(spec.out_channels, spec.out_channels, 1, size,
+                                             e, k, se, dims), axis=1))
+    return tuple(out)

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anb.searchspace.base import COST_NAMES, CostTable, CostUnits, Space, Task, Variable
+from anb.searchspace.base import COST_NAMES, CostTable, CostUnits, Space, Task, UnitCosts, Variable
 from anb.searchspace.counting import _add, _bn, _conv, _out
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -454,6 +454,24 @@ class OFAMobileNetV3Space(Space):
                 names.append(f"s{s}_l{j}")
         return CostUnits(np.stack(units, 1), np.stack(counts, 1), (UNIT_RADIX,) * NUM_LAYERS,
                          tuple(names))
+
+    def unit_costs(self) -> UnitCosts:
+        """Each layer's ``COST_NAMES`` costs (plus 1 per instance) of its 9 (kernel,
+        expansion) units at the task's resolution (``cost_units`` scales counts by area)."""
+        units = np.arange(UNIT_RADIX)
+        k = np.asarray(KERNELS)[units // len(EXPANSIONS)]
+        e = np.asarray(EXPANSIONS)[units % len(EXPANSIONS)]
+        size = _out(_out(self.task.resolution, 2), 1)  # after the stem and the fixed block
+        tables = []
+        for stage, cin in zip(STAGES, stage_inputs(), strict=True):
+            for j in range(MAX_DEPTH):
+                stride = stage.stride if j == 0 else 1
+                cost = _mbconv_cost(cin if j == 0 else stage.width, stage.width, stride, k, e,
+                                    stage.se, size)
+                tables.append(np.stack([np.asarray(cost[name], dtype=np.float64)
+                                        for name in COST_NAMES] + [np.ones(UNIT_RADIX)], 1))
+                size = _out(size, stride)
+        return UnitCosts(tuple(tables), (*COST_NAMES, "instances"), shared=True)
 
     # -- networks -----------------------------------------------------------------------
     def build(self, arch: Any, num_classes: int | None = None, **options: Any) -> nn.Module:

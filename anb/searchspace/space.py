@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anb.searchspace.base import CostTable, CostUnits, Space, Task, Variable
+from anb.searchspace.base import CostTable, CostUnits, Space, Task, UnitCosts, Variable
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -170,6 +170,15 @@ class SearchSpace(Space):
         return CostUnits(np.stack(units, 1) if units else np.zeros((n, 0), np.int64),
                          np.stack(counts, 1) if counts else np.zeros((n, 0)),
                          tuple(widths), tuple(names))
+
+    def unit_costs(self) -> UnitCosts:
+        """Each slot's per-layer operation costs (``OPERATION_NAMES``) of all 12 units."""
+        from anb.searchspace.counting import OPERATION_NAMES, unit_operation_costs
+
+        shared = len({tuple(spec.allowed(f) for f in FIELDS if f != "l")
+                      for spec in self.stages}) == 1
+        return UnitCosts(unit_operation_costs(self, self.task.resolution), OPERATION_NAMES,
+                         shared)
 
     def block_names(self) -> list[str]:
         return [f"s{s}" for s in range(self.num_stages)]
