@@ -62,7 +62,8 @@ def hole_std(errors: np.ndarray, std: np.ndarray, hole: np.ndarray,
         return 0.0
     z = norm.ppf(0.5 + level / 2)
     needed = np.sqrt(np.maximum((errors[keep] / z) ** 2 - std[keep] ** 2, 0.0)) / hole[keep]
-    return float(np.quantile(needed, level, method="higher"))
+    k = int(np.ceil(level * len(needed) - 1e-9)) - 1  # the k+1 smallest cover the level
+    return float(np.sort(needed)[max(k, 0)])
 
 
 #: Refits the benchmark on the given masks and returns, for the rows of ``held`` (a boolean
