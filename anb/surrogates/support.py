@@ -207,11 +207,12 @@ class Support:
         return log_costs(choices, self.space)[:, 0]
 
     def rarity(self, choices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per architecture the training count of its rarest combination and ``ood_hole``:
-        ``1 - count / min_count`` for a hole (1 unseen), 0 otherwise."""
+        """The training counts of each architecture's combinations ``(n, C)`` (int64 max where
+        one is not in effect) and ``ood_hole``: ``1 - rarest / min_count`` for a hole (1:
+        unseen), 0 otherwise."""
         if self.counts_ is None:
             n = len(choices)
-            return np.full(n, np.iinfo(np.int64).max), np.zeros(n)
+            return np.full((n, 0), np.iinfo(np.int64).max), np.zeros(n)
         codes = self._codes(choices)
         counts = np.where(codes >= 0, self.counts_[np.maximum(codes, 0)],
                           np.iinfo(np.int64).max)
