@@ -117,8 +117,8 @@ def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data
     frame = bench.query([arch])
     assert list(frame.columns[:3]) == ["arch", "latency_vck190", "latency_vck190_std"]
     assert frame["arch"].tolist() == [arch]
-    assert list(frame.columns[-6:]) == [HIDDEN, f"{HIDDEN}_std", f"{HIDDEN}_ood", "ood",
-                                        "ood_distance", "ood_cost"]
+    assert list(frame.columns[-7:]) == [HIDDEN, f"{HIDDEN}_std", f"{HIDDEN}_ood", "ood",
+                                        "ood_distance", "ood_cost", "ood_reason"]
     assert len(bench.metrics) == 8 and HIDDEN in bench.metrics
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["targets"][HIDDEN]["n_points"] == 20

@@ -96,7 +96,8 @@ def test_load_fits_once_then_reads_the_cache(cache, capsys):
     assert path.stat().st_mtime_ns == stamp
     a, b = bench.query([B0]), again.query([B0])
     assert list(a.columns) == ["arch", "val_top1", "val_top1_std", "throughput_zcu102",
-                               "throughput_zcu102_std", "ood", "ood_distance", "ood_cost"]
+                               "throughput_zcu102_std", "ood", "ood_distance", "ood_cost",
+                               "ood_reason"]
     np.testing.assert_array_equal(a.to_numpy(), b.to_numpy())
 
 

@@ -212,7 +212,7 @@ def test_query_accepts_every_input_form(bench, prepared):
         pd.testing.assert_frame_equal(frame, frames[0])
     assert list(frames[0].columns) == ["arch"] + [c for t in SMALL_TARGETS
                                                   for c in (t, f"{t}_std")] + [
-        "ood", "ood_distance", "ood_cost"]
+        "ood", "ood_distance", "ood_cost", "ood_reason"]
     assert frames[0]["arch"].tolist() == [str(arch)]
     assert (frames[0].filter(like="_std") > 0).all().all()
     assert len(bench.query([record, arch], metrics=["accuracy"])) == 2

@@ -53,7 +53,7 @@ def test_query_from_stdin_and_file_writes_csv(fitted, tmp_path):
     frame = pd.read_csv(io.StringIO(result.output))
     assert list(frame.columns) == ["arch", "throughput_a100", "throughput_a100_std",
                                    "latency_vck190", "latency_vck190_std", "ood", "ood_distance",
-                                   "ood_cost"]
+                                   "ood_cost", "ood_reason"]
     assert frame["arch"].tolist() == archs and (frame["throughput_a100"] > 1000).all()
     records = tmp_path / "archs.json"
     records.write_text(json.dumps([{"architecture": EFFICIENTNET_B0.to_anb_dict()}]))
@@ -62,7 +62,7 @@ def test_query_from_stdin_and_file_writes_csv(fitted, tmp_path):
                                  "--noise", "--seed", "3", "-o", str(csv)])
     assert result.exit_code == 0, result.output
     assert list(pd.read_csv(csv).columns) == ["arch", "latency_vck190", "latency_vck190_std",
-                                              "ood", "ood_distance", "ood_cost"]
+                                              "ood", "ood_distance", "ood_cost", "ood_reason"]
 
 
 def test_query_errors_exit_nonzero_with_one_line(fitted):

@@ -43,7 +43,8 @@ def test_empty_query_returns_an_empty_result(bench):
     frame = bench.query([])
     assert len(frame) == 0
     assert list(frame.columns) == ["arch", "val_top1", "val_top1_std", "throughput_a100",
-                                   "throughput_a100_std", "ood", "ood_distance", "ood_cost"]
+                                   "throughput_a100_std", "ood", "ood_distance", "ood_cost",
+                                   "ood_reason"]
     assert len(bench.query(np.zeros((0, 7, 4), dtype=np.int64), "accuracy", noise=True)) == 0
 
 

@@ -123,7 +123,8 @@ def test_pooled_and_sequential_queries_agree(saturated):
     assert len(batch) > SMALL_BATCH
     a, b = pooled.query(batch), serial.query(batch)
     pd.testing.assert_frame_equal(a, b)
-    columns = ["arch", "val_top1", "val_top1_std", "ood", "ood_distance", "ood_cost"]
+    columns = ["arch", "val_top1", "val_top1_std", "ood", "ood_distance", "ood_cost",
+               "ood_reason"]
     pd.testing.assert_frame_equal(pooled.query(batch, "val_top1"), b[columns])
     # the small-batch path (packed trees) gives the same numbers
     pd.testing.assert_frame_equal(pooled.query(batch[:SMALL_BATCH]), a.iloc[:SMALL_BATCH],

@@ -25,8 +25,9 @@ from anb.surrogates.features import FeatureBuilder
 from anb.surrogates.noise import standard_normal
 from anb.surrogates.support import Support
 
-#: Columns every query adds after the metrics: the out-of-distribution flag and its two scores.
-OOD_COLUMNS = ("ood", "ood_distance", "ood_cost")
+#: Columns every query adds after the metrics: the out-of-distribution flag, its two scores and
+#: why it is flagged (the unseen or rare combination, the cost or the distance; "" if not).
+OOD_COLUMNS = ("ood", "ood_distance", "ood_cost", "ood_reason")
 
 #: Friendly names accepted by ``query(metrics=...)``.
 ALIASES = {"accuracy": "val_top1", "top1": "val_top1"}
@@ -184,14 +185,15 @@ class SurrogateBenchmark:
         if self.support is None:
             n = len(choices)
             return {"ood": np.zeros(n, dtype=bool), "ood_distance": np.zeros(n),
-                    "ood_cost": np.zeros(n)}
+                    "ood_cost": np.zeros(n), "ood_hole": np.zeros(n),
+                    "ood_reason": np.full(n, "", dtype=object)}
         return self.support.score(choices)
 
     def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None,
                             ood: dict[str, np.ndarray] | None = None
                             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Mean and predictive std in each target's model space (log for device metrics);
-        the std grows outside the training data (:meth:`Support.inflate`)."""
+        the std grows outside the training data (:meth:`Support.inflate`, :meth:`Support.widen`)."""
         names = self.resolve(metrics)
         choices = self.choices(archs)
         if not len(choices):
@@ -203,7 +205,7 @@ class SurrogateBenchmark:
             model = self.models[name]
             std = np.sqrt(preds.var(1) + model.noise_std_**2)
             if self.support is not None:
-                std = Support.inflate(std, ood, model.trend_)
+                std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name)
             result[name] = (preds.mean(1), std)
         return result
 
@@ -215,7 +217,8 @@ class SurrogateBenchmark:
         (the predicted mean, or with ``noise=True`` one plausible repeated measurement: mean
         plus observation noise drawn per (seed, architecture, metric)) and ``<metric>_std``
         (predictive std: model + noise, wider out of distribution) per metric, then ``ood``
-        (flag), ``ood_distance`` and ``ood_cost``.
+        (flag), ``ood_distance``, ``ood_cost`` and ``ood_reason`` (why it is flagged, e.g.
+        ``block5_e=6 with block5_k=5 unseen in training``; empty when it is not).
         """
         names = self.resolve(metrics)
         choices = self.choices(archs)

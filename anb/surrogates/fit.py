@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from anb.surrogates.data import (
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import FAMILIES
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.holes import Refit, learn_hole_std
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 from anb.surrogates.noise import observation_std
 from anb.surrogates.support import Support, trend
@@ -86,12 +87,18 @@ class FitConfig:
     #: Robust refit of the layer-cost model for device metrics: leave out rows measured more
     #: than ``layer_cost_trim`` robust stds slower than the additive model (saturated devices).
     layer_cost_trim: float | None = field(default_factory=_from_file("layer_cost_trim"))
+    #: Internal hold-outs that learn how much wider predictions in holes of the training data
+    #: must be (:mod:`anb.surrogates.holes`; each refits the benchmark once; 0: none).
+    hole_folds: int = field(default_factory=_from_file("hole_folds"))
     split: str = field(default_factory=_from_file("split"))
     seed: int = field(default_factory=_from_file("seed"))
     default: TargetConfig = field(default_factory=_default_target)
     per_target: dict[str, TargetConfig] = None  # type: ignore[assignment]  # see __post_init__
 
     def __post_init__(self) -> None:
+        if not isinstance(self.hole_folds, int) or self.hole_folds < 0:
+            raise ValueError(f"config field 'hole_folds' must be a whole number >= 0, got "
+                             f"{self.hole_folds!r}")
         if self.per_target is None:
             self.per_target = _per_target() if self.default == _default_target() else {}
 
@@ -204,6 +211,12 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
         if layer_cost is not None:
             info[target]["n_layer_cost"] = layer_cost.n_used_[target]
     bar.close()
+    if config.hole_folds:
+        support.hole_std_ = learn_hole_std(prepared.choices, prepared.masks, space,
+                                           config.hole_folds, _refit(prepared, config, space),
+                                           config.seed)
+        for target, value in support.hole_std_.items():
+            info[target]["hole_std"] = value
     transforms = {t: transform_for(t) for t in models}
     manifest_info = {
         "fit_config": config.to_dict(),
@@ -212,6 +225,25 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
         "targets": info,
     }
     return SurrogateBenchmark(builder, models, transforms, manifest_info, space, support=support)
+
+
+def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
+    """The internal hold-outs' refit: the same config without hold-outs of its own."""
+    inner_config = replace(config, hole_folds=0)
+
+    def refit(masks: dict[str, np.ndarray], held: np.ndarray
+              ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray]:
+        sub = Prepared(prepared.frame, prepared.choices, masks, prepared.labels, space)
+        inner = fit_benchmark(sub, inner_config, progress=False, space=space)
+        choices = prepared.choices[held]
+        out = {}
+        for target, (mean, std) in inner.predict_transformed(choices).items():
+            lab = prepared.labels[target]
+            present = lab.present[held]
+            y = np.where(present, lab.values[held], 1.0)
+            out[target] = (present, to_model_space(target, y) - mean, std)
+        return out, inner.ood(choices)["ood_hole"]
+    return refit
 
 
 def evaluate(bench: SurrogateBenchmark, prepared: Prepared, split: str = "test"
