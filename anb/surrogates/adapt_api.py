@@ -150,8 +150,9 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     metrics plus the new device (``anb.load(out)``, ``anb query out``, ``anb search
     --benchmark out``; see :func:`save_adapted` for ``overwrite``). Repeated measurements of a
     design are averaged (:func:`read_measured`); every metric of ``device`` the base knows is
-    left out of what it transfers from (:func:`~anb.surrogates.adapt.device_metrics`); ``metric`` (throughput | latency) picks the
-    measured column when the file has both; ``space``, when given, must be the base's."""
+    left out of what it transfers from (:func:`~anb.surrogates.adapt.device_metrics`);
+    ``metric`` (throughput | latency) picks the measured column when the file has both;
+    ``space``, when given, must be the base's."""
     if out is not None:
         check_folder(out, OUTPUT, overwrite)
     bench = _load_base(base)
