@@ -14,10 +14,32 @@ ours vs the best of the re-measured and REFERENCE baselines: val_top1 0.9860 / 0
 latency_vck190 0.9997 / 0.9908 (0.9801), latency_zcu102 0.9999 / 0.9959 (0.9814), 3090 0.9975 /
 0.9916 (0.9653), a100 0.9999 / 0.9970 (0.9736), tpuv2 0.9953 / 0.9707 (0.9629), tpuv3 0.9791 /
 0.9096 (0.9032), vck190 0.9949 / 0.9706 (0.9470), zcu102 0.9994 / 0.9872 (0.9507). Re-measured
-accuracy XGBoost baseline 0.9826 / 0.9205. 90 % coverage on test 0.875-0.965. Held-out
+accuracy XGBoost baseline 0.9826 / 0.9205. 90 % coverage on test 0.893-0.957 (0.875-0.965 with
+a constant noise term; see the quartile table below). Held-out
 extrapolation (fit on MACs <= 80th percentile): coverage 0.988-1.000 on the rest, every such
 architecture flagged, median std 2-37x the in-distribution one. 10,000 archs x 9 targets with std
 0.758 s vs 11.96 s for the baselines (0.06x); one arch 2.88 ms vs 67 ms (0.04x); fit 13.5 s.
+
+90 % coverage per quartile of the true value on test (model space; Q1 the lowest accuracy,
+throughput or latency; goal 0.85-0.95 each), with the label noise constant (before) and per
+bin of the predicted value (``ensemble.NOISE_BINS``, chosen on val; the query's std once
+``SurrogateBenchmark.predict_transformed`` adds ``model.noise_at(mean)``):
+
+    | target | Q1 | Q2 | Q3 | Q4 | all | before: Q1 | Q2 | Q3 | Q4 | all |
+    |---|---|---|---|---|---|---|---|---|---|---|
+    | val_top1 | 0.938 | 0.906 | 0.913 | 0.938 | 0.924 | 0.836 | 0.898 | 0.953 | 0.984 | 0.918 |
+    | latency_vck190 | 0.977 | 0.961 | 0.961 | 0.930 | 0.957 | 0.945 | 0.969 | 0.969 | 0.945 | 0.957 |
+    | latency_zcu102 | 0.820 | 0.906 | 0.922 | 0.922 | 0.893 | 0.719 | 0.867 | 0.938 | 0.977 | 0.875 |
+    | throughput_3090 | 0.906 | 0.922 | 0.898 | 0.922 | 0.912 | 1.000 | 1.000 | 1.000 | 0.859 | 0.965 |
+    | throughput_a100 | 0.953 | 0.969 | 0.922 | 0.914 | 0.939 | 0.969 | 0.930 | 0.930 | 0.883 | 0.928 |
+    | throughput_tpuv2 | 0.961 | 0.913 | 0.898 | 0.867 | 0.910 | 0.984 | 0.976 | 0.891 | 0.727 | 0.894 |
+    | throughput_tpuv3 | 0.953 | 0.849 | 0.890 | 0.961 | 0.913 | 1.000 | 1.000 | 0.874 | 0.866 | 0.935 |
+    | throughput_vck190 | 0.922 | 0.961 | 0.953 | 0.922 | 0.939 | 1.000 | 1.000 | 0.977 | 0.703 | 0.920 |
+    | throughput_zcu102 | 0.961 | 0.875 | 0.898 | 0.938 | 0.918 | 0.961 | 0.938 | 0.938 | 0.867 | 0.926 |
+
+Every accuracy quartile is now in range (bottom 0.836 -> 0.938); the worst device quartile rises
+from 0.703 to 0.820 (latency_zcu102 Q1, the fastest designs: its val bins see too few of them),
+the rest of the misses are over-coverage up to 0.977. Means, R^2 and tau are unchanged.
 """
 from __future__ import annotations
 
