@@ -38,8 +38,8 @@ bin of the predicted value (``ensemble.NOISE_BINS``, chosen on val; the query's 
     | throughput_zcu102 | 0.961 | 0.875 | 0.898 | 0.938 | 0.918 | 0.961 | 0.938 | 0.938 | 0.867 | 0.926 |
 
 Every accuracy quartile is now in range (bottom 0.836 -> 0.938); the worst device quartile rises
-from 0.703 to 0.820 (latency_zcu102 Q1, the fastest designs: its val bins see too few of them),
-the rest of the misses are over-coverage up to 0.977. Means, R^2 and tau are unchanged.
+from 0.703 to 0.820 (latency_zcu102 Q1, its fastest designs still under-covered);
+the other misses are over-coverage up to 0.977. Means, R^2 and tau are unchanged.
 """
 from __future__ import annotations
 
