@@ -15,10 +15,32 @@ test R^2 / Kendall tau, ours vs the best of the re-measured and REFERENCE baseli
 0.9958 (0.9814), 3090 0.9972 / 0.9919 (0.9653), a100 0.9998 / 0.9969 (0.9736), tpuv2 0.9950 /
 0.9710 (0.9629), tpuv3 0.9794 / 0.9106 (0.9032), vck190 0.9952 / 0.9704 (0.9470), zcu102
 0.9994 / 0.9875 (0.9507). Re-measured
-accuracy XGBoost baseline 0.9826 / 0.9205. 90 % coverage on test 0.875-0.965. Held-out
+accuracy XGBoost baseline 0.9826 / 0.9205. 90 % coverage on test 0.893-0.957 (0.875-0.965 with
+a constant noise term; see the quartile table below). Held-out
 extrapolation (fit on MACs <= 80th percentile): coverage 0.988-1.000 on the rest, every such
 architecture flagged, median std 2-37x the in-distribution one. 10,000 archs x 9 targets with std
 0.758 s vs 11.96 s for the baselines (0.06x); one arch 2.88 ms vs 67 ms (0.04x); fit 13.5 s.
+
+90 % coverage per quartile of the true value on test (model space; Q1 the lowest accuracy,
+throughput or latency; goal 0.85-0.95 each), with the label noise constant (before) and per
+bin of the predicted value (``ensemble.NOISE_BINS``, chosen on val; the query's std once
+``SurrogateBenchmark.predict_transformed`` adds ``model.noise_at(mean)``):
+
+    | target | Q1 | Q2 | Q3 | Q4 | all | before: Q1 | Q2 | Q3 | Q4 | all |
+    |---|---|---|---|---|---|---|---|---|---|---|
+    | val_top1 | 0.938 | 0.906 | 0.913 | 0.938 | 0.924 | 0.836 | 0.898 | 0.953 | 0.984 | 0.918 |
+    | latency_vck190 | 0.977 | 0.961 | 0.961 | 0.930 | 0.957 | 0.945 | 0.969 | 0.969 | 0.945 | 0.957 |
+    | latency_zcu102 | 0.820 | 0.906 | 0.922 | 0.922 | 0.893 | 0.719 | 0.867 | 0.938 | 0.977 | 0.875 |
+    | throughput_3090 | 0.906 | 0.922 | 0.898 | 0.922 | 0.912 | 1.000 | 1.000 | 1.000 | 0.859 | 0.965 |
+    | throughput_a100 | 0.953 | 0.969 | 0.922 | 0.914 | 0.939 | 0.969 | 0.930 | 0.930 | 0.883 | 0.928 |
+    | throughput_tpuv2 | 0.961 | 0.913 | 0.898 | 0.867 | 0.910 | 0.984 | 0.976 | 0.891 | 0.727 | 0.894 |
+    | throughput_tpuv3 | 0.953 | 0.849 | 0.890 | 0.961 | 0.913 | 1.000 | 1.000 | 0.874 | 0.866 | 0.935 |
+    | throughput_vck190 | 0.922 | 0.961 | 0.953 | 0.922 | 0.939 | 1.000 | 1.000 | 0.977 | 0.703 | 0.920 |
+    | throughput_zcu102 | 0.961 | 0.875 | 0.898 | 0.938 | 0.918 | 0.961 | 0.938 | 0.938 | 0.867 | 0.926 |
+
+Every accuracy quartile is now in range (bottom 0.836 -> 0.938); the worst device quartile rises
+from 0.703 to 0.820 (latency_zcu102 Q1, its fastest designs still under-covered);
+the other misses are over-coverage up to 0.977. Means, R^2 and tau are unchanged.
 """
 from __future__ import annotations
 
@@ -101,6 +123,24 @@ def extrapolation_check(prepared, config) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("target")
 
 
+def quartile_coverage(bench, prepared, split: str) -> pd.DataFrame:
+    """90 % coverage of the query's interval (model space, std as the query widens it) per
+    quartile of the true target value on ``split``: a calibration that an average hides."""
+    rows = prepared.masks[split]
+    dist = bench.predict_transformed(prepared.choices[rows])
+    out = {}
+    for target, (mean, std) in dist.items():
+        lab = prepared.labels[target]
+        ok = lab.present[rows]
+        y = lab.values[rows][ok]
+        y = np.log(y) if bench.transforms[target] == "log" else y
+        quartile = np.searchsorted(np.quantile(y, [0.25, 0.5, 0.75]), y, side="right")
+        out[target] = {f"Q{q + 1}": interval_coverage(y[quartile == q], mean[ok][quartile == q],
+                                                      std[ok][quartile == q]) for q in range(4)}
+        out[target]["all"] = interval_coverage(y, mean[ok], std[ok])
+    return pd.DataFrame(out).T
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=str(DATA))
@@ -159,9 +199,12 @@ def main() -> None:
                      "median_spread": float(np.median(spread)),
                      "coverage90_spread_only": interval_coverage(y, mean, spread),
                      "coverage90_ours": interval_coverage(
-                         y, mean, np.sqrt(spread**2 + model.noise_std_**2))})
+                         y, mean, np.sqrt(spread**2 + model.noise_at(mean) ** 2))})
     print("\n== uncertainty on test (model space: log for device metrics, pp for accuracy) ==")
     print(pd.DataFrame(rows).set_index("target").round(4).to_string())
+    print("\n== 90 % coverage per quartile of the true value on test (model space; Q1: the "
+          "lowest accuracy, throughput or latency; goal 0.85-0.95 each) ==")
+    print(quartile_coverage(bench, prepared, "test").round(3).to_string())
     frame = prepared.frame
     dup = frame[frame["arch_id"].duplicated(keep=False)]
     diffs = dup.groupby("arch_id")["val_top1"].agg(lambda v: v.iloc[0] - v.iloc[1])

@@ -78,7 +78,8 @@ def adapted(tmp_path_factory, data, base):
 
 @pytest.mark.slow
 def test_adapt_beats_from_scratch_on_held_out_device(adapted, data):
-    """Transfer is what makes 20 points enough: XGBoost on the same 20 points ranks far worse."""
+    """Transfer is what makes 20 points enough: XGBoost on the same 20 points ranks far worse
+    (the base's throughput_zcu102, the same board, is not transferred from: tau 0.911)."""
     import xgboost as xgb
 
     from anb.surrogates.features import FeatureBuilder
@@ -94,7 +95,7 @@ def test_adapt_beats_from_scratch_on_held_out_device(adapted, data):
     scratch = xgb.XGBRegressor(n_estimators=300, max_depth=3, learning_rate=0.05, n_jobs=1).fit(
         X[train], np.log(data.labels[HIDDEN].values[train])).predict(X[test])
     scratch_tau = kendalltau(scratch, truth)[0]
-    assert tau > 0.95 and tau > scratch_tau + 0.2, (tau, scratch_tau)
+    assert tau > 0.9 and tau > scratch_tau + 0.3, (tau, scratch_tau)
 
 
 def test_interval_covers_about_90_percent_of_test_labels(adapted, data):
@@ -122,6 +123,9 @@ def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data
     assert len(bench.metrics) == 8 and HIDDEN in bench.metrics
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["targets"][HIDDEN]["n_points"] == 20
+    # adapting zcu102 hides the whole board: the base's throughput_zcu102 is no known device
+    assert manifest["targets"][HIDDEN]["known"] == [
+        t for t in bench.base.metrics if t not in ("val_top1", "throughput_zcu102")]
     assert manifest["anb_version"] == anb.__version__
     copy = shutil.copytree(out, tmp_path / "copy")
     assert load_adapted(copy, base).query([arch]).equals(frame)
@@ -194,7 +198,7 @@ def test_python_adapt_matches_the_command(adapted, base, data, tmp_path):
     csv, out = adapted
     bench, model = adapt("zcu102", csv, base, tmp_path / "model")
     archs = data.choices[:5]
-    assert model.target == HIDDEN and model.n_points == 20 and len(model.known) == 7
+    assert model.target == HIDDEN and model.n_points == 20 and len(model.known) == 6
     pd.testing.assert_frame_equal(bench.query(archs), load_adapted(out).query(archs))
     unsaved, same = adapt("zcu102", csv, base)
     assert unsaved is None and same.blend == model.blend
@@ -340,10 +344,11 @@ def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, b
     assert abs(np.median(mean) - np.median(np.log(truth))) < 0.3
     inside = np.abs(np.log(truth) - mean) <= 1.645 * std
     assert 0.8 <= inside.mean() <= 0.99, inside.mean()
-    # the latency model of the same file (1000 / throughput) ranks the other way round (it
-    # knows throughput_a100 of the base, a metric other than its own, hence 7 known devices)
-    lat_known = BenchmarkKnown(load(base), exclude=["latency_a100"])
-    assert lat_known.targets == latency_model.known and len(latency_model.known) == 7
+    # the latency model of the same file (1000 / throughput) ranks the other way round; it
+    # never transfers from the same board's throughput_a100 the base knows: 6 known devices
+    lat_known = BenchmarkKnown(load(base), exclude=["latency_a100", THROUGHPUT])
+    assert lat_known.targets == latency_model.known and len(latency_model.known) == 6
+    assert model.known == latency_model.known
     lat_mean, _, _ = latency_model.predict(lat_known.log_costs(data.choices[test]),
                                            op_components(data.choices[test]))
     assert kendalltau(lat_mean, truth)[0] < -0.9

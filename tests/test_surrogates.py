@@ -218,6 +218,20 @@ def test_query_accepts_every_input_form(bench, prepared):
     assert len(bench.query([record, arch], metrics=["accuracy"])) == 2
 
 
+def test_query_takes_any_sequence_or_array_of_architectures(bench, prepared):
+    """A list, a tuple, a numpy array of strings (``<U`` or object), a list of records or a
+    choices array of the same architectures all give the same frame, rows in input order."""
+    rows = [7, 3, 11]
+    archs = [str(a) for a in prepared.frame["arch"].to_numpy()[rows]]
+    records = [{k: v for k, v in prepared.frame.iloc[i].items() if k.startswith("block")}
+               for i in rows]
+    reference = bench.query(archs)
+    assert reference["arch"].tolist() == archs
+    for form in (tuple(archs), np.array(archs), np.array(archs, dtype=object),
+                 tuple(records), prepared.choices[rows], tuple(prepared.choices[rows])):
+        pd.testing.assert_frame_equal(bench.query(form), reference)
+
+
 def test_small_and_large_batches_agree(bench):
     choices = Sampler(seed=1).sample_choices(200)
     big = bench.query(choices)  # native predictor

@@ -197,9 +197,12 @@ EFFICIENTNET_B0 = Arch.from_string("e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se
 
 
 def as_arch(obj: Any, space: SearchSpace = ANB_SPACE) -> Arch:
-    """Coerce an Arch, a dataset dict (or a record holding one), or a string into an Arch."""
+    """Coerce an Arch, a dataset dict (or a record holding one), a string or one choices row
+    (an integer ``(num_stages, 4)`` array) into an Arch."""
     if isinstance(obj, Arch):
         return space.check(obj)
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "iu":
+        return archs_from_choices(space.to_choices(obj[None]), space)[0]
     if isinstance(obj, str):
         return Arch.from_string(obj, space)
     if isinstance(obj, Mapping):
@@ -208,7 +211,8 @@ def as_arch(obj: Any, space: SearchSpace = ANB_SPACE) -> Arch:
         return Arch.from_anb_dict(obj, space)
     raise ValueError(
         f"cannot read an architecture from {type(obj).__name__}; give an Arch, a "
-        "block{i}_{e,k,l,se} dict, a dataset record, or a string like 'e6k5l2se-...'"
+        "block{i}_{e,k,l,se} dict, a dataset record, a choices row or a string like "
+        "'e6k5l2se-...'"
     )
 
 

@@ -258,13 +258,16 @@ class Space(ABC):
         return variable.labels[position] if variable.labels else variable.values[position]
 
     def arch(self, obj: Any) -> Any:
-        """Coerce a string, record, record's ``architecture`` mapping, native form or arch."""
+        """Coerce a string, record, record's ``architecture`` mapping, native form, one choices
+        row (an integer array) or arch."""
         if isinstance(obj, SpaceArch):
             if obj.space.name != self.name:
                 raise ValueError(f"architecture of space {obj.space.name!r} given where space "
                                  f"{self.name!r} is expected")
             return obj
-        if isinstance(obj, str):
+        if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":
+            row = self.to_choices(obj[None])[0]  # one choices row, validated
+        elif isinstance(obj, str):
             row = self.parse_string(obj)
         elif isinstance(obj, Mapping):
             inner = obj.get("architecture", obj)

@@ -171,6 +171,15 @@ class AdaptedModel:
                 "blend": self.blend}
 
 
+def device_metrics(target: str) -> list[str]:
+    """Every metric of ``target``'s device (``throughput_zcu102`` -> both zcu102 metrics): what
+    adapting ``target`` hides from the known devices, so that a sibling metric of the same board
+    never stands in for the board being adapted."""
+    check_target(target)
+    device = target.partition("_")[2]
+    return [f"{kind}_{device}" for kind in KINDS]
+
+
 def check_target(target: str) -> None:
     kind, _, device = target.partition("_")
     if kind not in KINDS or not device:

@@ -26,6 +26,7 @@ from anb.surrogates.adapt import (
     AdaptedBenchmark,
     AdaptedModel,
     BenchmarkKnown,
+    device_metrics,
     load_adapted,
     op_components,
     save_adapted,
@@ -148,14 +149,16 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     benchmark ``base`` (a saved artifact folder); save it to ``out``, a benchmark of the base's
     metrics plus the new device (``anb.load(out)``, ``anb query out``, ``anb search
     --benchmark out``; see :func:`save_adapted` for ``overwrite``). Repeated measurements of a
-    design are averaged (:func:`read_measured`); ``metric`` (throughput | latency) picks the
-    measured column when the file has both; ``space``, when given, must be the base's."""
+    design are averaged (:func:`read_measured`); every metric of ``device`` the base knows is
+    left out of what it transfers from (:func:`~anb.surrogates.adapt.device_metrics`);
+    ``metric`` (throughput | latency) picks the measured column when the file has both;
+    ``space``, when given, must be the base's."""
     if out is not None:
         check_folder(out, OUTPUT, overwrite)
     bench = _load_base(base)
     resolve_space(space, bench.space.name, f"base benchmark {str(base)!r}")
     data = read_measured(measured, device, metric, bench.space)
-    known = BenchmarkKnown(bench, exclude=[data.target])
+    known = BenchmarkKnown(bench, exclude=device_metrics(data.target))
     model = AdaptedModel.fit(data.target, known.targets, known.log_costs(data.choices),
                              op_components(data.choices, bench.space), data.values,
                              known_source=known.source)
@@ -181,7 +184,8 @@ def suggest(base: str | Path | Any = resources.PACKAGED_BENCHMARK, k: int = 10,
             raise ValueError("give --device with --measured (which column holds the values)")
         data = read_measured(measured, device, metric, bench.space, min_points=0)
         target, done = data.target, data.choices
-    known = BenchmarkKnown(bench, exclude=[t for t in [target, *exclude] if t])
+    hidden = device_metrics(target) if target else []
+    known = BenchmarkKnown(bench, exclude=[*hidden, *exclude])
     picked = _suggest(known, k, done, n_candidates=n_candidates, seed=seed, space=bench.space)
     return [str(a) for a in bench.space.archs_from_choices(picked)]
 

@@ -203,7 +203,7 @@ class SurrogateBenchmark:
         result = {}
         for name, preds in self._member_predictions(X, names).items():
             model = self.models[name]
-            std = np.sqrt(preds.var(1) + model.noise_std_**2)
+            std = np.sqrt(preds.var(1) + model.noise_at(preds.mean(1)) ** 2)
             if self.support is not None:
                 std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name)
             result[name] = (preds.mean(1), std)

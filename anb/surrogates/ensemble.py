@@ -4,7 +4,11 @@ Members cycle through one or more families (e.g. XGBoost, LightGBM and SVR) with
 optionally on bootstrap resamples of the training rows, and optionally as a correction of a base
 feature (the layer-cost prediction). The predictive variance is the
 members' spread plus a noise variance estimated on the validation split, so that intervals
-cover observed labels, not only the model's own disagreement.
+cover observed labels, not only the model's own disagreement. The noise is heteroscedastic: one
+std per ``NOISE_BINS`` quantile bin of the predicted value on the validation split,
+interpolated between the bins' median predictions (``noise_at``): low-accuracy or extreme-cost
+architectures are predicted less well than the rest (``benchmarks/surrogates.py``, 90 %
+coverage per quartile of the target).
 """
 from __future__ import annotations
 
@@ -15,6 +19,11 @@ from typing import Any
 import numpy as np
 
 from anb.surrogates.estimators import FAMILIES, Family, make_family
+
+#: Bins of the predicted value the noise std is estimated in (chosen on the validation split
+#: of ``benchmarks/surrogates.py`` among 1, 3, 4, 5: mean |quartile coverage - 0.9| 0.069,
+#: 0.034, 0.030, 0.028).
+NOISE_BINS = 5
 
 
 class TargetSurrogate:
@@ -66,8 +75,9 @@ class TargetSurrogate:
             self.members_.append(member.fit(X[rows], resid[rows], X_val, resid_val))
             if progress is not None:
                 progress()
-        self.noise_std_ = self._estimate_noise(X_val, y_val) \
-            if X_val is not None and y_val is not None and len(X_val) > 1 else 0.0
+        self.noise_std_, self.noise_curve_ = 0.0, None
+        if X_val is not None and y_val is not None and len(X_val) > 1:
+            self.noise_std_, self.noise_curve_ = self._estimate_noise(X_val, y_val)
         return self
 
     def validate(self) -> None:
@@ -91,10 +101,32 @@ class TargetSurrogate:
             params["random_state"] = self.random_state * 1000 + i
         return params
 
-    def _estimate_noise(self, X_val: np.ndarray, y_val: np.ndarray) -> float:
+    def _estimate_noise(self, X_val: np.ndarray, y_val: np.ndarray
+                        ) -> tuple[float, tuple[np.ndarray, np.ndarray] | None]:
+        """The label noise std over the whole validation set, and per bin of the predicted
+        value (the bins' median predictions and stds; None with too few rows to bin)."""
         mean, spread = self.predict_members(X_val)
-        excess = np.mean((y_val - mean) ** 2) - np.mean(spread**2)
-        return float(np.sqrt(max(excess, 0.0)))
+
+        def excess(rows: np.ndarray) -> float:
+            return float(np.sqrt(max(np.mean((y_val[rows] - mean[rows]) ** 2)
+                                     - np.mean(spread[rows] ** 2), 0.0)))
+
+        overall = excess(np.ones(len(mean), dtype=bool))
+        if len(mean) < 20 * NOISE_BINS:  # too few to bin: the constant alone
+            return overall, None
+        edges = np.quantile(mean, np.linspace(0, 1, NOISE_BINS + 1)[1:-1])
+        bins = np.searchsorted(edges, mean, side="right")
+        if len(np.unique(bins)) < NOISE_BINS:  # ties: a constant prediction, say
+            return overall, None
+        centres = np.array([np.median(mean[bins == b]) for b in range(NOISE_BINS)])
+        return overall, (centres, np.array([excess(bins == b) for b in range(NOISE_BINS)]))
+
+    def noise_at(self, mean: np.ndarray) -> np.ndarray:
+        """Label noise std at predicted values ``mean`` (constant beyond the outer bins)."""
+        curve = getattr(self, "noise_curve_", None)
+        if curve is None:
+            return np.full(np.shape(mean), self.noise_std_)
+        return np.interp(mean, *curve)
 
     def member_predictions(self, X: np.ndarray) -> np.ndarray:
         """``(n, n_members)`` predictions in the transformed target space."""
@@ -112,7 +144,7 @@ class TargetSurrogate:
     def predict_dist(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and std (members' spread combined with the label noise)."""
         mean, spread = self.predict_members(X)
-        return mean, np.sqrt(spread**2 + self.noise_std_**2)
+        return mean, np.sqrt(spread**2 + self.noise_at(mean) ** 2)
 
     # ------------------------------------------------------------ persistence
     def save(self, folder: Path, stem: str) -> list[Path]:
@@ -129,6 +161,8 @@ class TargetSurrogate:
         return {"family": self.family, "params": self.params or {}, "n_members": self.n_members,
                 "bootstrap": self.bootstrap, "base_column": self.base_column,
                 "random_state": self.random_state, "noise_std": self.noise_std_,
+                "noise_curve": None if getattr(self, "noise_curve_", None) is None
+                else [c.tolist() for c in self.noise_curve_],
                 "base_range": list(getattr(self, "base_range_", (None, None))),
                 "trend": self.trend_, "observation_std": self.observation_std_,
                 "member_params": [m.get_params() for m in self.members_]}
@@ -141,6 +175,9 @@ class TargetSurrogate:
         model.members_ = [FAMILIES[model.member_family(i)].load(p, params)
                           for i, (p, params) in enumerate(members)]
         model.noise_std_ = float(spec["noise_std"])
+        curve = spec.get("noise_curve")  # absent before heteroscedastic noise: constant
+        model.noise_curve_ = None if curve is None else tuple(np.asarray(c, np.float64)
+                                                              for c in curve)
         low, high = spec.get("base_range", [None, None])
         if low is not None:
             model.base_range_ = (float(low), float(high))
