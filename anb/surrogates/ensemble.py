@@ -161,8 +161,8 @@ class TargetSurrogate:
         return {"family": self.family, "params": self.params or {}, "n_members": self.n_members,
                 "bootstrap": self.bootstrap, "base_column": self.base_column,
                 "random_state": self.random_state, "noise_std": self.noise_std_,
-                "noise_curve": None if getattr(self, "noise_curve_", None) is None
-                else [c.tolist() for c in self.noise_curve_],
+                "noise_curve": None if (curve := getattr(self, "noise_curve_", None)) is None
+                else [c.tolist() for c in curve],
                 "base_range": list(getattr(self, "base_range_", (None, None))),
                 "trend": self.trend_, "observation_std": self.observation_std_,
                 "member_params": [m.get_params() for m in self.members_]}
@@ -176,8 +176,8 @@ class TargetSurrogate:
                           for i, (p, params) in enumerate(members)]
         model.noise_std_ = float(spec["noise_std"])
         curve = spec.get("noise_curve")  # absent before heteroscedastic noise: constant
-        model.noise_curve_ = None if curve is None else tuple(np.asarray(c, np.float64)
-                                                              for c in curve)
+        model.noise_curve_ = None if curve is None else (np.asarray(curve[0], np.float64),
+                                                         np.asarray(curve[1], np.float64))
         low, high = spec.get("base_range", [None, None])
         if low is not None:
             model.base_range_ = (float(low), float(high))

@@ -194,7 +194,8 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
     support = Support(space).fit(prepared.choices[train])
     log_macs = support.log_macs(prepared.choices)
     seen = ~prepared.masks["test"]  # observation noise: any row but the test split's
-    models, info = {}, {}
+    models: dict[str, TargetSurrogate] = {}
+    info: dict[str, dict[str, Any]] = {}
     for target, lab in prepared.labels.items():
         spec = config.for_target(target)
         tr, va = lab.present & train, lab.present & val

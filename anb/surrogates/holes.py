@@ -86,5 +86,8 @@ def learn_hole_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Spa
         results, hole = refit(sub, cut)
         for target, (present, error, std) in results.items():
             pooled.setdefault(target, []).append((error[present], std[present], hole[present]))
-    return {t: hole_std(*(np.concatenate(parts) for parts in zip(*rows, strict=True)))
-            for t, rows in pooled.items()}
+    out = {}
+    for t, rows in pooled.items():
+        error, std, hole = (np.concatenate(parts) for parts in zip(*rows, strict=True))
+        out[t] = hole_std(error, std, hole)
+    return out

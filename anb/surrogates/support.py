@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -278,7 +279,7 @@ class Support:
 
     # ------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:
-        hole = {}
+        hole: dict[str, Any] = {}
         if self.counts_ is not None:
             names = sorted(self.hole_std_)
             hole = {"version": VERSION, "counts": self.counts_, "min_count": self.min_count,
