@@ -60,9 +60,10 @@ class Labels:
 
 def labels(frame: pd.DataFrame, target: str) -> Labels:
     """Labels of ``target``; missing (null / non-finite) values are flagged, not dropped."""
-    allowed = target_columns(frame)
-    if target not in allowed:
-        raise ValueError(f"unknown target {target!r}; this dataset has {allowed}")
+    columns = [ACCURACY_TARGET, *perf_columns(frame)]
+    if target not in columns or target not in frame.columns:
+        raise ValueError(f"unknown target {target!r}; this dataset has "
+                         f"{target_columns(frame)}")
     values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
     present = np.isfinite(values)
     if transform_for(target) == "log":
