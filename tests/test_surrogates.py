@@ -269,7 +269,7 @@ def test_query_mean_and_std_combine_every_member(bench):
     """Catches: an ensemble that uses only its first member (or drops the noise term).
 
     The query's mean is the mean of every member's own prediction (plus the layer-cost base),
-    its std ``sqrt(member variance + noise_std**2)`` (widened out of distribution); on a small
+    its std ``sqrt(member variance + noise(mean)**2)`` (widened out of distribution); on a small
     (packed) and a large (native) batch, for the mixed XGBoost + SVR accuracy target and a
     log-space device target."""
     for n in (5, 300):
@@ -280,8 +280,10 @@ def test_query_mean_and_std_combine_every_member(bench):
             model = bench.models[name]
             preds = np.stack([model._base(X) + m.predict(X) for m in model.members_], axis=1)
             assert preds.shape[1] >= 2 and (preds.std(1) > 0).all()  # members disagree
-            mu, sigma = preds.mean(1), np.sqrt(preds.var(1) + model.noise_std_**2)
-            sigma = Support.inflate(sigma, bench.ood(choices), model.trend_)  # wider if OOD
+            mu = preds.mean(1)
+            sigma = np.sqrt(preds.var(1) + model.noise_at(mu) ** 2)
+            ood = bench.ood(choices)
+            sigma = bench.support.widen(Support.inflate(sigma, ood, model.trend_), ood, name)
             if name == "throughput_a100":  # log model space -> original units
                 mu, sigma = np.exp(mu), np.exp(mu) * np.sqrt(np.expm1(sigma**2))
             np.testing.assert_allclose(frame[name], mu, rtol=1e-6)
