@@ -51,7 +51,8 @@ def mnasnet():
 def test_mnasnet_stage6_e6k5_hole_is_flagged_named_and_covered(mnasnet):
     """Every architecture whose stage 6 is e6 k5 (876) left out of the fit: each is flagged,
     the reason names block 6's e6 with k5, and the widened std covers the top-1 labels (measured
-    0.86 coverage, sharpness 0.8) where the plain std covered none."""
+    0.86 coverage, sharpness 1.15) where the plain std covers 0.65 (the layer-cost back-off
+    already predicts the hole well; before it, the plain std covered none)."""
     c = mnasnet.choices
     hole = (c[:, 6, 0] == 6) & (c[:, 6, 1] == 5)
     bench = fit_benchmark(_without(mnasnet, hole), FitConfig(targets=TARGETS, default=SMALL,
@@ -62,7 +63,7 @@ def test_mnasnet_stage6_e6k5_hole_is_flagged_named_and_covered(mnasnet):
         .all()
     assert frame["ood_reason"].str.contains("s6_first unit block6_e=6 block6_k=5").all()
     coverage, sharpness, plain = _scores(bench, mnasnet, hole, "val_top1")
-    assert coverage >= 0.85 and sharpness <= 2 and plain < 0.5
+    assert coverage >= 0.85 and sharpness <= 2 and plain < 0.75
     inside = bench.query(c[mnasnet.masks["val"] & ~hole])
     assert inside["ood"].mean() < 0.05
     assert (inside["ood_reason"] == "").sum() == (~inside["ood"]).sum()
