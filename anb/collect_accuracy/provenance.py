@@ -117,8 +117,13 @@ def base_provenance(arch: Arch, config: dict, recipe_hash: str, stream_index: in
 
 def make_record(arch: Arch, metrics: dict[str, float], info: dict[str, float],
                 provenance: dict[str, Any]) -> dict[str, Any]:
-    return {"architecture": arch.to_anb_dict(), "metrics": metrics, "model_info": info,
-            "platform_perf": {}, "provenance": {**provenance, "finished_at": time.time()}}
+    """The trainer's record: it names its space (from the provenance) unless the default."""
+    from anb.records import new_record
+    from anb.searchspace.registry import get_space
+
+    return {**new_record(arch, get_space(provenance["space"])), "metrics": metrics,
+            "model_info": info, "platform_perf": {},
+            "provenance": {**provenance, "finished_at": time.time()}}
 
 
 def record_path(folder: Path, arch: Arch) -> Path:
