@@ -26,7 +26,7 @@ leaving each meta-train device out (meta-train + meta-valid known), never on a m
 device. Goal: above HELP and the ridge baseline on every unseen device; mean Spearman >= 0.96
 (NAS-Bench-201) / 0.95 (FBNet) at n = 20; coverage 0.85-0.95.
 
-Measured (this 2-CPU VM, shared; 26 s for both spaces, base fits included; 10 draws at n = 20,
+Measured (this 2-CPU VM, shared; 57 s for both spaces, base fits included; 10 draws at n = 20,
 the reference-only n = 5 / 10 are one fixed set; rho Spearman, tau Kendall, cov the fraction of
 query latencies inside the 90 % interval; "beats both" at n = 20: anb rho above HELP and ridge):
 
@@ -36,38 +36,38 @@ query latencies inside the 90 % interval; "beats both" at n = 20: anb rho above 
     | nasbench201 | titan_rtx_256 | 10 | 0.987 | 0.979 | 0.997 | 0.948 | 0.991 |  |
     | nasbench201 | titan_rtx_256 | 20 | 0.987 | 0.979 | 0.997 | 0.949 | 0.947 | yes |
     | nasbench201 | gold_6226 | 5 | 0.989 | 0.972 | 0.982 | 0.883 | 1.000 |  |
-    | nasbench201 | gold_6226 | 10 | 0.989 | 0.937 | 0.982 | 0.895 | 0.983 |  |
+    | nasbench201 | gold_6226 | 10 | 0.989 | 0.937 | 0.982 | 0.896 | 0.983 |  |
     | nasbench201 | gold_6226 | 20 | 0.989 | 0.987 | 0.992 | 0.930 | 0.975 | yes |
-    | nasbench201 | fpga | 5 | 0.985 | 0.966 | 0.988 | 0.921 | 0.885 |  |
-    | nasbench201 | fpga | 10 | 0.985 | 0.988 | 0.999 | 0.993 | 1.000 |  |
+    | nasbench201 | fpga | 5 | 0.985 | 0.966 | 0.989 | 0.922 | 0.886 |  |
+    | nasbench201 | fpga | 10 | 0.985 | 0.988 | 1.000 | 0.998 | 1.000 |  |
     | nasbench201 | fpga | 20 | 0.985 | 0.988 | 1.000 | 0.998 | 1.000 | yes |
     | nasbench201 | pixel2 | 5 | 0.802 | 0.787 | 0.760 | 0.593 | 0.936 |  |
-    | nasbench201 | pixel2 | 10 | 0.802 | 0.808 | 0.745 | 0.577 | 0.919 |  |
+    | nasbench201 | pixel2 | 10 | 0.802 | 0.808 | 0.746 | 0.579 | 0.919 |  |
     | nasbench201 | pixel2 | 20 | 0.802 | 0.798 | 0.807 | 0.643 | 0.925 | yes |
-    | nasbench201 | raspi4 | 5 | 0.890 | 0.939 | 0.922 | 0.771 | 0.919 |  |
-    | nasbench201 | raspi4 | 10 | 0.890 | 0.934 | 0.921 | 0.770 | 0.780 |  |
+    | nasbench201 | raspi4 | 5 | 0.890 | 0.939 | 0.923 | 0.771 | 0.917 |  |
+    | nasbench201 | raspi4 | 10 | 0.890 | 0.934 | 0.921 | 0.771 | 0.780 |  |
     | nasbench201 | raspi4 | 20 | 0.890 | 0.930 | 0.922 | 0.771 | 0.873 | no |
-    | nasbench201 | eyeriss | 5 | 0.940 | 0.519 | 0.735 | 0.586 | 0.481 |  |
+    | nasbench201 | eyeriss | 5 | 0.940 | 0.519 | 0.735 | 0.587 | 0.481 |  |
     | nasbench201 | eyeriss | 10 | 0.940 | 0.895 | 0.928 | 0.796 | 1.000 |  |
-    | nasbench201 | eyeriss | 20 | 0.940 | 0.931 | 0.961 | 0.870 | 1.000 | yes |
-    | nasbench201 | mean | 5 | 0.932 | 0.855 | 0.895 | 0.776 | 0.865 |  |
-    | nasbench201 | mean | 10 | 0.932 | 0.923 | 0.929 | 0.830 | 0.945 |  |
-    | nasbench201 | mean | 20 | 0.932 | 0.936 | 0.946 | 0.860 | 0.954 | yes |
+    | nasbench201 | eyeriss | 20 | 0.940 | 0.931 | 0.962 | 0.872 | 1.000 | yes |
+    | nasbench201 | mean | 5 | 0.932 | 0.855 | 0.896 | 0.776 | 0.865 |  |
+    | nasbench201 | mean | 10 | 0.932 | 0.923 | 0.929 | 0.831 | 0.945 |  |
+    | nasbench201 | mean | 20 | 0.932 | 0.936 | 0.947 | 0.861 | 0.954 | yes |
     | fbnet | fpga | 5 | 0.892 | 0.871 | 0.963 | 0.828 | 0.983 |  |
-    | fbnet | fpga | 10 | 0.892 | 0.885 | 0.946 | 0.791 | 0.776 |  |
-    | fbnet | fpga | 20 | 0.892 | 0.887 | 0.937 | 0.777 | 0.874 | yes |
-    | fbnet | raspi4 | 5 | 0.887 | 0.860 | 0.912 | 0.734 | 0.999 |  |
-    | fbnet | raspi4 | 10 | 0.887 | 0.910 | 0.932 | 0.765 | 0.945 |  |
+    | fbnet | fpga | 10 | 0.892 | 0.885 | 0.946 | 0.791 | 0.780 |  |
+    | fbnet | fpga | 20 | 0.892 | 0.887 | 0.937 | 0.777 | 0.875 | yes |
+    | fbnet | raspi4 | 5 | 0.887 | 0.860 | 0.884 | 0.695 | 0.995 |  |
+    | fbnet | raspi4 | 10 | 0.887 | 0.910 | 0.932 | 0.765 | 0.946 |  |
     | fbnet | raspi4 | 20 | 0.887 | 0.913 | 0.924 | 0.753 | 0.862 | yes |
-    | fbnet | eyeriss | 5 | 0.943 | 0.904 | 0.925 | 0.756 | 0.931 |  |
-    | fbnet | eyeriss | 10 | 0.943 | 0.960 | 0.983 | 0.885 | 0.988 |  |
-    | fbnet | eyeriss | 20 | 0.943 | 0.961 | 0.984 | 0.889 | 0.867 | yes |
-    | fbnet | mean | 5 | 0.910 | 0.878 | 0.934 | 0.773 | 0.971 |  |
-    | fbnet | mean | 10 | 0.910 | 0.918 | 0.954 | 0.813 | 0.903 |  |
-    | fbnet | mean | 20 | 0.910 | 0.920 | 0.948 | 0.806 | 0.868 | yes |
+    | fbnet | eyeriss | 5 | 0.943 | 0.904 | 0.925 | 0.755 | 0.930 |  |
+    | fbnet | eyeriss | 10 | 0.943 | 0.960 | 0.983 | 0.885 | 0.989 |  |
+    | fbnet | eyeriss | 20 | 0.943 | 0.961 | 0.984 | 0.889 | 0.869 | yes |
+    | fbnet | mean | 5 | 0.910 | 0.878 | 0.924 | 0.759 | 0.969 |  |
+    | fbnet | mean | 10 | 0.910 | 0.918 | 0.954 | 0.814 | 0.905 |  |
+    | fbnet | mean | 20 | 0.910 | 0.920 | 0.948 | 0.806 | 0.869 | yes |
 
 Goals at n = 20: NAS-Bench-201 beats HELP on all 6 devices and the ridge on 5 (raspi4 0.922 vs
-0.930 misses); mean 0.946 misses 0.96 (HELP 0.932, ridge 0.936). FBNet beats both everywhere;
+0.930 misses); mean 0.947 misses 0.96 (HELP 0.932, ridge 0.936). FBNet beats both everywhere;
 mean 0.948 misses 0.95 by 0.002 (HELP 0.910, ridge 0.920). Mean coverage 0.954 (NAS-Bench-201,
 over-covering: fpga and eyeriss 1.000, gold_6226 0.975) and 0.868 (FBNet). The ridge here
 (0.936 / 0.920) is within draw noise of SOURCE.md's 0.930 / 0.915 (5 draws, SOURCE.md's filter
