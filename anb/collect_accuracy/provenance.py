@@ -119,10 +119,10 @@ def make_record(arch: Arch, metrics: dict[str, float], info: dict[str, float],
                 provenance: dict[str, Any]) -> dict[str, Any]:
     """The trainer's record: it names its space (from the provenance) unless the default."""
     from anb.records import new_record
-    from anb.searchspace.registry import get_space
+    from anb.searchspace.registry import DEFAULT_SPACE, get_space
 
-    return {**new_record(arch, get_space(provenance["space"])), "metrics": metrics,
-            "model_info": info, "platform_perf": {},
+    space = get_space(provenance.get("space", DEFAULT_SPACE))
+    return {**new_record(arch, space), "metrics": metrics, "model_info": info, "platform_perf": {},
             "provenance": {**provenance, "finished_at": time.time()}}
 
 

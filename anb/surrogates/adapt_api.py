@@ -155,9 +155,11 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     ``space``, when given, must be the base's."""
     if out is not None:
         check_folder(out, OUTPUT, overwrite)
+    from anb.surrogates.packaged import benchmark_space
+
+    in_space = resolve_space(space, benchmark_space(base).name, f"base benchmark {str(base)!r}")
+    data = read_measured(measured, device, metric, in_space)  # checked before the base loads
     bench = _load_base(base)
-    resolve_space(space, bench.space.name, f"base benchmark {str(base)!r}")
-    data = read_measured(measured, device, metric, bench.space)
     known = BenchmarkKnown(bench, exclude=device_metrics(data.target))
     model = AdaptedModel.fit(data.target, known.targets, known.log_costs(data.choices),
                              op_components(data.choices, bench.space), data.values,

@@ -124,14 +124,16 @@ def register(app: typer.Typer) -> None:
         """Predict metrics for architectures (strings, JSON records or CSV); writes CSV."""
         from anb.searchspace.registry import resolve_space
         from anb.surrogates import load
+        from anb.surrogates.packaged import benchmark_space
 
         try:
             if out is not None:
                 check_file(out)
             text = sys.stdin.read() if archs == "-" else read_text(archs)
+            in_space = resolve_space(space, benchmark_space(model).name,
+                                     f"benchmark {str(model)!r}")
+            items = read_archs(text, "stdin" if archs == "-" else archs, in_space)
             bench = load(model)
-            resolve_space(space, bench.space.name, f"benchmark {str(model)!r}")
-            items = read_archs(text, "stdin" if archs == "-" else archs, bench.space)
             frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
         except (ValueError, FileNotFoundError) as err:
             fail(err)

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from anb import resources
-from anb.io import sha256_file
+from anb.io import read_json, sha256_file
+from anb.searchspace.base import Space
+from anb.searchspace.registry import DEFAULT_SPACE, get_space
 from anb.surrogates import artifact
 from anb.surrogates.adapt import AdaptedBenchmark, is_adapted, load_adapted
 from anb.surrogates.benchmark import SurrogateBenchmark
@@ -134,6 +136,25 @@ def _fit(name: str, path: Path, config: FitConfig, n_jobs: int | None, quiet: bo
     _say(quiet, f"fitted and cached {name!r} in {time.perf_counter() - start:.1f} s; "
                 "later loads read the cache")
     return artifact.load(path)
+
+
+def benchmark_space(name_or_path: str | Path | Any) -> Space:
+    """The search space of a benchmark (a packaged name, a folder, or one loaded), read from
+    its manifest without loading models: so a command can check its other inputs first. A
+    folder whose manifest cannot be read gives the default space (loading it then says why)."""
+    if not isinstance(name_or_path, (str, Path)):
+        return name_or_path.space
+    path = Path(name_or_path)
+    if not path.exists():
+        _check_name(str(name_or_path))
+        return get_space(DEFAULT_SPACE)
+    try:
+        manifest = read_json(path / artifact.MANIFEST)
+        if is_adapted(path):
+            return benchmark_space(path.parent / manifest["base"]["path"])
+        return get_space(manifest["space"]["name"])
+    except (ValueError, OSError, KeyError, TypeError):
+        return get_space(DEFAULT_SPACE)
 
 
 def load(name_or_path: str | Path = resources.PACKAGED_BENCHMARK,
