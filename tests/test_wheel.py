@@ -113,7 +113,7 @@ def test_installed_wheel_works_from_an_unrelated_folder(installed, tmp_path):
 
     query = _run([anb, "query", "model"], work, env, stdin=B0 + "\n").stdout.splitlines()
     assert query[0] == ("arch,val_top1,val_top1_std,throughput_zcu102,throughput_zcu102_std,"
-                        "ood,ood_distance,ood_cost")
+                        "ood,ood_distance,ood_cost,ood_reason")
     assert query[1].startswith(B0 + ",")
 
     _run([anb, "search", "-o", "val_top1", "-o", "throughput_zcu102", "--algorithm", "nsga2",
@@ -130,5 +130,5 @@ def test_installed_wheel_works_from_an_unrelated_folder(installed, tmp_path):
     assert json.loads(first.stdout) == json.loads(again.stdout)
     assert set(json.loads(first.stdout)) == {"arch", "val_top1", "val_top1_std", "throughput_zcu102",
                                              "throughput_zcu102_std", "ood", "ood_distance",
-                                             "ood_cost"}
+                                             "ood_cost", "ood_reason"}
     assert Path(env["ANB_CACHE_DIR"], "accel-nasbench").is_dir()
