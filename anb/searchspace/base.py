@@ -375,3 +375,38 @@ class Space(ABC):
                 "variables": len(self.variables), "dataset": self.task.dataset,
                 "resolution": self.task.resolution, "num_classes": self.task.num_classes,
                 "summary": self.summary}
+
+
+class OpSpace(Space):
+    """A space whose choices row is one op index per variable (positions are the choices):
+    cell and layer-wise spaces such as NAS-Bench-201 and FBNet."""
+
+    @property
+    def choice_shape(self) -> tuple[int, ...]:
+        return (len(self.variables),)
+
+    def allowed_text(self, variable: Variable) -> str:
+        """How an error lists a variable's allowed op indices."""
+        labels = variable.labels or tuple(map(str, variable.values))
+        return ", ".join(f"{i} ({op})" for i, op in enumerate(labels))
+
+    def positions(self, choices: np.ndarray) -> np.ndarray:
+        choices = np.asarray(choices)
+        width = len(self.variables)
+        if choices.ndim != 2 or choices.shape[1] != width:
+            raise ValueError(f"{self.name}: choices must have shape (n, {width}), "
+                             f"got {choices.shape}")
+        if choices.dtype.kind not in "iu":
+            raise ValueError(f"{self.name}: choices must be integer op indices, "
+                             f"got dtype {choices.dtype}")
+        bad = (choices < 0) | (choices >= self.radices())
+        if bad.any():
+            row, col = (int(v[0]) for v in np.nonzero(bad))
+            variable = self.variables[col]
+            raise ValueError(f"{self.name}: variable {variable.name!r} has value "
+                             f"{int(choices[row, col])}; allowed values are "
+                             f"{self.allowed_text(variable)}")
+        return choices.astype(np.int64)
+
+    def from_positions(self, positions: np.ndarray) -> np.ndarray:
+        return self.positions(positions)

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anb.searchspace.base import COST_NAMES, CostTable, CostUnits, Space, Task, Variable
+from anb.searchspace.base import (
+    COST_NAMES,
+    CostTable,
+    CostUnits,
+    OpSpace,
+    Task,
+    Variable,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -155,7 +162,7 @@ def _head_cost(resolution: int, num_classes: int) -> dict[str, int]:
     return cost
 
 
-class FBNetSpace(Space):
+class FBNetSpace(OpSpace):
     """HW-NAS-Bench's FBNet space on CIFAR-100: 22 layers, 9 ops each (9^22 architectures)."""
 
     name = "fbnet"
@@ -167,28 +174,8 @@ class FBNetSpace(Space):
     def variables(self) -> tuple[Variable, ...]:
         return tuple(Variable(name, tuple(range(len(OPS))), OPS) for name in self.block_names())
 
-    @property
-    def choice_shape(self) -> tuple[int, ...]:
-        return (len(LAYERS),)
-
-    def positions(self, choices: np.ndarray) -> np.ndarray:
-        choices = np.asarray(choices)
-        if choices.ndim != 2 or choices.shape[1] != len(LAYERS):
-            raise ValueError(f"{self.name}: choices must have shape (n, {len(LAYERS)}), "
-                             f"got {choices.shape}")
-        if choices.dtype.kind not in "iu":
-            raise ValueError(f"{self.name}: choices must be integer op indices, "
-                             f"got dtype {choices.dtype}")
-        bad = (choices < 0) | (choices >= len(OPS))
-        if bad.any():
-            row, layer = (int(v[0]) for v in np.nonzero(bad))
-            raise ValueError(f"{self.name}: variable {self.block_names()[layer]!r} has value "
-                             f"{int(choices[row, layer])}; allowed values are 0-{len(OPS) - 1} "
-                             f"({', '.join(OPS)})")
-        return choices.astype(np.int64)
-
-    def from_positions(self, positions: np.ndarray) -> np.ndarray:
-        return self.positions(positions)
+    def allowed_text(self, variable: Variable) -> str:
+        return f"0-{len(OPS) - 1} ({', '.join(OPS)})"
 
     def format(self, row: np.ndarray) -> str:
         return "-".join(OPS[i] for i in self.positions(np.asarray(row)[None])[0])

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anb.searchspace.base import COST_NAMES, CostTable, CostUnits, Space, Task, Variable
+from anb.searchspace.base import (
+    COST_NAMES,
+    CostTable,
+    CostUnits,
+    OpSpace,
+    Task,
+    Variable,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -77,7 +84,7 @@ def _reduction(cin: int, cout: int, area_in: int, area_out: int) -> dict[str, in
                 pool, _cost(shortcut, shortcut, cin * cout, cin * area_out + cout * area_out))
 
 
-class NASBench201Space(Space):
+class NASBench201Space(OpSpace):
     """NAS-Bench-201's 15,625 cells in the CIFAR ``TinyNetwork`` skeleton (C=16, N=5)."""
 
     name = "nasbench201"
@@ -89,29 +96,6 @@ class NASBench201Space(Space):
     def variables(self) -> tuple[Variable, ...]:
         return tuple(Variable(f"edge_{node}_{src}", tuple(range(len(OPS))), OPS)
                      for node, src in EDGES)
-
-    @property
-    def choice_shape(self) -> tuple[int, ...]:
-        return (len(EDGES),)
-
-    def positions(self, choices: np.ndarray) -> np.ndarray:
-        choices = np.asarray(choices)
-        if choices.ndim != 2 or choices.shape[1] != len(EDGES):
-            raise ValueError(f"{self.name}: choices must have shape (n, {len(EDGES)}), "
-                             f"got {choices.shape}")
-        if choices.dtype.kind not in "iu":
-            raise ValueError(f"{self.name}: choices must be integer op indices, "
-                             f"got dtype {choices.dtype}")
-        bad = (choices < 0) | (choices >= len(OPS))
-        if bad.any():
-            row, col = (int(v[0]) for v in np.nonzero(bad))
-            allowed = ", ".join(f"{i} ({op})" for i, op in enumerate(OPS))
-            raise ValueError(f"{self.name}: variable {self.variables[col].name!r} has value "
-                             f"{int(choices[row, col])}; allowed values are {allowed}")
-        return choices.astype(np.int64)
-
-    def from_positions(self, positions: np.ndarray) -> np.ndarray:
-        return self.positions(positions)
 
     def format(self, row: np.ndarray) -> str:
         ops = self.positions(np.asarray(row).reshape(1, -1))[0]

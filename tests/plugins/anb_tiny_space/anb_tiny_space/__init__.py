@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from anb.searchspace.base import CostTable, CostUnits, Space, Task, Variable
+from anb.searchspace.base import CostTable, CostUnits, OpSpace, Task, Variable
 
 OPS = ("conv3", "conv5", "skip")
 KERNELS = (3, 5, 0)
@@ -18,7 +18,7 @@ LAYERS = 3
 WIDTH = 16
 
 
-class TinyChain(Space):
+class TinyChain(OpSpace):
     name = "tiny-chain"
     version = "1"
     task = Task("tiny", 16, 10)
@@ -27,25 +27,6 @@ class TinyChain(Space):
     @property
     def variables(self) -> tuple[Variable, ...]:
         return tuple(Variable(f"layer{i}", (0, 1, 2), OPS) for i in range(LAYERS))
-
-    @property
-    def choice_shape(self) -> tuple[int, ...]:
-        return (LAYERS,)
-
-    def positions(self, choices: np.ndarray) -> np.ndarray:
-        choices = np.asarray(choices, dtype=np.int64)
-        if choices.ndim != 2 or choices.shape[1] != LAYERS:
-            raise ValueError(f"{self.name}: choices must have shape (n, {LAYERS}), "
-                             f"got {choices.shape}")
-        bad = (choices < 0) | (choices >= len(OPS))
-        if bad.any():
-            row, col = (int(v[0]) for v in np.nonzero(bad))
-            raise ValueError(f"{self.name}: variable 'layer{col}' has value "
-                             f"{choices[row, col]}; allowed values are 0..2 {list(OPS)}")
-        return choices
-
-    def from_positions(self, positions: np.ndarray) -> np.ndarray:
-        return np.asarray(positions, dtype=np.int64)
 
     def format(self, row: np.ndarray) -> str:
         return "-".join(OPS[int(v)] for v in row)
