@@ -139,4 +139,7 @@ def _component_loo(model: AdaptedModel, K: np.ndarray, ops: np.ndarray, y: np.nd
 
 
 if __name__ == "__main__":
-    main()
+    from publish import published
+
+    with published(__file__):
+        main()

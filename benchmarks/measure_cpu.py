@@ -138,4 +138,7 @@ def _plot(passes: list[dict], keys: tuple[str, ...], path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from publish import published
+
+    with published(__file__):
+        main()

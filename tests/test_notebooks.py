@@ -1,21 +1,64 @@
-"""Every analysis notebook under notebooks/ executes top to bottom without error."""
+"""Every analysis notebook under notebooks/ executes top to bottom, plots, and shows the right
+numbers: after the last cell a probe cell (appended here, not in the notebook) writes what the
+notebook computed and displayed, and the test recomputes it independently (scipy, pymoo, the
+dataset and split files) and compares.
+
+Bug class: a notebook that runs without error but shows wrong figures (a metric computed on the
+wrong rows, a hypervolume counting dominated or infeasible points, a front that is not one, split
+sizes that are not the published split's)."""
+from __future__ import annotations
+
+import json
 from pathlib import Path
 
 import nbformat
+import numpy as np
+import pandas as pd
 import pytest
 from nbclient import NotebookClient
+from scipy.stats import kendalltau
 
 from tests.conftest import REPO, SHARED_DATA
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+PROBES = {
+    "searchspace.ipynb": """
+import json
+json.dump({"n_records": len(frame), "n_unique": int(frame.arch_id.nunique()),
+           "se_released": se_released.tolist(), "se_uniform": se_uniform.tolist()},
+          open(PROBE_OUT, "w"))
+""",
+    "surrogates.ipynb": """
+import json
+json.dump({"split_sizes": {k: int(m.sum()) for k, m in prepared.masks.items()},
+           "table": ours[["kendall_tau", "coverage90", "n"]].to_dict("index"),
+           "test_rows": np.flatnonzero(prepared.masks["test"]).tolist(),
+           "pred": {t: pred[t].tolist() for t in bench.metrics},
+           "std": {t: pred[f"{t}_std"].tolist() for t in bench.metrics},
+           "draws": draws["val_top1"].tolist()},
+          open(PROBE_OUT, "w"))
+""",
+    "search.ipynb": """
+import json
+json.dump({"floor": floor,
+           "best": {name: [r.best()[["val_top1", "throughput_zcu102"]].to_dict() for r in results]
+                    for name, results in runs.items()},
+           "fronts": {d: f[["val_top1", f"throughput_{d}"]].to_numpy().tolist()
+                      for d, f in fronts.items()},
+           "hv": hv},
+          open(PROBE_OUT, "w"))
+""",
+}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_notebook_executes(path: Path, monkeypatch, tmp_path):
+def execute(path: Path, tmp_path: Path, monkeypatch) -> tuple[nbformat.NotebookNode, dict]:
+    """Run the notebook plus its probe cell; return the notebook and what the probe wrote."""
     monkeypatch.setenv("ANB_SHARED_DATA", str(SHARED_DATA))
     monkeypatch.setenv("ANB_CACHE_DIR", str(tmp_path / "cache"))  # anb.load() caches here
     notebook = nbformat.read(path, as_version=4)
+    out = tmp_path / "probe.json"
+    notebook.cells.append(nbformat.v4.new_code_cell(f"PROBE_OUT = {str(out)!r}\n"
+                                                    + PROBES[path.name]))
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     errors = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
@@ -23,3 +66,80 @@ def test_notebook_executes(path: Path, monkeypatch, tmp_path):
     assert not errors
     assert any(o.get("output_type") == "display_data" for c in notebook.cells
                if c.cell_type == "code" for o in c.get("outputs", [])), "a notebook should plot"
+    return notebook, json.loads(out.read_text())
+
+
+def printed(notebook: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def test_every_notebook_has_a_probe():
+    assert sorted(p.name for p in NOTEBOOKS) == sorted(PROBES)
+
+
+@pytest.mark.slow
+def test_searchspace_notebook(monkeypatch, tmp_path):
+    from anb.records import load_dataset
+
+    notebook, probe = execute(REPO / "notebooks" / "searchspace.ipynb", tmp_path, monkeypatch)
+    frame = load_dataset(SHARED_DATA / "anb_dataset_jsons.tar.gz")
+    text = printed(notebook)
+    assert f"{len(frame)} records, {frame.arch_id.nunique()} unique architectures" in text
+    assert f"Kendall tau MACs vs top-1: {kendalltau(frame.macs, frame.val_top1)[0]:.3f}" in text
+    tau = kendalltau(frame.throughput_a100, frame.throughput_zcu102, nan_policy="omit")[0]
+    assert f"Kendall tau A100 vs ZCU102 throughput: {tau:.3f}" in text
+    # squeeze-excite share per stage, recomputed from the block columns
+    se = [frame[f"block{i}_se"].astype(bool).mean() for i in range(7)]
+    np.testing.assert_allclose(probe["se_released"], se)
+    np.testing.assert_allclose(probe["se_uniform"], 0.5, atol=0.02)  # uniform over {off, on}
+
+
+@pytest.mark.slow
+def test_surrogates_notebook(monkeypatch, tmp_path):
+    notebook, probe = execute(REPO / "notebooks" / "surrogates.ipynb", tmp_path, monkeypatch)
+    split = SHARED_DATA / "splits"
+    sizes = {name: len(json.loads((split / f"{name}_paths.json").read_text()))
+             for name in ("train", "val", "test")}
+    assert {k: probe["split_sizes"][k] for k in sizes} == sizes
+    from anb.surrogates import prepare
+
+    prepared = prepare(SHARED_DATA / "anb_dataset_jsons.tar.gz", split_dir=split)
+    test = prepared.masks["test"]
+    assert probe["test_rows"] == np.flatnonzero(test).tolist()
+    for target, row in probe["table"].items():
+        lab = prepared.labels[target]
+        ok = lab.present[test]
+        y = lab.values[test][ok]
+        mu = np.asarray(probe["pred"][target])[ok]
+        sd = np.asarray(probe["std"][target])[ok]
+        assert row["n"] == int(ok.sum())
+        assert row["kendall_tau"] == pytest.approx(kendalltau(y, mu)[0], abs=1e-9), target
+        inside = np.abs(y - mu) <= 1.6448536269514722 * sd
+        assert row["coverage90"] == pytest.approx(inside.mean(), abs=1e-9), target
+    draws = probe["draws"]
+    assert len(set(draws)) == 5  # seeded noisy draws differ from each other
+
+
+@pytest.mark.slow
+def test_search_notebook(monkeypatch, tmp_path):
+    from pymoo.indicators.hv import HV
+
+    from anb import resources
+    from anb.records import load_dataset
+
+    _, probe = execute(REPO / "notebooks" / "search.ipynb", tmp_path, monkeypatch)
+    for results in probe["best"].values():
+        assert all(r["throughput_zcu102"] >= probe["floor"] for r in results)  # feasible
+    released = load_dataset(resources.RELEASED_DATASET)
+    hv = pd.DataFrame(probe["hv"]).set_index("device")
+    for device, front in probe["fronts"].items():
+        points = np.asarray(front)
+        for p in points:  # a front: no member is dominated by another
+            assert not ((points >= p).all(axis=1) & (points > p).any(axis=1)).any()
+        data = released[["val_top1", f"throughput_{device}"]].dropna().to_numpy()
+        ref = data.min(axis=0)
+        above = points[(points > ref).all(axis=1)]
+        expected = float(HV(ref_point=-ref)(-above)) if len(above) else 0.0
+        assert hv.loc[device, "hypervolume searched"] == pytest.approx(expected, rel=1e-9)
+        assert hv.loc[device, "front size"] == len(points)
