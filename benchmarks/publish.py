@@ -1,8 +1,9 @@
 """Benchmark figures land in ``benchmarks/RESULTS.md``, written by the scripts that measured them.
 
 Each script's ``__main__`` runs under :func:`published`: what the script prints is kept, and when
-it finishes without error its section of RESULTS.md (one per script, sections in name order) is
-replaced by the output, headed by the exact command, the date, the machine and the commit. A
+it finishes without error its section of RESULTS.md (one per command: the script and its
+arguments; sections in name order) is replaced by the output, headed by the exact command, the
+date, the machine and the commit. A
 failed or interrupted run leaves RESULTS.md as it was. ``ANB_PUBLISH=0`` turns publishing off
 (a scratch run that should not replace the recorded one).
 """
@@ -25,10 +26,11 @@ REPO = RESULTS.parents[1]
 HEADER = """# Measured results
 
 Written by the scripts in `benchmarks/` (never by hand): each section is the output of the last
-complete run of one script, with the command, date, machine and commit that produced it. Run a
-script again to replace its section; `ANB_PUBLISH=0` runs one without touching this file.
+complete run of one command (a script and its arguments), with the date, machine and commit that
+produced it. Run the command again to replace its section; `ANB_PUBLISH=0` runs one without
+touching this file.
 """
-SECTION = re.compile(r"<!-- begin (?P<name>[\w.-]+) -->\n.*?<!-- end (?P=name) -->\n", re.S)
+SECTION = re.compile(r"<!-- begin (?P<name>[^>]+?) -->\n.*?<!-- end (?P=name) -->\n", re.S)
 
 
 class _Tee(io.TextIOBase):
@@ -99,7 +101,8 @@ def published(script: str) -> Iterator[None]:
         yield
     if os.environ.get("ANB_PUBLISH", "1") == "0":
         return
-    name = Path(script).stem
+    name = " ".join([Path(script).stem, *(a.lstrip("-") for a in sys.argv[1:])])
+    name = re.sub(r"[^\w./=,: -]", "_", name).replace("--", "-")
     command = " ".join(["python", f"benchmarks/{Path(script).name}",
                         *map(shlex.quote, sys.argv[1:])])
     write(name, section(name, command, tee.kept.getvalue()))

@@ -34,8 +34,8 @@ def test_a_complete_run_replaces_its_own_section_only(tmp_path):
     for name in ("surrogates", "help_transfer", "surrogates"):
         assert run(tmp_path, name).returncode == 0
     text = (tmp_path / "RESULTS.md").read_text()
-    assert text.count("<!-- begin surrogates -->") == 1 and text.count("tau 0.93") == 2
-    assert text.index("## help_transfer") < text.index("## surrogates")  # name order
+    assert text.count("<!-- begin surrogates quick -->") == 1 and text.count("tau 0.93") == 2
+    assert text.index("## help_transfer quick") < text.index("## surrogates quick")  # name order
     assert "`python benchmarks/surrogates.py --quick`" in text
     assert "commit " in text and " cores" in text and "UTC" in text
 
