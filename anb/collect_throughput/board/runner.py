@@ -236,7 +236,7 @@ def board_environment(ort=None, np=None):
     return env
 
 
-def _runtime():
+def load_runtime():
     if sys.version_info < (3, 7):
         raise BoardError("import_runtime", "missing",
                          "Python %s is too old; the board runner needs Python >= 3.7"
@@ -286,7 +286,7 @@ def board_lock(path, timeout):
 
 
 def run_job(job):
-    np, ort = _runtime()
+    np, ort = load_runtime()
     waited = board_lock(job["lock"], float(job.get("lock_timeout", 600))) if job.get("lock") \
         else 0.0
     env = board_environment(ort, np)

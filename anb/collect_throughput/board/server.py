@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""anb target server: keeps a runtime resident on a board and measures models the host sends.
+
+Self-contained like ``runner.py`` beside it (Python >= 3.7, numpy, onnxruntime; no ``anb``):
+copy both files to the board and start::
+
+    python3 server.py --port 7341 --token-file ~/.anb-token [--host 0.0.0.0]
+
+The host (``anb.collect_throughput.resident``) speaks a small message protocol over TCP. Every
+message is a frame: a 4-byte big-endian header length, a JSON header, then ``header["size"]``
+payload bytes (0 when absent). The server opens with ``HELLO {nonce}``; the client answers
+``AUTH {mac}``, the HMAC-SHA256 of the nonce under the shared token, so the token never crosses
+the network and no other host can load a model. Requests, each answered ``OK`` or
+``ERROR {error}``:
+
+- ``LOAD_MODEL`` (payload: the ONNX file, ``sha256`` in the header, checked)
+- ``INPUTS`` (payload: a ``.npy`` array of input batches)
+- ``RUN {mode, threads, clock, warmup, stopping}``: ``time`` times inference on the board under
+  the host's warm-up and stopping rules (runner.py's loop); ``outputs`` computes outputs
+- ``OUTPUTS`` (reply payload: the last ``outputs`` run's ``.npy``)
+- ``STATS``: CPU utilisation, memory (RSS) and, where ``nvidia-smi`` answers, GPU utilisation,
+  sampled while the last run ran
+- ``BYE``
+
+Limits: a header over 64 KiB or a payload over ``--max-payload`` is refused before it is read;
+a client silent for ``--idle-timeout`` seconds is dropped. One measurement runs at a time (a
+lock, released when a client disconnects or dies mid-run); a malformed message gets ``ERROR``
+and its connection closes; the server keeps serving.
+"""
+import argparse
+import hashlib
+import hmac
+import io
+import json
+import os
+import shutil
+import socketserver
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import cast
+
+try:  # on the host (tests, the client's framing imports)
+    from anb.collect_throughput.board import runner
+except ImportError:  # on the board: the sibling file, found beside this script
+    import runner  # type: ignore[no-redef,import-not-found]
+
+VERSION = 1
+MAX_HEADER = 64 * 1024
+HEADER = struct.Struct(">I")
+
+
+class ProtocolError(Exception):
+    """A message that breaks the protocol; the connection closes after the ERROR reply."""
+
+
+# -- framing (the host's client uses the same layout) -------------------------------------------
+def read_exact(sock, n):
+    chunks, left = [], n
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise ConnectionError("the peer closed the connection")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def send_frame(sock, header, payload=b""):
+    header = dict(header, size=len(payload))
+    data = json.dumps(header).encode()
+    sock.sendall(HEADER.pack(len(data)) + data + payload)
+
+
+def read_frame(sock, max_payload):
+    (length,) = HEADER.unpack(read_exact(sock, HEADER.size))
+    if length > MAX_HEADER:
+        raise ProtocolError("header of %d bytes exceeds the limit of %d" % (length, MAX_HEADER))
+    try:
+        header = json.loads(read_exact(sock, length).decode())
+    except ValueError as err:
+        raise ProtocolError("header is not JSON: %s" % err) from None
+    if not isinstance(header, dict) or not isinstance(header.get("type"), str):
+        raise ProtocolError("header must be an object with a string 'type'")
+    size = header.get("size", 0)
+    if not isinstance(size, int) or size < 0:
+        raise ProtocolError("size=%r is invalid; allowed: a byte count >= 0" % (size,))
+    if size > max_payload:
+        raise ProtocolError("payload of %d bytes exceeds the limit of %d" % (size, max_payload))
+    return header, read_exact(sock, size) if size else b""
+
+
+def mac(token, nonce):
+    return hmac.new(token, nonce.encode(), hashlib.sha256).hexdigest()
+
+
+# -- utilisation -------------------------------------------------------------------------------
+def _proc_times():
+    """This process's CPU seconds (user + system) and the machine's busy / total jiffies."""
+    cpu = sum(os.times()[:2])
+    busy = total = 0
+    try:
+        with open("/proc/stat") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+        total, busy = sum(fields), sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+    except (OSError, ValueError, IndexError):
+        pass
+    return cpu, busy, total
+
+
+def _rss_bytes():
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    except (ImportError, OSError):
+        return None
+
+
+def _gpu_utilisation():
+    try:
+        out = subprocess.check_output(
+            ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,"
+             "nounits"], stderr=subprocess.DEVNULL, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [line.split(",") for line in out.decode().splitlines() if line.strip()]
+    return [{"gpu_percent": float(r[0]), "memory_used_mib": float(r[1])} for r in rows]
+
+
+class Sampler(threading.Thread):
+    """Samples CPU (this process and the machine), RSS and GPU every ``interval`` s."""
+
+    def __init__(self, interval):
+        threading.Thread.__init__(self, daemon=True)
+        self.interval, self.samples = interval, []
+        self.halt = threading.Event()
+        self.gpu = _gpu_utilisation() is not None
+
+    def sample(self, began, last):
+        now = time.perf_counter()
+        cpu, busy, total = _proc_times()
+        wall = now - last[0]
+        row = {"t": round(now - began, 4), "rss_bytes": _rss_bytes(),
+               "process_cpu_percent": round(100.0 * (cpu - last[1]) / wall, 2) if wall else None,
+               "system_cpu_percent": round(100.0 * (busy - last[2]) / (total - last[3]), 2)
+               if total > last[3] else None}
+        if self.gpu:
+            row["gpus"] = _gpu_utilisation()
+        self.samples.append(row)
+        return (now, cpu, busy, total)
+
+    def run(self):
+        began = time.perf_counter()
+        last = (began,) + _proc_times()
+        while not self.halt.wait(self.interval):
+            last = self.sample(began, last)
+        self.sample(began, last)
+
+    def stop(self):
+        self.halt.set()
+        self.join()
+        rss = [s["rss_bytes"] for s in self.samples if s["rss_bytes"] is not None]
+        cpu = [s["process_cpu_percent"] for s in self.samples
+               if s["process_cpu_percent"] is not None]
+        return {"interval_s": self.interval, "samples": self.samples,
+                "peak_rss_bytes": max(rss) if rss else None,
+                "mean_process_cpu_percent": sum(cpu) / len(cpu) if cpu else None}
+
+
+# -- the server --------------------------------------------------------------------------------
+class Session:
+    """One client's state: its folder, model, inputs, last outputs and statistics."""
+
+    def __init__(self):
+        self.folder = tempfile.mkdtemp(prefix="anb-target-")
+        self.model = self.inputs = self.outputs = None
+        self.stats = {}
+
+    def close(self):
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Handler(socketserver.BaseRequestHandler):
+    def handle(self):
+        self.target = cast("TargetServer", self.server)
+        sock = self.request
+        sock.settimeout(self.target.idle_timeout)
+        session = Session()
+        try:
+            if not self.authenticate(sock):
+                return
+            while True:
+                try:
+                    header, payload = read_frame(sock, self.target.max_payload)
+                except ProtocolError as err:
+                    send_frame(sock, {"type": "ERROR", "error": "malformed message: %s" % err})
+                    return
+                if header["type"] == "BYE":
+                    send_frame(sock, {"type": "OK"})
+                    return
+                try:
+                    reply, data = self.dispatch(session, header, payload)
+                except runner.BoardError as err:
+                    reply, data = {"type": "ERROR", "step": err.step, "kind": err.kind,
+                                   "error": str(err)}, b""
+                except ProtocolError as err:
+                    send_frame(sock, {"type": "ERROR", "error": "malformed message: %s" % err})
+                    return
+                send_frame(sock, reply, data)
+        except OSError:  # ConnectionError, socket.timeout
+            return  # the client went away or fell silent: free the session
+        finally:
+            session.close()
+
+    def authenticate(self, sock):
+        nonce = os.urandom(16).hex()
+        send_frame(sock, {"type": "HELLO", "version": VERSION, "nonce": nonce})
+        try:
+            header, _ = read_frame(sock, 0)
+        except ProtocolError as err:
+            send_frame(sock, {"type": "ERROR", "error": "malformed message: %s" % err})
+            return False
+        given = header.get("mac") if header["type"] == "AUTH" else None
+        if not isinstance(given, str) or not hmac.compare_digest(
+                given, mac(self.target.token, nonce)):
+            send_frame(sock, {"type": "ERROR", "error": "authentication failed: wrong token"})
+            return False
+        send_frame(sock, {"type": "OK", "version": VERSION})
+        return True
+
+    def dispatch(self, session, header, payload):
+        kind = header["type"]
+        if kind == "LOAD_MODEL":
+            digest = hashlib.sha256(payload).hexdigest()
+            if header.get("sha256") != digest:
+                raise ProtocolError("model sha256 %s does not match the header's %r"
+                                    % (digest, header.get("sha256")))
+            session.model = os.path.join(session.folder, "model.onnx")
+            with open(session.model, "wb") as handle:
+                handle.write(payload)
+            return {"type": "OK", "sha256": digest}, b""
+        if kind == "INPUTS":
+            np, _ = runner.load_runtime()
+            try:
+                array = np.load(io.BytesIO(payload), allow_pickle=False)
+            except ValueError as err:
+                raise ProtocolError("inputs are not a .npy array: %s" % err) from None
+            session.inputs = os.path.join(session.folder, "inputs.npy")
+            np.save(session.inputs, array)
+            return {"type": "OK", "shape": list(array.shape)}, b""
+        if kind == "RUN":
+            return self.run(session, header), b""
+        if kind == "OUTPUTS":
+            if session.outputs is None:
+                raise runner.BoardError("outputs", "command", "no outputs: RUN mode=outputs first")
+            with open(session.outputs, "rb") as handle:
+                return {"type": "OK"}, handle.read()
+        if kind == "STATS":
+            return {"type": "OK", "stats": session.stats}, b""
+        raise ProtocolError("type=%r is unknown; allowed: LOAD_MODEL, INPUTS, RUN, OUTPUTS, "
+                            "STATS, BYE" % kind)
+
+    def run(self, session, header):
+        if session.model is None or session.inputs is None:
+            raise runner.BoardError("run", "command", "LOAD_MODEL and INPUTS come before RUN")
+        mode = header.get("mode", "time")
+        if mode not in ("time", "outputs"):
+            raise ProtocolError("mode=%r is invalid; allowed: time, outputs" % (mode,))
+        job = {"mode": mode, "model": session.model, "inputs": session.inputs,
+               "outputs": os.path.join(session.folder, "outputs.npy"),
+               "threads": header.get("threads", 1), "clock": header.get("clock", "wall"),
+               "warmup": header.get("warmup"), "stopping": header.get("stopping")}
+        if mode == "time" and not (isinstance(job["warmup"], dict)
+                                   and isinstance(job["stopping"], dict)):
+            raise ProtocolError("RUN mode=time needs 'warmup' and 'stopping' objects")
+        with self.target.busy:  # one measurement at a time on this board
+            sampler = Sampler(self.target.sample_interval)
+            sampler.start()
+            try:
+                result = runner.run_job(job)
+            finally:
+                session.stats = sampler.stop()
+        if mode == "outputs":
+            session.outputs = job["outputs"]
+            result = {k: v for k, v in result.items() if k != "outputs"}
+        return {"type": "OK", "result": result}
+
+
+class TargetServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, token, max_payload=1 << 30, idle_timeout=120.0,
+                 sample_interval=0.1):
+        socketserver.TCPServer.__init__(self, address, Handler)
+        self.token, self.max_payload = token, max_payload
+        self.idle_timeout, self.sample_interval = idle_timeout, sample_interval
+        self.busy = threading.Lock()
+
+
+def read_token(path):
+    with open(os.path.expanduser(path), "rb") as handle:
+        token = handle.read().strip()
+    if len(token) < 16:
+        raise SystemExit("error: the token in %s is shorter than 16 bytes" % path)
+    return token
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="anb target server (see the module docstring)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=7341, help="0: any free port")
+    parser.add_argument("--token-file", required=True)
+    parser.add_argument("--max-payload", type=int, default=1 << 30)
+    parser.add_argument("--idle-timeout", type=float, default=120.0)
+    parser.add_argument("--sample-interval", type=float, default=0.1)
+    args = parser.parse_args(argv)
+    server = TargetServer((args.host, args.port), read_token(args.token_file),
+                          args.max_payload, args.idle_timeout, args.sample_interval)
+    print("anb target server listening on %s:%d" % (args.host, server.server_address[1]),
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
