@@ -96,8 +96,16 @@ def test_end_to_end_record_layers_and_resume(sdk_path, tmp_path):
     tp, lat = perf["throughput_snpe-dsp"], perf["latency_snpe-dsp"]
     assert tp["unit"] == "images/s" and lat["unit"] == "ms"
     assert tp["throughput_mean"] > 0 and lat["latency_mean"] > 0
-    assert lat["latency_mean"] == pytest.approx(lat["diag_totals_us"]["Avg Total Inference "
-                                                                      "Time"] / 1e3)
+    # repeats runs each: mean and sample std of the runs; the last run's log is kept
+    assert len(tp["throughput_runs"]) == len(lat["latency_runs"]) == device.repeats == 3
+    assert tp["throughput_mean"] == pytest.approx(np.mean(tp["throughput_runs"]))
+    assert tp["throughput_std"] == pytest.approx(np.std(tp["throughput_runs"], ddof=1))
+    assert lat["latency_std"] == pytest.approx(np.std(lat["latency_runs"], ddof=1))
+    assert tp["throughput_std"] > 0 and lat["latency_std"] > 0
+    assert lat["latency_runs"][-1] == pytest.approx(lat["diag_totals_us"]["Avg Total Inference "
+                                                                         "Time"] / 1e3)
+    assert tp["protocol_fingerprint"] == device.fingerprint("throughput") != \
+        lat["protocol_fingerprint"]
     assert tp["precision"] == "int8"
     on_disk = json.loads((tmp_path / "out" / "snpe-dsp" / f"{as_arch(ARCH).id}.json").read_text())
     assert on_disk["platform_perf"].keys() == perf.keys()

@@ -38,15 +38,20 @@ resolution = 32
 duration = 1
 perf_profile = "balanced"
 latency_inputs = 2
+repeats = 2
 
 [quantization]
 calibration_images = 4
+act_bitwidth = {act_bitwidth}
 """
 
 
-def qualcomm_config(folder: Path, name: str = "qc-32", transport: str = "local://") -> Path:
+def qualcomm_config(folder: Path, name: str = "qc-32", transport: str = "local://",
+                    act_bitwidth: int = 8, perf_profile: str = "balanced") -> Path:
     path = folder / f"{name}.toml"
-    path.write_text(CONFIG.format(name=name, transport=transport, board=folder / "board"))
+    path.write_text(CONFIG.format(name=name, transport=transport, board=folder / "board",
+                                  act_bitwidth=act_bitwidth).replace(
+        '"balanced"', f'"{perf_profile}"'))
     return path
 
 
@@ -223,3 +228,77 @@ def test_queue_submit_takes_a_qualcomm_config(tmp_path):
     result = CliRunner().invoke(app, ["queue", "submit", "--queue", url, "--archs", arch,
                                       "--device", "no-such-board", "--stages", "measure"])
     assert result.exit_code != 0 and "--device 'no-such-board'" in result.output
+
+
+@pytest.mark.slow
+def test_anb_measure_remeasures_a_qualcomm_result_taken_under_other_settings(tmp_path,
+                                                                             sdk_path):
+    """`anb measure <qualcomm config>`: a result under the same settings is skipped; changing
+    act_bitwidth 8 -> 16, then perf_profile balanced -> burst, under the same device name
+    measures again and replaces the stale record (never "measured" while keeping it)."""
+    arch = str(Sampler(5).sample(1)[0])
+    record = tmp_path / "res" / "qc-32" / f"{as_arch(arch).id}.json"
+
+    def measure(**settings) -> tuple[str, dict]:
+        config = qualcomm_config(tmp_path, **settings)
+        result = CliRunner().invoke(app, ["measure", str(config), "--archs", arch, "--out",
+                                          str(tmp_path / "res"), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        return result.output, json.loads(record.read_text())["platform_perf"]
+
+    out, first = measure()
+    assert "qc-32: measured 1, skipped 0" in out
+    assert first[KEYS[0]]["precision"] == "int8" and first[KEYS[0]]["throughput_std"] > 0
+    out, again = measure()
+    assert "measured 0, skipped 1" in out and again == first
+    out, wider = measure(act_bitwidth=16)
+    assert "measured 1, skipped 0" in out
+    assert wider[KEYS[0]]["precision"] == "int16"
+    assert wider[KEYS[0]]["protocol"]["quantization"]["act_bitwidth"] == 16
+    for key in KEYS:
+        assert wider[key]["protocol_fingerprint"] != first[key]["protocol_fingerprint"]
+    layers = pd.read_csv(record.parent / wider[KEYS[0]]["layers_file"])
+    assert (layers[layers["type"] == "Conv"]["bitwidth"] == 16).all()
+    out, burst = measure(act_bitwidth=16, perf_profile="burst")
+    assert "measured 1, skipped 0" in out and burst[KEYS[1]]["perf_profile"] == "burst"
+    assert burst[KEYS[1]]["protocol_fingerprint"] != wider[KEYS[1]]["protocol_fingerprint"]
+
+
+@pytest.mark.slow
+def test_convert_stage_builds_the_dlc_on_a_boardless_host(tmp_path, sdk_path, monkeypatch):
+    """`convert` runs the SDK's host tools on a worker with no board (its transport reaches
+    none); `measure` on the board's worker then finds the DLC in the store: it measures with
+    the converter and quantizer absent from its PATH."""
+    from anb.collect_throughput.queue_stages import make_context, register_stages
+    from anb.jobs.stages import chain
+    from anb.jobs.worker import Worker
+
+    register_stages()
+    arch = str(Sampler(6).sample(1)[0])
+    config = qualcomm_config(tmp_path, transport="adb://no-board-here")
+    (tmp_path / "board-host").mkdir()
+    board_config = qualcomm_config(tmp_path / "board-host")
+    url, store = str(tmp_path / "q.db"), tmp_path / "store"
+    q = open_queue(url)
+    q.submit([chain(arch, "qc-32", ["convert", "measure"])])
+    stats = Worker(q, ["convert"], make_context(store, None, [str(config)]), "host",
+                   poll_seconds=0.1).run(idle_exit=True)
+    assert stats.done == 1
+    converted = q.jobs()[0].result["models"][KEYS[0]]["model"]
+    assert Path(converted).is_file() and Path(converted).is_relative_to(store)
+    # the board's worker: no converter or quantizer on its PATH
+    tools = tmp_path / "board-tools"
+    tools.mkdir()
+    for tool in STANDINS.iterdir():
+        if tool.name not in ("snpe-onnx-to-dlc", "snpe-dlc-quantize"):
+            (tools / tool.name).symlink_to(tool)
+    monkeypatch.setenv("PATH", _path(tools))
+    results = tmp_path / "results"
+    stats = Worker(q, ["measure"], make_context(store, results, [str(board_config)]), "board",
+                   poll_seconds=0.1).run(idle_exit=True)
+    measured = [j for j in q.jobs() if j.stage == "measure"]
+    assert stats.done == 1, measured[0].last_error
+    perf = json.loads((results / "qc-32" / f"{as_arch(arch).id}.json").read_text())[
+        "platform_perf"]
+    assert perf[KEYS[0]]["throughput_mean"] > 0 and perf[KEYS[1]]["latency_std"] is not None
+    q.close()

@@ -23,7 +23,9 @@ def _overrides(resolution: int | None, batch: int | None, threads: int | None,
 
 
 def measure_cmd(
-    device: str = typer.Argument(..., help="Device config name (configs/devices/*.toml) or path."),
+    device: str = typer.Argument(..., help="Device config: a shipped name (configs/devices/"
+                                 "*.toml, configs/devices/qualcomm/*.toml), an installed "
+                                 "package's, or a TOML path."),
     archs: str = typer.Option(..., "--archs", help="Dataset path, text file of architecture "
                               "strings, 'sample:N[:seed]' or comma-separated strings."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
@@ -52,31 +54,32 @@ def measure_cmd(
     space: str | None = space_option("search space (default: the one an --archs dataset "
                                      "names, else anb-mnasnet)"),
 ) -> None:
-    """Measure latency/throughput of architectures of a search space on a device (resumable,
-    shardable); the records name the space."""
+    """Measure latency/throughput of architectures of a search space on a device of any kind
+    (this host, a board over [remote], a Qualcomm SoC, a plug-in's; resumable, shardable); the
+    records name the space."""
     from anb.collect_throughput.anchors import parse_anchors
-    from anb.collect_throughput.driver import RESULTS, measure_archs, read_arch_list
-    from anb.collect_throughput.protocol import load_device
+    from anb.collect_throughput.devices import load_target
+    from anb.collect_throughput.driver import RESULTS, read_arch_list, shard_of
     from anb.outputs import exclusive, prepare_folder
     from anb.records import detect_space
 
     spec = cli_space(space, detect_space(archs), f"--archs {archs!r}")
     try:
-        config = load_device(device, _overrides(resolution, batch, threads, clock, budget),
+        target = load_target(device, _overrides(resolution, batch, threads, clock, budget),
                              spec.name)
-        arch_list = read_arch_list(archs, spec)
+        arch_list = shard_of(read_arch_list(archs, spec), shard)
         anchor_archs = parse_anchors(anchors, spec)
         # one measure per folder and machine: two would time the same designs on the same cores
         with exclusive(prepare_folder(out, RESULTS), "anb measure", per_host=True):
-            summary = measure_archs(config, arch_list, out, shard=shard, workdir=workdir,
-                                    progress=progress, keep_going=keep_going,
-                                    interleave=interleave, keep_work=keep_work,
-                                    anchors=anchor_archs, anchor_every=anchor_every)
+            summary = target.measure(arch_list, out, workdir=workdir, progress=progress,
+                                     keep_going=keep_going, interleave=interleave,
+                                     anchors=anchor_archs, keep_work=keep_work,
+                                     anchor_every=anchor_every)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         fail(err)
-    typer.echo(f"{config.name}: measured {len(summary.measured)}, skipped "
+    typer.echo(f"{target.name}: measured {len(summary.measured)}, skipped "
                f"{len(summary.skipped)} (already done), failed {len(summary.failed)} -> "
-               f"{Path(out) / config.name}")
+               f"{Path(out) / target.name}")
     if summary.failed:
         raise typer.Exit(1)
 

@@ -1,9 +1,11 @@
 """Device configs of either kind: a protocol config (``configs/devices/*.toml``: this host's
-back-ends or a board over its ``[remote]`` table) or a Qualcomm SNPE one
+back-ends, a plug-in's back-end, or a board over its ``[remote]`` table) or a Qualcomm SNPE one
 (``configs/devices/qualcomm/*.toml``). The one place that tells them apart: read a config's
 table, load it, and turn it into its :class:`~anb.collect_throughput.target.MeasureTarget`.
+A config is a TOML path, a shipped name, or the name of an installed package's config (an
+``anb.devices`` entry point, :data:`~anb.collect_throughput.registries.DEVICES`).
 
-Every caller that takes a device for measurement (``anb measure``'s queue counterpart, ``anb
+Every caller that takes a device for measurement (``anb measure``, ``anb queue submit``, ``anb
 search --measure``, the queue worker's ``measure`` stage) goes through :func:`load_target` /
 :func:`as_target`.
 """
@@ -23,7 +25,12 @@ from anb.collect_throughput.protocol import (
     device_from_mapping,
 )
 from anb.collect_throughput.qualcomm import config as qc
+from anb.collect_throughput.registries import DEVICES
 from anb.collect_throughput.target import MeasureTarget
+from anb.searchspace.registry import DEFAULT_SPACE
+
+PROTOCOL_KIND = "a protocol config (tables [latency]/[throughput]; [remote] for a board)"
+QUALCOMM_KIND = "a Qualcomm config (sdk = 'snpe')"
 
 
 def is_qualcomm_table(data: Mapping[str, Any]) -> bool:
@@ -35,42 +42,80 @@ def is_qualcomm_table(data: Mapping[str, Any]) -> bool:
         qc.QualcommDevice.__dataclass_fields__)
 
 
-def read_device_table(spec: str | Path) -> dict[str, Any]:
-    """The TOML table of a device config of either kind: a path or a shipped name
-    (``cpu-ort``, ``snpe-dsp``)."""
+def config_kind(data: Mapping[str, Any]) -> str:
+    """What kind of device config a table is, in words (for errors)."""
+    return QUALCOMM_KIND if is_qualcomm_table(data) else PROTOCOL_KIND
+
+
+def device_names() -> dict[str, list[str]]:
+    """The device configs that can be named: shipped protocol and Qualcomm ones, and those of
+    installed packages."""
+    return {"protocol": available_devices(),
+            "qualcomm": sorted(p.stem for p in qc.QUALCOMM_DIR.glob("*.toml")),
+            "installed": DEVICES.names()}
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # Python 3.10: the backport, a dependency there
         import tomli as tomllib
-
-    path = Path(spec)
-    if not path.is_file() and not path.suffix:
-        path = next((p for p in (CONFIG_DIR / f"{spec}.toml", qc.QUALCOMM_DIR / f"{spec}.toml")
-                     if p.is_file()), path)
-    if not path.is_file():
-        raise ValueError(f"device={str(spec)!r} is invalid; allowed: a TOML file or one of "
-                         f"{available_devices()} or of the Qualcomm configs "
-                         f"{sorted(p.stem for p in qc.QUALCOMM_DIR.glob('*.toml'))}")
     try:
         return tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
 
 
+def read_device_table(spec: str | Path) -> dict[str, Any]:
+    """The TOML table of a device config of either kind: a path, a shipped name (``cpu-ort``,
+    ``snpe-dsp``) or an installed package's (an ``anb.devices`` entry point naming a table or
+    a TOML file)."""
+    path = Path(spec)
+    if not path.is_file() and not path.suffix:
+        path = next((p for p in (CONFIG_DIR / f"{spec}.toml", qc.QUALCOMM_DIR / f"{spec}.toml")
+                     if p.is_file()), path)
+        if not path.is_file() and str(spec) in DEVICES:
+            found = DEVICES.load(str(spec))
+            if isinstance(found, Mapping):
+                return dict(found)
+            path = Path(found)
+    if not path.is_file():
+        names = device_names()
+        raise ValueError(f"device={str(spec)!r} is invalid; allowed: a TOML file, a shipped "
+                         f"protocol config {names['protocol']}, a Qualcomm config "
+                         f"{names['qualcomm']} or an installed one {names['installed']}")
+    return _read_toml(path)
+
+
 def load_any_device(spec: str | Path | Mapping[str, Any],
-                    overrides: Mapping[str, Any] | None = None) -> Any:
-    """A device config of either kind from a TOML path, a shipped name (``cpu-ort``,
-    ``snpe-dsp``) or a parsed table. ``overrides`` apply to every protocol of a protocol
-    config, and replace top-level fields of a Qualcomm one (e.g. ``{"duration": 10}``)."""
+                    overrides: Mapping[str, Any] | None = None,
+                    space: str = DEFAULT_SPACE) -> Any:
+    """A device config of either kind measuring ``space`` from a TOML path, a name (see
+    :func:`read_device_table`) or a parsed table. ``overrides`` apply to every protocol of a
+    protocol config, and replace top-level fields of a Qualcomm one (e.g. ``{"duration":
+    10}``). An error names the config and what kind of config it was read as."""
     data = dict(spec) if isinstance(spec, Mapping) else read_device_table(spec)
+    where = f"device config {str(spec)!r}" if not isinstance(spec, Mapping) else \
+        f"device config {data.get('name')!r}"
+    try:
+        return _load(data, overrides, space)
+    except ValueError as err:
+        raise ValueError(f"{where} ({config_kind(data)}): {err}") from None
+
+
+def _load(data: dict[str, Any], overrides: Mapping[str, Any] | None, space: str) -> Any:
     if not is_qualcomm_table(data):
-        return device_from_mapping(data, overrides)
+        return device_from_mapping(data, overrides, space)
     device = qc.device_from_mapping(data)
+    if space != DEFAULT_SPACE:
+        raise ValueError(f"search space {space!r} is invalid; allowed: {DEFAULT_SPACE!r} (a "
+                         "Qualcomm device measures it only)")
     if overrides:
         unknown = sorted(set(overrides) - set(qc.QualcommDevice.__dataclass_fields__) - {"name"})
         if unknown:
-            raise ValueError(f"device {device.name!r}: override {unknown[0]}="
-                             f"{overrides[unknown[0]]!r} is not a Qualcomm config field")
+            raise ValueError(f"override {unknown[0]}={overrides[unknown[0]]!r} is invalid; "
+                             f"allowed: a Qualcomm config field "
+                             f"{sorted(set(qc.QualcommDevice.__dataclass_fields__) - {'name'})}")
         device = dataclasses.replace(device, **dict(overrides))
     return device
 
@@ -92,9 +137,10 @@ def as_target(config: Any) -> MeasureTarget:
 
 
 def load_target(spec: str | Path | Mapping[str, Any],
-                overrides: Mapping[str, Any] | None = None) -> MeasureTarget:
+                overrides: Mapping[str, Any] | None = None,
+                space: str = DEFAULT_SPACE) -> MeasureTarget:
     """:func:`load_any_device` then :func:`as_target`."""
-    return as_target(load_any_device(spec, overrides))
+    return as_target(load_any_device(spec, overrides, space))
 
 
 def device_table(spec: str) -> tuple[str, dict[str, Any]]:

@@ -328,9 +328,35 @@ class ProtocolTarget(MeasureTarget):
         self.config, self.name, self.keys = config, config.name, config.keys
 
     def measure(self, archs, out, workdir=None, progress=True, keep_going=False, interleave=1,
-                anchors=None) -> MeasureSummary:
+                anchors=None, keep_work=False, anchor_every=500) -> MeasureSummary:
         return measure_archs(self.config, archs, out, workdir=workdir, progress=progress,
-                             keep_going=keep_going, interleave=interleave, anchors=anchors)
+                             keep_going=keep_going, interleave=interleave, anchors=anchors,
+                             keep_work=keep_work, anchor_every=anchor_every)
+
+    def prepare_models(self, arch: Any, workdir: Path) -> list[tuple[str, Path, dict]]:
+        """(protocol key, model path, back-end details) of each protocol, the model prepared
+        in ``workdir`` (an empty path where the back-end runs the ONNX model)."""
+        from anb.collect_throughput.backends import get_backend
+
+        out = []
+        for protocol in self.config.protocols:
+            if self.config.remote:
+                from anb.collect_throughput.remote import get_runtime, remote_spec
+
+                path, extra = get_runtime(remote_spec(self.config).runtime).model(
+                    arch, protocol, workdir)
+            else:
+                backend = get_backend(protocol.backend)
+                if not hasattr(backend, "model_path"):
+                    out.append((protocol.key, Path(), {"converted": False}))
+                    continue
+                path, extra = backend.model_path(arch, protocol, workdir)
+            out.append((protocol.key, path, extra))
+        return out
+
+    def prepare_job(self, arch: Any, workdir: Path) -> dict:
+        return {"models": {key: {"model": str(path), **extra}
+                           for key, path, extra in self.prepare_models(arch, workdir)}}
 
     def measure_job(self, arch: Any, workdir: Path) -> dict:
         if self.config.remote:

@@ -67,30 +67,29 @@ def measure_qualcomm_cmd(
     transport: str | None = typer.Option(None, help="Override the config's transport: "
                                             "adb://SERIAL, ssh://user@host or local://."),
 ) -> None:
-    """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times."""
+    """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times
+    (as 'anb measure DEVICE', with a transport override)."""
     from anb.collect_throughput.driver import RESULTS, read_arch_list
     from anb.collect_throughput.qualcomm.config import load_qualcomm_device
-    from anb.collect_throughput.qualcomm.stages import measure_qualcomm
+    from anb.collect_throughput.qualcomm.stages import QualcommTarget
     from anb.outputs import exclusive, prepare_folder
 
     try:
         config = load_qualcomm_device(device)
         if transport is not None:
             config = dataclasses.replace(config, transport=transport)
+        target = QualcommTarget(config)
         arch_list = read_arch_list(archs)
         with exclusive(prepare_folder(out, RESULTS), "anb measure-qualcomm", per_host=True):
-            failed = 0
-            for arch in arch_list:
-                try:
-                    measure_qualcomm(arch, config, out, workdir=workdir)
-                except (RuntimeError, ValueError, FileNotFoundError) as err:
-                    failed += 1
-                    typer.echo(f"failed {arch}: {err}", err=True)
+            summary = target.measure(arch_list, out, workdir=workdir, keep_going=True)
     except (ValueError, FileNotFoundError) as err:
         fail(err)
-    typer.echo(f"{config.name}: {len(arch_list) - failed} measured, {failed} failed -> "
+    for arch_id, message in summary.failed.items():
+        typer.echo(f"failed {arch_id}: {message}", err=True)
+    typer.echo(f"{config.name}: measured {len(summary.measured)}, skipped "
+               f"{len(summary.skipped)} (already done), failed {len(summary.failed)} -> "
                f"{Path(out) / config.name}")
-    if failed:
+    if summary.failed:
         raise typer.Exit(1)
 
 

@@ -3,7 +3,7 @@
 A device is described by a TOML file in ``anb/configs/devices/`` (or any path)::
 
     name = "cpu-ort"            # used in the record keys throughput_<name> / latency_<name>
-    backend = "onnxruntime"     # torch | onnxruntime | onnxruntime-int8 | cuda | xla
+    backend = "onnxruntime"     # torch | onnxruntime | onnxruntime-int8 | cuda | xla | a plug-in's
     precision = "fp32"
     threads = 1
     pinned = true               # pin the process to `threads` CPUs
@@ -34,9 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from anb import resources
+from anb.collect_throughput.registries import BACKENDS
 from anb.searchspace.registry import DEFAULT_SPACE, space_names
 
-BACKENDS = ("torch", "onnxruntime", "onnxruntime-int8", "cuda", "xla", "vart")
+INT8_BACKENDS = ("onnxruntime-int8", "vart")
+"""The built-in back-ends that run int8 (and only int8); a plug-in back-end checks its own
+precisions (``Backend.check``)."""
+DEVICE_BACKENDS = ("cuda", "xla", "vart")
+"""The built-in back-ends whose work is not this thread's CPU time (no ``clock = "cpu"``)."""
 KINDS = ("latency", "throughput")
 PRECISIONS = ("fp32", "fp16", "bf16", "int8")
 LAYOUTS = ("nchw", "channels_last")
@@ -170,9 +175,9 @@ class Protocol:
     def __post_init__(self) -> None:
         if not isinstance(self.device, str) or not _DEVICE_NAME.fullmatch(self.device):
             _fail("device", self.device, "a device name of letters, digits, '.' and '-'")
-        for name, allowed in (("backend", BACKENDS), ("kind", KINDS), ("precision", PRECISIONS),
-                              ("layout", LAYOUTS), ("inputs", INPUTS), ("clock", CLOCKS),
-                              ("quantization", QUANTIZATIONS)):
+        for name, allowed in (("backend", BACKENDS.names()), ("kind", KINDS),
+                              ("precision", PRECISIONS), ("layout", LAYOUTS), ("inputs", INPUTS),
+                              ("clock", CLOCKS), ("quantization", QUANTIZATIONS)):
             if getattr(self, name) not in allowed:
                 _fail(name, getattr(self, name), str(list(allowed)))
         if self.space not in space_names():
@@ -183,14 +188,15 @@ class Protocol:
             _positive("resolution", self.resolution)
         if self.space == DEFAULT_SPACE and (self.resolution is None or self.resolution < 32):
             _fail("resolution", self.resolution, "an integer >= 32 (the network downsamples 32x)")
-        if self.clock == "cpu" and (self.threads != 1 or self.backend in ("cuda", "xla", "vart")):
+        if self.clock == "cpu" and (self.threads != 1 or self.backend in DEVICE_BACKENDS):
             _fail("clock", self.clock, "'wall' unless threads=1 on a CPU back-end")
         if self.inputs == "imagenet" and not self.imagenet_dir:
             _fail("imagenet_dir", self.imagenet_dir, "a folder of images when inputs='imagenet'")
         if self.cuda_graphs and (self.backend != "cuda" or self.compile):
             _fail("cuda_graphs", self.cuda_graphs, "true only with backend='cuda' and "
                   "compile=false")
-        if (self.precision == "int8") != (self.backend in ("onnxruntime-int8", "vart")):
+        if BACKENDS.is_builtin(self.backend) and \
+                (self.precision == "int8") != (self.backend in INT8_BACKENDS):
             _fail("precision", self.precision, "'int8' exactly with the onnxruntime-int8/vart "
                   "back-ends")
 
@@ -257,10 +263,15 @@ def fingerprint_settings(protocol: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def protocol_fingerprint(protocol: Mapping[str, Any]) -> str:
-    """16 hex digits of the SHA-256 of the canonical JSON of :func:`fingerprint_settings`."""
-    text = json.dumps(fingerprint_settings(protocol), sort_keys=True, separators=(",", ":"))
+def fingerprint_of(settings: Mapping[str, Any]) -> str:
+    """16 hex digits of the SHA-256 of the canonical JSON of ``settings``."""
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def protocol_fingerprint(protocol: Mapping[str, Any]) -> str:
+    """:func:`fingerprint_of` the protocol's :func:`fingerprint_settings`."""
+    return fingerprint_of(fingerprint_settings(protocol))
 
 
 def protocol_difference(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:

@@ -13,12 +13,14 @@ it, correctly, where the store is not shared). A handler's result is JSON; ``res
 (measure) is the per-architecture record, written to ``<out>/<device>/<arch_id>.json`` by
 :func:`publish` once the queue accepted the result, so it is written exactly once.
 
-Devices of either kind of config work here (:mod:`.devices` tells them apart): ``measure`` runs
-the device's target, so a Qualcomm SNPE config (``configs/devices/qualcomm/*.toml``) is measured
-on its board by :func:`~anb.collect_throughput.qualcomm.stages.measure_qualcomm` through its
-transport, and its per-layer table (``result["files"]``) is published beside the record. A
-Qualcomm device's host stages (export, DLC conversion, quantization) run inside its ``measure``
-job; the separate export/convert/accuracy stages are for protocol configs.
+Devices of either kind of config work here (:mod:`.devices` tells them apart): ``convert`` and
+``measure`` run the device's target (``prepare_job``, ``measure_job``), so a Qualcomm SNPE config
+(``configs/devices/qualcomm/*.toml``) has its DLC converted and quantized by ``convert`` on any
+worker with the SDK's host tools (no board), and is measured on its board by
+:func:`~anb.collect_throughput.qualcomm.stages.measure_qualcomm` through its transport, which
+finds that DLC in the store (or builds it when queued without ``convert``); its per-layer table
+(``result["files"]``) is published beside the record. The separate export and accuracy stages
+are for protocol configs.
 
 A job of a search space other than ``anb-mnasnet`` names it in its payload (``"space"``,
 :func:`job_payload`); every stage reads the architecture in that space (:func:`job_arch`) and
@@ -28,20 +30,25 @@ measures ``space.build(arch)`` on its task's input (:mod:`.network`). A Qualcomm
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
 from anb.collect_throughput.devices import as_target, load_any_device
-from anb.collect_throughput.driver import check_results_space, read_result, result_path
+from anb.collect_throughput.driver import (
+    ProtocolTarget,
+    check_results_space,
+    read_result,
+    result_path,
+)
 from anb.collect_throughput.network import measured_resolution, require_images
 from anb.collect_throughput.protocol import DeviceConfig, for_space
 from anb.collect_throughput.target import MeasureTarget
 from anb.io import atomic_write, atomic_write_json
 from anb.jobs.queue import Job
 from anb.jobs.stages import Stage, StageContext, register_stage
+from anb.plugins import entry_point_targets, import_target
 from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, get_space
 
@@ -70,8 +77,8 @@ def register_stages() -> None:
     ``anb.stages`` entry points); once per process."""
     for stage in STAGES:
         register_stage(stage)
-    for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
-        entry.load()()
+    for target in entry_point_targets(ENTRY_POINTS).values():
+        import_target(target)()
 
 
 def make_context(store: str | Path, out: str | Path | None, devices: list[str]) -> StageContext:
@@ -130,13 +137,14 @@ def job_target(job: Job, ctx: StageContext) -> MeasureTarget:
 
 
 def protocol_device(job: Job, ctx: StageContext) -> DeviceConfig:
-    """The job's device for the stages that run its protocols one by one (export, convert,
+    """The job's device for the stages that run its protocols one by one (export,
     accuracy); a clear error for a Qualcomm device."""
     device = job_device(job, ctx)
     if not isinstance(device, DeviceConfig):
         raise ValueError(f"device {device.name!r} is a Qualcomm {device.sdk.upper()} device: "
-                         f"stage {job.stage!r} is not run separately for it (its measure "
-                         "stage exports, converts, quantizes and measures); queue 'measure'")
+                         f"stage {job.stage!r} is not run for it (its convert stage exports, "
+                         "converts and quantizes, its measure stage measures); queue "
+                         "'convert,measure'")
     return device
 
 
@@ -157,34 +165,11 @@ def run_export(job: Job, ctx: StageContext) -> dict[str, Any]:
     return {"model": str(path), "bytes": path.stat().st_size}
 
 
-def prepare_models(job: Job, ctx: StageContext) -> list[tuple[str, Path, dict]]:
-    """(protocol key, model path, back-end details) of each of the device's protocols, the
-    model prepared in the store (an empty path where the back-end runs the ONNX model)."""
-    from anb.collect_throughput.backends import get_backend
-
-    device = protocol_device(job, ctx)
-    arch = job_arch(job)
-    out = []
-    for protocol in device.protocols:
-        if device.remote:
-            from anb.collect_throughput.remote import get_runtime, remote_spec
-
-            path, extra = get_runtime(remote_spec(device).runtime).model(
-                arch, protocol, ctx.store_dir(job))
-        else:
-            backend = get_backend(protocol.backend)
-            if not hasattr(backend, "model_path"):
-                out.append((protocol.key, Path(), {"converted": False}))
-                continue
-            path, extra = backend.model_path(arch, protocol, ctx.store_dir(job))
-        out.append((protocol.key, path, extra))
-    return out
-
-
 def run_convert(job: Job, ctx: StageContext) -> dict[str, Any]:
-    """The model each protocol runs (e.g. int8 quantization), prepared in the store."""
-    return {"models": {key: {"model": str(path), **extra}
-                       for key, path, extra in prepare_models(job, ctx)}}
+    """The model each of the device's measurements runs, prepared in the store by its target
+    on this host, no device needed (e.g. int8 quantization; a Qualcomm device's DLC
+    conversion and quantization with the SDK's host tools)."""
+    return job_target(job, ctx).prepare_job(job_arch(job), ctx.store_dir(job))
 
 
 def run_measure(job: Job, ctx: StageContext) -> dict[str, Any]:
@@ -217,7 +202,7 @@ def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
     images = np.ascontiguousarray(images[:64], dtype=np.float32)
     reference = run_model(float_onnx(arch, ctx.store_dir(job), resolution, job_space(job)),
                           images)
-    (_, path, _), = prepare_models(job, ctx)[:1]
+    (_, path, _), = ProtocolTarget(device).prepare_models(arch, ctx.store_dir(job))[:1]
     if device.remote:
         from anb.collect_throughput.remote import device_outputs
 

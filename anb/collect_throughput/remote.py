@@ -4,7 +4,7 @@ A device config gains a ``[remote]`` table::
 
     [remote]
     transport = "ssh://pi@rpi4.lab:22"   # or "adb://SERIAL", "local://"
-    runtime = "onnxruntime"              # what runs the model on the board (see RUNTIMES)
+    runtime = "onnxruntime"              # what runs the model on the board (registries.RUNTIMES)
     workdir = "/tmp/anb"                 # files go to <workdir>/job-<id>/, removed afterwards
     python = "python3"                   # the board's interpreter (>= 3.7 + numpy + runtime)
     timeout = 900                        # seconds for one measurement on the board
@@ -18,13 +18,13 @@ pulls the result and removes the folder (and kills the runner if it hung). Timin
 board under the protocol's warm-up and stopping rules; the record is the one local measurement
 writes (plus the board's environment and the transport), so ``anb merge`` joins it the same way.
 
-A board runtime is a :class:`BoardRuntime`; vendor runtimes (SNPE/QNN command-line tools...)
-register with :func:`register_runtime` and use a :class:`BoardFolder` to push, run and pull.
+A board runtime is a :class:`BoardRuntime` named in
+:data:`~anb.collect_throughput.registries.RUNTIMES` (built-in, ``RUNTIMES.register`` or an
+``anb.runtimes`` entry point); it uses a :class:`BoardFolder` to push, run and pull.
 """
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
 import shlex
@@ -42,6 +42,7 @@ import numpy as np
 from anb.collect_throughput.board import RUNNER
 from anb.collect_throughput.network import measured_arch, measured_resolution
 from anb.collect_throughput.protocol import DeviceConfig, Protocol
+from anb.collect_throughput.registries import RUNTIMES
 from anb.collect_throughput.result import Measurement
 from anb.collect_throughput.transports import (
     CommandResult,
@@ -87,7 +88,7 @@ class RemoteSpec:
                                  "allowed: a positive number of seconds")
         if spec.runtime not in RUNTIMES:
             raise ValueError(f"device {device!r}: remote.runtime={spec.runtime!r} is invalid; "
-                             f"allowed: {sorted(RUNTIMES)}")
+                             f"allowed: {RUNTIMES.names()}")
         return spec
 
     def open(self, device: str) -> Transport:
@@ -263,19 +264,13 @@ class OnnxRuntimeBoard(BoardRuntime):
                    "board_timed_from": result["timed_from"], "board_timed_to": result["timed_to"]})
 
 
-RUNTIMES = {"onnxruntime": "anb.collect_throughput.remote:OnnxRuntimeBoard"}
-
-
-def register_runtime(name: str, target: str) -> None:
-    """Add a board runtime: ``register_runtime("snpe", "anb...snpe:SnpeBoard")``."""
-    RUNTIMES[name] = target
-
-
 def get_runtime(name: str) -> BoardRuntime:
-    if name not in RUNTIMES:
-        raise ValueError(f"remote.runtime={name!r} is invalid; allowed: {sorted(RUNTIMES)}")
-    module, cls = RUNTIMES[name].split(":")
-    return getattr(importlib.import_module(module), cls)()
+    """The board runtime registered as ``name`` in :data:`RUNTIMES`."""
+    cls = RUNTIMES.load(name)
+    runtime = cls() if isinstance(cls, type) else None
+    if not isinstance(runtime, BoardRuntime):
+        raise ValueError(f"{RUNTIMES.where(name)} names {cls!r}, not a BoardRuntime subclass")
+    return runtime
 
 
 def remote_spec(device: DeviceConfig) -> RemoteSpec:

@@ -40,10 +40,16 @@ class MeasureTarget(ABC):
     @abstractmethod
     def measure(self, archs: Iterable[Any], out: str | Path, workdir: str | Path | None = None,
                 progress: bool = True, keep_going: bool = False, interleave: int = 1,
-                anchors: Sequence[Any] | None = None) -> MeasureSummary:
+                anchors: Sequence[Any] | None = None, keep_work: bool = False,
+                anchor_every: int = 500) -> MeasureSummary:
         """Measure ``archs`` (architectures of the target's search space) into
-        ``<out>/<name>/<arch_id>.json`` (resumable); ``anchors`` None: the space's default
-        anchors (:func:`~anb.collect_throughput.anchors.default_anchors`)."""
+        ``<out>/<name>/<arch_id>.json`` (resumable: a result stored under the same protocol
+        fingerprint is skipped, one under another is re-measured or refused, never kept as
+        this run's); ``anchors`` None: the space's default anchors
+        (:func:`~anb.collect_throughput.anchors.default_anchors`), re-measured every
+        ``anchor_every`` architectures; ``keep_work``: keep exported models in ``workdir``.
+        A target that times one model at a time on its board may ignore ``interleave``,
+        ``anchors`` and ``anchor_every``."""
 
     @abstractmethod
     def measure_job(self, arch: Any, workdir: Path) -> dict:
@@ -52,3 +58,9 @@ class MeasureTarget(ABC):
         ``files`` (paths to copy beside the record when it is published). Errors name the
         device and the step (a :class:`~anb.collect_throughput.transports.TransportError`
         whose ``transient`` says whether a retry can help)."""
+
+    def prepare_job(self, arch: Any, workdir: Path) -> dict:
+        """The host-only part of a queue job (export, conversion, quantization: no device
+        needed) into ``workdir``, where :meth:`measure_job` finds it: ``models`` (record key
+        -> ``model`` path and details). Default: nothing to prepare apart."""
+        return {"models": {}}

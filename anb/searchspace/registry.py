@@ -10,10 +10,9 @@ Built-in spaces are imported only when first asked for.
 """
 from __future__ import annotations
 
-import importlib
 from functools import cache
-from importlib.metadata import entry_points
 
+from anb.plugins import entry_point_targets, import_target
 from anb.searchspace.base import Space
 
 ENTRY_POINT_GROUP = "anb.spaces"
@@ -30,18 +29,16 @@ BUILTIN_SPACES = {
 
 
 def _load(target: str, where: str) -> Space:
-    module, _, attribute = target.partition(":")
-    obj = getattr(importlib.import_module(module), attribute)
+    obj = import_target(target)
     space = obj() if callable(obj) and not isinstance(obj, Space) else obj
     if not isinstance(space, Space):
         raise TypeError(f"{where} {target!r} gives {type(space).__name__}, not an anb Space")
     return space
 
 
-@cache
 def _plugins() -> dict[str, str]:
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)
-            if ep.name not in BUILTIN_SPACES}
+    return {name: target for name, target in entry_point_targets(ENTRY_POINT_GROUP).items()
+            if name not in BUILTIN_SPACES}
 
 
 def space_names() -> list[str]:

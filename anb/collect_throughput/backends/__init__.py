@@ -1,26 +1,21 @@
-"""Device back-ends, looked up by the protocol's ``backend`` name (imported lazily)."""
+"""Device back-ends, looked up by the protocol's ``backend`` name in
+:data:`~anb.collect_throughput.registries.BACKENDS` (built-in or an ``anb.backends`` entry point;
+imported when first asked for)."""
 from __future__ import annotations
 
-import importlib
-
 from anb.collect_throughput.backends.base import Backend, Session
-
-_REGISTRY = {
-    "torch": ("anb.collect_throughput.backends.torch_backend", "TorchBackend"),
-    "onnxruntime": ("anb.collect_throughput.backends.onnxruntime_backend", "OnnxRuntimeBackend"),
-    "onnxruntime-int8": ("anb.collect_throughput.backends.int8_backend", "OnnxRuntimeInt8Backend"),
-    "cuda": ("anb.collect_throughput.backends.cuda", "CudaBackend"),
-    "xla": ("anb.collect_throughput.backends.xla", "XlaBackend"),
-}
+from anb.collect_throughput.registries import BACKENDS
 
 
 def get_backend(name: str) -> Backend:
     """Instantiate the back-end called ``name``."""
-    if name not in _REGISTRY:
-        raise ValueError(f"backend={name!r} is invalid; allowed: {sorted(_REGISTRY)} "
-                         "(FPGA boards run fpga_code/board/run_dpu.py instead)")
-    module, cls = _REGISTRY[name]
-    return getattr(importlib.import_module(module), cls)()
+    cls = BACKENDS.load(name)
+    backend = cls() if isinstance(cls, type) else None
+    if not isinstance(backend, Backend):
+        raise ValueError(f"{BACKENDS.where(name)} names {cls!r}, not an anb Backend subclass")
+    if not backend.name:
+        backend.name = name
+    return backend
 
 
 __all__ = ["Backend", "Session", "get_backend"]

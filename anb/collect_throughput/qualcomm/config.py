@@ -11,6 +11,7 @@ Fields (REFERENCE.md section 7 for the values in use)::
     duration = 60                # seconds of snpe-throughput-net-run
     perf_profile = "balanced"
     latency_inputs = 10          # inputs timed by snpe-net-run for latency and per-layer times
+    repeats = 3                  # throughput: runs of duration/repeats s; latency: net-runs
     [quantization]               # snpe-dlc-quantize options
     per_channel = true
     act_bitwidth = 8             # 8 | 16
@@ -26,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anb.collect_throughput.protocol import fingerprint_of
 from anb.resources import CONFIG_DIR
 
 if sys.version_info >= (3, 11):
@@ -77,6 +79,9 @@ class QualcommDevice:
     duration: int = 60
     perf_profile: str = "balanced"
     latency_inputs: int = 10
+    repeats: int = 3
+    """Throughput is ``repeats`` runs of ``duration / repeats`` seconds (at least 1 s each) and
+    latency ``repeats`` net-runs: their mean and standard deviation are recorded."""
     quantization: Quantization | None = field(default_factory=Quantization)
 
     def __post_init__(self) -> None:
@@ -84,7 +89,7 @@ class QualcommDevice:
         _check("runtime", self.runtime, self.runtime in RUNTIMES, str(sorted(RUNTIMES)))
         _check("perf_profile", self.perf_profile, self.perf_profile in PERF_PROFILES,
                str(list(PERF_PROFILES)))
-        for key in ("resolution", "duration", "latency_inputs"):
+        for key in ("resolution", "duration", "latency_inputs", "repeats"):
             value = getattr(self, key)
             _check(key, value, isinstance(value, int) and value >= 1, "an integer >= 1")
         if self.runtime == "dsp" and self.quantization is None:
@@ -104,8 +109,24 @@ class QualcommDevice:
         q = self.quantization
         return f"int{q.act_bitwidth}" if q else "fp32"
 
+    @property
+    def run_seconds(self) -> int:
+        """Seconds of one throughput run."""
+        return max(1, round(self.duration / self.repeats))
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def fingerprint_settings(self, kind: str) -> dict[str, Any]:
+        """What makes two measurements of ``kind`` on this device comparable: every field
+        but how the board is reached (``transport``, ``remote_dir``)."""
+        settings = {k: v for k, v in self.as_dict().items()
+                    if k not in ("transport", "remote_dir")}
+        return {**settings, "device": settings.pop("name"), "kind": kind}
+
+    def fingerprint(self, kind: str) -> str:
+        """The protocol fingerprint of ``kind``'s measurements (as local devices have)."""
+        return fingerprint_of(self.fingerprint_settings(kind))
 
 
 def device_from_mapping(data: Mapping[str, Any]) -> QualcommDevice:

@@ -70,15 +70,17 @@ class DeviceStages:
             self.transport.push(listing, input_list, "push input list")
         return model, input_list, raws
 
-    def throughput_argv(self, model: str, raw: str) -> list[str]:
+    def throughput_argv(self, model: str, raw: str, seconds: int | None = None) -> list[str]:
         d = self.device
-        return [self._tool("throughput"), "--container", model, "--duration", str(d.duration),
-                d.runtime_flag, "--perf_profile", d.perf_profile, "--input_raw", raw]
+        return [self._tool("throughput"), "--container", model, "--duration",
+                str(seconds or d.duration), d.runtime_flag, "--perf_profile", d.perf_profile,
+                "--input_raw", raw]
 
-    def throughput(self, model: str, raw: str) -> tuple[float, str]:
-        """Inferences/s over ``device.duration`` seconds; also the tool's output."""
-        result = self.transport.run(self.throughput_argv(model, raw), "throughput",
-                                    self.device.duration + self.timeout)
+    def throughput(self, model: str, raw: str, seconds: int | None = None) -> tuple[float, str]:
+        """Inferences/s over ``seconds`` (default ``device.duration``); also the tool's
+        output."""
+        result = self.transport.run(self.throughput_argv(model, raw, seconds), "throughput",
+                                    (seconds or self.device.duration) + self.timeout)
         return parse_throughput(result.stdout, self._tool("throughput")), result.stdout
 
     def net_run_argv(self, model: str, input_list: str, debug: bool = False) -> list[str]:

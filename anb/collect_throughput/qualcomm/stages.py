@@ -4,7 +4,13 @@ quantize -> encodings (host), push -> throughput -> timed net-run -> per-layer t
 Results: ``<out>/<device>/<arch_id>.json`` (the usual per-architecture record with
 ``throughput_<device>`` in images/s and ``latency_<device>`` in ms) and beside it
 ``<arch_id>.layers.csv`` (per-layer times from the diagnostic log, joined with the DLC's
-output encodings). An architecture whose record already has both keys is skipped (resumable).
+output encodings). Throughput and latency are each ``repeats`` runs (mean, standard deviation
+and the runs recorded), and each entry carries its protocol fingerprint
+(:meth:`~.config.QualcommDevice.fingerprint`): an architecture whose record holds both keys
+under the device's fingerprints is skipped (resumable); one measured under other settings
+(``act_bitwidth``, ``perf_profile``...) is measured again and replaced. The host stages
+(:func:`convert_qualcomm`) need the SDK's host tools and no board: the queue's ``convert``
+stage runs them on any worker, into the store the ``measure`` stage reads.
 An error carries the step it happened in (``err.step``: export, convert, quantize, dlc-info,
 the device steps, diagview).
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from anb.collect_throughput.inputs import synthetic_batch
+from anb.collect_throughput.protocol import fingerprint_of
 from anb.collect_throughput.qualcomm import host
 from anb.collect_throughput.qualcomm.config import QualcommDevice
 from anb.collect_throughput.qualcomm.device import DeviceStages, open_device_transport
@@ -80,63 +88,141 @@ def build_dlc(arch: Arch, device: QualcommDevice, folder: Path,
         return host.quantize(dlc, listing, folder / "model.dlc", q), onnx_path
 
 
-def _entry(kind: str, value: float, device: QualcommDevice, extra: dict[str, Any]) -> dict:
+def keys_of(device: QualcommDevice) -> dict[str, str]:
+    """Kind -> record key of the device's two measurements."""
+    return {kind: f"{kind}_{device.name}" for kind in ("throughput", "latency")}
+
+
+def is_current(record: dict | None, device: QualcommDevice) -> bool:
+    """True when ``record`` holds both of the device's keys measured under its protocol
+    fingerprints (a result under other settings, or with none recorded, is stale)."""
+    if record is None:
+        return False
+    perf = record["platform_perf"]
+    return all((perf.get(key) or {}).get("protocol_fingerprint") == device.fingerprint(kind)
+               for kind, key in keys_of(device).items())
+
+
+def _flat(settings: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, value in settings.items():
+        if isinstance(value, dict):
+            out.update({f"{name}.{k}": v for k, v in value.items()})
+        else:
+            out[name] = value
+    return out
+
+
+def _stale_reason(record: dict, device: QualcommDevice) -> str | None:
+    """What changed since the stored entries were measured (None: nothing stored)."""
+    entry = next((record["platform_perf"][k] for k in keys_of(device).values()
+                  if k in record["platform_perf"]), None)
+    if entry is None:
+        return None
+    old, new = _flat(entry.get("protocol") or {}), _flat(device.as_dict())
+    changed = [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in sorted(set(old) | set(new))
+               if old.get(k) != new.get(k)]
+    return ", ".join(changed) or "no protocol fingerprint recorded"
+
+
+def _entry(kind: str, runs: list[float], device: QualcommDevice, extra: dict[str, Any]) -> dict:
     unit = "images/s" if kind == "throughput" else "ms"
-    return {f"{kind}_mean": value, f"{kind}_std": None, "unit": unit, "batch": 1,
+    return {f"{kind}_mean": float(np.mean(runs)),
+            f"{kind}_std": float(np.std(runs, ddof=1)) if len(runs) > 1 else None,
+            f"{kind}_runs": runs, "unit": unit, "batch": 1,
             "resolution": device.resolution, "precision": device.precision,
             "runtime": device.runtime, "sdk": device.sdk, "perf_profile": device.perf_profile,
-            "protocol": device.as_dict(), **extra}
+            "protocol": device.as_dict(), "protocol_fingerprint": device.fingerprint(kind),
+            **extra}
+
+
+def conversion_folder(arch: Arch, device: QualcommDevice, store: Path) -> Path:
+    """Where the host stages put ``arch``'s DLC for ``device`` in a store: named by what the
+    DLC depends on (SDK, resolution, quantization), so a changed setting never reuses it."""
+    fp = fingerprint_of({"sdk": device.sdk, "resolution": device.resolution,
+                         "quantization": device.as_dict()["quantization"]})
+    return Path(store) / f"{arch.id}_{device.sdk}-{fp}"
+
+
+def convert_qualcomm(arch: Arch | str, device: QualcommDevice, store: str | Path) -> Path:
+    """The host stages (export, convert, quantize) into ``store`` (see
+    :func:`conversion_folder`; built in a scratch folder and renamed, so a reader sees a
+    whole one or none); returns the DLC. Needs the SDK's host tools, no board."""
+    arch = as_arch(arch)
+    folder = conversion_folder(arch, device, Path(store))
+    dlc_name = "model.dlc" if device.quantization is not None else "model_float.dlc"
+    if not (folder / dlc_name).is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".convert-", dir=folder.parent) as tmp:
+            dlc, _ = build_dlc(arch, device, Path(tmp) / "dlc")
+            try:
+                os.rename(Path(tmp) / "dlc", folder)
+            except OSError:  # another worker finished it first
+                if not (folder / dlc.name).is_file():
+                    raise
+    return folder / dlc_name
 
 
 def measure_qualcomm(arch: Arch | str, device: QualcommDevice, out: str | Path,
                      transport: Transport | None = None, workdir: str | Path | None = None,
-                     ) -> dict:
-    """Measure ``arch`` on ``device`` (see module docstring); return its record."""
+                     store: str | Path | None = None) -> dict:
+    """Measure ``arch`` on ``device`` (see module docstring); return its record. A record
+    measured under the device's protocol fingerprints is returned as it is; one measured under
+    other settings is re-measured and replaced. ``store``: where the DLC is (or is put) by
+    :func:`convert_qualcomm`; None: built in a scratch folder."""
     arch = as_arch(arch)
     out_dir = Path(out) / device.name
     record_path = out_dir / f"{arch.id}.json"
     record = (json.loads(record_path.read_text()) if record_path.exists()
               else arch_record(arch, [], tool="anb measure (qualcomm)"))
-    keys = (f"throughput_{device.name}", f"latency_{device.name}")
-    if all(k in record["platform_perf"] for k in keys):
+    if is_current(record, device):
         return record
+    stale = _stale_reason(record, device)
+    if stale:
+        log.warning("%s: %s was measured under other settings (%s); measuring again",
+                    device.name, arch.id, stale)
     transport = transport or open_device_transport(device)
     with tempfile.TemporaryDirectory(prefix="anb-qc-", dir=workdir) as tmp_name:
         tmp = Path(tmp_name)
-        dlc, _ = build_dlc(arch, device, tmp / "host")
+        dlc = convert_qualcomm(arch, device, store if store is not None else tmp / "host")
         with step("dlc-info"):
             encodings = host.dlc_info(dlc)
         inputs = host.write_raw_inputs(synthetic_batch(device.latency_inputs, device.resolution),
                                        tmp / "inputs")
         with step("device"):
             stages = DeviceStages(device, transport, tag=arch.id)
+        ips, latency_us = [], []
         try:
             with step("prepare"):
                 model, input_list, raws = stages.prepare(dlc, inputs)
             with step("throughput"):
-                ips, _ = stages.throughput(model, raws[0])
-            with step("net-run"):
-                stages.net_run(model, input_list)
-            with step("diagview"):
-                totals, layers = stages.layer_times(tmp / "pulled")
+                for _ in range(device.repeats):
+                    ips.append(stages.throughput(model, raws[0], device.run_seconds)[0])
+            for run in range(device.repeats):
+                with step("net-run"):
+                    stages.net_run(model, input_list)
+                with step("diagview"):
+                    totals, layers = stages.layer_times(tmp / "pulled" / str(run))
+                if "Avg Total Inference Time" not in totals:
+                    err = RuntimeError(f"{device.name}: the diagnostic log has no 'Avg Total "
+                                       f"Inference Time' (got {sorted(totals)})")
+                    setattr(err, "step", "diagview")  # noqa: B010 - the tag step() puts on errors
+                    raise err
+                latency_us.append(totals["Avg Total Inference Time"])
         finally:
             stages.cleanup()
-    avg = totals.get("Avg Total Inference Time")
-    if avg is None:
-        err = RuntimeError(f"{device.name}: the diagnostic log has no 'Avg Total Inference "
-                           f"Time' (got {sorted(totals)})")
-        setattr(err, "step", "diagview")  # noqa: B010 - the tag step() puts on errors
-        raise err
     layers = layers.merge(encodings[["layer", "bitwidth", "min", "max", "scale", "offset"]],
                           on="layer", how="left")
     out_dir.mkdir(parents=True, exist_ok=True)
     layers_path = atomic_write(out_dir / f"{arch.id}.layers.csv",
                                lambda t: layers.to_csv(t, index=False))
     extra = {"layers_file": layers_path.name, "diag_totals_us": totals}
-    record["platform_perf"][keys[0]] = _entry("throughput", ips, device,
-                                              {"duration_s": device.duration, **extra})
-    record["platform_perf"][keys[1]] = _entry("latency", avg / 1e3, device,
-                                              {"inputs": device.latency_inputs, **extra})
+    keys = keys_of(device)
+    record["platform_perf"][keys["throughput"]] = _entry(
+        "throughput", ips, device, {"duration_s": device.duration, **extra})
+    record["platform_perf"][keys["latency"]] = _entry(
+        "latency", [us / 1e3 for us in latency_us], device,
+        {"inputs": device.latency_inputs, **extra})
     atomic_write_json(record_path, record)
     return record
 
@@ -167,7 +253,7 @@ class QualcommTarget(MeasureTarget):
             raise ValueError(f"device {device.name!r}: sdk={device.sdk!r} cannot be measured in "
                              "this build (host conversion only); allowed: 'snpe'")
         self.config, self.name = device, device.name
-        self.keys = (f"throughput_{device.name}", f"latency_{device.name}")
+        self.keys = tuple(keys_of(device).values())
         self.transport = transport  # None: the config's, opened per call
 
     def _transport(self) -> Transport:
@@ -175,23 +261,26 @@ class QualcommTarget(MeasureTarget):
 
     def measure(self, archs: Iterable[Arch], out: str | Path, workdir: str | Path | None = None,
                 progress: bool = True, keep_going: bool = False, interleave: int = 1,
-                anchors: Sequence[Any] | None = None):
+                anchors: Sequence[Any] | None = None, keep_work: bool = False,
+                anchor_every: int = 500) -> MeasureSummary:
         """Each architecture in turn with :func:`measure_qualcomm` (the board runs one model at
-        a time: ``interleave`` and drift ``anchors`` do not apply); a failure is logged in the
-        summary with ``keep_going``, raised (naming device and step) otherwise."""
+        a time: ``interleave`` and drift ``anchors`` do not apply; DLCs are built in scratch
+        folders, ``keep_work`` keeps them in ``workdir``); a failure is logged in the summary
+        with ``keep_going``, raised (naming device and step) otherwise."""
         summary = MeasureSummary()
         transport = None
         for arch in map(as_arch, archs):
             path = Path(out) / self.name / f"{arch.id}.json"
-            if path.exists() and all(k in json.loads(path.read_text())["platform_perf"]
-                                     for k in self.keys):
+            if is_current(json.loads(path.read_text()) if path.exists() else None,
+                          self.config):
                 summary.skipped.append(arch.id)
                 continue
             try:
                 transport = transport or self._transport()
                 if workdir is not None:
                     Path(workdir).mkdir(parents=True, exist_ok=True)
-                measure_qualcomm(arch, self.config, out, transport, workdir)
+                measure_qualcomm(arch, self.config, out, transport, workdir,
+                                 store=workdir if keep_work else None)
             except Exception as err:  # reported per architecture with keep_going
                 named = step_error(self.config, err)
                 if not keep_going:
@@ -206,15 +295,30 @@ class QualcommTarget(MeasureTarget):
             summary.measured.append(arch.id)
         return summary
 
+    def prepare_job(self, arch: Arch, workdir: Path) -> dict:
+        """The host stages into ``workdir`` (the queue's store; no board needed), where
+        :meth:`measure_job` finds the DLC."""
+        try:
+            dlc = convert_qualcomm(arch, self.config, workdir)
+        except Exception as err:  # re-raised naming device and step
+            named = step_error(self.config, err)
+            if named is err:
+                raise
+            raise named from err
+        return {"models": {key: {"model": str(dlc), "precision": self.config.precision}
+                           for key in self.keys}}
+
     def measure_job(self, arch: Arch, workdir: Path) -> dict:
-        """:func:`measure_qualcomm` into a scratch folder under ``workdir``; the per-layer
-        table is kept in ``workdir`` as ``<arch_id>.layers.csv`` and listed in ``files``."""
+        """:func:`measure_qualcomm` into a scratch folder under ``workdir`` (the DLC from, or
+        into, ``workdir``: see :meth:`prepare_job`); the per-layer table is kept in
+        ``workdir`` as ``<arch_id>.layers.csv`` and listed in ``files``."""
         arch = as_arch(arch)
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{arch.id[:12]}-", dir=workdir) as tmp:
             try:
-                record = measure_qualcomm(arch, self.config, tmp, self._transport(), tmp)
+                record = measure_qualcomm(arch, self.config, tmp, self._transport(), tmp,
+                                          store=workdir)
             except Exception as err:  # re-raised naming device and step
                 named = step_error(self.config, err)
                 if named is err:

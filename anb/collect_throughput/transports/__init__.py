@@ -2,14 +2,15 @@
 
 A transport is named by a URL: ``local://`` (this machine), ``ssh://user@host:port`` (OpenSSH),
 ``adb://SERIAL`` (Android Debug Bridge). One file per transport (``local.py``, ``ssh.py``,
-``adb.py``); :func:`register` adds another scheme. Every failure is a :class:`TransportError`
+``adb.py``); another scheme is a :class:`Transport` subclass named in
+:data:`~anb.collect_throughput.registries.TRANSPORTS` (``register(scheme, target)`` or an
+``anb.transports`` entry point). Every failure is a :class:`TransportError`
 naming the device and the step (``connect``, ``push``, ``run``, ``pull``, ``cleanup``...) and its
 kind: ``unreachable`` and ``timeout`` are transient (worth a retry), ``auth``, ``missing`` and
 ``command`` are not.
 """
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from anb.collect_throughput.registries import TRANSPORTS
 from anb.jobs.errors import JobError
 
 KINDS = ("unreachable", "auth", "timeout", "missing", "rejected", "command")
@@ -120,27 +122,22 @@ class Transport(ABC):
         """Copy ``remote`` on the board to the local file ``local``."""
 
 
-_SCHEMES = {
-    "local": "anb.collect_throughput.transports.local:LocalTransport",
-    "ssh": "anb.collect_throughput.transports.ssh:SshTransport",
-    "adb": "anb.collect_throughput.transports.adb:AdbTransport",
-}
-
-
 def register(scheme: str, target: str) -> None:
     """Add a transport: ``register("serial", "mypkg.serial:SerialTransport")``."""
-    _SCHEMES[scheme] = target
+    TRANSPORTS.register(scheme, target)
 
 
 def open_transport(url: str, device: str, options: Mapping[str, Any] | None = None,
                    ) -> Transport:
     """The transport for ``url`` (see module docstring)."""
     scheme = urlsplit(url).scheme
-    if scheme not in _SCHEMES or "://" not in url:
+    if scheme not in TRANSPORTS or "://" not in url:
         raise ValueError(f"device {device!r}: transport={url!r} is invalid; allowed: "
-                         + ", ".join(f"{s}://..." for s in sorted(_SCHEMES)))
-    module, cls = _SCHEMES[scheme].split(":")
-    return getattr(importlib.import_module(module), cls)(url, device, options)
+                         + ", ".join(f"{s}://..." for s in TRANSPORTS.names()))
+    cls = TRANSPORTS.load(scheme, "transport")
+    if not (isinstance(cls, type) and issubclass(cls, Transport)):
+        raise ValueError(f"{TRANSPORTS.where(scheme)} names {cls!r}, not a Transport subclass")
+    return cls(url, device, options)
 
 
 __all__ = ["CommandResult", "Transport", "TransportError", "execute", "open_transport",
