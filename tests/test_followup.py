@@ -73,6 +73,34 @@ def test_front_report_without_measurements_marks_designs_missing(tmp_path):
     assert summary["complete"] == 0 and summary["falls_off"] == [] and len(summary["missing"]) == 3
 
 
+def test_front_report_with_an_analytic_objective(tmp_path):
+    """`params:min` is counted from the architecture: the report takes the search's (exact)
+    value as measured and recomputes the front on it (an IndexError traceback before)."""
+    search = tmp_path / "search"
+    search.mkdir()
+    ids = [as_arch(a).id for a in ARCHS]
+    pd.DataFrame({"arch": ARCHS, "arch_id": ids, KEY: [3000.0, 1500.0, 400.0],
+                  "params": [1.0, 3.0, 5.0]}).to_csv(search / "pareto.csv", index=False)
+    (search / "summary.json").write_text(json.dumps({"objectives": [f"{KEY}:max",
+                                                                    "params:min"]}))
+    folder = tmp_path / "m" / "cpu-ort-32"  # what `anb measure` writes, per architecture
+    folder.mkdir(parents=True)
+    for arch_id, value in zip(ids, [1000.0, 2000.0, 300.0], strict=True):
+        (folder / f"{arch_id}.json").write_text(json.dumps(
+            {"platform_perf": {KEY: {"throughput_mean": value}}}))
+    result = runner.invoke(app, ["front-report", str(search), "--out", str(tmp_path / "rep"),
+                                 "--measured", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "rep" / "front_report.csv")
+    assert table["params_measured"].tolist() == [1.0, 3.0, 5.0]
+    assert table[f"{KEY}_measured"].tolist() == [1000.0, 2000.0, 300.0]
+    assert table["falls_off"].tolist() == [False, False, True]  # the third is dominated
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    assert summary["complete"] == 3 and summary["exact"] == ["params"]
+    assert summary["falls_off"] == [ARCHS[2]] and "params_kendall_tau" not in summary
+    assert f"{KEY}_kendall_tau" in summary
+
+
 def test_bad_inputs(tmp_path):
     result = runner.invoke(app, ["retrain", str(tmp_path / "nope.csv"), "--out", str(tmp_path)])
     assert result.exit_code == 2 and "does not exist" in result.output

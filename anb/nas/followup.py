@@ -7,7 +7,9 @@ column) and exports the results into one dataset. :func:`front_report` joins, pe
 the search believed (surrogate accuracy, in-loop or predicted speed) with what was measured
 afterwards (trained accuracy, re-measured speed from ``anb measure`` records), recomputes the
 front on the measured values and names the designs that fall off it; it writes
-``front_report.csv``, ``front_report.html`` (plotly) and ``summary.json``.
+``front_report.csv``, ``front_report.html`` (plotly) and ``summary.json``. An analytic
+objective (``params``, ``macs``...: counted from the architecture, exact in the search too)
+takes the search's value as its measured one (listed as ``exact`` in the summary).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from anb.io import atomic_write, atomic_write_json, read_csv, read_json
+from anb.nas.evaluators import ANALYTIC_METRICS
 from anb.nas.objectives import Objective
 from anb.nas.pareto import pareto_mask
 from anb.outputs import Kind, has_files, prepare_folder
@@ -66,8 +69,10 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
 
 
 def _measured_speed(folder: Path, metric: str) -> dict[str, float]:
-    kind = metric.split("_", 1)[0]
-    device = metric.split("_", 1)[1]
+    """Arch id -> ``metric`` (``<kind>_<device>``) in an ``anb measure`` results folder."""
+    kind, _, device = metric.partition("_")
+    if kind not in ("latency", "throughput") or not device:
+        return {}
     found = {}
     for path in sorted((folder / device).glob("*.json")):
         perf = read_json(path).get("platform_perf", {})
@@ -101,9 +106,12 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
     if accuracy is not None:
         acc = load_dataset(accuracy).set_index("arch_id")[accuracy_metric]
         table[f"{accuracy_metric}_measured"] = table["arch_id"].map(acc)
+    for o in objectives:  # counted from the architecture: the search's value is exact
+        if o.metric in ANALYTIC_METRICS:
+            table[f"{o.metric}_measured"] = front[o.metric]
     if measured is not None:
         for o in objectives:
-            if o.metric != accuracy_metric:
+            if o.metric != accuracy_metric and o.metric not in ANALYTIC_METRICS:
                 table[f"{o.metric}_measured"] = table["arch_id"].map(
                     _measured_speed(Path(measured), o.metric))
     cols = [f"{o.metric}_measured" for o in objectives]
@@ -119,11 +127,12 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
     _plot(table, objectives, out / "front_report.html")
     summary = {"designs": len(table), "complete": int(complete.sum()),
                "objectives": [str(o) for o in objectives],
+               "exact": [o.metric for o in objectives if o.metric in ANALYTIC_METRICS],
                "falls_off": table.loc[table["falls_off"], "arch"].tolist(),
                "missing": table.loc[~complete, "arch"].tolist()}
     for o in objectives:
         pair = table[[f"{o.metric}_search", f"{o.metric}_measured"]].dropna()
-        if len(pair) >= 2:
+        if len(pair) >= 2 and o.metric not in ANALYTIC_METRICS:
             from scipy.stats import kendalltau
 
             summary[f"{o.metric}_kendall_tau"] = float(kendalltau(*pair.to_numpy().T)[0])
