@@ -267,10 +267,9 @@ class OnnxRuntimeBoard(BoardRuntime):
 def get_runtime(name: str) -> BoardRuntime:
     """The board runtime registered as ``name`` in :data:`RUNTIMES`."""
     cls = RUNTIMES.load(name)
-    runtime = cls() if isinstance(cls, type) else None
-    if not isinstance(runtime, BoardRuntime):
+    if not (isinstance(cls, type) and issubclass(cls, BoardRuntime)):
         raise ValueError(f"{RUNTIMES.where(name)} names {cls!r}, not a BoardRuntime subclass")
-    return runtime
+    return cls()
 
 
 def remote_spec(device: DeviceConfig) -> RemoteSpec:

@@ -10,9 +10,9 @@ from anb.collect_throughput.registries import BACKENDS
 def get_backend(name: str) -> Backend:
     """Instantiate the back-end called ``name``."""
     cls = BACKENDS.load(name)
-    backend = cls() if isinstance(cls, type) else None
-    if not isinstance(backend, Backend):
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise ValueError(f"{BACKENDS.where(name)} names {cls!r}, not an anb Backend subclass")
+    backend = cls()
     if not backend.name:
         backend.name = name
     return backend
