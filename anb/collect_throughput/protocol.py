@@ -3,7 +3,7 @@
 A device is described by a TOML file in ``anb/configs/devices/`` (or any path)::
 
     name = "cpu-ort"            # used in the record keys throughput_<name> / latency_<name>
-    backend = "onnxruntime"     # torch | onnxruntime | onnxruntime-int8 | cuda | xla | a plug-in's
+    backend = "onnxruntime"     # a registered back-end (onnxruntime, openvino, tvm, cuda...)
     precision = "fp32"
     threads = 1
     pinned = true               # pin the process to `threads` CPUs
@@ -37,7 +37,7 @@ from anb import resources
 from anb.collect_throughput.registries import BACKENDS
 from anb.searchspace.registry import DEFAULT_SPACE, space_names
 
-INT8_BACKENDS = ("onnxruntime-int8", "vart")
+INT8_BACKENDS = ("onnxruntime-int8", "openvino-int8", "vart")
 """The built-in back-ends that run int8 (and only int8); a plug-in back-end checks its own
 precisions (``Backend.check``)."""
 DEVICE_BACKENDS = ("cuda", "xla", "vart")
@@ -197,7 +197,7 @@ class Protocol:
                   "compile=false")
         if BACKENDS.is_builtin(self.backend) and \
                 (self.precision == "int8") != (self.backend in INT8_BACKENDS):
-            _fail("precision", self.precision, "'int8' exactly with the onnxruntime-int8/vart "
+            _fail("precision", self.precision, f"'int8' exactly with the {'/'.join(INT8_BACKENDS)} "
                   "back-ends")
 
     @property

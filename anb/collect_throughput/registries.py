@@ -28,6 +28,9 @@ BACKENDS = Registry("backend", "anb.backends", {
     "cuda": f"{_PKG}.backends.cuda:CudaBackend",
     "xla": f"{_PKG}.backends.xla:XlaBackend",
     "vart": f"{_PKG}.backends.vart:VartBackend",
+    "openvino": f"{_PKG}.backends.openvino_backend:OpenVinoBackend",
+    "openvino-int8": f"{_PKG}.backends.openvino_backend:OpenVinoInt8Backend",
+    "tvm": f"{_PKG}.backends.tvm_backend:TvmBackend",
 })
 RUNTIMES = Registry("remote.runtime", "anb.runtimes", {
     "onnxruntime": f"{_PKG}.remote:OnnxRuntimeBoard",
