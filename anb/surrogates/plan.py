@@ -25,13 +25,17 @@ from scipy.stats import kendalltau
 
 from anb.searchspace.base import Space
 from anb.surrogates.adapt_select import select
-from anb.surrogates.data import ACCURACY_TARGET, labels
+from anb.surrogates.data import ACCURACY_TARGET, labels, transform_for
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
 from anb.surrogates.fit import to_model_space
 
+ACQUISITIONS = ("kmeans", "penalised", "coverage")
 #: The column of a training run's wall time (seconds on ``PlanConfig.gpus`` GPUs).
 COST_COLUMN = "train_time"
+_BUDGET_NEEDS = (f"a GPU-hour budget needs the training time: the collected data must have "
+                 f"{COST_COLUMN!r} and {ACCURACY_TARGET!r} must be a target, with the "
+                 "kmeans or penalised acquisition")
 
 
 def _planner_params() -> dict[str, Any]:
@@ -51,10 +55,10 @@ class PlanConfig:
     layer_cost: bool = True
     #: ``penalised`` (greedy, local penalisation), ``kmeans`` (k-means centres among the
     #: ``top`` share of candidates by score) or ``coverage`` (k-means, no model)
-    acquisition: str = "penalised"
+    acquisition: str = "kmeans"
     top: float = 0.5
     #: score = uncertainty / cost ** cost_power (0: ignore cost)
-    cost_power: float = 1.0
+    cost_power: float = 2.0
     #: penalty radius in median nearest-neighbour distances of the pool (0: no diversity)
     diversity: float = 1.0
     folds: int = 5
@@ -65,16 +69,19 @@ class PlanConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.acquisition not in ACQUISITIONS:
+            raise ValueError(f"unknown acquisition {self.acquisition!r}; allowed: "
+                             f"{', '.join(ACQUISITIONS)}")
         checks = {"batch": self.batch >= 1, "members": self.members >= 2,
                   "folds": self.folds >= 3, "gpus": self.gpus >= 1,
                   "cost_power": self.cost_power >= 0, "diversity": self.diversity >= 0,
-                  "min_gain": self.min_gain >= 0,
+                  "min_gain": self.min_gain >= 0, "top": 0 < self.top <= 1,
                   "gpu_hours": self.gpu_hours is None or self.gpu_hours > 0}
         for name, ok in checks.items():
             if not ok:
                 raise ValueError(f"plan setting {name!r} = {getattr(self, name)!r} is out of "
                                  "range; allowed: batch, gpus >= 1, members >= 2, folds >= 3, "
-                                 "gpu_hours > 0, cost_power, diversity, min_gain >= 0")
+                                 "gpu_hours > 0, 0 < top <= 1, cost_power, diversity, min_gain >= 0")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -210,6 +217,8 @@ def propose(data: Collected, pool: np.ndarray, config: PlanConfig, space: Space,
     """The next batch out of ``pool`` (choices none of which is collected)."""
     k = min(config.batch, len(pool))
     if not targets or config.acquisition == "coverage":  # cover the pool
+        if config.gpu_hours is not None:
+            raise ValueError(_BUDGET_NEEDS)
         both = encoding(np.concatenate([pool, data.choices]), space)
         Z, done = both[:len(pool)], both[len(pool):]
         index = select(Z, k, done if len(done) else None, seed=config.seed)
@@ -224,19 +233,24 @@ def propose(data: Collected, pool: np.ndarray, config: PlanConfig, space: Space,
         hours = np.exp(preds[COST_COLUMN].mean(1)) * config.gpus / 3600
         cost = hours / np.median(hours)
     if config.gpu_hours is not None and not np.isfinite(hours).all():
-        raise ValueError("a GPU-hour budget needs the training time: the collected data must "
-                         f"have {COST_COLUMN!r} and {ACCURACY_TARGET!r} must be a target")
+        raise ValueError(_BUDGET_NEEDS)
     score = u / cost**config.cost_power
     Z = encoding(pool, space)
     if config.acquisition == "kmeans":
         top = np.argsort(-score)[:max(k, int(config.top * len(pool)))]
         index = top[select(Z[top], k, seed=config.seed)]
+        index = index[np.argsort(-score[index], kind="stable")]
+        if config.gpu_hours is not None:
+            index = index[np.cumsum(hours[index]) <= config.gpu_hours]
     else:
         index = greedy_batch(score, hours, Z, config.batch, config.gpu_hours,
                              config.diversity, config.seed)
     means = {t: p.mean(1)[index] for t, p in preds.items() if t in targets}
-    return Batch(index, score[index], u[index], hours[index], means,
-                 "uncertainty / cost, greedy with local penalisation")
+    means = {t: np.exp(m) if transform_for(t) == "log" else m for t, m in means.items()}
+    how = (f"k-means centres among the top {config.top:.0%} by uncertainty / cost^"
+           f"{config.cost_power:g}" if config.acquisition == "kmeans" else
+           f"uncertainty / cost^{config.cost_power:g}, greedy with local penalisation")
+    return Batch(index, score[index], u[index], hours[index], means, how)
 
 
 @dataclass
@@ -304,3 +318,49 @@ def quality(data: Collected, config: PlanConfig, space: Space, targets: list[str
 def suggest_stop(q: dict[str, Quality], config: PlanConfig) -> bool:
     """Stop when every target's tau is expected to rise by less than ``min_gain`` per batch."""
     return bool(q) and all(v.gain < config.min_gain for v in q.values())
+
+
+@dataclass
+class Plan:
+    """A proposed batch (raw choices) with its scores and the stopping signal."""
+
+    choices: np.ndarray
+    batch: Batch
+    quality: dict[str, Quality]
+    stop: bool
+    n_collected: int
+    n_candidates: int
+
+
+def make_plan(frame: pd.DataFrame | None, space: Space, config: PlanConfig,
+              targets: list[str] | None = None, candidates: np.ndarray | None = None,
+              n_candidates: int = 5000) -> Plan:
+    """Plan the next batch from the collected ``frame`` (None or empty: nothing yet) out of
+    ``candidates`` (raw choices; default: ``n_candidates`` sampled), none already collected."""
+    from anb.surrogates.adapt_select import candidate_pool
+    from anb.surrogates.data import frame_choices, target_columns
+
+    empty = frame is None or frame.empty
+    done = np.zeros((0, *space.choice_shape), dtype=np.int64) if empty \
+        else frame_choices(frame, space)
+    if empty:
+        targets = []
+    elif not targets:
+        targets = target_columns(frame)
+    data = Collected.from_frame(frame, done, targets) if not empty \
+        else Collected(done, {})
+    if candidates is None:
+        pool = candidate_pool(n_candidates, config.seed, done if len(done) else None, space)
+    else:
+        taken = set(space.index_from_choices(done).tolist()) if len(done) else set()
+        index = space.index_from_choices(candidates)
+        _, first = np.unique(index, return_index=True)
+        keep = [i for i in np.sort(first) if int(index[i]) not in taken]
+        pool = candidates[keep]
+    if not len(pool):
+        raise ValueError("no candidate is left: every candidate architecture is collected "
+                         "already")
+    learnt = [t for t in targets if np.isfinite(data.y[t]).sum() >= 2]
+    batch = propose(data, pool, config, space, learnt)
+    q = quality(data, config, space, learnt) if learnt else {}
+    return Plan(pool[batch.index], batch, q, suggest_stop(q, config), len(done), len(pool))
