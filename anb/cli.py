@@ -10,9 +10,8 @@ from anb.collect_throughput import edge_cli, queue_cli
 from anb.nas import cli as search_cli
 from anb.nas import followup_cli
 from anb.searchspace import cli as space_cli
-from anb.surrogates import adapt_cli
+from anb.surrogates import adapt_cli, plan_cli
 from anb.surrogates import cli as surrogates_cli
-from anb.surrogates import plan_cli
 
 app = typer.Typer(
     name="anb",

@@ -81,7 +81,8 @@ class PlanConfig:
             if not ok:
                 raise ValueError(f"plan setting {name!r} = {getattr(self, name)!r} is out of "
                                  "range; allowed: batch, gpus >= 1, members >= 2, folds >= 3, "
-                                 "gpu_hours > 0, 0 < top <= 1, cost_power, diversity, min_gain >= 0")
+                                 "gpu_hours > 0, 0 < top <= 1, cost_power, diversity, "
+                                 "min_gain >= 0")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -340,15 +341,13 @@ def make_plan(frame: pd.DataFrame | None, space: Space, config: PlanConfig,
     from anb.surrogates.adapt_select import candidate_pool
     from anb.surrogates.data import frame_choices, target_columns
 
-    empty = frame is None or frame.empty
-    done = np.zeros((0, *space.choice_shape), dtype=np.int64) if empty \
-        else frame_choices(frame, space)
-    if empty:
-        targets = []
-    elif not targets:
-        targets = target_columns(frame)
-    data = Collected.from_frame(frame, done, targets) if not empty \
-        else Collected(done, {})
+    if frame is None or frame.empty:
+        done = np.zeros((0, *space.choice_shape), dtype=np.int64)
+        targets, data = [], Collected(done, {})
+    else:
+        done = frame_choices(frame, space)
+        targets = targets or target_columns(frame)
+        data = Collected.from_frame(frame, done, targets)
     if candidates is None:
         pool = candidate_pool(n_candidates, config.seed, done if len(done) else None, space)
     else:
