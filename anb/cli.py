@@ -10,7 +10,7 @@ from anb.collect_throughput import edge_cli, queue_cli
 from anb.nas import cli as search_cli
 from anb.nas import followup_cli
 from anb.searchspace import cli as space_cli
-from anb.surrogates import adapt_cli
+from anb.surrogates import adapt_cli, plan_cli
 from anb.surrogates import cli as surrogates_cli
 
 app = typer.Typer(
@@ -20,7 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 for module in (space_cli, pipeline, search_cli, throughput_cli, accuracy_cli, surrogates_cli,
-               edge_cli, package_cli, queue_cli, adapt_cli, followup_cli):
+               edge_cli, package_cli, queue_cli, adapt_cli, followup_cli, plan_cli):
     module.register(app)
 
 

@@ -1,0 +1,369 @@
+"""Active collection: which architectures to train or measure next, and when to stop.
+
+A cheap planner model (bagged small XGBoost ensembles on the surrogate features, correcting the
+layer-cost base, one per target; seconds to fit) scores a candidate pool by its members'
+disagreement, scaled per target by the spread of its predictions over the pool and averaged
+over the targets, and divided by the predicted cost squared (the training GPU-hours when
+accuracy is a target and the data has ``train_time``). The default batch (``kmeans``) is the
+candidates nearest k-means centres of the better-scoring half of the pool, so a batch spreads
+over the space instead of piling into one uncertain corner; ``penalised`` picks greedily,
+multiplying the scores of each pick's neighbours by ``1 - exp(-d^2 / 2r^2)``. With no data yet
+(or ``coverage``) the batch is space-filling: k-means centres of the pool not yet covered
+(:func:`anb.surrogates.adapt_select.select`). Chosen on the validation rows of
+``benchmarks/active_collection.py`` (train split as pool, top-1, 2 seeds, batches of 100 from
+100): tau at about 1,050-1,200 GPU-hours, random 0.849-0.856 at equal hours; penalised 0.836,
+coverage 0.853, kmeans with cost^1 0.855, kmeans with cost^2 0.857.
+
+The stopping signal is cross-validated Kendall tau of the planner on the collected data at two
+training sizes (``folds``-fold and 2-fold), extrapolated in log n to the whole data (the
+estimate) and to one more batch (the expected gain).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import kendalltau
+
+from anb.searchspace.base import Space
+from anb.surrogates.adapt_select import select
+from anb.surrogates.data import ACCURACY_TARGET, labels, transform_for
+from anb.surrogates.ensemble import TargetSurrogate
+from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.fit import to_model_space
+
+ACQUISITIONS = ("kmeans", "penalised", "coverage")
+#: The column of a training run's wall time (seconds on ``PlanConfig.gpus`` GPUs).
+COST_COLUMN = "train_time"
+_BUDGET_NEEDS = (f"a GPU-hour budget needs the training time: the collected data must have "
+                 f"{COST_COLUMN!r} and {ACCURACY_TARGET!r} must be a target, with the "
+                 "kmeans or penalised acquisition")
+
+
+def _planner_params() -> dict[str, Any]:
+    return {"n_estimators": 200, "max_depth": 4, "learning_rate": 0.1, "subsample": 0.8,
+            "colsample_bytree": 0.8, "early_stopping_rounds": 0}
+
+
+@dataclass(frozen=True)
+class PlanConfig:
+    """How a plan is made (recorded in ``plan.json``)."""
+
+    batch: int = 100
+    #: stop adding architectures once their predicted training GPU-hours reach this
+    gpu_hours: float | None = None
+    members: int = 4
+    params: dict[str, Any] = field(default_factory=_planner_params)
+    layer_cost: bool = True
+    #: ``penalised`` (greedy, local penalisation), ``kmeans`` (k-means centres among the
+    #: ``top`` share of candidates by score) or ``coverage`` (k-means, no model)
+    acquisition: str = "kmeans"
+    top: float = 0.5
+    #: score = uncertainty / cost ** cost_power (0: ignore cost)
+    cost_power: float = 2.0
+    #: penalty radius in median nearest-neighbour distances of the pool (0: no diversity)
+    diversity: float = 1.0
+    folds: int = 5
+    #: suggest stopping when no target's tau is expected to rise by this much in one batch
+    min_gain: float = 0.005
+    #: GPUs a run's ``train_time`` was measured on (the released data: 4 x RTX 3090)
+    gpus: int = 4
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.acquisition not in ACQUISITIONS:
+            raise ValueError(f"unknown acquisition {self.acquisition!r}; allowed: "
+                             f"{', '.join(ACQUISITIONS)}")
+        checks = {"batch": self.batch >= 1, "members": self.members >= 2,
+                  "folds": self.folds >= 3, "gpus": self.gpus >= 1,
+                  "cost_power": self.cost_power >= 0, "diversity": self.diversity >= 0,
+                  "min_gain": self.min_gain >= 0, "top": 0 < self.top <= 1,
+                  "gpu_hours": self.gpu_hours is None or self.gpu_hours > 0}
+        for name, ok in checks.items():
+            if not ok:
+                raise ValueError(f"plan setting {name!r} = {getattr(self, name)!r} is out of "
+                                 "range; allowed: batch, gpus >= 1, members >= 2, folds >= 3, "
+                                 "gpu_hours > 0, 0 < top <= 1, cost_power, diversity, "
+                                 "min_gain >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Collected:
+    """What is known: architectures (choices) and per-target model-space labels (NaN: none)."""
+
+    choices: np.ndarray
+    y: dict[str, np.ndarray]
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, choices: np.ndarray, targets: list[str]
+                   ) -> Collected:
+        """Labels of ``targets`` (and ``train_time``, log, when the table has it)."""
+        y = {}
+        for target in targets:
+            lab = labels(frame, target)
+            y[target] = np.where(lab.present, to_model_space(target, np.where(
+                lab.present, lab.values, 1.0)), np.nan)
+        if COST_COLUMN in frame.columns:
+            t = pd.to_numeric(frame[COST_COLUMN], errors="coerce").to_numpy(np.float64)
+            ok = np.isfinite(t) & (t > 0)
+            if ok.sum() >= 2:
+                y[COST_COLUMN] = np.where(ok, np.log(np.where(ok, t, 1.0)), np.nan)
+        return cls(choices, y)
+
+    def subset(self, rows: np.ndarray) -> Collected:
+        return Collected(self.choices[rows], {t: v[rows] for t, v in self.y.items()})
+
+    @property
+    def targets(self) -> list[str]:
+        return [t for t in self.y if t != COST_COLUMN]
+
+
+class PlanModel:
+    """One small bagged ensemble per target (and for the log training time)."""
+
+    def __init__(self, config: PlanConfig, space: Space):
+        self.config = config
+        self.space = space
+
+    def fit(self, data: Collected) -> PlanModel:
+        layer_cost = None
+        device = {t: (np.exp(v), np.isfinite(v)) for t, v in data.y.items()
+                  if t.startswith(("throughput_", "latency_")) and np.isfinite(v).sum() >= 2}
+        if self.config.layer_cost and device:
+            layer_cost = LayerCostModel(trim=2.0).fit(data.choices, device, self.space)
+        self.builder = FeatureBuilder("features", layer_cost, self.space)
+        X = self.builder.transform(data.choices)
+        self.models: dict[str, TargetSurrogate] = {}
+        for target, y in data.y.items():
+            rows = np.isfinite(y)
+            if rows.sum() < 2:
+                continue
+            base = self.builder.column(f"lc_{target}") if layer_cost is not None \
+                and target in device else None
+            self.models[target] = TargetSurrogate(
+                "xgboost", self.config.params, self.config.members, bootstrap=True,
+                base_column=base, random_state=self.config.seed).fit(X[rows], y[rows])
+        return self
+
+    def members(self, choices: np.ndarray) -> dict[str, np.ndarray]:
+        """``(n, members)`` model-space predictions per target."""
+        X = self.builder.transform(choices)
+        return {t: m.member_predictions(X) for t, m in self.models.items()}
+
+
+def encoding(choices: np.ndarray, space: Space) -> np.ndarray:
+    """Standardised features the diversity penalty measures distance in."""
+    Z = FeatureBuilder("features", None, space).transform(choices).astype(np.float64)
+    sd = Z.std(0)
+    keep = sd > 0
+    return (Z[:, keep] - Z[:, keep].mean(0)) / sd[keep]
+
+
+def uncertainty(preds: dict[str, np.ndarray], targets: list[str]) -> np.ndarray:
+    """Members' spread per candidate, in units of each target's spread over the pool, averaged."""
+    parts = []
+    for target in targets:
+        p = preds[target]
+        scale = p.mean(1).std() or 1.0
+        parts.append(p.std(1) / scale)
+    return np.mean(parts, axis=0)
+
+
+def greedy_batch(score: np.ndarray, cost: np.ndarray, Z: np.ndarray, k: int,
+                 budget: float | None, diversity: float, seed: int = 0) -> np.ndarray:
+    """Indices of up to ``k`` candidates: the best score, then the best after penalising the
+    neighbours of each pick; stops before the summed ``cost`` would exceed ``budget``."""
+    radius = diversity * _nn_distance(Z, seed)
+    weight = np.ones(len(score))
+    chosen: list[int] = []
+    spent = 0.0
+    free = np.ones(len(score), dtype=bool)
+    while len(chosen) < min(k, len(score)):
+        value = np.where(free, score * weight, -np.inf)
+        i = int(np.argmax(value))
+        if budget is not None and spent + cost[i] > budget:
+            break
+        chosen.append(i)
+        free[i] = False
+        spent += cost[i]
+        if radius > 0:
+            weight *= 1 - np.exp(-((Z - Z[i]) ** 2).sum(1) / (2 * radius**2))
+    return np.array(chosen, dtype=int)
+
+
+def _nn_distance(Z: np.ndarray, seed: int, sample: int = 500) -> float:
+    """Median distance from a candidate to its nearest other candidate (on a sample)."""
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(len(Z), min(sample, len(Z)), replace=False)
+    d2 = ((Z[rows, None, :] - Z[None, :, :]) ** 2).sum(2)
+    d2[np.arange(len(rows)), rows] = np.inf
+    return float(np.sqrt(np.median(d2.min(1)))) if len(Z) > 1 else 0.0
+
+
+@dataclass
+class Batch:
+    """A proposed batch: pool indices, and per pick its score, uncertainty and GPU-hours."""
+
+    index: np.ndarray
+    score: np.ndarray
+    uncertainty: np.ndarray
+    gpu_hours: np.ndarray
+    predictions: dict[str, np.ndarray]
+    how: str
+
+
+def propose(data: Collected, pool: np.ndarray, config: PlanConfig, space: Space,
+            targets: list[str]) -> Batch:
+    """The next batch out of ``pool`` (choices none of which is collected)."""
+    k = min(config.batch, len(pool))
+    if not targets or config.acquisition == "coverage":  # cover the pool
+        if config.gpu_hours is not None:
+            raise ValueError(_BUDGET_NEEDS)
+        both = encoding(np.concatenate([pool, data.choices]), space)
+        Z, done = both[:len(pool)], both[len(pool):]
+        index = select(Z, k, done if len(done) else None, seed=config.seed)
+        nan = np.full(len(index), np.nan)
+        return Batch(index, nan, nan, nan, {}, "space-filling: k-means centres of the pool")
+    model = PlanModel(config, space).fit(data)
+    preds = model.members(pool)
+    u = uncertainty(preds, targets)
+    hours = np.full(len(pool), np.nan)
+    cost = np.ones(len(pool))
+    if ACCURACY_TARGET in targets and COST_COLUMN in preds:
+        hours = np.exp(preds[COST_COLUMN].mean(1)) * config.gpus / 3600
+        cost = hours / np.median(hours)
+    if config.gpu_hours is not None and not np.isfinite(hours).all():
+        raise ValueError(_BUDGET_NEEDS)
+    score = u / cost**config.cost_power
+    Z = encoding(pool, space)
+    if config.acquisition == "kmeans":
+        top = np.argsort(-score)[:max(k, int(config.top * len(pool)))]
+        index = top[select(Z[top], k, seed=config.seed)]
+        index = index[np.argsort(-score[index], kind="stable")]
+        if config.gpu_hours is not None:
+            index = index[np.cumsum(hours[index]) <= config.gpu_hours]
+    else:
+        index = greedy_batch(score, hours, Z, config.batch, config.gpu_hours,
+                             config.diversity, config.seed)
+    means = {t: p.mean(1)[index] for t, p in preds.items() if t in targets}
+    means = {t: np.exp(m) if transform_for(t) == "log" else m for t, m in means.items()}
+    how = (f"k-means centres among the top {config.top:.0%} by uncertainty / cost^"
+           f"{config.cost_power:g}" if config.acquisition == "kmeans" else
+           f"uncertainty / cost^{config.cost_power:g}, greedy with local penalisation")
+    return Batch(index, score[index], u[index], hours[index], means, how)
+
+
+@dataclass
+class Quality:
+    """The stopping signal of one target."""
+
+    n: int
+    tau: float          # estimated tau of a model fitted on all n rows
+    tau_std: float      # its uncertainty (fold-to-fold spread / sqrt(folds))
+    cv_tau: float       # pooled out-of-fold tau at (folds - 1) / folds of the rows
+    half_tau: float     # the same at half of the rows (2-fold)
+    gain: float         # expected rise of tau from one more batch
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def quality(data: Collected, config: PlanConfig, space: Space, targets: list[str],
+            next_batch: int | None = None) -> dict[str, Quality]:
+    """Cross-validated tau per target with its log-n trend (targets with >= 10 labels)."""
+    next_batch = config.batch if next_batch is None else next_batch
+    out: dict[str, Quality] = {}
+    n = len(data.choices)
+    if n < 10:
+        return out
+    rng = np.random.default_rng(config.seed)
+    order = rng.permutation(n)
+    runs = {}
+    for k in (config.folds, 2):
+        fold = np.empty(n, dtype=int)
+        fold[order] = np.arange(n) % k
+        oof = {t: np.full(n, np.nan) for t in targets}
+        for f in range(k):
+            model = PlanModel(config, space).fit(data.subset(fold != f))
+            preds = model.members(data.choices[fold == f])
+            for t in targets:
+                if t in preds:
+                    oof[t][fold == f] = preds[t].mean(1)
+        runs[k] = (fold, oof)
+    for t in targets:
+        y = data.y[t]
+        taus = {}
+        spread = 0.0
+        for k, (fold, oof) in runs.items():
+            ok = np.isfinite(y) & np.isfinite(oof[t])
+            if ok.sum() < 10:
+                break
+            taus[k] = float(kendalltau(y[ok], oof[t][ok])[0])
+            if k == config.folds:
+                per = [kendalltau(y[ok & (fold == f)], oof[t][ok & (fold == f)])[0]
+                       for f in range(k)]
+                spread = float(np.nanstd(per) / np.sqrt(k))
+        if len(taus) < 2:
+            continue
+        labelled = int(np.isfinite(y).sum())
+        n_k, n_2 = labelled * (config.folds - 1) / config.folds, labelled / 2
+        slope = (taus[config.folds] - taus[2]) / np.log(n_k / n_2)
+        slope = max(slope, 0.0)
+        out[t] = Quality(labelled, taus[config.folds] + slope * np.log(labelled / n_k), spread,
+                         taus[config.folds], taus[2],
+                         slope * np.log((labelled + next_batch) / labelled))
+    return out
+
+
+def suggest_stop(q: dict[str, Quality], config: PlanConfig) -> bool:
+    """Stop when every target's tau is expected to rise by less than ``min_gain`` per batch."""
+    return bool(q) and all(v.gain < config.min_gain for v in q.values())
+
+
+@dataclass
+class Plan:
+    """A proposed batch (raw choices) with its scores and the stopping signal."""
+
+    choices: np.ndarray
+    batch: Batch
+    quality: dict[str, Quality]
+    stop: bool
+    n_collected: int
+    n_candidates: int
+
+
+def make_plan(frame: pd.DataFrame | None, space: Space, config: PlanConfig,
+              targets: list[str] | None = None, candidates: np.ndarray | None = None,
+              n_candidates: int = 5000) -> Plan:
+    """Plan the next batch from the collected ``frame`` (None or empty: nothing yet) out of
+    ``candidates`` (raw choices; default: ``n_candidates`` sampled), none already collected."""
+    from anb.surrogates.adapt_select import candidate_pool
+    from anb.surrogates.data import frame_choices, target_columns
+
+    if frame is None or frame.empty:
+        done = np.zeros((0, *space.choice_shape), dtype=np.int64)
+        targets, data = [], Collected(done, {})
+    else:
+        done = frame_choices(frame, space)
+        targets = targets or target_columns(frame)
+        data = Collected.from_frame(frame, done, targets)
+    if candidates is None:
+        pool = candidate_pool(n_candidates, config.seed, done if len(done) else None, space)
+    else:
+        taken = set(space.index_from_choices(done).tolist()) if len(done) else set()
+        index = space.index_from_choices(candidates)
+        _, first = np.unique(index, return_index=True)
+        keep = [i for i in np.sort(first) if int(index[i]) not in taken]
+        pool = candidates[keep]
+    if not len(pool):
+        raise ValueError("no candidate is left: every candidate architecture is collected "
+                         "already")
+    learnt = [t for t in targets if np.isfinite(data.y[t]).sum() >= 2]
+    batch = propose(data, pool, config, space, learnt)
+    q = quality(data, config, space, learnt) if learnt else {}
+    return Plan(pool[batch.index], batch, q, suggest_stop(q, config), len(done), len(pool))
