@@ -57,7 +57,8 @@ def maximised(metric: str) -> bool:
     return Objective.parse(metric).maximise
 
 
-def parse_constraints(given: Sequence[str | Constraint], metrics: Sequence[str]) -> list[Constraint]:
+def parse_constraints(given: Sequence[str | Constraint], metrics: Sequence[str]
+                      ) -> list[Constraint]:
     """Parse ``"latency_zcu102<=5"``-style constraints on the benchmark's metrics."""
     out = [c if isinstance(c, Constraint) else Constraint.parse(c) for c in given]
     for c in out:

@@ -30,7 +30,7 @@ from anb.integrations.common import (
 from anb.nas.objectives import Constraint
 
 
-class AnbProblem(BaseProblem):  # type: ignore[misc]
+class AnbProblem(BaseProblem):
     """OptunaHub problem of a fitted benchmark (see the module doc); single-objective with one
     objective, multi-objective with several."""
 

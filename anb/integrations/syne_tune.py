@@ -96,7 +96,8 @@ class AnbBlackbox(Blackbox):
         seed = self.seed if seed is None else seed
         q = self.bench.query(choices, wanted, noise=self.noise, seed=seed)
         frames = []
-        for epoch in self.epochs or [None]:
+        fidelities: list[int | None] = [*self.epochs] or [None]
+        for epoch in fidelities:
             values = {m: q[m].to_numpy(dtype=float) for m in self.objectives}
             if epoch is not None and "val_top1" in values:
                 values["val_top1"] = q[f"{CURVE_PREFIX}{epoch}"].to_numpy(dtype=float)
@@ -126,7 +127,8 @@ class AnbBlackbox(Blackbox):
         value = fidelity[FIDELITY]
         if value not in epochs:
             raise ValueError(f"fidelity {FIDELITY}={value!r} is not one of {epochs}")
-        return {k: float(v) for k, v in frames[epochs.index(value)].iloc[0].items()}
+        row = frames[epochs.index(value)].iloc[0]
+        return {str(k): float(v) for k, v in row.items()}
 
 
 def mo_scheduler(bb: AnbBlackbox, method: str = "morea", seed: int = 0,
@@ -164,7 +166,7 @@ def rank_priority() -> Any:
         NonDominatedPriority,
     )
 
-    class RankPriority(NonDominatedPriority):  # type: ignore[misc]
+    class RankPriority(NonDominatedPriority):
         def priority_unsafe(self, objectives: np.ndarray) -> np.ndarray:
             order = np.asarray(super().priority_unsafe(objectives))
             ranks = np.empty(len(order), dtype=np.int64)
@@ -188,9 +190,9 @@ def simulate(bb: AnbBlackbox, scheduler: Any, seconds: float, n_workers: int = 4
     Syne Tune writes its usual experiment folder (``$SYNETUNE_FOLDER``, else
     ``~/syne-tune``); ``quiet``: without its progress tables."""
     from syne_tune import StoppingCriterion, Tuner
-    from syne_tune.tuner_logger import TunerLogger
     from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
     from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
+    from syne_tune.tuner_logger import TunerLogger
 
     backend = UserBlackboxBackend(bb, elapsed_time_attr=ELAPSED_TIME,
                                   seed=bb.seed if seed is None else seed)

@@ -1,7 +1,8 @@
 """Objectives and constraints of a search, parsed from short strings.
 
 ``"val_top1:max"``, ``"latency_zcu102:min"`` (a bare name means ``max``, except ``latency_*``,
-``macs``, ``params`` and ``train_time``, which mean ``min``); constraints like ``"latency_zcu102<=5"``.
+``macs``, ``params`` and ``train_time``, which mean ``min``); constraints like
+``"latency_zcu102<=5"``.
 """
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 This is not the model's error. Accuracy: seed-to-seed spread from architectures trained more
 than once in the data (training time likewise, in log); device speed: the recorded
-per-measurement ``<metric>_std`` (relative, model space is log), ~0 for deterministic FPGA runs. ``noise=True`` draws use it, seeded per
-(seed, architecture, metric) so a draw never depends on batch position or on the other metrics
-in the query.
+per-measurement ``<metric>_std`` (relative, model space is log), ~0 for deterministic FPGA runs.
+``noise=True`` draws use it, seeded per (seed, architecture, metric) so a draw never depends on
+batch position or on the other metrics in the query.
 """
 from __future__ import annotations
 
