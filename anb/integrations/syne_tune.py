@@ -16,9 +16,10 @@ given), ``constraint_<i>`` = value - bound for each ``<=`` constraint (bound - v
 seed is the backend's (``UserBlackboxBackend(seed=...)``), else the blackbox's.
 
 Fidelity: a benchmark fitted on learning curves (``val_top1_epoch_<i>`` targets) reports one
-row per epoch ``i`` (``val_top1`` is then the epoch's, ``elapsed_time`` the share ``i / E`` of
-``train_time``), so multi-fidelity schedulers (ASHA, MOASHA) can stop trials early; a benchmark
-without curves has one fidelity, the finished training (``epoch`` = 1).
+row per epoch ``i`` (``val_top1`` is then the epoch's, at the last one the benchmark's own
+``val_top1``; ``elapsed_time`` the share ``i / E`` of ``train_time``), so multi-fidelity
+schedulers (ASHA, MOASHA) can stop trials early; a benchmark without curves has one fidelity,
+the finished training (``epoch`` = 1).
 """
 from __future__ import annotations
 
@@ -38,18 +39,12 @@ from anb.integrations.common import (
     to_choices,
 )
 from anb.nas.objectives import Constraint
+from anb.records import curve_epochs, curve_key
 
 #: The fidelity attribute (an epoch count) and the simulated time attribute (seconds).
 FIDELITY = "epoch"
 ELAPSED_TIME = "elapsed_time"
 TIME_METRIC = "train_time"
-CURVE_PREFIX = "val_top1_epoch_"
-
-
-def curve_epochs(metrics: Sequence[str]) -> list[int]:
-    """The epochs ``i`` of a benchmark's ``val_top1_epoch_<i>`` targets, ascending."""
-    return sorted(int(m.removeprefix(CURVE_PREFIX)) for m in metrics
-                  if m.startswith(CURVE_PREFIX) and m.removeprefix(CURVE_PREFIX).isdigit())
 
 
 class AnbBlackbox(Blackbox):
@@ -58,12 +53,12 @@ class AnbBlackbox(Blackbox):
     def __init__(self, bench: Any, objectives: Sequence[str] | None = None,
                  constraints: Sequence[str | Constraint] = (), noise: bool = True,
                  seed: int = 0):
-        metrics = [m for m in bench.metrics if not m.startswith(CURVE_PREFIX)]
+        self.epochs = curve_epochs(bench.metrics)
+        metrics = [m for m in bench.metrics if m not in map(curve_key, self.epochs)]
         self.bench = bench
         self.objectives = check_metrics(objectives, metrics)
         self.constraints = parse_constraints(constraints, metrics)
         self.noise, self.seed = noise, seed
-        self.epochs = curve_epochs(bench.metrics)
         self.has_time = TIME_METRIC in bench.metrics
         config_space = {d.name: ordinal(list(d.values), kind="equal") if d.ordered
                         else choice(list(d.values)) for d in domains(bench.space)}
@@ -92,15 +87,15 @@ class AnbBlackbox(Blackbox):
         choices = to_choices(configs, self.bench.space)
         wanted = list(dict.fromkeys([*self.objectives, *(c.metric for c in self.constraints),
                                      *([TIME_METRIC] if self.has_time else []),
-                                     *(f"{CURVE_PREFIX}{e}" for e in self.epochs)]))
+                                     *map(curve_key, self.epochs)]))
         seed = self.seed if seed is None else seed
         q = self.bench.query(choices, wanted, noise=self.noise, seed=seed)
         frames = []
         fidelities: list[int | None] = [*self.epochs] or [None]
         for epoch in fidelities:
             values = {m: q[m].to_numpy(dtype=float) for m in self.objectives}
-            if epoch is not None and "val_top1" in values:
-                values["val_top1"] = q[f"{CURVE_PREFIX}{epoch}"].to_numpy(dtype=float)
+            if epoch is not None and epoch != self.epochs[-1] and "val_top1" in values:
+                values["val_top1"] = q[curve_key(epoch)].to_numpy(dtype=float)
             for m in self.objectives:
                 if maximised(m):
                     values[f"neg_{m}"] = -values[m]

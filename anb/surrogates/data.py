@@ -11,7 +11,7 @@ import pandas as pd
 
 from anb import resources
 from anb.io import read_json
-from anb.records import load_dataset, perf_columns, table_archs
+from anb.records import curve_columns, load_dataset, perf_columns, table_archs
 from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
 
@@ -25,13 +25,16 @@ DEFAULT_SPLIT_DIR = resources.RELEASED_SPLIT_DIR
 
 
 def fittable(frame: pd.DataFrame) -> list[str]:
-    """The targets a table may be fitted on: top-1 accuracy, each device metric, train_time."""
-    return [ACCURACY_TARGET, *sorted(perf_columns(frame)), TRAIN_TIME_TARGET]
+    """The targets a table may be fitted on: top-1 accuracy, its learning curve
+    (``val_top1_epoch_<i>``, one target per epoch: the epoch-fidelity surrogate), each device
+    metric, train_time."""
+    return [ACCURACY_TARGET, *curve_columns(frame), *sorted(perf_columns(frame)),
+            TRAIN_TIME_TARGET]
 
 
 def target_columns(frame: pd.DataFrame) -> list[str]:
-    """Every target a table holds a value of: top-1 accuracy first, then each device metric,
-    then the training cost ``train_time``."""
+    """Every target a table holds a value of: top-1 accuracy first, then its learning curve
+    by epoch, each device metric, then the training cost ``train_time``."""
     return [c for c in fittable(frame) if c in frame.columns and frame[c].notna().any()]
 
 
