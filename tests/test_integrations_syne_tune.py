@@ -97,3 +97,21 @@ def test_morea_front_beats_random_search_at_equal_simulated_time(space, released
         assert all(run["st_tuner_time"].max() <= seconds * 1.2 for run in runs)
         volumes[method] = [front_volume(run, objectives, reference) for run in runs]
     assert sum(volumes["morea"]) > sum(volumes["random"]), volumes
+
+
+def test_example_script_runs_both_methods(released, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from anb.surrogates import save
+    from tests.trainer_helpers import REPO
+
+    folder = save(released, tmp_path / "bench")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SYNETUNE_FOLDER": str(tmp_path / "st")}
+    done = subprocess.run([sys.executable, str(REPO / "examples" / "syne_tune_moo.py"),
+                           "--benchmark", str(folder), "--hours", "15", "--seeds", "0"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if "hypervolume" in line]
+    assert [line.split(":")[0].strip() for line in lines] == ["morea", "random"]
