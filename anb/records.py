@@ -9,12 +9,17 @@ A record has the released dataset's JSON shape plus optional provenance::
                        "latency_zcu102": {"latency_mean": 4.96, "latency_std": null}, ...},
      "provenance": {...}}
 
+A learning curve, when the trainer kept one (``trainval.curve = true``), is in ``metrics`` as
+``val_top1_epoch_<i>``: the validation top-1 after epoch ``i`` (1-based), one key per epoch. The
+released records have none.
+
 A record of a space other than the default ``anb-mnasnet`` names it in a top-level ``"space"``
 field, and its ``architecture`` holds that space's record keys (``Space.record_keys``).
 
 The flat table form (CSV / Parquet / DataFrame) has one row per record with columns
 ``space``, ``arch_id``, ``arch``, the space's record keys (``block{i}_{e,k,l,se}``),
-``val_top1``, ``val_top5``, ``train_time``, ``macs``, ``params``, ``<kind>_<device>`` (mean)
+``val_top1``, ``val_top5``, ``train_time``, ``val_top1_epoch_<i>`` (a curve, when held),
+``macs``, ``params``, ``<kind>_<device>`` (mean)
 and ``<kind>_<device>_std`` for every ``platform_perf`` entry, ``source`` (the record's file
 name) and ``provenance`` (JSON text).
 
@@ -47,6 +52,9 @@ REFERENCE_DEVICES = {
     "latency": ("zcu102", "vck190"),
 }
 _PERF_KEY = re.compile(r"(throughput|latency)_([A-Za-z0-9.\-]+)")
+#: A learning-curve metric: validation top-1 after epoch ``i`` (1-based).
+CURVE_PREFIX = "val_top1_epoch_"
+_CURVE_KEY = re.compile(r"val_top1_epoch_([1-9][0-9]*)")
 #: JSON files anb writes beside records (reports, manifests): a folder's are not records.
 NOT_RECORDS = frozenset({"merge_report.json", "manifest.json", "summary.json"})
 #: File suffixes read as a flat table (:func:`read_table`).
@@ -282,6 +290,21 @@ def records_to_frame(records: Iterable[Mapping[str, Any]],
     return frame
 
 
+def curve_key(epoch: int) -> str:
+    """The metric key of the validation top-1 after ``epoch`` (1-based)."""
+    return f"{CURVE_PREFIX}{epoch}"
+
+
+def curve_epochs(names: Iterable[str]) -> list[int]:
+    """The epochs of the ``val_top1_epoch_<i>`` names among ``names``, ascending."""
+    return sorted(int(m.group(1)) for m in map(_CURVE_KEY.fullmatch, names) if m)
+
+
+def curve_columns(frame: pd.DataFrame) -> list[str]:
+    """The learning-curve columns of a flat table, by epoch."""
+    return [curve_key(e) for e in curve_epochs(frame.columns)]
+
+
 def perf_columns(frame: pd.DataFrame) -> list[str]:
     """The mean columns ``<kind>_<device>`` present in a flat table."""
     return [c for c in frame.columns if _PERF_KEY.fullmatch(c) and not c.endswith("_std")]
@@ -338,7 +361,8 @@ def frame_to_records(frame: pd.DataFrame, space: Space = ANB_SPACE,
     for arch, row in zip(table_archs(frame, where, space), frame.to_dict("records"),
                          strict=True):
         record = new_record(arch, space)
-        record["metrics"] = {k: _clean(row.get(k)) for k in METRIC_KEYS if k in row}
+        record["metrics"] = {k: _clean(row.get(k)) for k in [*METRIC_KEYS, *curve_columns(frame)]
+                             if k in row}
         record["model_info"] = {k: _clean(row.get(k)) for k in MODEL_INFO_KEYS if k in row}
         perf = {}
         for column in perf_columns(frame):

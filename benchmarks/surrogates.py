@@ -2,6 +2,7 @@
 
     nice .venv/bin/python benchmarks/surrogates.py [--config configs/surrogates/default.json]
         [--out /tmp/anb-surrogates] [--report /tmp/anb-surrogates-report] [--jobs 2]
+        [--targets train_time]
 
 Fits the full benchmark from the released dataset on the published split, re-measures the
 reference's baselines (XGBoost and LightGBM on the ordinal encoding with its tuned settings,
@@ -22,6 +23,12 @@ MACs <= 80th percentile): coverage 0.976-0.999 on the rest, every such architect
 median std 2-37x the in-distribution one. 10,000 archs x 9 targets with std 0.900 s; one arch
 4.87 ms (baselines, an earlier run on this machine: 11.96 s and 67 ms); fit 38.9 s (13.5 s
 before the hole hold-outs, which refit twice).
+
+Training cost (``--targets train_time``, seconds of the released training on 4x RTX 3090,
+modelled in log): test R^2 / Kendall tau 0.857 / 0.890 against the plain baselines' 0.788 /
+0.786 (XGBoost) and 0.792 / 0.793 (LightGBM; the reference tuned none for train_time, so both
+borrow the accuracy settings); 90 % coverage 0.971 (per quartile 0.945-1.0); observation noise
+0.147 in log (the 13 architectures trained twice), model noise 0.107; fit 3.0 s.
 
 90 % coverage per quartile of the true value on test (model space; Q1 the lowest accuracy,
 throughput or latency; goal 0.85-0.95 each), with the label noise per bin of the predicted value
@@ -88,7 +95,7 @@ def required_check(comp: pd.DataFrame) -> pd.DataFrame:
                                    "throughput_vck190") else 0.0
         rows.append({"target": target, "r2_ok": row["d_r2_vs_best"] >= 0,
                      "tau_ok": row["d_tau_vs_best"] >= extra,
-                     "tau_goal_ok": row["to_goal"] >= 0})
+                     "tau_goal_ok": row.get("to_goal", np.nan) >= 0})
     return pd.DataFrame(rows).set_index("target")
 
 
@@ -153,11 +160,13 @@ def main() -> None:
                         help="threads per model (1 is fastest on a shared 2-core machine)")
     parser.add_argument("--skip-baseline", action="store_true")
     parser.add_argument("--skip-extrapolation", action="store_true")
+    parser.add_argument("--targets", default=None,
+                        help="comma-separated targets (default: all the dataset holds)")
     args = parser.parse_args()
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
 
-    prepared = prepare(args.data)
+    prepared = prepare(args.data, args.targets.split(",") if args.targets else None)
     config = FitConfig.from_file(args.config)
     from anb.surrogates.api import _with_jobs
 
@@ -209,12 +218,13 @@ def main() -> None:
     print(quartile_coverage(bench, prepared, "test").round(3).to_string())
     frame = prepared.frame
     dup = frame[frame["arch_id"].duplicated(keep=False)]
-    diffs = dup.groupby("arch_id")["val_top1"].agg(lambda v: v.iloc[0] - v.iloc[1])
-    print(f"accuracy: 13 architectures trained twice (all rows, test included: a report, not an "
-          f"input) -> per-run noise std "
-          f"{np.sqrt(np.mean(diffs**2) / 2):.3f} pp (robust: "
-          f"{1.4826 * np.median(np.abs(diffs)) / np.sqrt(2):.3f} pp); "
-          f"our noise term {bench.models['val_top1'].noise_std_:.3f} pp")
+    if "val_top1" in bench.models:
+        diffs = dup.groupby("arch_id")["val_top1"].agg(lambda v: v.iloc[0] - v.iloc[1])
+        print(f"accuracy: 13 architectures trained twice (all rows, test included: a report, "
+              f"not an input) -> per-run noise std "
+              f"{np.sqrt(np.mean(diffs**2) / 2):.3f} pp (robust: "
+              f"{1.4826 * np.median(np.abs(diffs)) / np.sqrt(2):.3f} pp); "
+              f"our noise term {bench.models['val_top1'].noise_std_:.3f} pp")
 
     print("\n== observation noise (what noise=True draws; model space) vs model noise term ==")
     print(pd.DataFrame({t: {"observation_std": m.observation_std_, "model_noise_std": m.noise_std_}

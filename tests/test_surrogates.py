@@ -69,7 +69,8 @@ def artifact(bench, tmp_path_factory):
 def test_targets_and_missing_counts_match_the_release(prepared):
     assert target_columns(prepared.frame) == [
         "val_top1", "latency_vck190", "latency_zcu102", "throughput_3090", "throughput_a100",
-        "throughput_tpuv2", "throughput_tpuv3", "throughput_vck190", "throughput_zcu102"]
+        "throughput_tpuv2", "throughput_tpuv3", "throughput_vck190", "throughput_zcu102",
+        "train_time"]
     missing = {t: lab.n_missing for t, lab in prepared.labels.items()}
     assert missing["throughput_3090"] == 3 and missing["throughput_tpuv2"] == 37
     assert missing["throughput_tpuv3"] == 44 and missing["latency_vck190"] == 2

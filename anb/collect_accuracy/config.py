@@ -79,6 +79,9 @@ SCHEMA: dict[str, dict[str, tuple[Any, str]]] = {
                              "image area (0.08 = the reference's; 1 = whole image)."),
         "hflip": (True, "Training: mirror half the images horizontally (the reference's)."),
         "eval_epochs": (3, "Validate in the last this-many epochs; store the best."),
+        "curve": (False, "Also validate after every other epoch and store the learning curve "
+                         "(val_top1_epoch_<i>); the stored val_top1 stays the best of the last "
+                         "eval_epochs. Validation time counts in train_time."),
         "label_smoothing": (0.1, "Label smoothing of the cross-entropy loss."),
         "max_steps": (0, "Cap on training steps per epoch (0 = full epoch; for smoke runs)."),
         "max_val_steps": (0, "Cap on validation steps (0 = full set)."),
@@ -185,7 +188,7 @@ RANGES: dict[tuple[str, str], tuple[float | None, float | None, bool]] = {
 #: the file to local disk): :func:`dataset_identity` stands for them.
 #: Keys added after records were stored: each joins the identity only when set to something
 #: other than its default, so the hashes of recipes written before it existed still hold.
-LATER_RECIPE_KEYS = (("trainval", "crop_scale"), ("trainval", "hflip"))
+LATER_RECIPE_KEYS = (("trainval", "crop_scale"), ("trainval", "hflip"), ("trainval", "curve"))
 RECIPE_KEYS = {
     "model": ("space", "activation", "dropout", "drop_path"),
     "dataloader": ("kind", "image_size", "task"),

@@ -22,7 +22,14 @@ import pandas as pd
 import torch
 
 from anb.io import atomic_write
-from anb.records import METRIC_KEYS, read_records, records_to_frame, validate_record
+from anb.records import (
+    METRIC_KEYS,
+    curve_epochs,
+    curve_key,
+    read_records,
+    records_to_frame,
+    validate_record,
+)
 from anb.searchspace.space import ANB_SPACE, SearchSpace
 
 ARTIFACT_TYPE = "anb-arch"
@@ -236,7 +243,8 @@ def merge(records: Iterable[dict], rule: str = "first",
                            "sources": json.dumps([r.get("source") for r in group])})
             if rule == "mean":
                 metrics = dict(chosen.get("metrics") or {})
-                for key in METRIC_KEYS:
+                curve = curve_epochs({k for r in group for k in (r.get("metrics") or {})})
+                for key in [*METRIC_KEYS, *map(curve_key, curve)]:
                     given = [(r.get("metrics") or {}).get(key) for r in group]
                     values = [v for v in given if v is not None]
                     metrics[key] = round(sum(values) / len(values), 6) if values else None

@@ -64,6 +64,7 @@ from anb.collect_accuracy.distributed import (
 from anb.collect_accuracy.wandb_log import WandbRun, run_id
 from anb.io import atomic_write_text
 from anb.outputs import Kind, check_folder, prepare_folder
+from anb.records import curve_key
 from anb.searchspace.arch import Arch
 from anb.searchspace.model import build_model
 from anb.searchspace.registry import get_space
@@ -430,7 +431,7 @@ class Trainer:
                                              f"{epoch}")
                 steps_time += stats.pop("seconds")
                 metrics: dict[str, float] = {"epoch": epoch, **stats, "resolution": res}
-                if epoch >= epochs - self.tv["eval_epochs"]:
+                if epoch >= epochs - self.tv["eval_epochs"] or self.tv["curve"]:
                     val_start = time.time()
                     val = self.evaluate(ema.model if ema is not None else net, loss_fn)
                     history.append({"epoch": epoch, **val})
@@ -556,16 +557,20 @@ class Trainer:
     def _record(self, arch: Arch, history: list[dict], train_time: float, steps_time: float,
                 session_time: float, job_ids: list[str], prov: dict) -> dict[str, Any]:
         """The released dataset's fields: the primary metric (and the rest of its epoch's
-        metrics) at its best evaluated epoch, ``val_top5`` the best top-5 over the evaluated
-        epochs, ``train_time`` the wall time of training including validation; the training
-        steps alone are ``provenance.train_steps_time``."""
+        metrics) at its best epoch of the last ``eval_epochs``, ``val_top5`` the best top-5 over
+        them, ``train_time`` the wall time of training including validation (the training
+        steps alone are ``provenance.train_steps_time``); with ``trainval.curve`` the learning
+        curve ``val_top1_epoch_<i>`` of every epoch (1-based)."""
         key = primary_metric(self.config, self.space)
-        best = max(history, key=lambda h: h[key])
+        last = [h for h in history if h["epoch"] >= self.tv["epochs"] - self.tv["eval_epochs"]]
+        best = max(last, key=lambda h: h[key])
         metrics = {k: v for k, v in best.items() if k not in ("epoch", "val_loss")}
         metrics.setdefault("val_top1", None)
-        top5 = [h["val_top5"] for h in history if h.get("val_top5") is not None]
+        top5 = [h["val_top5"] for h in last if h.get("val_top5") is not None]
         metrics["val_top5"] = max(top5) if top5 else None
         metrics["train_time"] = round(train_time, 3)
+        if self.tv["curve"]:
+            metrics.update({curve_key(h["epoch"] + 1): h.get("val_top1") for h in history})
         info = provenance.model_info(arch, self.space, self.loaders.num_classes,
                                      self.loaders.in_channels,
                                      getattr(self.loaders, "length", None))

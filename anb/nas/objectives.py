@@ -1,7 +1,8 @@
 """Objectives and constraints of a search, parsed from short strings.
 
 ``"val_top1:max"``, ``"latency_zcu102:min"`` (a bare name means ``max``, except ``latency_*``,
-``macs`` and ``params``, which mean ``min``); constraints like ``"latency_zcu102<=5"``.
+``macs``, ``params`` and ``train_time``, which mean ``min``); constraints like
+``"latency_zcu102<=5"``.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 #: An evaluator maps a ``(n, stages, 4)`` choices array to metric name -> ``(n,)`` values.
 Evaluator = Callable[[np.ndarray, Sequence[str]], Mapping[str, np.ndarray]]
 
-_MINIMISED = re.compile(r"latency_.*|macs|params|true_macs")
+_MINIMISED = re.compile(r"latency_.*|macs|params|true_macs|train_time")
 _CONSTRAINT = re.compile(r"\s*([A-Za-z0-9_.\-]+)\s*(<=|>=)\s*([-+0-9.eE]+)\s*")
 
 

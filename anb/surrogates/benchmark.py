@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from anb.records import PERF_KINDS
 from anb.searchspace.base import Space
 from anb.searchspace.encoding import to_choices
 from anb.searchspace.space import ANB_SPACE
@@ -61,7 +62,9 @@ class SurrogateBenchmark:
 
     @property
     def devices(self) -> list[str]:
-        return sorted({m.split("_", 1)[1] for m in self.models if "_" in m and m != "val_top1"})
+        """The devices of its ``throughput_<device>`` / ``latency_<device>`` metrics."""
+        return sorted({m.split("_", 1)[1] for m in self.models
+                       if m.startswith(tuple(f"{kind}_" for kind in PERF_KINDS))})
 
     def resolve(self, metrics: str | Sequence[str] | None) -> list[str]:
         """Validate metric names (aliases allowed); ``None`` means all."""

@@ -11,25 +11,38 @@ import pandas as pd
 
 from anb import resources
 from anb.io import read_json
-from anb.records import load_dataset, perf_columns, table_archs
+from anb.records import curve_columns, load_dataset, perf_columns, table_archs
 from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
 
 ACCURACY_TARGET = "val_top1"
+#: The training-cost target: wall seconds of the record's (proxified) training run as the
+#: trainer records it, validation included; the released records were trained on 4x RTX 3090,
+#: so GPU-hours there are ``train_time * 4 / 3600``. Kept in seconds, the records' unit.
+TRAIN_TIME_TARGET = "train_time"
 SPLIT_NAMES = ("train", "val", "test")
 DEFAULT_SPLIT_DIR = resources.RELEASED_SPLIT_DIR
 
 
+def fittable(frame: pd.DataFrame) -> list[str]:
+    """The targets a table may be fitted on: top-1 accuracy, its learning curve
+    (``val_top1_epoch_<i>``, one target per epoch: the epoch-fidelity surrogate), each device
+    metric, train_time."""
+    return [ACCURACY_TARGET, *curve_columns(frame), *sorted(perf_columns(frame)),
+            TRAIN_TIME_TARGET]
+
+
 def target_columns(frame: pd.DataFrame) -> list[str]:
-    """Every target a table holds a value of: top-1 accuracy first, then each device metric."""
-    held = [c for c in [ACCURACY_TARGET, *sorted(perf_columns(frame))]
-            if c in frame.columns and frame[c].notna().any()]
-    return held
+    """Every target a table holds a value of: top-1 accuracy first, then its learning curve
+    by epoch, each device metric, then the training cost ``train_time``."""
+    return [c for c in fittable(frame) if c in frame.columns and frame[c].notna().any()]
 
 
 def transform_for(target: str) -> str:
-    """The label transform a target is modelled in: ``log`` for device speed, else ``identity``."""
-    return "log" if target.startswith(("throughput_", "latency_")) else "identity"
+    """The label transform a target is modelled in: ``log`` for device speed and training
+    time (positive, multiplicative noise), else ``identity``."""
+    return "log" if target.startswith(("throughput_", "latency_")) or \
+        target == TRAIN_TIME_TARGET else "identity"
 
 
 def load_table(path: str | Path, space: Space = ANB_SPACE) -> pd.DataFrame:
@@ -60,8 +73,7 @@ class Labels:
 
 def labels(frame: pd.DataFrame, target: str) -> Labels:
     """Labels of ``target``; missing (null / non-finite) values are flagged, not dropped."""
-    columns = [ACCURACY_TARGET, *perf_columns(frame)]
-    if target not in columns or target not in frame.columns:
+    if target not in fittable(frame) or target not in frame.columns:
         raise ValueError(f"unknown target {target!r}; this dataset has "
                          f"{target_columns(frame)}")
     values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)

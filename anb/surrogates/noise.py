@@ -1,10 +1,10 @@
 """Observation noise: how much a repeated measurement of the same architecture varies.
 
 This is not the model's error. Accuracy: seed-to-seed spread from architectures trained more
-than once in the data; device speed: the recorded per-measurement ``<metric>_std`` (relative,
-model space is log), ~0 for deterministic FPGA runs. ``noise=True`` draws use it, seeded per
-(seed, architecture, metric) so a draw never depends on batch position or on the other metrics
-in the query.
+than once in the data (training time likewise, in log); device speed: the recorded
+per-measurement ``<metric>_std`` (relative, model space is log), ~0 for deterministic FPGA runs.
+``noise=True`` draws use it, seeded per (seed, architecture, metric) so a draw never depends on
+batch position or on the other metrics in the query.
 """
 from __future__ import annotations
 
@@ -29,6 +29,9 @@ def observation_std(frame: pd.DataFrame, choices: np.ndarray, target: str, trans
         rel = rel[np.isfinite(rel)]
         value = float(np.median(rel)) if rel.size else 0.0
         return value if transform == "log" else value * float(np.nanmedian(y[rows]))
+    if transform == "log":  # repeats of a positive label without a recorded std (train_time)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = np.where(y > 0, np.log(y), np.nan)
     keys = pd.Series([c.tobytes() for c in choices[rows]])
     groups = pd.DataFrame({"key": keys, "y": y[rows]}).dropna().groupby("key")["y"]
     var = groups.var(ddof=1).dropna()
