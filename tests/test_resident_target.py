@@ -233,3 +233,54 @@ def test_a_server_killed_mid_run_is_a_transient_error(tmp_path, model):
     with pytest.raises(TransportError) as err:
         _client(port)
     assert err.value.kind == "unreachable"
+
+
+@pytest.mark.slow
+def test_anb_measure_runs_a_resident_board_and_records_its_statistics(tmp_path):
+    """Bug class: the resident runtime dropping what the board sampled (utilisation, peak RSS)
+    or the host's round trip, or a measure that ignores the token and still connects."""
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    with server(tmp_path) as (_, port):
+        config = tmp_path / "resident-board.toml"
+        config.write_text(f"""name = "resident-board"
+backend = "onnxruntime"
+resolution = 32
+[latency]
+batch = 1
+[stopping]
+min_reps = 5
+budget_seconds = 0.3
+[remote]
+transport = "tcp://127.0.0.1:{port}"
+runtime = "resident"
+token_file = "{tmp_path / 'token'}"
+""")
+        result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
+                                          str(tmp_path / "out"), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        record = json.loads((tmp_path / "out" / "resident-board" / f"{ARCH.id}.json")
+                            .read_text())
+        entry = record["platform_perf"]["latency_resident-board"]
+        assert entry["environment"]["transport"] == f"tcp://127.0.0.1:{port}"
+        assert entry["environment"]["board_runtime"] == "resident"
+        stats = entry["utilisation"]  # the measurement's extra fields sit in its entry
+        assert entry["peak_rss_bytes"] == max(s["rss_bytes"] for s in stats["samples"]) > 0
+        assert entry["round_trip_s"]["run"] >= entry["elapsed_seconds"]
+        (tmp_path / "token").write_bytes(b"another-token-of-16+-bytes")
+        result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
+                                          str(tmp_path / "out2"), "--no-progress"])
+        assert result.exit_code == 2
+        assert "device 'resident-board', step 'connect' (auth)" in result.output
+
+
+def test_resident_config_errors_are_clear():
+    from anb.collect_throughput.remote import RemoteSpec
+
+    with pytest.raises(ValueError, match="transport 'tcp://HOST:PORT' exactly with runtime "
+                                         "'resident'"):
+        RemoteSpec.from_mapping("b", {"transport": "tcp://h:1", "runtime": "onnxruntime"})
+    with pytest.raises(ValueError, match="exactly with runtime 'resident'"):
+        RemoteSpec.from_mapping("b", {"transport": "ssh://h", "runtime": "resident"})

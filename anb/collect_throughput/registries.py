@@ -34,6 +34,7 @@ BACKENDS = Registry("backend", "anb.backends", {
 })
 RUNTIMES = Registry("remote.runtime", "anb.runtimes", {
     "onnxruntime": f"{_PKG}.remote:OnnxRuntimeBoard",
+    "resident": f"{_PKG}.resident:ResidentBoard",
 })
 TRANSPORTS = Registry("transport", "anb.transports", {
     "local": f"{_PKG}.transports.local:LocalTransport",

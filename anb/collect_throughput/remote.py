@@ -53,7 +53,7 @@ from anb.collect_throughput.transports import (
 from anb.version import __version__
 
 log = logging.getLogger(__name__)
-TRANSPORT_OPTIONS = ("identity", "known_hosts", "ssh_options", "adb")
+TRANSPORT_OPTIONS = ("identity", "known_hosts", "ssh_options", "adb", "token_file")
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,11 @@ class RemoteSpec:
         if spec.runtime not in RUNTIMES:
             raise ValueError(f"device {device!r}: remote.runtime={spec.runtime!r} is invalid; "
                              f"allowed: {RUNTIMES.names()}")
+        if (spec.runtime == "resident") != spec.transport.startswith("tcp://"):
+            raise ValueError(f"device {device!r}: remote.transport={spec.transport!r} with "
+                             f"remote.runtime={spec.runtime!r} is invalid; allowed: "
+                             "transport 'tcp://HOST:PORT' exactly with runtime 'resident' (a "
+                             "board running board/server.py)")
         return spec
 
     def open(self, device: str) -> Transport:
@@ -171,12 +176,19 @@ class BoardRuntime(ABC):
         """Prepare the model file on the host (export, convert...), cached in ``workdir`` (a
         second call finds it there); returns it and facts for the record (e.g. quantization)."""
 
-    @abstractmethod
-    def measure(self, folder: BoardFolder, arch: Any, protocol: Protocol, model: Path,
-                ) -> Measurement:
-        """Measure ``model`` on the board through ``folder``."""
+    @contextmanager
+    def connect(self, spec: RemoteSpec, device: str) -> Iterator[Any]:
+        """What :meth:`measure` and :meth:`outputs` talk to: by default a fresh
+        :class:`BoardFolder` over the spec's transport (a resident runtime yields its client)."""
+        with board_folder(spec.open(device), spec) as folder:
+            yield folder
 
-    def outputs(self, folder: BoardFolder, protocol: Protocol, model: Path,
+    @abstractmethod
+    def measure(self, folder: Any, arch: Any, protocol: Protocol, model: Path,
+                ) -> Measurement:
+        """Measure ``model`` on the board through ``folder`` (what :meth:`connect` yields)."""
+
+    def outputs(self, folder: Any, protocol: Protocol, model: Path,
                 images: np.ndarray) -> np.ndarray:
         """The model's outputs for ``images`` (float32, the model's input layout), computed
         on the board."""
@@ -293,11 +305,10 @@ def measure_remote_archs(device: DeviceConfig, protocol: Protocol, archs: list[A
     protocol's space), one after another."""
     spec = remote_spec(device)
     runtime = get_runtime(spec.runtime)
-    transport = spec.open(device.name)
     out = []
     for arch in (measured_arch(protocol, a) for a in archs):
         path, extra = runtime.model(arch, protocol, Path(workdir))
-        with board_folder(transport, spec) as folder:
+        with runtime.connect(spec, device.name) as folder:
             m = runtime.measure(folder, arch, protocol, path)
         m.extra.update(extra)
         out.append(m)
@@ -308,5 +319,6 @@ def device_outputs(device: DeviceConfig, protocol: Protocol, model: str | Path,
                    images: np.ndarray) -> np.ndarray:
     """``model``'s outputs for ``images`` computed on ``device``'s board (one row per image)."""
     spec = remote_spec(device)
-    with board_folder(spec.open(device.name), spec) as folder:
-        return get_runtime(spec.runtime).outputs(folder, protocol, Path(model), images)
+    runtime = get_runtime(spec.runtime)
+    with runtime.connect(spec, device.name) as folder:
+        return runtime.outputs(folder, protocol, Path(model), images)

@@ -1,5 +1,12 @@
 """The host side of a board that keeps its runtime resident (``board/server.py`` runs there).
 
+A device config reaches it as a board runtime (see :mod:`.remote`)::
+
+    [remote]
+    transport = "tcp://rpi4.lab:7341"
+    runtime = "resident"
+    token_file = "~/.anb/rpi4.token"   # the token the server was started with
+
 :class:`TargetClient` speaks the server's message protocol over TCP (frames, HMAC handshake,
 ``LOAD_MODEL`` / ``INPUTS`` / ``RUN`` / ``OUTPUTS`` / ``STATS``; see the server's docstring):
 the board times inference itself under the protocol's warm-up and stopping rules, the host adds
@@ -16,14 +23,21 @@ import hashlib
 import io
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
 from anb.collect_throughput.board.server import ProtocolError, mac, read_frame, send_frame
+from anb.collect_throughput.network import measured_resolution
 from anb.collect_throughput.protocol import Protocol
+from anb.collect_throughput.remote import BoardRuntime, OnnxRuntimeBoard, RemoteSpec
+from anb.collect_throughput.result import Measurement
 from anb.collect_throughput.transports import TransportError
+from anb.version import __version__
 
 #: Largest reply the host accepts (outputs of a batch of images, well under this).
 MAX_REPLY = 1 << 30
@@ -135,3 +149,73 @@ class TargetClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def read_token(path: str | Path, device: str) -> bytes:
+    """The shared token (at least 16 bytes) from ``remote.token_file``."""
+    file = Path(path).expanduser()
+    try:
+        token = file.read_bytes().strip()
+    except OSError as err:
+        raise ValueError(f"device {device!r}: remote.token_file={str(path)!r} cannot be read "
+                         f"({err.strerror}); allowed: a file holding the board's token") from None
+    if len(token) < 16:
+        raise ValueError(f"device {device!r}: remote.token_file={str(path)!r} holds "
+                         f"{len(token)} bytes; allowed: a token of at least 16 bytes")
+    return token
+
+
+class ResidentBoard(BoardRuntime):
+    """onnxruntime kept resident on the board by ``board/server.py``, reached over TCP
+    (``transport = "tcp://HOST:PORT"``, ``token_file``); same models as the ``onnxruntime``
+    board runtime, plus round-trip times and the run's utilisation statistics."""
+
+    name = "resident"
+
+    def model(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+        return OnnxRuntimeBoard().model(arch, protocol, workdir)
+
+    @contextmanager
+    def connect(self, spec: RemoteSpec, device: str) -> Iterator[TargetClient]:
+        url = urlsplit(spec.transport)
+        if not url.hostname or not url.port:
+            raise ValueError(f"device {device!r}: remote.transport={spec.transport!r} is "
+                             "invalid; allowed: tcp://HOST:PORT")
+        if "token_file" not in spec.options:
+            raise ValueError(f"device {device!r}: remote.token_file is missing; allowed: a "
+                             "file holding the token the board's server was started with")
+        token = read_token(spec.options["token_file"], device)
+        with TargetClient(device, url.hostname, url.port, token, timeout=spec.timeout,
+                          connect_timeout=spec.connect_timeout) as client:
+            yield client
+
+    def measure(self, folder: Any, arch: Any, protocol: Protocol, model: Path,
+                ) -> Measurement:
+        from anb.collect_throughput.inputs import make_inputs
+
+        client: TargetClient = folder
+        client.load_model(model)
+        client.send_inputs(np.stack(make_inputs(protocol, arch)))
+        result = client.time(protocol)
+        stats = client.stats()
+        env = {**result["environment"], "anb_version": __version__,
+               "device_name": protocol.device, "transport": client.url,
+               "board_runtime": self.name}
+        return Measurement(
+            arch=str(arch), arch_id=arch.id, device=protocol.device, kind=protocol.kind,
+            batch=protocol.batch, resolution=measured_resolution(protocol, arch),
+            precision=protocol.precision, times_s=result["times_s"],
+            warmup_times_s=result["warmup_times_s"], inner=result["inner"],
+            stop_reason=result["stop_reason"], protocol=protocol.as_dict(), environment=env,
+            extra={"warmup_stop_reason": result["warmup_stop_reason"], "warmup_compiles": 0,
+                   "elapsed_seconds": result["elapsed_seconds"],
+                   "board_timed_from": result["timed_from"], "board_timed_to": result["timed_to"],
+                   "round_trip_s": dict(client.round_trips),
+                   "peak_rss_bytes": stats.get("peak_rss_bytes"), "utilisation": stats})
+
+    def outputs(self, folder: Any, protocol: Protocol, model: Path,
+                images: np.ndarray) -> np.ndarray:
+        client: TargetClient = folder
+        client.load_model(model)
+        client.send_inputs(np.asarray(images, dtype=np.float32)[:, None])
+        return client.outputs(protocol.threads).reshape(len(images), -1)
