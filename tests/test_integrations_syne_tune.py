@@ -84,7 +84,7 @@ def test_bad_configurations_and_names_are_refused(released):
 def test_morea_front_beats_random_search_at_equal_simulated_time(space, released, nb201):
     if space == "released":
         bench, objectives = released, {"val_top1": True, "latency_zcu102": False}
-        reference, seconds = {"val_top1": 50.0, "latency_zcu102": 15.0}, 60 * 2000.0
+        reference, seconds = {"val_top1": 50.0, "latency_zcu102": 15.0}, 60 * 6000.0
     else:
         bench, objectives = nb201, {"latency_eyeriss": False, "latency_titan-rtx-1": False}
         reference, seconds = {"latency_eyeriss": 8.0, "latency_titan-rtx-1": 40.0}, 150.0
