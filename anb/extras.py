@@ -30,12 +30,30 @@ def message(module: str, extra: str | None = None, what: str | None = None) -> s
 def require(module: str, extra: str | None = None, what: str | None = None) -> ModuleType:
     """Import ``module``, or raise :class:`MissingExtra` naming ``extra`` (default: the one
     :data:`EXTRA` lists for it) and ``what`` needs it."""
+    found = optional(module)
+    if found is None:
+        raise MissingExtra(message(module, extra, what))
+    return found
+
+
+def optional(module: str) -> ModuleType | None:
+    """``module`` if it is installed, else None (a module it needs that is missing is raised:
+    that is a broken install, not an absent extra)."""
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:
         if err.name is None or err.name.split(".")[0] != module.split(".")[0]:
-            raise  # something else is missing: not ours to explain
-        raise MissingExtra(message(module, extra, what)) from None
+            raise
+        return None
+
+
+def missing(err: ModuleNotFoundError, extra: str, what: str) -> ImportError:
+    """For a module's top-level imports: ``except ModuleNotFoundError as err: raise
+    missing(err, "measure", __name__) from None`` turns a missing optional module into
+    :class:`MissingExtra`; anything else missing is returned as it is."""
+    if err.name and err.name.split(".")[0] in EXTRA:
+        return MissingExtra(message(err.name, extra, what))
+    return err
 
 
 def explain(err: ImportError) -> str | None:

@@ -57,6 +57,7 @@ def measure_cmd(
     from anb.collect_throughput.anchors import parse_anchors
     from anb.collect_throughput.driver import RESULTS, measure_archs, read_arch_list
     from anb.collect_throughput.protocol import load_device
+    from anb.extras import require
     from anb.outputs import exclusive, prepare_folder
     from anb.records import detect_space
 
@@ -66,6 +67,7 @@ def measure_cmd(
                              spec.name)
         arch_list = read_arch_list(archs, spec)
         anchor_archs = parse_anchors(anchors, spec)
+        require("torch", "measure", what="`anb measure`")  # before the folder is made
         # one measure per folder and machine: two would time the same designs on the same cores
         with exclusive(prepare_folder(out, RESULTS), "anb measure", per_host=True):
             summary = measure_archs(config, arch_list, out, shard=shard, workdir=workdir,

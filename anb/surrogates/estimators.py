@@ -7,14 +7,13 @@ native, code-free format: XGBoost / LightGBM model files, or ``.npz`` arrays rea
 """
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from anb.extras import require
+from anb.extras import optional, require
 from anb.io import atomic_write, atomic_write_text
 from anb.sigint import deferred_sigint
 from anb.surrogates.compiled import TreeTable
@@ -149,11 +148,9 @@ class XGBoostFamily(Family):
         model.booster_, model.table_ = None, None
         if Path(path).suffix == TABLE_SUFFIX:
             model.table_ = TreeTable.load(path)
-        elif importlib.util.find_spec("xgboost") is None:
+        elif (xgb := optional("xgboost")) is None:
             model.table_ = TreeTable.from_xgboost_json(Path(path).read_bytes())
         else:
-            import xgboost as xgb
-
             model.booster_ = xgb.Booster(model_file=str(path))
             model.booster_.set_param({"nthread": model.n_jobs})
         return model
