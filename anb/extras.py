@@ -11,7 +11,7 @@ EXTRA = {
     "xgboost": "fit", "lightgbm": "fit", "sklearn": "fit", "optuna": "fit", "pyarrow": "fit",
     "torch": "measure", "onnx": "measure", "onnxruntime": "measure", "plotly": "measure",
     "wandb": "train", "torchvision": "full-recipe", "torch_xla": "tpu", "psycopg": "postgres",
-    "ffcv": "ffcv",
+    "ffcv": "ffcv", "pymoo": "search", "matplotlib": "search",
 }
 
 

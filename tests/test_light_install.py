@@ -11,6 +11,8 @@ import sys
 import textwrap
 import tomllib
 
+import numpy as np
+import pytest
 from packaging.requirements import Requirement
 
 from anb import extras
@@ -20,7 +22,7 @@ from tests.conftest import REPO
 B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
 #: What only an extra installs; importing any of them fails in the child.
 BLOCKED = ("torch", "torchvision", "xgboost", "lightgbm", "sklearn", "wandb", "onnx",
-           "onnxruntime", "optuna", "pyarrow", "plotly")
+           "onnxruntime", "optuna", "pyarrow", "plotly", "pymoo", "matplotlib")
 BLOCKER = f"""
 import importlib.abc, sys
 
@@ -61,9 +63,8 @@ def test_load_query_and_search_import_no_extra(dataset_tarball, tmp_path):
         assert len(packaged.metrics) >= 9 and 60 < row["val_top1"] < 80, row
         fitted = anb.load({str(fitted)!r}).query([{B0!r}]).iloc[0].to_dict()
         try:
-            run(app, ["search", "-o", "val_top1", "-o", "throughput_zcu102", "--algorithm",
-                      "nsga2", "--budget", "40", "--benchmark", "accel-nasbench",
-                      "--out", "search"])
+            run(app, ["search", "-o", "val_top1", "-o", "throughput_zcu102", "--budget", "40",
+                      "--benchmark", "accel-nasbench", "--out", "search"])
         except SystemExit as done:
             assert done.code == 0, done.code
         print(json.dumps(fitted))
@@ -72,7 +73,9 @@ def test_load_query_and_search_import_no_extra(dataset_tarball, tmp_path):
     assert "loaded the packaged benchmark 'accel-nasbench'" in proc.stderr
     assert "first use" not in proc.stderr  # nothing fitted
     assert json.loads(proc.stdout.splitlines()[-1]) == want
-    assert json.loads((tmp_path / "search" / "summary.json").read_text())["evaluations"] == 40
+    summary = json.loads((tmp_path / "search" / "summary.json").read_text())
+    assert summary["evaluations"] == 40 and summary["hypervolume"] > 0
+    assert not (tmp_path / "search" / "search.png").exists()  # the plot: the search extra
 
 
 def test_the_query_command_runs_without_extras(tmp_path):
@@ -87,10 +90,12 @@ def test_the_query_command_runs_without_extras(tmp_path):
 
 
 def test_a_command_needing_an_extra_says_which_in_one_line(tmp_path):
-    """``anb fit`` names the ``fit`` extra before any work; ``anb measure`` the ``measure``
-    one; a Python caller (a fit, an import of a collection module) gets such a line as the
+    """``anb fit`` names the ``fit`` extra before any work, ``anb search --algorithm nsga2``
+    the ``search`` one, ``anb measure`` the ``measure`` one; a Python caller (a fit, an import of a collection module) gets such a line as the
     ImportError's message."""
     for args, extra in ((["fit", "--out", "model"], "fit"),
+                        (["search", "-o", "val_top1", "--algorithm", "nsga2", "--out", "moo"],
+                         "search"),
                         (["measure", "cpu-ort", "--archs", "sample:1", "--out", "speed",
                           "--budget", "2", "--no-progress"], "measure")):
         proc = _child(f"""
@@ -144,3 +149,20 @@ def test_every_extra_named_installs_the_module():
     base = {Requirement(r).name for r in project["dependencies"]}
     assert not base & {"torch", "xgboost", "lightgbm", "scikit-learn", "wandb", "onnx",
                        "onnxruntime", "pyarrow", "optuna", "plotly"}
+
+
+def test_hypervolume_needs_no_pymoo_and_equals_pymoos():
+    """The search summary's hypervolume (numpy, exact) is pymoo's on random fronts of 2 to 4
+    objectives, with points below the reference and dominated points mixed in."""
+    from pymoo.indicators.hv import HV
+
+    from anb.nas.pareto import hypervolume
+
+    rng = np.random.default_rng(0)
+    for m in (2, 3, 4):
+        for _ in range(3):
+            points, reference = rng.random((50, m)), np.full(m, 0.2)
+            above = points[(points > reference).all(axis=1)]
+            want = float(HV(ref_point=-reference)(-above))
+            assert want > 0 and hypervolume(points, reference) == pytest.approx(want, rel=1e-12)
+    assert hypervolume(np.zeros((3, 2)), np.ones(2)) == 0.0
