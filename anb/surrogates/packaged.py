@@ -164,6 +164,7 @@ def _load_packaged(name: str, config: str | Path | FitConfig | None, n_jobs: int
     from filelock import FileLock
 
     config = fit_config(config)
+    cache_root()  # a bad $ANB_CACHE_DIR is reported whether or not this load needs the cache
     ready = shipped(config)
     if ready is not None:
         start = time.perf_counter()
