@@ -40,6 +40,9 @@ def main() -> None:
     bench.info[packaged.REFERENCE] = packaged.reference(bench)
     bench.info[packaged.SHIPPED_KEY] = packaged.shipped_key(config)
     artifact.save(bench, resources.SHIPPED_DIR, overwrite=True, compiled=True)
+    resources.SHIPPED_DIR.chmod(0o755)  # package data: readable by every user of an install
+    for member in resources.SHIPPED_DIR.iterdir():
+        member.chmod(0o644)
     compiled = artifact.load(resources.SHIPPED_DIR)
     absolute, relative = packaged.reference_diff(compiled)
     size = sum(p.stat().st_size for p in resources.SHIPPED_DIR.iterdir())
