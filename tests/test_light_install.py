@@ -166,3 +166,16 @@ def test_hypervolume_needs_no_pymoo_and_equals_pymoos():
             want = float(HV(ref_point=-reference)(-above))
             assert want > 0 and hypervolume(points, reference) == pytest.approx(want, rel=1e-12)
     assert hypervolume(np.zeros((3, 2)), np.ones(2)) == 0.0
+
+
+def test_only_a_missing_optional_module_is_explained():
+    """A module no extra installs is not dressed up as a missing extra; ``optional`` returns
+    None only for the module asked for."""
+    assert extras.explain(ModuleNotFoundError("No module named 'foo'", name="foo")) is None
+    assert extras.explain(ImportError("cannot import name 'x'")) is None
+    line = extras.explain(ModuleNotFoundError("No module named 'torch.nn'", name="torch.nn"))
+    assert line == ("this needs torch, which is not installed: pip install 'anb[measure]' "
+                    "(or 'anb[all]' for everything)")
+    assert extras.optional("json") is json and extras.optional("no_such_module_xyz") is None
+    with pytest.raises(extras.MissingExtra, match=r"^X needs no_such_module_xyz, .*'anb\[fit\]'"):
+        extras.require("no_such_module_xyz", "fit", what="X")
