@@ -13,6 +13,8 @@ from typing import Any, NoReturn
 
 import typer
 
+from anb.extras import explain
+
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 #: The job queue a command uses unless ``--queue`` or ``$ANB_QUEUE`` names another.
@@ -55,8 +57,9 @@ def describe_os_error(err: OSError) -> str:
 
 
 def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
-    """Run ``app`` as the console command: usage errors, a user's OS errors and Ctrl-C end
-    with a clear line and exit codes 2 / 2 / 130 instead of a traceback."""
+    """Run ``app`` as the console command: usage errors, a user's OS errors, a module of a
+    missing extra and Ctrl-C end with a clear line and exit codes 2 / 2 / 2 / 130 instead of a
+    traceback."""
     try:
         result = app(args=args, standalone_mode=False)
     except typer.Abort as err:
@@ -73,6 +76,12 @@ def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
         if err.filename is None:
             raise
         typer.echo(f"error: {describe_os_error(err)}", err=True)
+        sys.exit(EXIT_USAGE)
+    except ImportError as err:  # an optional module: name the extra that installs it
+        line = explain(err)
+        if line is None:
+            raise
+        typer.echo(f"error: {line}", err=True)
         sys.exit(EXIT_USAGE)
     if result == EXIT_INTERRUPTED:  # typer turns a KeyboardInterrupt into Exit(130)
         _interrupted()

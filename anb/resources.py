@@ -5,6 +5,8 @@
   The repository's top-level ``configs`` is a link to this folder: the user-editable copy.
 - ``data/accel_nasbench/``: the released Accel-NASBench dataset, its published split, licence
   (Apache-2.0) and attribution (``NOTICE``, ``SOURCE.md``).
+- ``data/packaged/accel-nasbench/``: the benchmark fitted on it with the default config, its
+  XGBoost members compiled to numpy node tables (loads in a second, without xgboost).
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ RELEASED_DATASET = RELEASED_DIR / "anb_dataset_jsons.tar.gz"
 RELEASED_SPLIT_DIR = RELEASED_DIR / "splits"
 #: The name of the benchmark fitted on the released dataset (``anb.load()``'s default).
 PACKAGED_BENCHMARK = "accel-nasbench"
+#: That benchmark fitted with the packaged default config, in compiled form
+#: (``scripts/build_packaged.py`` writes it).
+SHIPPED_DIR = _ROOT / "data" / "packaged" / PACKAGED_BENCHMARK
 
 
 def config_path(kind: str, name: str) -> Path:

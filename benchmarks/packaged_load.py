@@ -1,16 +1,25 @@
-"""The packaged benchmark's costs: wheel size, first-use and cached ``anb.load()`` times.
+"""The query install's costs: ``pip install anb`` from the built wheel into a fresh venv with its
+dependencies from the package index, then ``anb.load()`` of the packaged benchmark.
 
-Each load runs in a fresh Python process (``import anb`` included in the process time, and timed
-separately around the call) with ``ANB_CACHE_DIR`` set to an empty temporary folder, so the first
-call fits and the later ones read the cache. Ratios from the same run: the first use against the
-cached call, and the cache key (hashing the packaged data, split and config) against the cached
-call it is part of.
+Reports the wheel size, install time and size on disk (and that no fitting or collection
+library came along), the first ``anb.load()`` (a fresh process, empty ``ANB_CACHE_DIR``), a later
+load plus the first query (median of fresh processes; importing anb and the query path's
+libraries is timed apart), and the
+largest difference of the installed (compiled) benchmark's predictions from the fitted
+artifact's (``anb.surrogates.packaged.reference_diff``). ``--json`` prints them as one JSON line
+at the end (tests/test_wheel.py asserts on it). ``--config`` instead times a first-use fit of
+another config in this environment (it needs the ``fit`` extra).
 
-    .venv/bin/python benchmarks/packaged_load.py [--repeats 3] [--config small.json]
+    .venv/bin/python benchmarks/packaged_load.py [--repeats 3] [--json]
+    .venv/bin/python benchmarks/packaged_load.py --config small.json
 
-Measured (2 CPU cores busy with other work, default config): wheel 1.48 MB; first use 54.1 s
-(fit + save + load, 2 threads); cached anb.load() 0.61 s (median of 3 fresh processes; 1.70 s
-with the process and `import anb`); first use / cached 89x; the cache key costs 0.006 s.
+Measured (2 CPU cores shared with other work; the index a local PyPI mirror): wheel 4.29 MB;
+pip install 19-26 s, 360 MB on disk, no torch/xgboost/lightgbm/scikit-learn/wandb/onnx/pymoo;
+first anb.load() 0.21-0.30 s (1.4-2.0 s for the whole process with Python start and imports);
+later anb.load() + first query 0.25-0.30 s (imports 1.0-1.3 s apart); installed (compiled) vs
+fitted artifact on 128 test architectures x 9 metrics: max abs diff 6.6e-4 (a throughput in
+the thousands), max rel diff 3.9e-6. Before (every dependency, first use fitting): 6.8 GB,
+224 s, first anb.load() 54 s, cached 0.61 s.
 """
 from __future__ import annotations
 
@@ -27,67 +36,113 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 IGNORE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "outputs", "results", "runs",
-                                "wandb", "*.egg-info", "__pycache__", ".pytest_cache")
+                                "wandb", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache")
+B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
+#: Libraries only an extra installs; none may be in the query install.
+HEAVY = ("torch", "xgboost", "lightgbm", "sklearn", "wandb", "onnx", "onnxruntime", "pyarrow",
+         "optuna", "plotly", "nvidia", "triton", "pymoo", "matplotlib")
 CHILD = """
 import json, sys, time
 t0 = time.perf_counter()
 import anb
-from anb.surrogates import packaged
+from anb.surrogates import packaged  # the query path's libraries: pandas, scipy
 t1 = time.perf_counter()
-config = sys.argv[1] or None
-packaged.cache_path(config=config)
+bench = anb.load(config=sys.argv[1] or None, quiet=True)
 t2 = time.perf_counter()
-bench = anb.load(config=config, quiet=True)
+bench.query([sys.argv[2]])
 t3 = time.perf_counter()
-print(json.dumps({"import_s": t1 - t0, "key_s": t2 - t1, "load_s": t3 - t2,
-                  "metrics": len(bench.metrics)}))
+out = {"import_s": t1 - t0, "load_s": t2 - t1, "query_s": t3 - t2, "metrics": len(bench.metrics)}
+if not sys.argv[1]:
+    out["max_abs_diff"], out["max_rel_diff"] = packaged.reference_diff(bench)
+print(json.dumps(out))
 """
 
 
-def wheel_size(tmp: Path) -> tuple[str, int]:
+def build_wheel(tmp: Path) -> Path:
     src = tmp / "src"
     shutil.copytree(REPO, src, symlinks=True, ignore=IGNORE)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                     "--quiet", "-w", str(tmp / "dist"), str(src)], check=True)
-    wheel = next((tmp / "dist").glob("anb-*.whl"))
-    return wheel.name, wheel.stat().st_size
+    return next((tmp / "dist").glob("anb-*.whl"))
 
 
-def timed_load(cache: Path, config: str) -> dict:
-    env = {**os.environ, "ANB_CACHE_DIR": str(cache)}
+def install(wheel: Path, venv: Path) -> float:
+    """A fresh venv with the wheel and its dependencies from the index (no extras, pinned
+    where requirements.txt pins them); returns the seconds ``pip install`` took."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(venv)], check=True)
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", CHILD, config], env=env, capture_output=True,
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel),
+                    "-c", str(REPO / "requirements.txt")], check=True)
+    return time.perf_counter() - start
+
+
+def disk_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def timed_load(python: Path | str, cache: Path, config: str = "") -> dict:
+    """One fresh process: import anb, ``anb.load()``, the first query."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(ANB_CACHE_DIR=str(cache), OMP_NUM_THREADS="1")
+    if python == sys.executable:
+        env["PYTHONPATH"] = str(REPO)
+    start = time.perf_counter()
+    out = subprocess.run([str(python), "-c", CHILD, config, B0], env=env, capture_output=True,
                          text=True, check=True, cwd=cache.parent)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["process_s"] = time.perf_counter() - start
     return result
 
 
+def light_install(tmp: Path, repeats: int) -> dict:
+    """Every figure of the query install (see the module docstring)."""
+    wheel = build_wheel(tmp)
+    venv = tmp / "venv"
+    install_s = install(wheel, venv)
+    python = venv / "bin" / "python"
+    found = subprocess.run([str(python), "-c", "import importlib.util as u, sys; print(' '.join("
+                            "m for m in sys.argv[1:] if u.find_spec(m)))", *HEAVY],
+                           capture_output=True, text=True, check=True).stdout.split()
+    first = timed_load(python, tmp / "cache")
+    later = [timed_load(python, tmp / "cache") for _ in range(repeats)]
+    return {"wheel": wheel.name, "wheel_mb": wheel.stat().st_size / 1e6,
+            "install_s": install_s, "install_mb": disk_bytes(venv) / 1e6, "heavy_found": found,
+            "first_load_s": first["load_s"], "first_process_s": first["process_s"],
+            "load_query_s": statistics.median(r["load_s"] + r["query_s"] for r in later),
+            "import_s": statistics.median(r["import_s"] for r in later),
+            "max_abs_diff": first["max_abs_diff"], "max_rel_diff": first["max_rel_diff"],
+            "metrics": first["metrics"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="cached loads to time")
-    parser.add_argument("--config", default="", help="FitConfig JSON (default: the packaged one)")
+    parser.add_argument("--repeats", type=int, default=3, help="later loads to time")
+    parser.add_argument("--config", default="", help="time a first-use fit of this FitConfig "
+                                                     "JSON here instead")
+    parser.add_argument("--json", action="store_true", help="also print one JSON line")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="anb-bench-") as tmp:
         tmp = Path(tmp)
-        name, size = wheel_size(tmp)
-        print(f"wheel {name}: {size / 1e6:.2f} MB ({size:,} bytes)")
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        cache = tmp / "cache"
-        first = timed_load(cache, args.config)
-        print(f"first use  (fit + save + load, {threads} thread(s)): anb.load() "
-              f"{first['load_s']:.1f} s; process {first['process_s']:.1f} s "
-              f"(import anb {first['import_s']:.2f} s)")
-        cached = [timed_load(cache, args.config) for _ in range(args.repeats)]
-        load = statistics.median(r["load_s"] for r in cached)
-        key = statistics.median(r["key_s"] for r in cached)
-        proc = statistics.median(r["process_s"] for r in cached)
-        imp = statistics.median(r["import_s"] for r in cached)
-        print(f"cached     (median of {args.repeats} fresh processes): anb.load() {load:.3f} s; "
-              f"process {proc:.2f} s (import anb {imp:.2f} s)")
-        print(f"ratio cache key / cached anb.load(): {key / load:.2f} ({key:.3f} s to hash the "
-              "packaged data, split and config)")
-        print(f"ratio first use / cached anb.load(): {first['load_s'] / load:.0f}x")
+        if args.config:
+            first = timed_load(sys.executable, tmp / "cache", str(Path(args.config).resolve()))
+            cached = timed_load(sys.executable, tmp / "cache", str(Path(args.config).resolve()))
+            print(f"first use of {args.config} (fit + save + load): {first['load_s']:.1f} s; "
+                  f"cached load + first query {cached['load_s'] + cached['query_s']:.2f} s")
+            return
+        r = light_install(tmp, args.repeats)
+    print(f"wheel {r['wheel']}: {r['wheel_mb']:.2f} MB")
+    print(f"pip install (fresh venv, from the index): {r['install_s']:.0f} s, "
+          f"{r['install_mb']:.0f} MB on disk; extras' libraries present: "
+          f"{r['heavy_found'] or 'none'}")
+    print(f"first anb.load(): {r['first_load_s']:.2f} s (whole process, Python start and "
+          f"imports included: {r['first_process_s']:.1f} s)")
+    print(f"later anb.load() + first query: {r['load_query_s']:.2f} s (median of {args.repeats} "
+          f"fresh processes; imports {r['import_s']:.2f} s apart)")
+    print(f"installed vs fitted artifact ({r['metrics']} metrics): max abs diff "
+          f"{r['max_abs_diff']:.3g}, max rel diff {r['max_rel_diff']:.3g}")
+    if args.json:
+        print(json.dumps(r))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""The packaged benchmark: data identical to the release, fitted once on first use, cached under
-a key of versions and hashes, safe when two processes do the first use at once."""
+"""The packaged benchmark: data identical to the release; the default config shipped fitted and
+compiled under a key of the inputs (never used stale); another config fitted once on first use,
+cached under a key of versions and hashes, safe when two processes do the first use at once."""
 from __future__ import annotations
 
 import hashlib
@@ -20,6 +21,7 @@ import anb.surrogates
 from anb import resources
 from anb.surrogates import FitConfig, packaged
 from anb.surrogates.artifact import read_manifest
+from anb.surrogates.data import load_table, target_columns
 from tests.conftest import REPO, SHARED_DATA
 
 B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
@@ -123,21 +125,44 @@ def test_cache_key_covers_version_data_libraries_and_config(cache, monkeypatch):
     assert packaged.cache_path(config=cache) == base
 
 
-@pytest.mark.slow
-def test_surrogates_load_by_name_reads_the_default_cache_entry(cache, capsys):
-    """``anb.surrogates.load("accel-nasbench")`` and ``anb.load()`` use the packaged default
-    config's cache entry (filled here with the small fit, so nothing is fitted)."""
-    import shutil
+def test_shipped_benchmark_was_fitted_under_the_current_key():
+    """The fitted benchmark in the package matches today's data, split, default config, fitting
+    code and anb version, and was fitted with the pinned libraries; if not, run
+    ``scripts/build_packaged.py`` (CI fails until then)."""
+    manifest = read_manifest(resources.SHIPPED_DIR)
+    assert manifest[packaged.SHIPPED_KEY] == packaged.shipped_key(FitConfig()), \
+        "the shipped benchmark is stale: run scripts/build_packaged.py"
+    assert packaged.shipped(FitConfig()) == resources.SHIPPED_DIR
+    pins = dict(line.split("==") for line in (REPO / "requirements.txt").read_text().split()
+                if "==" in line)
+    for library in ("numpy", "xgboost", "scikit-learn"):
+        assert manifest["libraries"][library] == pins[library], library
 
-    small = packaged.cache_path(config=cache)
-    anb.load(config=cache)
-    default = packaged.cache_path()
-    default.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(small, default)
-    capsys.readouterr()
+
+def test_shipped_benchmark_is_compiled_whole_and_predicts_like_the_fitted_one():
+    """Every target of the default config, XGBoost members as node tables (no xgboost model),
+    with its support and holes, layer costs and noise; predictions equal the fitted artifact's
+    reference ones up to float32 sums (max abs diff printed)."""
+    bench = packaged.load(quiet=True)
+    manifest = bench.info
+    targets = FitConfig().targets or target_columns(load_table(resources.RELEASED_DATASET))
+    assert sorted(bench.metrics) == sorted(targets) and len(targets) >= 9
+    assert not [f for f in manifest["files"] if f.endswith(".json")]
+    assert bench.support is not None and set(bench.support.hole_std_) == set(bench.metrics)
+    assert bench.builder.layer_cost is not None
+    assert all(m.noise_curve_ is not None and m.noise_std_ > 0 for m in bench.models.values())
+    assert bench.models["val_top1"].observation_std_ > 0  # repeated trainings: seed noise
+    absolute, relative = packaged.reference_diff(bench)
+    print(f"shipped vs fitted: max abs diff {absolute:.3g}, max rel diff {relative:.3g}")
+    assert relative < 1e-5 and len(manifest[packaged.REFERENCE]["archs"]) == packaged.N_REFERENCE
+
+
+def test_load_by_name_uses_the_shipped_benchmark(tmp_path, monkeypatch, capsys):
+    """``anb.load()``, ``anb.surrogates.load("accel-nasbench")``, ``anb query`` and ``anb
+    search`` read the shipped benchmark: nothing is fitted, nothing is cached."""
+    monkeypatch.setenv("ANB_CACHE_DIR", str(tmp_path / "cache"))
     bench = anb.surrogates.load("accel-nasbench")
-    assert f"loaded the cached benchmark {default}" in capsys.readouterr().err
-    assert bench.metrics == ["val_top1", "throughput_zcu102"]
+    assert "loaded the packaged benchmark 'accel-nasbench'" in capsys.readouterr().err
     assert anb.load().metrics == bench.metrics
 
     from typer.testing import CliRunner
@@ -146,13 +171,35 @@ def test_surrogates_load_by_name_reads_the_default_cache_entry(cache, capsys):
 
     query = CliRunner().invoke(app, ["query", "accel-nasbench"], input=B0 + "\n")
     assert query.exit_code == 0, query.output
-    assert "arch,val_top1,val_top1_std,throughput_zcu102,throughput_zcu102_std" in query.output
+    assert "arch,val_top1,val_top1_std," in query.output
     search = CliRunner().invoke(app, ["search", "-o", "val_top1", "--budget", "30", "--benchmark",
-                                      "accel-nasbench", "--out", str(default.parent / "search")])
+                                      "accel-nasbench", "--out", str(tmp_path / "search")])
     assert search.exit_code == 0, search.output
     assert "first use" not in query.output + search.output
+    assert not (tmp_path / "cache").exists()
     with pytest.raises(ValueError, match=r"unknown packaged benchmark 'nasbench201'.*accel-nasbench"):
         anb.load("nasbench201")
+
+
+@pytest.mark.slow
+def test_a_stale_shipped_benchmark_is_not_used(cache, monkeypatch, capsys):
+    """Another fitting code (say) than the shipped benchmark's: it is fitted and cached instead
+    (here the default config's cache entry is filled with the small fit, so nothing is fitted)."""
+    import shutil
+
+    small = packaged.cache_path(config=cache)
+    anb.load(config=cache)
+    key = packaged.shipped_key(FitConfig())
+    monkeypatch.setattr(packaged, "shipped_key",
+                        lambda config: {**key, "fit_code_sha256": "0" * 64})
+    default = packaged.cache_path()
+    shutil.copytree(small, default)
+    capsys.readouterr()
+    bench = anb.load()
+    err = capsys.readouterr().err
+    assert "the shipped fitted 'accel-nasbench' was made for other inputs" in err
+    assert f"loaded the cached benchmark {default}" in err
+    assert bench.metrics == ["val_top1", "throughput_zcu102"]
 
 
 def test_anb_load_is_the_one_way_to_load_a_benchmark(tmp_path):

@@ -1,6 +1,8 @@
 """The proof that ``pip install anb`` works anywhere: build the wheel, install it with its declared
 dependencies (pinned by requirements.txt, from the configured package index) into a fresh virtual
-environment outside the checkout, and use it from an unrelated folder the way a new user would.
+environment outside the checkout, and use it from an unrelated folder the way a new user would:
+with every extra (``anb[all]``: collection and fitting), and without any (the query install,
+measured by benchmarks/packaged_load.py).
 
 Fails if a run-time file is left out of the wheel (the commands below read device configs, the
 surrogate config, the SLURM template, the packaged dataset and split) and, more generally, if any
@@ -60,8 +62,8 @@ def installed():
         base = getattr(sys, "_base_executable", sys.executable)
         _run([base, "-m", "venv", str(root / "venv")], cwd=root, env=env)
         python = root / "venv" / "bin" / "python"
-        _run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", str(wheel), "-c",
-              str(REPO / "requirements.txt")], cwd=root, env=env, timeout=900)
+        _run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", f"{wheel}[all]",
+              "-c", str(REPO / "requirements.txt")], cwd=root, env=env, timeout=900)
         work = root / "elsewhere"
         work.mkdir()
         yield root / "venv", wheel, work, env
@@ -132,3 +134,19 @@ def test_installed_wheel_works_from_an_unrelated_folder(installed, tmp_path):
                                              "throughput_zcu102_std", "ood", "ood_distance",
                                              "ood_cost", "ood_reason"}
     assert Path(env["ANB_CACHE_DIR"], "accel-nasbench").is_dir()
+
+
+@pytest.mark.slow
+def test_query_install_is_light_and_loads_the_benchmark_fitted(tmp_path):
+    """``pip install anb`` (no extras) into a fresh venv: at most 400 MB on disk, no fitting
+    or collection library, and the packaged benchmark predicts what the fitted artifact
+    predicts. Times are printed, not asserted."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = _run([sys.executable, str(REPO / "benchmarks" / "packaged_load.py"), "--repeats", "2",
+                 "--json"], cwd=tmp_path, env={**env, "TMPDIR": str(tmp_path)}, timeout=900)
+    print(proc.stdout)
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert figures["heavy_found"] == []
+    assert figures["install_mb"] <= 400, figures
+    assert figures["max_rel_diff"] < 1e-5, figures
+    assert figures["metrics"] >= 9

@@ -34,10 +34,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
+
+from anb.extras import missing
+
+try:
+    import torch
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "training (anb.collect_accuracy.train)") from None
 
 from anb.collect_accuracy import checkpoint, claims, failures, memcheck, provenance, recipe
 from anb.collect_accuracy.config import (

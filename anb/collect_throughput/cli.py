@@ -60,6 +60,7 @@ def measure_cmd(
     from anb.collect_throughput.anchors import parse_anchors
     from anb.collect_throughput.devices import load_target
     from anb.collect_throughput.driver import RESULTS, read_arch_list, shard_of
+    from anb.extras import require
     from anb.outputs import exclusive, prepare_folder
     from anb.records import detect_space
 
@@ -69,6 +70,7 @@ def measure_cmd(
                              spec.name)
         arch_list = shard_of(read_arch_list(archs, spec), shard)
         anchor_archs = parse_anchors(anchors, spec)
+        require("torch", "measure", what="`anb measure`")  # before the folder is made
         # one measure per folder and machine: two would time the same designs on the same cores
         with exclusive(prepare_folder(out, RESULTS), "anb measure", per_host=True):
             summary = target.measure(arch_list, out, workdir=workdir, progress=progress,

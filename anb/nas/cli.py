@@ -43,17 +43,20 @@ def search(
 
     Exit status: 0 when a design meets every constraint; 1 when none does (the least violating
     one is shown and the report is written); 2 for bad input or a refused budget."""
+    from anb.extras import require
     from anb.nas.budget import MAX_SECONDS, PILOT_EVALUATIONS, describe, estimate_seconds
     from anb.nas.evaluators import combined, surrogate_evaluator
     from anb.nas.objectives import Constraint, Objective, check_objectives
     from anb.nas.report import SEARCH, headline, write_report
-    from anb.nas.search import ALGORITHMS, Problem
+    from anb.nas.search import ALGORITHMS, PYMOO_ALGORITHMS, Problem
     from anb.outputs import check_folder, exclusive, prepare_folder
     from anb.searchspace.registry import resolve_space
 
     try:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"--algorithm {algorithm!r} is not one of {sorted(ALGORITHMS)}")
+        if algorithm in PYMOO_ALGORITHMS:
+            require("pymoo", what=f"--algorithm {algorithm}")
         objectives = [Objective.parse(o) for o in objective]
         constraints = [Constraint.parse(c) for c in constraint or []]
         check_objectives(objectives)

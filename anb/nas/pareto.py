@@ -52,12 +52,23 @@ def crowding_distance(scores: np.ndarray) -> np.ndarray:
 
 def hypervolume(scores: np.ndarray, reference: np.ndarray) -> float:
     """Volume dominated by score rows (larger is better, any number of objectives) above
-    ``reference`` (pymoo's exact hypervolume)."""
-    from pymoo.indicators.hv import HV
-
+    ``reference``: exact, by slicing along the last objective (equal to pymoo's HV)."""
     points = np.asarray(scores, dtype=float)
     reference = np.asarray(reference, dtype=float)
     points = points[(points > reference).all(axis=1)]
     if not len(points):
         return 0.0
-    return float(HV(ref_point=-reference)(-points))
+    return _volume(points[pareto_mask(points)] - reference)
+
+
+def _volume(points: np.ndarray) -> float:
+    """Volume dominated by positive points above the origin (larger is better)."""
+    if points.shape[1] == 1:
+        return float(points.max())
+    order = np.argsort(-points[:, -1], kind="stable")  # slabs from the top of the last axis
+    points, total = points[order], 0.0
+    for i in range(len(points)):
+        low = points[i + 1, -1] if i + 1 < len(points) else 0.0
+        if points[i, -1] > low:
+            total += _volume(points[: i + 1, :-1]) * (points[i, -1] - low)
+    return total

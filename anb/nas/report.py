@@ -4,11 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-
+from anb.extras import optional
 from anb.io import atomic_write, atomic_write_json
 from anb.nas.search import SearchResult
 from anb.outputs import Kind, has_files
@@ -44,7 +42,8 @@ def headline(summary: dict, metrics: list[str]) -> list[str]:
 
 
 def write_report(result: SearchResult, out: Path) -> dict:
-    """Write ``history.csv``, ``pareto.csv``, ``search.png`` and ``summary.json`` into ``out``."""
+    """Write ``history.csv``, ``pareto.csv``, ``search.png`` (with the ``search`` extra's
+    matplotlib) and ``summary.json`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     history = result.history()
     atomic_write(out / "history.csv", lambda tmp: history.to_csv(tmp, index=False))
@@ -78,6 +77,20 @@ def write_report(result: SearchResult, out: Path) -> dict:
         summary["hypervolume"] = volume
         summary["hypervolume_reference"] = reference  # worst score per objective (max form)
     atomic_write_json(out / "summary.json", summary)
+    _plot(result, history, front, out / "search.png")
+    return summary
+
+
+def _plot(result: SearchResult, history: pd.DataFrame, front: pd.DataFrame, path: Path) -> None:
+    """The incumbent trace (one objective) or the evaluated designs and the front (two or
+    more: the first two objectives); none without matplotlib (the ``search`` extra)."""
+    matplotlib = optional("matplotlib")
+    if matplotlib is None:
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    objectives = result.problem.objectives
     fig, ax = plt.subplots(figsize=(6, 4))
     if len(objectives) == 1:
         ax.plot(result.incumbent_trace())
@@ -96,6 +109,5 @@ def write_report(result: SearchResult, out: Path) -> dict:
         ax.set(xlabel=str(objectives[0]), ylabel=str(objectives[1]), title=result.algorithm)
         ax.legend()
     fig.tight_layout()
-    atomic_write(out / "search.png", lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     plt.close(fig)
-    return summary

@@ -228,6 +228,8 @@ def pymoo_nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 
 ALGORITHMS: dict[str, Callable[..., SearchResult]] = {
     "random": random_search, "re": regularized_evolution, "nsga2": nsga2,
     "pymoo_nsga2": pymoo_nsga2}
+#: The algorithms that run on pymoo (the ``search`` extra).
+PYMOO_ALGORITHMS = ("nsga2", "pymoo_nsga2")
 
 
 def check_budget(budget: int) -> None:

@@ -9,8 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-import torch
-from torch import nn
+from anb.extras import missing
+
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as err:
+    raise missing(err, "measure", "the PyTorch model builder (anb.searchspace.model)") from None
 
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE, SearchSpace

@@ -5,8 +5,14 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
-from torch import nn
+
+from anb.extras import missing
+
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as err:
+    raise missing(err, "measure", "ONNX export (anb.searchspace.onnx_export)") from None
 
 from anb.io import atomic_write
 

@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from anb.extras import MissingExtra, message
 from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.searchspace.registry import get_space
@@ -49,10 +50,12 @@ def _digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def save(bench: SurrogateBenchmark, path: str | Path, overwrite: bool = False) -> Path:
+def save(bench: SurrogateBenchmark, path: str | Path, overwrite: bool = False,
+         compiled: bool = False) -> Path:
     """Write ``bench`` to the folder ``path``, replacing an artifact there as a whole once the
     new one is complete (see :func:`anb.outputs.replace_folder`: a folder holding anything
-    else is refused unless ``overwrite``)."""
+    else is refused unless ``overwrite``). ``compiled``: XGBoost members as numpy node tables
+    (:mod:`anb.surrogates.compiled`), loadable without xgboost."""
     with replace_folder(path, OUTPUT, overwrite) as tmp:
         files: list[Path] = []
         if bench.builder.layer_cost is not None:
@@ -63,7 +66,7 @@ def save(bench: SurrogateBenchmark, path: str | Path, overwrite: bool = False) -
             files.append(tmp / SUPPORT_FILE)
         targets = {}
         for name, model in bench.models.items():
-            paths = model.save(tmp, name)
+            paths = model.save(tmp, name, compiled)
             files += paths
             targets[name] = {**bench.info.get("targets", {}).get(name, {}),
                              "transform": bench.transforms[name], "model": model.spec(),
@@ -141,9 +144,12 @@ def _check_compatible(manifest: dict[str, Any]) -> None:
             if library is None:
                 continue
             made, have = manifest["libraries"].get(library), installed.get(library)
+            if library == "xgboost" and (have is None or not any(
+                    str(f).endswith(".json") for f in spec["files"])):
+                continue  # node tables, or XGBoost JSON read into them: numpy alone
             if have is None:
-                raise ValueError(f"target {name!r} needs {library} (artifact made with {made}); "
-                                 "it is not installed")
+                raise MissingExtra(message(library, what=f"target {name!r} (artifact made "
+                                                         f"with {library} {made})"))
             if made and made.split(".")[0] != have.split(".")[0]:
                 raise ValueError(f"target {name!r} was saved with {library} {made}; installed "
                                  f"{library} {have} has another major version")

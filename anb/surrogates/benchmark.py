@@ -3,7 +3,8 @@
 Large batches run every member of every requested target as one task on a small thread pool
 (``n_jobs`` workers, one native thread per member): the native predictors and numpy release the
 GIL, so the members of a 9-target query keep every core busy without oversubscribing them.
-Small batches walk all XGBoost trees at once in numpy (:mod:`anb.surrogates.compiled`).
+Small batches walk all XGBoost trees at once in numpy (:mod:`anb.surrogates.compiled`), as do
+all batches of members compiled to node tables (the query install has no xgboost).
 """
 from __future__ import annotations
 
@@ -129,18 +130,18 @@ class SurrogateBenchmark:
     # ------------------------------------------------------------ prediction
     def _packed_forest(self) -> PackedForest:
         if self._packed is None:
-            boosters, slot = [], 0
+            tables, slot = [], 0
             for name, model in self.models.items():
                 slots = []
                 for member in model.members_:
                     if isinstance(member, XGBoostFamily):  # and its RandomForestFamily
-                        boosters.append(member.booster_)
+                        tables.append(member.table())
                         slots.append(slot)
                         slot += 1
                     else:
                         slots.append(-1)
                 self._packed_slots[name] = slots
-            self._packed = PackedForest(boosters)
+            self._packed = PackedForest(tables)
         return self._packed
 
     def _member_predictions(self, X: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
@@ -261,8 +262,8 @@ class SurrogateBenchmark:
 def _cost_hint(member: Any) -> float:
     """Rough relative prediction cost of a member (orders the pool's tasks; 1 ~ one tree)."""
     booster = getattr(member, "booster_", None)
-    if member.name in ("xgboost", "random_forest") and booster is not None:
-        return float(booster.num_boosted_rounds())
+    if member.name in ("xgboost", "random_forest"):
+        return float(member.table().n_trees if booster is None else booster.num_boosted_rounds())
     if member.name == "lightgbm" and booster is not None:
         return 3.0 * booster.num_trees()  # LightGBM's predictor is ~3x slower per tree
     if member.name == "svr":

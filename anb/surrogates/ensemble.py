@@ -147,11 +147,13 @@ class TargetSurrogate:
         return mean, np.sqrt(spread**2 + self.noise_at(mean) ** 2)
 
     # ------------------------------------------------------------ persistence
-    def save(self, folder: Path, stem: str) -> list[Path]:
-        """Write the members as ``<stem>.m<i><suffix>``; return the paths."""
+    def save(self, folder: Path, stem: str, compiled: bool = False) -> list[Path]:
+        """Write the members as ``<stem>.m<i><suffix>``; return the paths. ``compiled``: each
+        in the form that predicts with numpy alone (XGBoost as node tables)."""
         paths = []
         for i, member in enumerate(self.members_):
-            path = folder / f"{stem}.m{i}{member.suffix}"
+            member = member.compiled() if compiled else member
+            path = folder / f"{stem}.m{i}{member.file_suffix()}"
             member.save(path)
             paths.append(path)
         return paths

@@ -13,8 +13,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from anb.extras import optional, require
 from anb.io import atomic_write, atomic_write_text
 from anb.sigint import deferred_sigint
+from anb.surrogates.compiled import TreeTable
+
+#: The file suffix of a member compiled to a numpy node table.
+TABLE_SUFFIX = ".npz"
 
 
 class Family:
@@ -23,6 +28,14 @@ class Family:
     name: ClassVar[str]
     suffix: ClassVar[str]
     _param_names: ClassVar[tuple[str, ...]]
+    #: The module fitting needs and the extra that installs it.
+    requires: ClassVar[tuple[str, str]]
+
+    @classmethod
+    def check_installed(cls) -> None:
+        """Raise :class:`anb.extras.MissingExtra` (one line naming the extra) if fitting this
+        family needs a module that is not installed."""
+        require(*cls.requires, what=f"fitting a {cls.name!r} surrogate")
 
     def get_params(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._param_names}
@@ -38,6 +51,14 @@ class Family:
         """Write the fitted model to ``path`` (atomically)."""
         raise NotImplementedError
 
+    def file_suffix(self) -> str:
+        """The suffix of the file :meth:`save` writes."""
+        return self.suffix
+
+    def compiled(self) -> Family:
+        """This member in a form that predicts with numpy alone (itself if it already does)."""
+        return self
+
     @classmethod
     def load(cls, path: Path, params: dict[str, Any]) -> Family:
         raise NotImplementedError
@@ -47,6 +68,7 @@ class XGBoostFamily(Family):
     """Gradient-boosted trees (XGBoost, ``hist``), early stopping on the validation set."""
 
     name, suffix = "xgboost", ".json"
+    requires = ("xgboost", "fit")
     _param_names: ClassVar[tuple[str, ...]] = (
         "n_estimators", "max_depth", "learning_rate", "subsample", "colsample_bytree",
         "min_child_weight", "reg_lambda", "reg_alpha", "early_stopping_rounds", "random_state",
@@ -65,6 +87,7 @@ class XGBoostFamily(Family):
             early_stopping_rounds, random_state, n_jobs)
 
     def _regressor(self):
+        self.check_installed()
         import xgboost as xgb
 
         return xgb.XGBRegressor(**{k: v for k, v in self.get_params().items()
@@ -81,27 +104,55 @@ class XGBoostFamily(Family):
                 model.fit(X, y, verbose=False)
                 booster = model.get_booster()
         booster.set_param({"nthread": self.n_jobs})
-        self.booster_ = booster
+        self.booster_, self.table_ = booster, None
         return self
 
+    def table(self) -> TreeTable:
+        """The trees as a numpy node table (read from the booster's JSON once)."""
+        table = getattr(self, "table_", None)
+        if table is None:
+            table = self.table_ = TreeTable.from_xgboost_json(
+                bytes(self.booster_.save_raw("json")))
+        return table
+
+    def compiled(self) -> Family:
+        model = type(self)(**self.get_params())
+        model.booster_, model.table_ = None, self.table()
+        return model
+
+    def file_suffix(self) -> str:
+        return self.suffix if self.booster_ is not None else TABLE_SUFFIX
+
     def predict(self, X):
+        if self.booster_ is None:
+            return self.table().predict(X)
         return self.booster_.inplace_predict(np.asarray(X, dtype=np.float32))
 
     def set_threads(self, n_jobs: int) -> None:
         """Prediction threads (training uses ``n_jobs``)."""
-        self.booster_.set_param({"nthread": n_jobs})
+        if self.booster_ is not None:
+            self.booster_.set_param({"nthread": n_jobs})
 
     def save(self, path):
+        if self.booster_ is None:
+            self.table().save(path)
+            return
         raw = bytes(self.booster_.save_raw("json"))
         atomic_write(path, lambda tmp: tmp.write_bytes(raw))
 
     @classmethod
     def load(cls, path, params):
-        import xgboost as xgb
-
+        """A compiled table (``.npz``), or XGBoost JSON: natively where xgboost is installed,
+        else read into a table (the query install has no xgboost)."""
         model = cls(**params)
-        model.booster_ = xgb.Booster(model_file=str(path))
-        model.booster_.set_param({"nthread": model.n_jobs})
+        model.booster_, model.table_ = None, None
+        if Path(path).suffix == TABLE_SUFFIX:
+            model.table_ = TreeTable.load(path)
+        elif (xgb := optional("xgboost")) is None:
+            model.table_ = TreeTable.from_xgboost_json(Path(path).read_bytes())
+        else:
+            model.booster_ = xgb.Booster(model_file=str(path))
+            model.booster_.set_param({"nthread": model.n_jobs})
         return model
 
 
@@ -121,6 +172,7 @@ class RandomForestFamily(XGBoostFamily):
         self.early_stopping_rounds = 0
 
     def _regressor(self):
+        self.check_installed()
         import xgboost as xgb
 
         return xgb.XGBRFRegressor(**self.get_params(), tree_method="hist")
@@ -130,6 +182,7 @@ class LightGBMFamily(Family):
     """Gradient-boosted trees (LightGBM), early stopping on the validation set."""
 
     name, suffix = "lightgbm", ".txt"
+    requires = ("lightgbm", "fit")
     _param_names = ("n_estimators", "num_leaves", "learning_rate", "subsample", "colsample_bytree",
                     "min_child_samples", "reg_lambda", "early_stopping_rounds", "random_state",
                     "n_jobs")
@@ -146,6 +199,7 @@ class LightGBMFamily(Family):
             early_stopping_rounds, random_state, n_jobs)
 
     def fit(self, X, y, X_val=None, y_val=None):
+        self.check_installed()
         import lightgbm as lgb
 
         params = {k: v for k, v in self.get_params().items() if k != "early_stopping_rounds"}
@@ -175,6 +229,7 @@ class LightGBMFamily(Family):
 
     @classmethod
     def load(cls, path, params):
+        require("lightgbm", what=f"the LightGBM surrogate member {Path(path).name!r}")
         import lightgbm as lgb
 
         model = cls(**params)
@@ -220,12 +275,14 @@ class SVRFamily(_Standardised):
     """RBF support-vector regression (scikit-learn fit, numpy predict from saved arrays)."""
 
     name = "svr"
+    requires = ("sklearn", "fit")
     _param_names = ("C", "epsilon", "gamma")
 
     def __init__(self, C: float = 3.0, epsilon: float = 0.02, gamma: float | None = None):
         self.C, self.epsilon, self.gamma = C, epsilon, gamma
 
     def fit(self, X, y, X_val=None, y_val=None):
+        self.check_installed()
         from sklearn.svm import SVR
 
         X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)
@@ -299,6 +356,7 @@ class MLPFamily(_Standardised):
     """Fully connected network (torch training, numpy inference from saved weights)."""
 
     name = "mlp"
+    requires = ("torch", "train")
     _param_names = ("hidden", "epochs", "learning_rate", "weight_decay", "batch_size",
                     "patience", "random_state")
 
@@ -310,6 +368,7 @@ class MLPFamily(_Standardised):
         self.random_state = random_state
 
     def fit(self, X, y, X_val=None, y_val=None):
+        self.check_installed()
         import torch
 
         X, y = np.asarray(X, np.float64), np.asarray(y, np.float64)

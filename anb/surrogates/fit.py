@@ -176,6 +176,10 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
 
     space = space or prepared.space
     config = config or FitConfig()
+    for target in prepared.labels:  # a missing extra: one line before any work
+        spec = config.for_target(target)
+        for family in [spec.family] if isinstance(spec.family, str) else spec.family:
+            FAMILIES[family].check_installed()
     train, val = prepared.masks["train"], prepared.masks["val"]
     for target, lab in prepared.labels.items():
         if not (lab.present & train).any():

@@ -1,8 +1,14 @@
 """``anb.load(name_or_path)``, the one way to load a benchmark, and the packaged benchmark.
 
-First use fits the surrogates on the dataset that ships inside the package (the released
-Accel-NASBench data and its published split) with the packaged default config, and saves the
-artifact in the user's cache folder (``platformdirs``; ``ANB_CACHE_DIR`` overrides) under a key
+The packaged benchmark (the released Accel-NASBench data and its published split, fitted with
+the packaged default config) ships inside the package, fitted, its XGBoost members compiled to
+numpy node tables (``resources.SHIPPED_DIR``, written by ``scripts/build_packaged.py``): it
+loads in about a second without xgboost. Its manifest records the key it was fitted under
+(:func:`shipped_key`: the anb version, the hashes of the data, split, config and fitting code);
+a shipped artifact whose key differs from the current inputs' is never used: it is refitted.
+
+Another config (or a stale shipped artifact) is fitted on first use (the ``fit`` extra) and
+saved in the user's cache folder (``platformdirs``; ``ANB_CACHE_DIR`` overrides) under a key
 made of the anb version, the library versions and the hashes of the data, split and config.
 Later calls load it from there. A file lock makes concurrent first uses fit it once: the others
 wait and load what the first one wrote (the artifact itself is written to a temporary folder and
@@ -16,8 +22,11 @@ import os
 import shutil
 import sys
 import time
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from anb import resources
 from anb.io import read_json, sha256_file
@@ -70,6 +79,64 @@ def cache_key(config: FitConfig) -> dict[str, Any]:
             "config": config.to_dict()}
 
 
+#: The manifest field holding the :func:`shipped_key` a shipped artifact was fitted under.
+SHIPPED_KEY = "packaged_key"
+#: The modules whose code decides what a fit produces (part of :func:`shipped_key`).
+FIT_CODE = ("compiled", "data", "ensemble", "estimators", "features", "fit", "holes", "noise",
+            "support")
+
+
+def shipped_key(config: FitConfig) -> dict[str, Any]:
+    """What a shipped fitted artifact depends on: the anb version and the hashes of the data,
+    split, config and fitting code (library versions are recorded in its manifest)."""
+    code = hashlib.sha256()
+    for module in FIT_CODE:
+        code.update((files("anb.surrogates") / f"{module}.py").read_bytes())
+    key = {k: v for k, v in cache_key(config).items() if k not in ("libraries", "python")}
+    return {**key, "fit_code_sha256": code.hexdigest()}
+
+
+def shipped(config: FitConfig) -> Path | None:
+    """The shipped artifact, if it was fitted under ``config``'s :func:`shipped_key`."""
+    try:
+        made = read_json(resources.SHIPPED_DIR / artifact.MANIFEST).get(SHIPPED_KEY)
+    except (OSError, ValueError):
+        return None
+    return resources.SHIPPED_DIR if made == shipped_key(config) else None
+
+
+#: Manifest field of a shipped artifact: the fitted (not compiled) artifact's query on the
+#: first :data:`N_REFERENCE` test-split architectures (more than a small batch: the native
+#: predictor), to compare the compiled form against.
+REFERENCE = "reference_predictions"
+N_REFERENCE = 128
+
+
+def reference(bench: SurrogateBenchmark) -> dict[str, Any]:
+    """``bench``'s query (numeric columns) on the first test-split architectures."""
+    from anb.surrogates.fit import prepare
+
+    prepared = prepare(resources.RELEASED_DATASET, split_dir=resources.RELEASED_SPLIT_DIR)
+    frame = bench.query(prepared.choices[prepared.masks["test"]][:N_REFERENCE])
+    return {"archs": frame["arch"].tolist(),
+            "values": {c: frame[c].astype(float).tolist() for c in frame.columns
+                       if frame[c].dtype.kind in "fb"}}
+
+
+def reference_diff(bench: SurrogateBenchmark) -> tuple[float, float]:
+    """Largest absolute and relative difference of ``bench``'s query from the reference
+    predictions in its manifest (see :data:`REFERENCE`)."""
+    ref = bench.info[REFERENCE]
+    frame = bench.query(ref["archs"])
+    absolute = relative = 0.0
+    for column, values in ref["values"].items():
+        expected = np.asarray(values, dtype=float)
+        diff = np.abs(frame[column].to_numpy(dtype=float) - expected)
+        absolute = max(absolute, float(diff.max()))
+        relative = max(relative, float((diff / np.maximum(np.abs(expected), 1e-12)).max()))
+    return absolute, relative
+
+
 def cache_path(name: str = resources.PACKAGED_BENCHMARK,
                config: str | Path | FitConfig | None = None) -> Path:
     """The cache folder of the packaged benchmark ``name`` fitted with ``config``."""
@@ -92,9 +159,22 @@ def _say(quiet: bool, text: str) -> None:
 
 def _load_packaged(name: str, config: str | Path | FitConfig | None, n_jobs: int | None,
                    quiet: bool) -> SurrogateBenchmark:
-    """The packaged benchmark, fitted on first use and cached (see the module docstring)."""
+    """The packaged benchmark: the shipped one, or fitted on first use and cached (see the
+    module docstring)."""
     from filelock import FileLock
 
+    config = fit_config(config)
+    cache_root()  # a bad $ANB_CACHE_DIR is reported whether or not this load needs the cache
+    ready = shipped(config)
+    if ready is not None:
+        start = time.perf_counter()
+        bench = artifact.load(ready)
+        _say(quiet, f"loaded the packaged benchmark {name!r} in {time.perf_counter() - start:.2f}"
+                    " s")
+        return bench
+    if config == FitConfig() and (resources.SHIPPED_DIR / artifact.MANIFEST).is_file():
+        _say(quiet, f"the shipped fitted {name!r} was made for other inputs (data, config, "
+                    "fitting code or anb version; scripts/build_packaged.py remakes it): not used")
     path = cache_path(name, config)
     if (path / artifact.MANIFEST).is_file():
         try:
@@ -108,7 +188,7 @@ def _load_packaged(name: str, config: str | Path | FitConfig | None, n_jobs: int
                 return _load(path, quiet)
             except ValueError:
                 pass
-        return _fit(name, path, fit_config(config), n_jobs, quiet)
+        return _fit(name, path, config, n_jobs, quiet)
 
 
 def _load(path: Path, quiet: bool) -> SurrogateBenchmark:

@@ -10,7 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
+from anb.extras import missing
+
+try:
+    import torch
+except ModuleNotFoundError as err:
+    raise missing(err, "measure", "the PyTorch measurement back-end") from None
 
 from anb.collect_throughput.backends.base import Backend, Session, cycling
 from anb.collect_throughput.environment import host_environment

@@ -1,0 +1,98 @@
+"""XGBoost members compiled to numpy node tables predict what the native boosters predict, from a
+saved ``.npz`` or straight from the XGBoost JSON, and malformed tables are refused."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from anb.searchspace.sampler import sample
+from anb.surrogates import FitConfig, artifact, fit_benchmark, prepare
+from anb.surrogates.benchmark import SMALL_BATCH
+from anb.surrogates.compiled import TreeTable
+from anb.surrogates.estimators import TABLE_SUFFIX, XGBoostFamily
+
+#: Every family a table compiles (boosted trees, a random forest) beside one it leaves as it is.
+CONFIG = {"targets": ["val_top1", "throughput_zcu102", "latency_zcu102"], "layer_cost": True,
+          "hole_folds": 0,
+          "default": {"family": "xgboost", "params": {"n_estimators": 60, "max_depth": 4},
+                      "n_members": 2},
+          "per_target": {
+              "val_top1": {"family": ["xgboost", "svr"], "n_members": 2,
+                           "params": [{"n_estimators": 60, "max_depth": 4}, {"C": 3.0}]},
+              "latency_zcu102": {"family": "random_forest", "n_members": 1,
+                                 "params": {"n_estimators": 30, "max_depth": 6}}}}
+
+
+@pytest.fixture(scope="module")
+def native_and_compiled(dataset_tarball, tmp_path_factory):
+    """The same fitted benchmark saved natively and compiled, both loaded back."""
+    root = tmp_path_factory.mktemp("compiled")
+    config = FitConfig.from_dict(CONFIG)
+    bench = fit_benchmark(prepare(dataset_tarball, config.targets), config, progress=False)
+    artifact.save(bench, root / "native")
+    artifact.save(bench, root / "compiled", compiled=True)
+    return artifact.load(root / "native"), artifact.load(root / "compiled"), root
+
+
+def test_compiled_artifact_holds_tables_not_xgboost_models(native_and_compiled):
+    _, compiled, root = native_and_compiled
+    manifest = artifact.read_manifest(root / "compiled")
+    files = {t: spec["files"] for t, spec in manifest["targets"].items()}
+    assert files == {"val_top1": ["val_top1.m0.npz", "val_top1.m1.npz"],
+                     "throughput_zcu102": ["throughput_zcu102.m0.npz", "throughput_zcu102.m1.npz"],
+                     "latency_zcu102": ["latency_zcu102.m0.npz"]}
+    members = [m for model in compiled.models.values() for m in model.members_]
+    assert [type(m).__name__ for m in members] == ["XGBoostFamily", "SVRFamily", "XGBoostFamily",
+                                                   "XGBoostFamily", "RandomForestFamily"]
+    assert all(m.booster_ is None for m in members if isinstance(m, XGBoostFamily))
+    assert manifest["support"] and manifest["feature_schema"]["layer_cost"]
+
+
+def test_compiled_predictions_equal_the_native_ones(native_and_compiled):
+    """Small batches take the same table walk either way: identical. Large ones go to the
+    native predictor for the native artifact, whose float32 sums differ in the last bits."""
+    native, compiled, _ = native_and_compiled
+    archs = sample(600, seed=3)
+    small = archs[:SMALL_BATCH]
+    assert compiled.query(small).equals(native.query(small))
+    got, want = compiled.query(archs), native.query(archs)
+    assert got["arch"].tolist() == want["arch"].tolist()
+    assert got["ood_reason"].tolist() == want["ood_reason"].tolist()
+    for column in [c for c in want.columns if want[c].dtype.kind == "f"]:
+        np.testing.assert_allclose(got[column], want[column], rtol=1e-5, atol=0, err_msg=column)
+
+
+def test_members_predict_from_json_and_npz_alike(native_and_compiled, tmp_path):
+    """A table read from the XGBoost JSON (the query install's way to load an ``anb fit``
+    artifact) is the table saved as ``.npz``; both predict what the booster predicts."""
+    native, _, root = native_and_compiled
+    X = native.builder.transform(native.choices(sample(300, seed=4)))
+    for stem in ("throughput_zcu102.m0", "latency_zcu102.m0"):
+        booster = XGBoostFamily.load(root / "native" / f"{stem}.json", {}).booster_
+        from_json = TreeTable.from_xgboost_json((root / "native" / f"{stem}.json").read_bytes())
+        from_npz = TreeTable.load(root / "compiled" / f"{stem}{TABLE_SUFFIX}")
+        np.testing.assert_array_equal(from_json.predict(X), from_npz.predict(X))
+        np.testing.assert_allclose(from_npz.predict(X),
+                                   booster.inplace_predict(X.astype(np.float32)),
+                                   rtol=1e-5, atol=1e-6)  # float32 sums: the last bits
+
+
+def test_malformed_tables_and_unsupported_models_are_refused(native_and_compiled, tmp_path):
+    _, _, root = native_and_compiled
+    table = TreeTable.load(root / "compiled" / "throughput_zcu102.m0.npz")
+    arrays = table.arrays()
+    arrays["left"] = arrays["left"].copy()
+    arrays["left"][3] = len(arrays["left"]) + 7  # a child outside the table
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **arrays)
+    with pytest.raises(ValueError, match=r"bad.npz.*not a valid tree table"):
+        TreeTable.load(bad)
+    np.savez(bad, feat=arrays["feat"])
+    with pytest.raises(ValueError, match=r"not a tree table: no \['left', 'right'"):
+        TreeTable.load(bad)
+    model = json.loads((root / "native" / "throughput_zcu102.m0.json").read_text())
+    model["learner"]["objective"]["name"] = "reg:gamma"
+    with pytest.raises(ValueError, match=r"objective 'reg:gamma' cannot be compiled"):
+        TreeTable.from_xgboost_json(json.dumps(model))
