@@ -67,7 +67,7 @@ def save(bench: SurrogateBenchmark, path: str | Path, overwrite: bool = False,
         targets = {}
         for name, model in bench.models.items():
             paths = model.save(tmp, name, compiled)
-            files += paths
+            files += paths + (model.save_native(tmp, name) if compiled else [])
             targets[name] = {**bench.info.get("targets", {}).get(name, {}),
                              "transform": bench.transforms[name], "model": model.spec(),
                              "files": [p.name for p in paths]}

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from anb.surrogates.estimators import FAMILIES, Family, make_family
+from anb.io import atomic_write_bytes
+from anb.surrogates.estimators import FAMILIES, NATIVE_SUFFIX, Family, make_family
 
 #: Bins of the predicted value the noise std is estimated in (chosen on the validation split
 #: of ``benchmarks/surrogates.py`` among 1, 3, 4, 5: mean |quartile coverage - 0.9| 0.069,
@@ -158,6 +159,19 @@ class TargetSurrogate:
             paths.append(path)
         return paths
 
+    def save_native(self, folder: Path, stem: str) -> list[Path]:
+        """Beside compiled members, each XGBoost member's native model
+        (``<stem>.m<i>.xgb.json``): loaded on a large batch where xgboost is installed."""
+        paths = []
+        for i, member in enumerate(self.members_):
+            native_json = getattr(member, "native_json", None)
+            raw = native_json() if native_json is not None else None
+            if raw is not None:
+                path = folder / f"{stem}.m{i}{NATIVE_SUFFIX}"
+                atomic_write_bytes(path, raw)
+                paths.append(path)
+        return paths
+
     def spec(self) -> dict[str, Any]:
         """JSON-able description for the manifest (everything but the member files)."""
         return {"family": self.family, "params": self.params or {}, "n_members": self.n_members,
@@ -186,3 +200,4 @@ class TargetSurrogate:
         model.trend_ = float(spec.get("trend", 0.0))
         model.observation_std_ = float(spec.get("observation_std", 0.0))
         return model
+

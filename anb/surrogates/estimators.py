@@ -20,6 +20,8 @@ from anb.surrogates.compiled import TreeTable
 
 #: The file suffix of a member compiled to a numpy node table.
 TABLE_SUFFIX = ".npz"
+#: A compiled member's native XGBoost model beside its table (``<member>.xgb.json``).
+NATIVE_SUFFIX = ".xgb.json"
 
 
 class Family:
@@ -66,6 +68,8 @@ class Family:
 
 class XGBoostFamily(Family):
     """Gradient-boosted trees (XGBoost, ``hist``), early stopping on the validation set."""
+
+    native_path_: Path | None = None
 
     name, suffix = "xgboost", ".json"
     requires = ("xgboost", "fit")
@@ -124,9 +128,24 @@ class XGBoostFamily(Family):
         return self.suffix if self.booster_ is not None else TABLE_SUFFIX
 
     def predict(self, X):
-        if self.booster_ is None:
+        if self.booster_ is None and not self._load_native():
             return self.table().predict(X)
         return self.booster_.inplace_predict(np.asarray(X, dtype=np.float32))
+
+    def _load_native(self) -> bool:
+        """Load the shipped native model beside a compiled table (``<member>.xgb.json``) on
+        first use, where xgboost is installed: large batches are faster natively."""
+        path = getattr(self, "native_path_", None)
+        if path is None or (xgb := optional("xgboost")) is None:
+            return False
+        self.booster_ = xgb.Booster(model_file=str(path))
+        self.booster_.set_param({"nthread": self.n_jobs})
+        self.native_path_ = None
+        return True
+
+    def native_json(self) -> bytes | None:
+        """The booster as XGBoost JSON (None for a table loaded without one)."""
+        return None if self.booster_ is None else bytes(self.booster_.save_raw("json"))
 
     def set_threads(self, n_jobs: int) -> None:
         """Prediction threads (training uses ``n_jobs``)."""
@@ -148,6 +167,8 @@ class XGBoostFamily(Family):
         model.booster_, model.table_ = None, None
         if Path(path).suffix == TABLE_SUFFIX:
             model.table_ = TreeTable.load(path)
+            native = Path(path).with_name(Path(path).stem + NATIVE_SUFFIX)
+            model.native_path_ = native if native.is_file() else None
         elif (xgb := optional("xgboost")) is None:
             model.table_ = TreeTable.from_xgboost_json(Path(path).read_bytes())
         else:
