@@ -149,14 +149,47 @@ def test_board_runner_is_self_contained_python37():
             imported.add(node.module.split(".")[0])
         elif isinstance(node, (ast.AnnAssign, ast.arg)) and getattr(node, "annotation", None):
             pytest.fail(f"annotation at line {node.lineno}: keep the runner 3.7-clean")
-    stdlib = {"fcntl", "json", "math", "os", "platform", "socket", "subprocess", "sys", "time",
-              "traceback"}
+    stdlib = {"fcntl", "json", "math", "os", "platform", "resource", "socket", "subprocess",
+              "sys", "threading", "time", "traceback"}
     assert imported == stdlib | {"numpy", "onnxruntime"}
     assert "from __future__" not in source
     # library calls too (ast only sees syntax): vermin, as for fpga_code/
     proc = subprocess.run([str(Path(sys.executable).with_name("vermin")), "--target=3.7",
                            "--no-tips", "--violations", str(RUNNER)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_board_runner_peak_rss_catches_a_spike_between_samples():
+    """Bug class: a peak RSS read from samples alone (or the process-lifetime ru_maxrss): a
+    300 MB buffer held for less than one sampling interval must show in the peak, and memory
+    the process held before the run must not."""
+    runner = _runner_module()
+    before = np.ones(200 * 2 ** 20 // 8)  # held before the run, freed before it starts
+    del before
+    sampler = runner.Sampler(interval=30.0, gpu=False)
+    sampler.start()
+    start = runner.rss_bytes()
+    spike = np.ones(300 * 2 ** 20 // 8)  # touched: resident
+    del spike
+    stats = sampler.stop()
+    assert stats["peak_rss_source"] == "VmHWM"
+    assert len(stats["samples"]) == 1  # only the closing sample, after the spike
+    assert stats["samples"][0]["rss_bytes"] < start + 100 * 2 ** 20
+    assert stats["peak_rss_bytes"] >= start + 290 * 2 ** 20
+    assert stats["peak_rss_bytes"] < start + 400 * 2 ** 20  # not the earlier 200 MB on top
+
+
+def test_board_runner_sampler_keeps_a_bounded_record():
+    runner = _runner_module()
+    sampler = runner.Sampler(interval=0.005, gpu=False, max_samples=8)
+    sampler.start()
+    time.sleep(0.3)
+    stats = sampler.stop()
+    assert 4 <= len(stats["samples"]) <= 8
+    assert stats["interval_s"] > 0.005  # doubled each time the record was halved
+    times = [s["t"] for s in stats["samples"]]
+    assert times == sorted(times) and times[-1] >= 0.25
+    assert stats["mean_process_cpu_percent"] is not None
 
 
 # -- SSH: a real sshd plays the board ---------------------------------------------------------
@@ -384,6 +417,12 @@ workdir = "{tmp_path / 'board'}"
 
     assert env["anb_version"] == record["provenance"]["throughput"]["anb_version"] == \
         anb.__version__
+    # the runner's utilisation while the model ran reaches the record
+    entry = record["platform_perf"]["latency_bench-board"]
+    samples = entry["utilisation"]["samples"]
+    assert samples and all(s["process_cpu_percent"] is not None for s in samples)
+    assert entry["peak_rss_bytes"] == entry["utilisation"]["peak_rss_bytes"] >= \
+        max(s["rss_bytes"] for s in samples) > 0
     assert _leftovers(tmp_path / "board") == []
     config.write_text(config.read_text().replace('"local://"', f'"ssh://pi@127.0.0.1:{free_port()}"'))
     result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",

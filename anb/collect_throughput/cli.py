@@ -53,6 +53,10 @@ def measure_cmd(
     anchor_every: int = typer.Option(500, help="Architectures between anchor sessions."),
     space: str | None = space_option("search space (default: the one an --archs dataset "
                                      "names, else anb-mnasnet)"),
+    report: bool = typer.Option(False, "--report", help="Also write a report of each "
+                                "architecture measured (HTML + PNG: time per step over the "
+                                "run, CPU and memory use, quality where measured) to "
+                                "<out>/<device>/reports/."),
 ) -> None:
     """Measure latency/throughput of architectures of a search space on a device of any kind
     (this host, a board over [remote], a Qualcomm SoC, a plug-in's; resumable, shardable); the
@@ -77,11 +81,18 @@ def measure_cmd(
                                      keep_going=keep_going, interleave=interleave,
                                      anchors=anchor_archs, keep_work=keep_work,
                                      anchor_every=anchor_every)
+            if report:
+                from anb.collect_throughput.run_report import write_reports
+
+                write_reports(Path(out) / target.name, summary.measured)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         fail(err)
     typer.echo(f"{target.name}: measured {len(summary.measured)}, skipped "
                f"{len(summary.skipped)} (already done), failed {len(summary.failed)} -> "
                f"{Path(out) / target.name}")
+    if report:
+        typer.echo(f"reports: {len(summary.measured)} -> {Path(out) / target.name / 'reports'}"
+                   "/index.html")
     if summary.failed:
         raise typer.Exit(1)
 

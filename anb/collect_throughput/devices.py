@@ -1,6 +1,7 @@
-"""Device configs of either kind: a protocol config (``configs/devices/*.toml``: this host's
-back-ends, a plug-in's back-end, or a board over its ``[remote]`` table) or a Qualcomm SNPE one
-(``configs/devices/qualcomm/*.toml``). The one place that tells them apart: read a config's
+"""Device configs of every kind: a protocol config (``configs/devices/*.toml``: this host's
+back-ends, a plug-in's back-end, or a board over its ``[remote]`` table), a Qualcomm SNPE one
+(``configs/devices/qualcomm/*.toml``) or an FPGA board (``[fpga]`` + ``[remote]``,
+:mod:`.fpga`). The one place that tells them apart: read a config's
 table, load it, and turn it into its :class:`~anb.collect_throughput.target.MeasureTarget`.
 A config is a TOML path, a shipped name, or the name of an installed package's config (an
 ``anb.devices`` entry point, :data:`~anb.collect_throughput.registries.DEVICES`).
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from anb.collect_throughput import fpga
 from anb.collect_throughput.protocol import (
     CONFIG_DIR,
     KINDS,
@@ -31,6 +33,7 @@ from anb.searchspace.registry import DEFAULT_SPACE
 
 PROTOCOL_KIND = "a protocol config (tables [latency]/[throughput]; [remote] for a board)"
 QUALCOMM_KIND = "a Qualcomm config (sdk = 'snpe')"
+FPGA_KIND = "an FPGA board config (tables [fpga] and [remote])"
 
 
 def is_qualcomm_table(data: Mapping[str, Any]) -> bool:
@@ -44,6 +47,8 @@ def is_qualcomm_table(data: Mapping[str, Any]) -> bool:
 
 def config_kind(data: Mapping[str, Any]) -> str:
     """What kind of device config a table is, in words (for errors)."""
+    if fpga.is_fpga_table(data):
+        return FPGA_KIND
     return QUALCOMM_KIND if is_qualcomm_table(data) else PROTOCOL_KIND
 
 
@@ -104,6 +109,8 @@ def load_any_device(spec: str | Path | Mapping[str, Any],
 
 
 def _load(data: dict[str, Any], overrides: Mapping[str, Any] | None, space: str) -> Any:
+    if fpga.is_fpga_table(data):
+        return fpga.device_from_mapping(data, overrides, space)
     if not is_qualcomm_table(data):
         return device_from_mapping(data, overrides, space)
     device = qc.device_from_mapping(data)
@@ -129,6 +136,8 @@ def as_target(config: Any) -> MeasureTarget:
         from anb.collect_throughput.qualcomm.stages import QualcommTarget
 
         return QualcommTarget(config)
+    if isinstance(config, fpga.FpgaDevice):
+        return fpga.FpgaTarget(config)
     if isinstance(config, DeviceConfig):
         from anb.collect_throughput.driver import ProtocolTarget
 

@@ -16,7 +16,8 @@ For every protocol of the device the host prepares the model (the same ONNX file
 measurement uses), pushes it with the inputs and the board runner into a fresh folder, runs it,
 pulls the result and removes the folder (and kills the runner if it hung). Timing happens on the
 board under the protocol's warm-up and stopping rules; the record is the one local measurement
-writes (plus the board's environment and the transport), so ``anb merge`` joins it the same way.
+writes (plus the board's environment and the transport, and the CPU use and peak RSS the runner
+sampled while the model ran), so ``anb merge`` joins it the same way.
 
 A board runtime is a :class:`BoardRuntime` named in
 :data:`~anb.collect_throughput.registries.RUNTIMES` (built-in, ``RUNTIMES.register`` or an
@@ -43,7 +44,7 @@ from anb.collect_throughput.board import RUNNER
 from anb.collect_throughput.network import measured_arch, measured_resolution
 from anb.collect_throughput.protocol import DeviceConfig, Protocol
 from anb.collect_throughput.registries import RUNTIMES
-from anb.collect_throughput.result import Measurement
+from anb.collect_throughput.result import Measurement, utilisation_fields
 from anb.collect_throughput.transports import (
     CommandResult,
     Transport,
@@ -273,7 +274,8 @@ class OnnxRuntimeBoard(BoardRuntime):
             protocol=protocol.as_dict(), environment=env,
             extra={"warmup_stop_reason": result["warmup_stop_reason"], "warmup_compiles": 0,
                    "elapsed_seconds": result["elapsed_seconds"],
-                   "board_timed_from": result["timed_from"], "board_timed_to": result["timed_to"]})
+                   "board_timed_from": result["timed_from"], "board_timed_to": result["timed_to"],
+                   **utilisation_fields(result.get("utilisation"))})
 
 
 def get_runtime(name: str) -> BoardRuntime:

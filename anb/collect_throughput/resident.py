@@ -35,7 +35,7 @@ from anb.collect_throughput.board.server import ProtocolError, mac, read_frame, 
 from anb.collect_throughput.network import measured_resolution
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.remote import BoardRuntime, OnnxRuntimeBoard, RemoteSpec
-from anb.collect_throughput.result import Measurement
+from anb.collect_throughput.result import Measurement, utilisation_fields
 from anb.collect_throughput.transports import TransportError
 from anb.version import __version__
 
@@ -210,8 +210,7 @@ class ResidentBoard(BoardRuntime):
             extra={"warmup_stop_reason": result["warmup_stop_reason"], "warmup_compiles": 0,
                    "elapsed_seconds": result["elapsed_seconds"],
                    "board_timed_from": result["timed_from"], "board_timed_to": result["timed_to"],
-                   "round_trip_s": dict(client.round_trips),
-                   "peak_rss_bytes": stats.get("peak_rss_bytes"), "utilisation": stats})
+                   "round_trip_s": dict(client.round_trips), **utilisation_fields(stats)})
 
     def outputs(self, folder: Any, protocol: Protocol, model: Path,
                 images: np.ndarray) -> np.ndarray:

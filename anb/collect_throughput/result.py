@@ -7,7 +7,8 @@ every repetition's raw per-step time and becomes the ``platform_perf`` entry
     {"throughput_mean": ..., "throughput_std": ..., "throughput_median": ..., "cv": ...,
      "ci_rel": ..., "n": ..., "unit": "images/s", "statistic": "trimmed_mean(0.1)",
      "batch": ..., "resolution": ..., "precision": ..., "raw_times_s": [...], "stop_reason": ...,
-     "protocol": {...}, "protocol_fingerprint": "<16 hex>", "environment": {...}}
+     "protocol": {...}, "protocol_fingerprint": "<16 hex>", "environment": {...},
+     "peak_rss_bytes": ..., "utilisation": {"samples": [...], ...}}
 
 ``*_mean`` is the 10 %-trimmed mean of the per-repetition values (robust to preempted
 repetitions on a shared machine); the plain mean is kept as ``mean_untrimmed``. Interleaved
@@ -109,6 +110,15 @@ class Measurement:
             "protocol": self.protocol, "protocol_fingerprint": protocol_fingerprint(self.protocol),
             "environment": self.environment, **self.extra,
         }
+
+
+def utilisation_fields(stats: dict[str, Any] | None) -> dict[str, Any]:
+    """A measurement's extra fields from the utilisation a run sampled (``board.runner.Sampler``
+    summary): ``peak_rss_bytes`` (peak resident memory of the process running the model while
+    it ran) and ``utilisation`` (the samples over time and their means); none without it."""
+    if not stats:
+        return {}
+    return {"peak_rss_bytes": stats.get("peak_rss_bytes"), "utilisation": stats}
 
 
 def arch_record(arch: Any, measurements: list[Measurement], tool: str = "anb measure",

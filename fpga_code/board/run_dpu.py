@@ -18,6 +18,8 @@ architectures whose record already holds both under this run's protocol, and one
 reported and the rest go on (exit 1 at the end). Throughput runs at the board's fixed thread
 count (5 on ZCU102, 6 on VCK190) with ``--in-flight`` jobs queued per runner; ``--sweep`` tries
 the board's thread counts and keeps the best. Only this file touches ``xir``/``vart``.
+``--stand-in`` runs int8 ONNX models through ``ort_runner.OrtStandInRunner`` on the CPU instead
+(no DPU: tests and host emulation; the records' environment says ``stand_in``).
 """
 from __future__ import annotations
 
@@ -47,10 +49,13 @@ def dpu_subgraph(graph):
     return subgraphs[0]
 
 
-def board_environment(device):
+def board_environment(device, stand_in=False):
     env = {"host": socket.gethostname(), "os": platform.platform(),
            "python": sys.version.split()[0], "device_name": device,
            "dpu": dpu_timing.BOARDS[device]["dpu"], "libraries": {"numpy": np.__version__}}
+    if stand_in:
+        env["dpu"] = "none: " + STAND_IN
+        env["stand_in"] = STAND_IN
     for name in ("vart", "xir"):  # best-effort: board images do not always set __version__
         module = sys.modules.get(name)
         if module is not None and getattr(module, "__version__", None):
@@ -97,7 +102,7 @@ def is_done(path, fingerprints):
 
 def measure_one(make_runner, arch, device, out, images, args):
     """Latency + throughput of one architecture; writes its record; returns a short summary."""
-    env = board_environment(device)
+    env = board_environment(device, getattr(args, "stand_in", False))
     probe = make_runner()
     batch = dpu_timing.native_batch(probe)
     if images is None:
@@ -155,6 +160,17 @@ def vart_factory(xmodel):
     return lambda: vart.Runner.create_runner(subgraph, "run")
 
 
+STAND_IN = "OrtStandInRunner: onnxruntime int8 on this machine's CPU, not a DPU"
+
+
+def stand_in_factory(batch, resolution):
+    """``--stand-in``: each "xmodel" is an int8 (QDQ) ONNX model run by ``ort_runner``'s
+    ``OrtStandInRunner`` on the CPU (tests, host emulation); its records say so."""
+    from ort_runner import OrtStandInRunner
+
+    return lambda xmodel: lambda: OrtStandInRunner(xmodel, batch, resolution)
+
+
 def read_archs(path):
     with open(path) as handle:
         return [line.strip() for line in handle if line.strip() and not line.startswith("#")]
@@ -176,6 +192,11 @@ def parser():
                    help="jobs queued per runner")
     p.add_argument("--images-per-round", type=int, default=dpu_timing.IMAGES_PER_ROUND)
     p.add_argument("--budget", type=float, help="timing budget per measurement (s)")
+    p.add_argument("--stand-in", action="store_true",
+                   help="no DPU: the models are int8 ONNX files run by the onnxruntime "
+                        "stand-in (ort_runner.py) on the CPU; records say so")
+    p.add_argument("--stand-in-batch", type=int, default=1,
+                   help="the stand-in's native batch (a DPU's: 1 on ZCU102, 6 on VCK190)")
     return p
 
 
@@ -186,6 +207,8 @@ def main(argv=None, runner_factory=vart_factory):
             (batch and not (args.xmodels and args.archs)):
         print("error: give --xmodel with --arch, or --xmodels with --archs", file=sys.stderr)
         return 2
+    if args.stand_in:
+        runner_factory = stand_in_factory(args.stand_in_batch, args.resolution)
     images = np.load(args.images) if args.images else None
     if single:
         archs, folder = [args.arch], None

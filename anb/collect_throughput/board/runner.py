@@ -8,7 +8,7 @@ host pushes this file, the model, the inputs (``.npy``) and a job file, then run
 
 JOB: ``{"mode": "time" | "outputs", "model": path, "inputs": path, "threads": int,
 "clock": "wall" | "cpu", "providers": [...], "lock": path, "lock_timeout": s,
-"warmup": {...}, "stopping": {...}}`` with the
+"sample_interval": s, "gpu": bool, "warmup": {...}, "stopping": {...}}`` with the
 warm-up and stopping fields of ``anb.collect_throughput.protocol`` (all given by the host).
 Timing follows the same rules as local measurement (``anb.collect_throughput.timing`` and
 ``stats``; tests/test_remote_board.py checks step for step that both decide alike): warm up
@@ -17,11 +17,13 @@ pick ``inner`` steps per repetition to last ``min_rep_seconds``, repeat until th
 interval of the trimmed mean is within ``rel_ci`` (or ``max_reps`` / ``budget_seconds``).
 
 RESULT: ``{"ok": true, "times_s": [...], "warmup_times_s": [...], "inner", "stop_reason",
-"elapsed_seconds", "warmup_stop_reason", "timed_from", "timed_to", "environment": {...}}``
-(mode ``time``; one measurement at a time per board: ``lock`` is held while it runs) or
-``{"ok": true, "outputs": path, ...}`` (mode ``outputs``); on failure ``{"ok": false,
-"step": ..., "kind": "missing" | "rejected" | "timeout" | "command", "error": ...}`` and exit
-status 3.
+"elapsed_seconds", "warmup_stop_reason", "timed_from", "timed_to", "environment": {...},
+"utilisation": {...}}`` (mode ``time``; one measurement at a time per board: ``lock`` is held
+while it runs) or ``{"ok": true, "outputs": path, ...}`` (mode ``outputs``). ``utilisation``
+(:class:`Sampler`) holds the CPU use (this process, the machine), RSS and GPU sampled every
+``sample_interval`` s while the model ran, and the peak RSS over that time. On failure
+``{"ok": false, "step": ..., "kind": "missing" | "rejected" | "timeout" | "command",
+"error": ...}`` and exit status 3.
 """
 import json
 import math
@@ -30,6 +32,7 @@ import platform
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -187,6 +190,134 @@ def run_loop(step, clock, warmup, stopping, now=time.perf_counter):
             "warmup_stop_reason": warm_reason}
 
 
+# -- utilisation (also the target server's STATS) ---------------------------------------------
+def proc_times():
+    """This process's CPU seconds (user + system) and the machine's busy / total jiffies."""
+    cpu = sum(os.times()[:2])
+    busy = total = 0
+    try:
+        with open("/proc/stat") as handle:
+            fields = [int(x) for x in handle.readline().split()[1:]]
+        total, busy = sum(fields), sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+    except (OSError, ValueError, IndexError):
+        pass
+    return cpu, busy, total
+
+
+def _status_bytes(field):
+    """``field`` (``VmRSS``, ``VmHWM``) of /proc/self/status in bytes (None if unreadable)."""
+    try:
+        with open("/proc/self/status") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def rss_bytes():
+    """This process's resident set now (VmRSS; without /proc, the lifetime peak ru_maxrss)."""
+    rss = _status_bytes("VmRSS")
+    if rss is not None:
+        return rss
+    try:
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    except (ImportError, OSError):
+        return None
+
+
+def reset_peak_rss():
+    """Reset this process's peak RSS (VmHWM) to its RSS now (Linux >= 4.0); False if not
+    possible, then only the samples tell the peak."""
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+        return _status_bytes("VmHWM") is not None
+    except (OSError, IOError):
+        return False
+
+
+def gpu_utilisation():
+    try:
+        out = subprocess.check_output(
+            ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,"
+             "nounits"], stderr=subprocess.DEVNULL, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [line.split(",") for line in out.decode().splitlines() if line.strip()]
+    return [{"gpu_percent": float(r[0]), "memory_used_mib": float(r[1])} for r in rows]
+
+
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+class Sampler(threading.Thread):
+    """Samples CPU (this process and the machine), RSS and GPU every ``interval`` s while a run
+    goes on: ``start()``, the run, then ``stop()`` returns the summary.
+
+    The peak RSS is exact where Linux lets a process reset its high-water mark (VmHWM, reset at
+    ``start``, read at ``stop``; ``peak_rss_source`` says ``VmHWM``); elsewhere it is the largest
+    sample (``sampled VmRSS``). Past ``max_samples`` rows, every other row is dropped and the
+    interval doubled, so a long run keeps a bounded record. ``gpu``: also ask ``nvidia-smi``
+    (where it answers) at every sample."""
+
+    def __init__(self, interval=0.1, gpu=True, max_samples=300):
+        threading.Thread.__init__(self)
+        self.daemon = True
+        self.interval, self.max_samples, self.samples = interval, max_samples, []
+        self.halt = threading.Event()
+        self.gpu = gpu and gpu_utilisation() is not None
+        self.hwm = False
+        self.rss_start = None
+
+    def start(self):
+        self.rss_start = rss_bytes()
+        self.hwm = reset_peak_rss()
+        threading.Thread.start(self)
+
+    def sample(self, began, last):
+        now = time.perf_counter()
+        cpu, busy, total = proc_times()
+        wall = now - last[0]
+        row = {"t": round(now - began, 4), "rss_bytes": rss_bytes(),
+               "process_cpu_percent": round(100.0 * (cpu - last[1]) / wall, 2) if wall else None,
+               "system_cpu_percent": round(100.0 * (busy - last[2]) / (total - last[3]), 2)
+               if total > last[3] else None}
+        if self.gpu:
+            row["gpus"] = gpu_utilisation()
+        self.samples.append(row)
+        if len(self.samples) > self.max_samples:
+            self.samples = self.samples[1::2]
+            self.interval *= 2
+        return (now, cpu, busy, total)
+
+    def run(self):
+        began = time.perf_counter()
+        last = (began,) + proc_times()
+        while not self.halt.wait(self.interval):
+            last = self.sample(began, last)
+        self.sample(began, last)
+
+    def stop(self):
+        self.halt.set()
+        self.join()
+        hwm = _status_bytes("VmHWM") if self.hwm else None
+        rss = [s["rss_bytes"] for s in self.samples if s["rss_bytes"] is not None]
+        peak = max(rss + ([hwm] if hwm is not None else [])) if rss or hwm else None
+        return {"interval_s": self.interval, "samples": self.samples,
+                "peak_rss_bytes": peak,
+                "peak_rss_source": "VmHWM" if hwm is not None else "sampled VmRSS",
+                "rss_start_bytes": self.rss_start,
+                "mean_process_cpu_percent": _mean(s["process_cpu_percent"]
+                                                  for s in self.samples),
+                "mean_system_cpu_percent": _mean(s["system_cpu_percent"]
+                                                 for s in self.samples)}
+
+
 # -- the board ---------------------------------------------------------------------------------
 def _read(path):
     try:
@@ -297,6 +428,18 @@ def run_job(job):
     batches = np.load(job["inputs"])
     if batches.ndim == 4:
         batches = batches[None]
+    sampler = Sampler(float(job.get("sample_interval", 0.1)), bool(job.get("gpu", True)))
+    sampler.start()
+    try:
+        result = _infer(np, session, batches, job)
+    finally:
+        result_stats = sampler.stop()
+    result.update({"ok": True, "environment": env, "utilisation": result_stats})
+    return result
+
+
+def _infer(np, session, batches, job):
+    """Outputs of every batch (mode ``outputs``) or the timing loop's result (``time``)."""
     name = session.get_inputs()[0].name
     output = session.get_outputs()[0].name
     try:
@@ -308,7 +451,7 @@ def run_job(job):
         outs = [first] + [session.run([output], {name: np.ascontiguousarray(b)})[0]
                           for b in batches[1:]]
         np.save(job["outputs"], np.stack(outs))
-        return {"ok": True, "outputs": job["outputs"], "environment": env}
+        return {"outputs": job["outputs"]}
     feeds = [{name: np.ascontiguousarray(b)} for b in batches]
     state = {"i": 0}
 
@@ -318,7 +461,7 @@ def run_job(job):
 
     began = time.time()
     result = run_loop(step, Clock(job.get("clock", "wall")), job["warmup"], job["stopping"])
-    result.update({"ok": True, "environment": env, "timed_from": began, "timed_to": time.time()})
+    result.update({"timed_from": began, "timed_to": time.time()})
     return result
 
 

@@ -19,7 +19,7 @@ the network and no other host can load a model. Requests, each answered ``OK`` o
   the host's warm-up and stopping rules (runner.py's loop); ``outputs`` computes outputs
 - ``OUTPUTS`` (reply payload: the last ``outputs`` run's ``.npy``)
 - ``STATS``: CPU utilisation, memory (RSS) and, where ``nvidia-smi`` answers, GPU utilisation,
-  sampled while the last run ran
+  sampled while the last run ran (runner.py's Sampler)
 - ``BYE``
 
 Limits: a header over 64 KiB or a payload over ``--max-payload`` is refused before it is read;
@@ -36,11 +36,9 @@ import os
 import shutil
 import socketserver
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from typing import cast
 
 try:  # on the host (tests, the client's framing imports)
@@ -95,86 +93,6 @@ def read_frame(sock, max_payload):
 
 def mac(token, nonce):
     return hmac.new(token, nonce.encode(), hashlib.sha256).hexdigest()
-
-
-# -- utilisation -------------------------------------------------------------------------------
-def _proc_times():
-    """This process's CPU seconds (user + system) and the machine's busy / total jiffies."""
-    cpu = sum(os.times()[:2])
-    busy = total = 0
-    try:
-        with open("/proc/stat") as handle:
-            fields = [int(x) for x in handle.readline().split()[1:]]
-        total, busy = sum(fields), sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)
-    except (OSError, ValueError, IndexError):
-        pass
-    return cpu, busy, total
-
-
-def _rss_bytes():
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        import resource
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    except (ImportError, OSError):
-        return None
-
-
-def _gpu_utilisation():
-    try:
-        out = subprocess.check_output(
-            ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,"
-             "nounits"], stderr=subprocess.DEVNULL, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    rows = [line.split(",") for line in out.decode().splitlines() if line.strip()]
-    return [{"gpu_percent": float(r[0]), "memory_used_mib": float(r[1])} for r in rows]
-
-
-class Sampler(threading.Thread):
-    """Samples CPU (this process and the machine), RSS and GPU every ``interval`` s."""
-
-    def __init__(self, interval):
-        threading.Thread.__init__(self, daemon=True)
-        self.interval, self.samples = interval, []
-        self.halt = threading.Event()
-        self.gpu = _gpu_utilisation() is not None
-
-    def sample(self, began, last):
-        now = time.perf_counter()
-        cpu, busy, total = _proc_times()
-        wall = now - last[0]
-        row = {"t": round(now - began, 4), "rss_bytes": _rss_bytes(),
-               "process_cpu_percent": round(100.0 * (cpu - last[1]) / wall, 2) if wall else None,
-               "system_cpu_percent": round(100.0 * (busy - last[2]) / (total - last[3]), 2)
-               if total > last[3] else None}
-        if self.gpu:
-            row["gpus"] = _gpu_utilisation()
-        self.samples.append(row)
-        return (now, cpu, busy, total)
-
-    def run(self):
-        began = time.perf_counter()
-        last = (began,) + _proc_times()
-        while not self.halt.wait(self.interval):
-            last = self.sample(began, last)
-        self.sample(began, last)
-
-    def stop(self):
-        self.halt.set()
-        self.join()
-        rss = [s["rss_bytes"] for s in self.samples if s["rss_bytes"] is not None]
-        cpu = [s["process_cpu_percent"] for s in self.samples
-               if s["process_cpu_percent"] is not None]
-        return {"interval_s": self.interval, "samples": self.samples,
-                "peak_rss_bytes": max(rss) if rss else None,
-                "mean_process_cpu_percent": sum(cpu) / len(cpu) if cpu else None}
 
 
 # -- the server --------------------------------------------------------------------------------
@@ -284,12 +202,8 @@ class Handler(socketserver.BaseRequestHandler):
                                    and isinstance(job["stopping"], dict)):
             raise ProtocolError("RUN mode=time needs 'warmup' and 'stopping' objects")
         with self.target.busy:  # one measurement at a time on this board
-            sampler = Sampler(self.target.sample_interval)
-            sampler.start()
-            try:
-                result = runner.run_job(job)
-            finally:
-                session.stats = sampler.stop()
+            result = runner.run_job(dict(job, sample_interval=self.target.sample_interval))
+        session.stats = result.pop("utilisation")
         if mode == "outputs":
             session.outputs = job["outputs"]
             result = {k: v for k, v in result.items() if k != "outputs"}
