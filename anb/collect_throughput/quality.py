@@ -80,10 +80,11 @@ class Images:
 
 def load_images(folder: str | Path, resolution: int, count: int = 500, calibration: int = 64,
                 seed: int = 0, crop_ratio: float = VAL_CROP_RATIO) -> Images:
-    """``count`` class-stratified images of ``folder`` (and ``calibration`` others) through
-    the trainer's validation transform at ``resolution``. A missing folder, one without class
+    """``count`` class-stratified images of ``folder`` (fewer where the folder holds fewer
+    than ``count`` + ``calibration``) and ``calibration`` others, through the trainer's
+    validation transform at ``resolution``. A missing folder, one without class
     sub-folders or with an empty class is an error naming it."""
-    from anb.collect_throughput.inputs import calibration_and_eval
+    from anb.collect_throughput.inputs import calibration_and_eval, labelled_files
     from anb.collect_throughput.quant_report import eval_inputs
 
     folder = Path(folder)
@@ -104,10 +105,32 @@ def load_images(folder: str | Path, resolution: int, count: int = 500, calibrati
                          f"{list(IMAGE_SUFFIXES)}; every class needs at least one")
     if count < 1:
         raise ValueError(f"count={count} is invalid; allowed: an integer >= 1")
+    total = sum(len(files) for files in labelled_files(folder))
+    if total <= calibration:
+        raise ValueError(f"images={str(folder)!r} holds {total} images; the device's int8 "
+                         f"model needs {calibration} to calibrate and at least one more to "
+                         "score")
+    count = min(count, total - calibration)
     calib_items, eval_items = calibration_and_eval(folder, calibration, count, seed)
     x, y = eval_inputs(eval_items, resolution, crop_ratio)
     c, _ = eval_inputs(calib_items, resolution, crop_ratio)
     return Images(folder, x, y, c, classes)
+
+
+def device_resolution(device: Any, arch: Any) -> int:
+    """The input size ``device`` runs ``arch`` at (a Qualcomm device's static one)."""
+    from anb.collect_throughput.network import measured_resolution
+
+    if isinstance(device, DeviceConfig):
+        return measured_resolution(device.protocols[0], arch)
+    return int(device.resolution)
+
+
+def calibration_count(device: Any) -> int:
+    """How many images calibrate ``device``'s int8 model (0: it runs fp32)."""
+    if isinstance(device, DeviceConfig):
+        return device.protocols[0].calibration_images
+    return int(getattr(device.quantization, "calibration_images", 0))
 
 
 def resolve_weights(weights: Path, arch: Arch) -> Path:
@@ -315,6 +338,25 @@ def measure_quality(device: Any, arch: Arch | str, source: Source, images: Image
         if isinstance(device, DeviceConfig):
             return quality_protocol(device, arch, source, images, Path(tmp))
         return quality_qualcomm(device, arch, source, images, Path(tmp), transport)
+
+
+def measure_quality_archs(device: Any, archs: list[Any], out: str | Path, source: Source,
+                          folder: str | Path, count: int = 500,
+                          workdir: str | Path | None = None,
+                          transport: Any = None) -> dict[str, dict[str, Any]]:
+    """Quality of each of ``archs`` on ``device`` written into ``<out>/<device>/<arch_id>.json``
+    (:func:`write_quality`); returns arch id -> entry. The image folder is checked first."""
+    done: dict[str, dict[str, Any]] = {}
+    loaded: dict[int, Images] = {}
+    for arch in archs:
+        resolution = device_resolution(device, arch)
+        if resolution not in loaded:
+            loaded[resolution] = load_images(folder, resolution, count,
+                                             calibration_count(device))
+        entry = measure_quality(device, arch, source, loaded[resolution], workdir, transport)
+        write_quality(out, device.name, arch, entry)
+        done[as_arch(arch).id] = entry
+    return done
 
 
 def quality_record(arch: Arch | str, device: str, entry: dict[str, Any],
