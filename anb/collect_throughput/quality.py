@@ -129,7 +129,9 @@ def device_resolution(device: Any, arch: Any) -> int:
 def calibration_count(device: Any) -> int:
     """How many images calibrate ``device``'s int8 model (0: it runs fp32)."""
     if isinstance(device, DeviceConfig):
-        return device.protocols[0].calibration_images
+        protocol = device.protocols[0]
+        return protocol.calibration_images if LOCAL_BACKENDS.get(protocol.backend) == "int8" \
+            else 0
     return int(getattr(device.quantization, "calibration_images", 0))
 
 

@@ -248,11 +248,10 @@ def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<ou
     if done:
         prepare_folder(out, RESULTS)
     try:
-        for job in done:
-            publish(job, job.result, out)
+        written = {publish(job, job.result, out) for job in done} - {None}
     except ValueError as err:
         fail(err)
-    typer.echo(f"wrote {len(done)} record(s) -> {out}")
+    typer.echo(f"wrote {len(written)} record(s) from {len(done)} job(s) -> {out}")
 
 
 def worker_cmd(

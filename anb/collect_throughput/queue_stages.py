@@ -231,8 +231,9 @@ def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
     images = load_images(spec["images"], spec.get("resolution") or device_resolution(device, arch),
                          spec.get("count", 500), calibration_count(device))
     entry = measure_quality(device, arch, Source.from_dict(spec), images, ctx.store_dir(job))
-    return {"record": quality_record(arch, job.device, entry), "top1": entry["top1"],
-            "top1_agreement": entry["top1_agreement"]}
+    return {"record": quality_record(arch, job.device, entry),
+            **{k: entry[k] for k in ("top1", "host_top1", "top1_agreement", "logits_cosine_min",
+                                     "max_abs_error", "images")}}
 
 
 def publish(job: Job, result: dict[str, Any], out: Path | None) -> Path | None:
