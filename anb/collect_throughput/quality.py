@@ -84,28 +84,26 @@ def load_images(folder: str | Path, resolution: int, count: int = 500, calibrati
     than ``count`` + ``calibration``) and ``calibration`` others, through the trainer's
     validation transform at ``resolution``. A missing folder, one without class
     sub-folders or with an empty class is an error naming it."""
-    from anb.collect_throughput.inputs import calibration_and_eval, labelled_files
+    from anb.collect_throughput.inputs import IMAGE_SUFFIXES, calibration_and_eval, labelled_files
     from anb.collect_throughput.quant_report import eval_inputs
 
     folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"images={str(folder)!r} is not a folder; allowed: an image folder "
                          "with one sub-folder of images per class (<root>/<class>/<image>)")
-    from anb.collect_accuracy.imagefolder import IMAGE_SUFFIXES
-
     classes = sorted(d.name for d in folder.iterdir() if d.is_dir())
     if not classes:
         raise ValueError(f"images={str(folder)!r} has no class sub-folders; allowed: "
-                         "<root>/<class>/<image> with images "
-                         f"{list(IMAGE_SUFFIXES)}")
+                         "<root>/<class>/<image>")
     empty = [c for c in classes if not any(f.suffix.lower() in IMAGE_SUFFIXES
                                            for f in (folder / c).rglob("*"))]
     if empty:
         raise ValueError(f"images={str(folder)!r}: class folder(s) {empty[:5]} hold no images "
-                         f"{list(IMAGE_SUFFIXES)}; every class needs at least one")
+                         f"{list(IMAGE_SUFFIXES)}; allowed: <root>/<class>/<image> with at "
+                         "least one image per class")
     if count < 1:
         raise ValueError(f"count={count} is invalid; allowed: an integer >= 1")
-    total = sum(len(files) for files in labelled_files(folder))
+    total = sum(map(len, labelled_files(folder)))
     if total <= calibration:
         raise ValueError(f"images={str(folder)!r} holds {total} images; the device's int8 "
                          f"model needs {calibration} to calibrate and at least one more to "
