@@ -7,7 +7,14 @@ A record has the released dataset's JSON shape plus optional provenance::
      "model_info": {"macs": 369.019616, "params": 4.042824},
      "platform_perf": {"throughput_a100": {"throughput_mean": 11102.8, "throughput_std": 1.7},
                        "latency_zcu102": {"latency_mean": 4.96, "latency_std": null}, ...},
+     "quality": {"cpu-int8": {"top1": 92.9, "top5": 100.0, "top1_agreement": 0.993, ...}},
      "provenance": {...}}
+
+``quality`` (optional) is the trained network's quality on a device, by device name
+(:mod:`anb.collect_throughput.quality`): ``top1`` / ``top5`` (%) against the labels of an image
+folder, ``host_top1`` / ``host_top5`` of the fp32 model on the host, ``top1_agreement`` (0-1)
+and ``logits_cosine_mean`` / ``logits_cosine_min`` against the host's outputs, ``images``,
+``dataset``, ``model``, ``backend``, ``precision`` (and ``quantization`` for int8 models).
 
 A learning curve, when the trainer kept one (``trainval.curve = true``), is in ``metrics`` as
 ``val_top1_epoch_<i>``: the validation top-1 after epoch ``i`` (1-based), one key per epoch. The
@@ -20,8 +27,9 @@ The flat table form (CSV / Parquet / DataFrame) has one row per record with colu
 ``space``, ``arch_id``, ``arch``, the space's record keys (``block{i}_{e,k,l,se}``),
 ``val_top1``, ``val_top5``, ``train_time``, ``val_top1_epoch_<i>`` (a curve, when held),
 ``macs``, ``params``, ``<kind>_<device>`` (mean)
-and ``<kind>_<device>_std`` for every ``platform_perf`` entry, ``source`` (the record's file
-name) and ``provenance`` (JSON text).
+and ``<kind>_<device>_std`` for every ``platform_perf`` entry, ``val_top1_<device>``,
+``val_top5_<device>`` and ``top1_agreement_<device>`` for every ``quality`` entry, ``source``
+(the record's file name) and ``provenance`` (JSON text).
 
 Every reader of an architecture table takes the architecture of a row from either an ``arch``
 string column (what ``anb query`` and a search's ``pareto.csv`` write) or the record-key
@@ -57,6 +65,9 @@ CURVE_PREFIX = "val_top1_epoch_"
 _CURVE_KEY = re.compile(r"val_top1_epoch_([1-9][0-9]*)")
 #: JSON files anb writes beside records (reports, manifests): a folder's are not records.
 NOT_RECORDS = frozenset({"merge_report.json", "manifest.json", "summary.json"})
+#: Flat-table column prefix -> field of a ``quality`` entry (column ``<prefix>_<device>``).
+QUALITY_COLUMNS = {"val_top1": "top1", "val_top5": "top5", "top1_agreement": "top1_agreement"}
+_QUALITY_COLUMN = re.compile(r"(val_top1|val_top5|top1_agreement)_([A-Za-z0-9.\-]+)")
 #: File suffixes read as a flat table (:func:`read_table`).
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
@@ -86,7 +97,7 @@ def validate_record(record: Mapping[str, Any], where: str = "record",
         arch = space.arch(dict(record["architecture"]))
     except ValueError as err:
         raise ValueError(f"{where}: field 'architecture': {err}") from None
-    for section in ("metrics", "model_info", "platform_perf", "provenance"):
+    for section in ("metrics", "model_info", "platform_perf", "quality", "provenance"):
         if section in record and record[section] is not None and not isinstance(
             record[section], Mapping
         ):
@@ -99,6 +110,13 @@ def validate_record(record: Mapping[str, Any], where: str = "record",
                              "'throughput_<device>' or 'latency_<device>'")
         if not isinstance(entry, Mapping) or f"{match.group(1)}_mean" not in entry:
             raise ValueError(f"{where}: platform_perf.{key} must hold '{match.group(1)}_mean'")
+    for device, entry in (record.get("quality") or {}).items():
+        if not re.fullmatch(r"[A-Za-z0-9.\-]+", str(device)):
+            raise ValueError(f"{where}: quality key {device!r} is not a device name (letters, "
+                             "digits, '.' and '-')")
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("top1"), (int, float)):
+            raise ValueError(f"{where}: quality.{device} must be an object holding a number "
+                             "'top1'")
     return arch
 
 
@@ -279,6 +297,9 @@ def records_to_frame(records: Iterable[Mapping[str, Any]],
             kind = key.split("_", 1)[0]
             row[key] = entry.get(f"{kind}_mean")
             row[f"{key}_std"] = entry.get(f"{kind}_std")
+        for device, entry in (record.get("quality") or {}).items():
+            for prefix, name in QUALITY_COLUMNS.items():
+                row[f"{prefix}_{device}"] = entry.get(name)
         row["source"] = record.get("source")
         provenance = record.get("provenance")
         row["provenance"] = json.dumps(provenance, sort_keys=True) if provenance else None
@@ -308,6 +329,13 @@ def curve_columns(frame: pd.DataFrame) -> list[str]:
 def perf_columns(frame: pd.DataFrame) -> list[str]:
     """The mean columns ``<kind>_<device>`` present in a flat table."""
     return [c for c in frame.columns if _PERF_KEY.fullmatch(c) and not c.endswith("_std")]
+
+
+def quality_columns(frame: pd.DataFrame) -> list[str]:
+    """The quality columns (``val_top1_<device>``, ``val_top5_<device>``,
+    ``top1_agreement_<device>``) present in a flat table (a device name holds no ``_``, so a
+    learning-curve column ``val_top1_epoch_<i>`` is not one)."""
+    return [c for c in frame.columns if _QUALITY_COLUMN.fullmatch(c)]
 
 
 def block_columns(space: Space = ANB_SPACE) -> list[str]:
@@ -370,6 +398,15 @@ def frame_to_records(frame: pd.DataFrame, space: Space = ANB_SPACE,
             perf[column] = {f"{kind}_mean": _clean(row.get(column)),
                             f"{kind}_std": _clean(row.get(f"{column}_std"))}
         record["platform_perf"] = perf
+        quality: dict[str, dict[str, Any]] = {}
+        for column in quality_columns(frame):
+            match = _QUALITY_COLUMN.fullmatch(column)
+            assert match is not None  # quality_columns keeps matching names only
+            value = _clean(row.get(column))
+            if value is not None:
+                quality.setdefault(match.group(2), {})[QUALITY_COLUMNS[match.group(1)]] = value
+        if quality:
+            record["quality"] = {d: e for d, e in quality.items() if "top1" in e}
         if _clean(row.get("provenance")):
             record["provenance"] = json.loads(row["provenance"])
         if _clean(row.get("source")):

@@ -17,10 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.queue_stages import make_context
+from anb.collect_throughput.queue_stages import make_context, quality_payload
 from anb.jobs.queue import Capability, JobSpec, open_queue
 from anb.jobs.stages import chain
 from anb.jobs.worker import Worker
+from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 from tests.realservers import free_port, missing_postgres, postgres_server
 
@@ -305,6 +306,25 @@ def test_queue_command_line(tmp_path, monkeypatch):
     assert not (tmp_path / "anb-store").exists()  # bad input writes nothing
 
 
+def _two_class_network(tmp_path, arch: str):
+    """A 2-class image folder (3 images each) and a state_dict of ``arch`` for 2 classes."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from anb.searchspace.model import build_model
+
+    rng = np.random.default_rng(0)
+    for label in ("a", "b"):
+        (tmp_path / "images" / label).mkdir(parents=True)
+        for i in range(3):
+            pixels = rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(tmp_path / "images" / label / f"{i}.png")
+    torch.manual_seed(0)
+    torch.save(build_model(as_arch(arch), num_classes=2).state_dict(), tmp_path / "w.pt")
+    return tmp_path / "images", tmp_path / "w.pt"
+
+
 @pytest.mark.slow
 def test_stage_chain_export_convert_measure_accuracy_on_a_board(tmp_path):
     board = _device_file(tmp_path, "lab-board", budget=0.3, remote=f"""[remote]
@@ -314,8 +334,11 @@ workdir = "{tmp_path / 'board'}"
 """)
     url = str(tmp_path / "q.db")
     ctx = make_context(tmp_path / "store", tmp_path / "results", [str(board)])
+    images, weights = _two_class_network(tmp_path, ARCHS[0])
+    payload = {"quality": quality_payload(images, weights, count=6)}
     with open_queue(url) as q:
-        q.submit([chain(ARCHS[0], "lab-board", ["accuracy", "measure", "export", "convert"])])
+        q.submit([chain(ARCHS[0], "lab-board", ["accuracy", "measure", "export", "convert"],
+                        payload=payload)])
         stats = Worker(q, ["export", "convert", "measure", "accuracy"], ctx, "w",
                        poll_seconds=0.1).run(idle_exit=True)
         jobs = sorted(q.jobs(), key=lambda j: j.updated_at)
@@ -326,13 +349,16 @@ workdir = "{tmp_path / 'board'}"
     assert convert["models"]["latency_lab-board"]["model"] == export["model"]  # reused
     assert len(list((tmp_path / "store" / "lab-board").glob("*.onnx"))) == 1
     assert jobs[3].priority == 60 + round(measure["latency_ms"])
-    # fp32 on the board vs fp32 on the host: the same numbers
-    assert accuracy["top1_agreement"] == 1.0 and accuracy["images"] == 64
-    assert accuracy["max_abs_error"] < 1e-4 and accuracy["cosine_min"] > 0.99999
+    # the network on its image folder, fp32 on the board vs fp32 on the host: the same numbers
+    assert accuracy["top1_agreement"] == 1.0 and accuracy["images"] == 6
+    assert accuracy["max_abs_error"] < 1e-4 and accuracy["logits_cosine_min"] > 0.99999
+    assert accuracy["top1"] == accuracy["host_top1"]
     arch_id = measure["record"]["provenance"]["throughput"]["arch_id"]
     record = json.loads((tmp_path / "results" / "lab-board" / f"{arch_id}.json").read_text())
     assert record["platform_perf"]["latency_lab-board"]["latency_mean"] == pytest.approx(
         measure["latency_ms"])
+    assert record["quality"]["lab-board"]["top1"] == accuracy["top1"]
+    assert record["quality"]["lab-board"]["where"] == "board"
     # the queue holds the accepted records too: any host can write them out for 'anb merge'
     result = CliRunner().invoke(app, ["queue", "results", "--out", str(tmp_path / "from-queue"),
                                       "--queue", url])

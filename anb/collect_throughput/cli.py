@@ -57,10 +57,23 @@ def measure_cmd(
                                 "architecture measured (HTML + PNG: time per step over the "
                                 "run, CPU and memory use, quality where measured) to "
                                 "<out>/<device>/reports/."),
+    quality: bool = typer.Option(False, "--quality", help="Score a trained network (--weights "
+                                 "or --onnx) on --images on the device instead of timing: "
+                                 "top-1/top-5 and agreement with the host's fp32 output, "
+                                 "stored in the record's 'quality' section."),
+    images: Path | None = typer.Option(None, "--images", help="--quality: labelled image "
+                                       "folder (<root>/<class>/<image>)."),
+    weights: Path | None = typer.Option(None, "--weights", help="--quality: the trainer's "
+                                        "checkpoint, artifact folder, state_dict file, or a "
+                                        "folder of <arch_id>.pt checkpoints."),
+    onnx: Path | None = typer.Option(None, "--onnx", help="--quality: a trained ONNX model "
+                                     "instead of --weights."),
+    quality_images: int = typer.Option(500, help="--quality: images scored (class-stratified "
+                                       "sample of --images)."),
 ) -> None:
     """Measure latency/throughput of architectures of a search space on a device of any kind
     (this host, a board over [remote], a Qualcomm SoC, a plug-in's; resumable, shardable); the
-    records name the space."""
+    records name the space. With --quality, the trained network's accuracy on the device."""
     from anb.collect_throughput.anchors import parse_anchors
     from anb.collect_throughput.devices import load_target
     from anb.collect_throughput.driver import RESULTS, read_arch_list, shard_of
@@ -73,6 +86,10 @@ def measure_cmd(
         target = load_target(device, _overrides(resolution, batch, threads, clock, budget),
                              spec.name)
         arch_list = shard_of(read_arch_list(archs, spec), shard)
+        if quality or images or weights or onnx:
+            _quality(target.config, arch_list, out, images, weights, onnx, quality_images,
+                     workdir, quality)
+            return
         anchor_archs = parse_anchors(anchors, spec)
         require("torch", "measure", what="`anb measure`")  # before the folder is made
         # one measure per folder and machine: two would time the same designs on the same cores
@@ -95,6 +112,30 @@ def measure_cmd(
                    "/index.html")
     if summary.failed:
         raise typer.Exit(1)
+
+
+def _quality(device: Any, archs: list, out: Path, images: Path | None, weights: Path | None,
+             onnx: Path | None, count: int, workdir: Path | None, asked: bool) -> None:
+    """``anb measure --quality``: each architecture's entry into its record, one line each."""
+    from anb.collect_throughput.driver import RESULTS
+    from anb.collect_throughput.quality import Source, measure_quality_archs
+    from anb.outputs import exclusive, prepare_folder
+
+    if not asked:
+        raise ValueError("--images, --weights and --onnx are options of --quality; add "
+                         "--quality to score the trained network on the device")
+    if images is None:
+        raise ValueError("--quality needs --images DIR: a labelled image folder "
+                         "(<root>/<class>/<image>)")
+    source = Source(weights, onnx)
+    with exclusive(prepare_folder(out, RESULTS), "anb measure", per_host=True):
+        entries = measure_quality_archs(device, archs, out, source, images, count, workdir)
+    for arch_id, e in entries.items():
+        typer.echo(f"{device.name}: {arch_id} top-1 {e['top1']:.2f} % (host fp32 "
+                   f"{e['host_top1']:.2f} %), top-5 {e['top5']:.2f} %, agreement "
+                   f"{100 * e['top1_agreement']:.1f} %, logits cosine "
+                   f"{e['logits_cosine_mean']:.4f} on {e['images']} images -> "
+                   f"{Path(out) / device.name}")
 
 
 def merge_cmd(

@@ -10,6 +10,10 @@ accuracy record, then result folders in the order given), ``replace`` (last seen
 accuracy record are kept as records without metrics (with the analytic ``model_info``, MACs and
 params) and listed as ``device_only``.
 
+A device's ``quality`` entry (the trained network's top-1 on the device, :mod:`.quality`) is
+carried the same way under the key ``val_top1_<device>`` (its ``top1`` compared for conflicts
+and gaps), into the record's ``quality`` section and the table's ``val_top1_<device>`` column.
+
 Every measured entry carries its protocol fingerprint; a key whose results were taken under
 more than one protocol is refused (:class:`MixedProtocols`, naming both and how they differ)
 unless ``allow_mixed_protocols``; the fingerprints of each key are in the report. Anchor
@@ -101,8 +105,13 @@ def check_protocols(results: list[dict], allow_mixed: bool = False) -> dict[str,
     return {key: sorted(found) for key, found in seen.items()}
 
 
+QUALITY_PREFIX = "val_top1_"
+"""Merge key of a device's quality entry: ``val_top1_<device>``."""
+
+
 def _mean(entry: dict, key: str) -> float | None:
-    value = entry.get(f"{key.split('_', 1)[0]}_mean")
+    field = "top1" if key.startswith(QUALITY_PREFIX) else f"{key.split('_', 1)[0]}_mean"
+    value = entry.get(field)
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
@@ -111,6 +120,22 @@ def _same(a: dict, b: dict, key: str) -> bool:
     if x is None or y is None:
         return x is y
     return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _entries(record: dict) -> list[tuple[str, dict]]:
+    """A record's mergeable entries by key: ``platform_perf``'s, and each ``quality`` entry as
+    ``val_top1_<device>``."""
+    return [*(record.get("platform_perf") or {}).items(),
+            *((f"{QUALITY_PREFIX}{device}", entry)
+              for device, entry in (record.get("quality") or {}).items())]
+
+
+def _put(record: dict, key: str, entry: dict) -> None:
+    """Set the entry of ``key`` (see :func:`_entries`) in ``record``."""
+    if key.startswith(QUALITY_PREFIX):
+        record.setdefault("quality", {})[key.removeprefix(QUALITY_PREFIX)] = entry
+    else:
+        record["platform_perf"][key] = entry
 
 
 def _arch_id(record: dict, space: Space) -> str:
@@ -147,28 +172,29 @@ def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: st
     for arch_id in ids:
         seen[arch_id] = seen.get(arch_id, 0) + 1
     report.duplicate_accuracy_archs = sorted(a for a, n in seen.items() if n > 1)
-    released_keys = {k for r in accuracy for k in (r.get("platform_perf") or {})}
+    released_keys = {k for r in accuracy for k, _ in _entries(r)}
     for record in results:
         report.device_records += 1
         arch_id = _arch_id(record, space)
         templates.setdefault(arch_id, record)
-        for key, entry in (record.get("platform_perf") or {}).items():
+        for key, entry in _entries(record):
             add(arch_id, key, entry, str(record.get("source", "results")))
 
     merged = []
     for arch_id, record in zip(ids, accuracy, strict=True):
         out = copy.deepcopy(record)
-        perf = out.setdefault("platform_perf", {})
+        out.setdefault("platform_perf", {})
+        held = dict(_entries(out))
         for key, (entry, source) in measured.get(arch_id, {}).items():
-            if key in perf and not _same(perf[key], entry, key):
+            if key in held and not _same(held[key], entry, key):
                 report.conflicts.append({
                     "arch_id": arch_id, "key": key,
                     "sources": [str(record.get("source", "accuracy")), source],
-                    "values": [_mean(perf[key], key), _mean(entry, key)],
+                    "values": [_mean(held[key], key), _mean(entry, key)],
                     "kept": source if on_conflict == "replace" else str(record.get("source"))})
                 if on_conflict != "replace":
                     continue
-            perf[key] = copy.deepcopy(entry)
+            _put(out, key, copy.deepcopy(entry))
         merged.append(out)
     if report.conflicts and on_conflict == "error":
         first = report.conflicts[0]
@@ -179,16 +205,19 @@ def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: st
     for arch_id in sorted(set(templates) - set(seen)):
         report.device_only.append(arch_id)
         arch = space.arch(templates[arch_id]["architecture"])
-        merged.append({**new_record(arch, space), "metrics": {},
-                       "model_info": model_info(arch, space), "source": f"{arch_id}.json",
-                       "platform_perf": {k: copy.deepcopy(v[0])
-                                         for k, v in measured[arch_id].items()}})
+        only = {**new_record(arch, space), "metrics": {},
+                "model_info": model_info(arch, space), "source": f"{arch_id}.json",
+                "platform_perf": {}}
+        for key, (entry, _) in measured[arch_id].items():
+            _put(only, key, copy.deepcopy(entry))
+        merged.append(only)
         ids.append(arch_id)
-    all_keys = sorted({k for r in merged for k in r["platform_perf"]})
+    held_by = [dict(_entries(r)) for r in merged]
+    all_keys = sorted({k for held in held_by for k in held})
     report.keys_added = sorted(set(all_keys) - released_keys)
     for key in all_keys:
-        lacking = sorted({i for i, r in zip(ids, merged, strict=True)
-                          if _mean(r["platform_perf"].get(key, {}), key) is None})
+        lacking = sorted({i for i, held in zip(ids, held_by, strict=True)
+                          if _mean(held.get(key, {}), key) is None})
         if lacking:
             report.gaps[key] = len(lacking)
             report.gap_archs[key] = lacking

@@ -82,11 +82,23 @@ def submit_cmd(
     max_attempts: int = typer.Option(3, help="Attempts before a job is failed."),
     space: str | None = space_option("search space (default: the one an --archs dataset or "
                                      "search output names, else anb-mnasnet)"),
+    images: Path | None = typer.Option(None, "--images", help="accuracy stage: labelled image "
+                                       "folder (<root>/<class>/<image>) to score on."),
+    weights: Path | None = typer.Option(None, "--weights", help="accuracy stage: the trainer's "
+                                        "checkpoint, artifact folder, state_dict file, or a "
+                                        "folder of <arch_id>.pt checkpoints."),
+    onnx: Path | None = typer.Option(None, "--onnx", help="accuracy stage: a trained ONNX "
+                                     "model instead of --weights."),
+    quality_images: int = typer.Option(500, help="accuracy stage: images scored (class-"
+                                       "stratified sample of --images)."),
+    quality_resolution: int | None = typer.Option(None, help="accuracy stage: input size "
+                                                  "(default: the device's)."),
     queue: str = QUEUE,
 ) -> None:
-    """Queue jobs for every architecture (of --space) x device."""
+    """Queue jobs for every architecture (of --space) x device (the accuracy stage scores a
+    trained network, --weights or --onnx, on --images)."""
     from anb.collect_throughput.devices import device_table
-    from anb.collect_throughput.queue_stages import job_payload, register_stages
+    from anb.collect_throughput.queue_stages import job_payload, quality_payload, register_stages
     from anb.jobs.queue import JobSpec
     from anb.jobs.stages import chain
     from anb.records import detect_space
@@ -97,8 +109,14 @@ def submit_cmd(
         names = [s.strip() for s in stages.split(",") if s.strip()]
         tables = [device_table(d) for d in devices]
         arch_list = _archs(archs, spec)
+        quality = None
+        if "accuracy" in names:
+            if images is None:
+                raise ValueError("the accuracy stage needs --images DIR (a labelled image "
+                                 "folder) and --weights PATH or --onnx FILE")
+            quality = quality_payload(images, weights, onnx, quality_images, quality_resolution)
         specs: list[JobSpec] = [chain(a, name, names, priority, max_attempts,
-                                      job_payload(spec, table))
+                                      job_payload(spec, table, quality))
                                 for name, table in tables for a in arch_list]
     except (ValueError, FileNotFoundError) as err:
         fail(err)
@@ -214,7 +232,8 @@ def bump_cmd(ids: list[int] = typer.Argument(..., help="Job ids."),
 def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/"
                                          "<arch_id>.json, as 'anb measure' writes)."),
                 device: str | None = None, queue: str = QUEUE) -> None:
-    """Write the records of finished measure jobs from the queue (for 'anb merge')."""
+    """Write the records of finished measure and accuracy jobs from the queue (timings and
+    the trained network's quality on the device; for 'anb merge')."""
     from anb.collect_throughput.driver import RESULTS
     from anb.collect_throughput.queue_stages import publish
     from anb.outputs import check_folder, prepare_folder
@@ -224,15 +243,15 @@ def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<ou
     except ValueError as err:
         fail(err)
     with _open(queue) as q:
-        done = q.jobs(state="done", device=device, stage="measure", limit=10**9)
+        done = [job for stage in ("measure", "accuracy")
+                for job in q.jobs(state="done", device=device, stage=stage, limit=10**9)]
     if done:
         prepare_folder(out, RESULTS)
     try:
-        for job in done:
-            publish(job, job.result, out)
+        written = {publish(job, job.result, out) for job in done} - {None}
     except ValueError as err:
         fail(err)
-    typer.echo(f"wrote {len(done)} record(s) -> {out}")
+    typer.echo(f"wrote {len(written)} record(s) from {len(done)} job(s) -> {out}")
 
 
 def worker_cmd(

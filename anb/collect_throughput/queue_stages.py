@@ -19,8 +19,10 @@ Devices of either kind of config work here (:mod:`.devices` tells them apart): `
 worker with the SDK's host tools (no board), and is measured on its board by
 :func:`~anb.collect_throughput.qualcomm.stages.measure_qualcomm` through its transport, which
 finds that DLC in the store (or builds it when queued without ``convert``); its per-layer table
-(``result["files"]``) is published beside the record. The separate export and accuracy stages
-are for protocol configs.
+(``result["files"]``) is published beside the record. The separate export stage is for
+protocol configs; ``accuracy`` scores a trained network on an image folder on any device
+(:mod:`.quality`; the job's ``payload["quality"]``) and publishes the ``quality`` entry into
+the same record.
 
 A job of a search space other than ``anb-mnasnet`` names it in its payload (``"space"``,
 :func:`job_payload`); every stage reads the architecture in that space (:func:`job_arch`) and
@@ -37,12 +39,11 @@ from typing import Any
 
 from anb.collect_throughput.devices import as_target, load_any_device
 from anb.collect_throughput.driver import (
-    ProtocolTarget,
     check_results_space,
     read_result,
     result_path,
 )
-from anb.collect_throughput.network import measured_resolution, require_images
+from anb.collect_throughput.network import require_images
 from anb.collect_throughput.protocol import DeviceConfig, for_space
 from anb.collect_throughput.target import MeasureTarget
 from anb.io import atomic_write, atomic_write_json
@@ -67,7 +68,7 @@ STAGES = (
     Stage("measure", PRIORITY_MEASURE, True, f"{__name__}:run_measure",
           publish=f"{__name__}:publish"),
     Stage("accuracy", PRIORITY_ACCURACY, True, f"{__name__}:run_accuracy",
-          follow_priority=f"{__name__}:accuracy_priority"),
+          follow_priority=f"{__name__}:accuracy_priority", publish=f"{__name__}:publish"),
 )
 
 
@@ -92,11 +93,15 @@ def make_context(store: str | Path, out: str | Path | None, devices: list[str]) 
     return StageContext(store=Path(store), out=Path(out) if out else None, devices=configs)
 
 
-def job_payload(space: Space, device_table: dict[str, Any]) -> dict[str, Any]:
-    """What a submitted job carries: its device's table, and its space unless the default."""
+def job_payload(space: Space, device_table: dict[str, Any],
+                quality: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a submitted job carries: its device's table, its space unless the default, and
+    for the accuracy stage its ``quality`` spec (:func:`quality_payload`)."""
     payload: dict[str, Any] = {"device_config": device_table}
     if space.name != DEFAULT_SPACE:
         payload["space"] = space.name
+    if quality is not None:
+        payload["quality"] = quality
     return payload
 
 
@@ -137,8 +142,8 @@ def job_target(job: Job, ctx: StageContext) -> MeasureTarget:
 
 
 def protocol_device(job: Job, ctx: StageContext) -> DeviceConfig:
-    """The job's device for the stages that run its protocols one by one (export,
-    accuracy); a clear error for a Qualcomm device."""
+    """The job's device for the stage that runs its protocols one by one (export); a clear
+    error for a Qualcomm device."""
     device = job_device(job, ctx)
     if not isinstance(device, DeviceConfig):
         raise ValueError(f"device {device.name!r} is a Qualcomm {device.sdk.upper()} device: "
@@ -182,49 +187,62 @@ def run_measure(job: Job, ctx: StageContext) -> dict[str, Any]:
     return job_target(job, ctx).measure_job(job_arch(job), ctx.store_dir(job))
 
 
+def quality_payload(images: str | Path, weights: str | Path | None = None,
+                    onnx: str | Path | None = None, count: int = 500,
+                    resolution: int | None = None) -> dict[str, Any]:
+    """What an accuracy job carries (``payload["quality"]``): the image folder, the trained
+    network (:class:`~.quality.Source`: checked to exist), the number of images scored and
+    the resolution (None: the device's)."""
+    from anb.collect_throughput.quality import Source
+
+    source = Source(Path(weights).resolve() if weights else None,
+                    Path(onnx).resolve() if onnx else None)
+    if not Path(images).is_dir():
+        raise ValueError(f"images={str(images)!r} is not a folder; allowed: an image folder "
+                         "with one sub-folder of images per class")
+    return {"images": str(Path(images).resolve()), **source.as_dict(), "count": count,
+            "resolution": resolution}
+
+
 def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
-    """On-device agreement with the host: the device's model run on the digits test images
-    (on the board, or here), against the fp32 model in onnxruntime on this host: top-1
-    agreement, cosine similarity and max abs error of the logits. A space whose input is not
-    RGB images is refused (naming it)."""
-    import numpy as np
+    """The trained network's quality on the device (:mod:`.quality`): the job's
+    ``payload["quality"]`` (:func:`quality_payload`) names the image folder and the network;
+    run through the device's own path (its back-end here, its board, a Qualcomm device's SDK
+    stages). ``result["record"]`` holds the ``quality`` entry, published with the device's
+    record (:func:`publish`)."""
+    from anb.collect_throughput.quality import (
+        Source,
+        calibration_count,
+        device_resolution,
+        load_images,
+        measure_quality,
+        quality_record,
+    )
 
-    from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
-    from anb.collect_throughput.digits import digits_images
-    from anb.collect_throughput.quantize import run_model
-
-    device = protocol_device(job, ctx)
+    spec = job.payload.get("quality")
+    if not spec:
+        raise ValueError(f"job #{job.id}: the accuracy stage needs a trained network and an "
+                         "image folder; submit with --images DIR and --weights PATH (or --onnx "
+                         "FILE)")
+    device = job_device(job, ctx)
+    if isinstance(device, DeviceConfig):
+        require_images(device.protocols[0], "the accuracy stage (an image folder)")
     arch = job_arch(job)
-    protocol = device.protocols[0]
-    require_images(protocol, "the accuracy stage (digits images)")
-    resolution = measured_resolution(protocol, arch)
-    images, _ = digits_images(resolution, "test")
-    images = np.ascontiguousarray(images[:64], dtype=np.float32)
-    reference = run_model(float_onnx(arch, ctx.store_dir(job), resolution, job_space(job)),
-                          images)
-    (_, path, _), = ProtocolTarget(device).prepare_models(arch, ctx.store_dir(job))[:1]
-    if device.remote:
-        from anb.collect_throughput.remote import device_outputs
-
-        logits = device_outputs(device, protocol, path, images)
-    else:
-        logits = run_model(path, images)
-    a = reference.reshape(len(images), -1).astype(np.float64)
-    b = logits.reshape(len(images), -1).astype(np.float64)
-    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-    cosine = np.sum(a * b, 1) / np.maximum(norms, np.finfo(np.float64).tiny)
-    return {"top1_agreement": float(np.mean(a.argmax(1) == b.argmax(1))),
-            "cosine_min": float(cosine.min()), "cosine_mean": float(cosine.mean()),
-            "max_abs_error": float(np.abs(a - b).max()), "images": len(images),
-            "model": str(path)}
+    images = load_images(spec["images"], spec.get("resolution") or device_resolution(device, arch),
+                         spec.get("count", 500), calibration_count(device))
+    entry = measure_quality(device, arch, Source.from_dict(spec), images, ctx.store_dir(job))
+    return {"record": quality_record(arch, job.device, entry),
+            **{k: entry[k] for k in ("top1", "host_top1", "top1_agreement", "logits_cosine_min",
+                                     "max_abs_error", "images")}}
 
 
 def publish(job: Job, result: dict[str, Any], out: Path | None) -> Path | None:
-    """Write a measure result's record to ``<out>/<device>/<arch_id>.json``, adding its
-    entries to a record already there, and copy the files it lists (``result["files"]``, e.g.
-    a Qualcomm per-layer table) beside it (atomic; call after the queue accepted the result).
-    A listed file this host cannot see (a store not shared with it) is skipped; a results folder
-    holding another space's records is refused (naming both)."""
+    """Write a measure or accuracy result's record to ``<out>/<device>/<arch_id>.json``,
+    adding its ``platform_perf`` and ``quality`` entries to a record already there, and copy
+    the files it lists (``result["files"]``, e.g. a Qualcomm per-layer table) beside it
+    (atomic; call after the queue accepted the result). A listed file this host cannot see (a
+    store not shared with it) is skipped; a results folder holding another space's records is
+    refused (naming both)."""
     record = result.get("record")
     if out is None or record is None:
         return None
@@ -239,6 +257,8 @@ def publish(job: Job, result: dict[str, Any], out: Path | None) -> Path | None:
     old = read_result(path)
     if old is not None:
         old["platform_perf"].update(record["platform_perf"])
+        if record.get("quality"):
+            old.setdefault("quality", {}).update(record["quality"])
         record = old
     atomic_write_json(path, record)
     return path
