@@ -43,7 +43,7 @@ def quant_layers_cmd(
     resolution: int | None = typer.Option(None, help="Image size (>= 32; default 32, an ONNX "
                                           "model's own input size)."),
     calibration: int = typer.Option(64, help="Calibration images."),
-    images: int = typer.Option(16, help="Images compared layer by layer."),
+    images: int = typer.Option(16, "--compare-images", help="Images compared layer by layer."),
     eval_images: int = typer.Option(200, help="Images scored per model of the mixed-precision "
                                     "sweep (with --weights/--onnx)."),
     cos_threshold: float = typer.Option(0.99, help="Flag layers with cosine below this."),
@@ -65,8 +65,8 @@ def quant_layers_cmd(
              f"config {shipped} or a TOML file")
     if (resolution is not None and resolution < 32) or images < 1 or calibration < 1 \
             or worst < 0 or eval_images < 1:
-        fail("--resolution must be >= 32, --images, --calibration and --eval-images >= 1, "
-             f"--worst >= 0 (got {resolution}, {images}, {calibration}, {eval_images}, "
+        fail("--resolution must be >= 32, --compare-images, --calibration and --eval-images "
+             f">= 1, --worst >= 0 (got {resolution}, {images}, {calibration}, {eval_images}, "
              f"{worst})")
     ks = parse_keep_float(keep_float)
     real = weights is not None or onnx_file is not None

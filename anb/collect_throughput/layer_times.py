@@ -28,7 +28,7 @@ import pandas as pd
 def row_of_layer(layers: list[dict], table: pd.DataFrame) -> dict[str, str]:
     """Layer node name -> the ``tensor`` of the row it is charged to (its own first row, else
     that of its nearest consumer with a row, else the last row before it)."""
-    own = {}
+    own: dict[str, str] = {}
     for row in table.itertuples():
         own.setdefault(str(row.node), str(row.tensor))
     consumers: dict[str, list[dict]] = {}
@@ -84,7 +84,7 @@ def join_times(table: pd.DataFrame, layers: list[dict], nodes: pd.DataFrame, col
     last = next((c for c in charged if c), None)
     for i, value in enumerate(charged):  # glue after the last layer -> the previous row
         charged[i] = last = value or last
-    nodes = nodes.assign(tensor=charged,
+    nodes = nodes.assign(tensor=pd.Series(charged, index=nodes.index, dtype=object),
                          matched=["layer" if d else "glue" for d in direct])
     per_row = nodes.groupby("tensor")["time_us"].agg(["sum", "size"])
     table = table.copy()
