@@ -70,10 +70,12 @@ def test_trained_int8_layers_are_close_unlike_a_random_backbone(report, tmp_path
     assert summary["arch"] == SMALL and summary["labelled"] and summary["eval_images"] == 200
     assert summary["float_top1"] > 60 and summary["quantized_top1"] > summary["float_top1"] - 5
     _, random = layer_report(SMALL, "cpu-int8", tmp_path, calibration=64, images=16)
-    # measured: trained median layer cosine 0.99968, min 0.99902; random backbone 0.9899/0.81
-    assert table["cosine"].median() > 0.999 and table["cosine"].min() > 0.995
-    assert random["cosine"].median() < 0.995
-    assert (1 - table["cosine"].median()) * 10 < 1 - random["cosine"].median()
+    # measured: trained median / min layer SQNR 31.9 / 27.1 dB (cosine 0.99968 / 0.99902);
+    # the random backbone fitted to 8x8 digits 22.0 / 16.7 dB (cosine 0.9968 / 0.9894)
+    assert table["sqnr_db"].median() > random["sqnr_db"].median() + 8
+    assert table["sqnr_db"].min() > random["sqnr_db"].min() + 8
+    assert table["cosine"].min() > 0.998 > random["cosine"].min()
+    assert random["below_threshold"].any()
     assert not table["below_threshold"].any()
 
 
@@ -103,7 +105,8 @@ def test_keeping_the_worst_layers_float_recovers_accuracy(report):
     int8, k4, every = mixed.loc[0.0], mixed.loc[4.0], mixed.loc[100.0]
     assert k4["logits_sqnr_db"] > int8["logits_sqnr_db"] + 2
     assert every["logits_sqnr_db"] > int8["logits_sqnr_db"] + 20
-    assert every["agreement"] >= int8["agreement"] and every["top1"] >= int8["top1"] - 1
+    fp32 = mixed.iloc[0]
+    assert every["agreement"] == 100.0 >= int8["agreement"] and every["top1"] == fp32["top1"]
     assert (mixed["latency_ms"] > 0).all()
     assert mixed.loc[0.0, "latency_vs_int8"] == 1.0
     quantized = float_nodes(onnx.load(str(report / "int8.onnx")))

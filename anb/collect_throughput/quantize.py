@@ -115,7 +115,9 @@ def quantize_int8(float_path: str | Path, out_path: str | Path, calibration: np.
             raise ValueError(f"exclude={unknown} names no node of {float_path}")
         staged = Path(tmp) / "int8.onnx"
         per_channel, unsigned = _OPTIONS[scheme]
-        reader = ArrayReader(calibration, input_name=input_name(prepared))
+        first = onnx.load(str(prepared), load_external_data=False).graph.input[0]
+        fixed = first.type.tensor_type.shape.dim[0].dim_value == 1
+        reader = ArrayReader(calibration, batch=1 if fixed else 16, input_name=first.name)
         quantize_static(
             str(prepared), str(staged), reader, quant_format=QuantFormat.QDQ,
             per_channel=per_channel, nodes_to_exclude=list(exclude),
@@ -140,13 +142,6 @@ def sqnr_db(reference: np.ndarray, other: np.ndarray) -> float:
     ref = np.ravel(reference).astype(np.float64)
     noise = np.sum((ref - np.ravel(other)) ** 2)
     return float("inf") if noise == 0 else float(10 * np.log10(np.sum(ref**2) / noise))
-
-
-def input_name(path: str | Path) -> str:
-    """The name of an ONNX model's (first) input."""
-    import onnx
-
-    return onnx.load(str(path), load_external_data=False).graph.input[0].name
 
 
 def run_model(path: str | Path, images: np.ndarray, batch: int = 64) -> np.ndarray:
