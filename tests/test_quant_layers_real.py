@@ -184,3 +184,24 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys, arg
     assert err.startswith("error: ") and message in err, err
     assert not (tmp_path / "rep").exists()
     assert np.all([p.name in {"M", "bad.onnx", "I", "empty", "W"} for p in tmp_path.iterdir()])
+
+
+@pytest.mark.slow
+def test_qualcomm_layer_times_from_diagview_are_joined(sdk_path, tmp_path):
+    """Through the SNPE stand-ins (tests/standins/snpe): the debug run's diagnostic log, read
+    by snpe-diagview, gives per-layer times; each lands on a layer row."""
+    from anb.collect_throughput.layerwise import layer_report
+
+    from tests.qualcomm_helpers import ARCH, CountingLocal
+
+    config = tmp_path / "snpe-dsp-32.toml"
+    config.write_text('name = "snpe-dsp-32"\nsdk = "snpe"\nruntime = "dsp"\nresolution = 32\n'
+                      f'remote_dir = "{tmp_path / "board"}"\n[quantization]\n'
+                      'calibration_images = 16\n')
+    summary, table = layer_report(ARCH, str(config), tmp_path / "out", transport=CountingLocal(),
+                                  calibration=16, images=2)
+    nodes = pd.read_csv(tmp_path / "out" / summary["arch_id"] / "nodes.csv")
+    assert len(nodes) > 40 and set(nodes["tensor"]) <= set(table["tensor"])
+    assert (nodes["matched"] == "layer").all(), "SNPE layers are the ONNX graph's nodes"
+    assert summary["node_time_us"] > 0
+    assert table["time_us"].sum() == pytest.approx(summary["node_time_us"])

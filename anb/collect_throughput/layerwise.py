@@ -14,6 +14,11 @@ the error the layer itself adds) and max abs error. Quantized paths (``path``):
   run on the board by ``snpe-net-run --debug`` on the same NHWC raw inputs; every layer's raw
   output pulled back and turned NCHW.
 
+A trained model (``--weights`` or a user's ``--onnx``) on real images goes through
+:func:`model_report`: the same comparison on the CPU paths, per-layer times joined from the
+device's profile (:mod:`.layer_times`; Qualcomm: ``snpe-diagview`` of the debug run) and a
+keep-float mixed-precision sweep (:mod:`.mixed_precision`).
+
 Per model ``<out>/<arch_id>/layers.csv`` and ``layers.html`` (plotly, self-contained) with the
 layers below the thresholds and the ``worst`` lowest-SQNR ones flagged, ``summary.json``; across
 models ``<out>/by_layer_type.csv`` / ``.html`` (which layer types lose most) and
@@ -32,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from anb.collect_throughput.digits import digits_images, fit_digits, top1
+from anb.collect_throughput.layer_times import join_times
 from anb.collect_throughput.quantize import cosine, sqnr_db
 from anb.io import atomic_write, atomic_write_json
 from anb.outputs import Kind, has_files
@@ -222,7 +228,9 @@ def _cpu_path(model: Any, scheme: str, resolution: int, calibration: np.ndarray,
 
 def _device_path(arch: Arch, model: Any, device_name: str, calibration: np.ndarray,
                  images: np.ndarray, tmp: Path, transport: Any = None,
-                 ) -> tuple[Path, Path, dict[str, np.ndarray]]:
+                 ) -> tuple[Path, pd.DataFrame, dict[str, np.ndarray]]:
+    """The float ONNX, the per-layer times of the debug run (``snpe-diagview``: ``name``,
+    ``op_type``, ``time_us``) and every layer's output pulled from the board."""
     import onnx
 
     from anb.collect_throughput.qualcomm import host
@@ -244,11 +252,13 @@ def _device_path(arch: Arch, model: Any, device_name: str, calibration: np.ndarr
         remote_model, listing, _ = stages.prepare(dlc, host.write_raw_inputs(images, tmp / "in"))
         stages.net_run(remote_model, listing, debug=True)
         per_input = [stages.pull_outputs(shapes, i, tmp / f"out{i}") for i in range(len(images))]
+        _, diag = stages.layer_times(tmp / "diag")
     finally:
         stages.cleanup()
     outputs = {t: np.concatenate([p[t] for p in per_input]) for t in per_input[0]
                if all(t in p for p in per_input)}
-    return onnx_path, dlc, outputs
+    times = diag.rename(columns={"layer": "name", "type": "op_type"})
+    return onnx_path, times[["name", "op_type", "time_us"]], outputs
 
 
 def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int = 32,
@@ -265,12 +275,13 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
     x = x_test[:images]
     with tempfile.TemporaryDirectory(prefix="anb-layerwise-") as tmp_name:
         tmp = Path(tmp_name)
+        diag = pd.DataFrame()
         if path in CPU_PATHS:
             float_path, _, quantized = _cpu_path(model, CPU_PATHS[path], resolution,
                                                  x_train[:calibration], x, tmp)
         else:
-            float_path, _, quantized = _device_path(arch, model, path, x_train[:calibration],
-                                                    x, tmp, transport)
+            float_path, diag, quantized = _device_path(arch, model, path,
+                                                       x_train[:calibration], x, tmp, transport)
         layers = graph_layers(onnx.load(str(float_path)))
         reference = run_every_layer(float_path, x)
     table = flag(compare_layers(layers, reference, quantized), cos_threshold, sqnr_threshold,
@@ -278,6 +289,9 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
     target = Path(out) / arch.id
     target.mkdir(parents=True, exist_ok=True)
     write_plotly_js(Path(out))
+    if len(diag):  # the board's per-layer times (snpe-diagview) of the debug run
+        table, diag = join_times(table, layers, diag, "time_us")
+        atomic_write(target / "nodes.csv", lambda t: diag.to_csv(t, index=False))
     logits_ref, logits_q = reference.get("logits"), quantized.get("logits")
     summary = {"anb_version": __version__, "arch": str(arch), "arch_id": arch.id, "path": path,
                "resolution": resolution,
@@ -285,7 +299,8 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
                "layers": int(len(table)), "cos_threshold": cos_threshold,
                "sqnr_threshold_db": sqnr_threshold,
                "worst_layers": table.loc[table["worst"], "tensor"].tolist(),
-               "layers_below_threshold": table.loc[table["below_threshold"], "tensor"].tolist()}
+               "layers_below_threshold": table.loc[table["below_threshold"], "tensor"].tolist(),
+               "node_time_us": float(diag["time_us"].sum()) if len(diag) else None}
     if logits_ref is not None and logits_q is not None:
         summary.update(float_top1=top1(logits_ref, y_test[:images]),
                        quantized_top1=top1(logits_q, y_test[:images]),
@@ -339,7 +354,7 @@ def _device_times(path: str, quant_path: Path, float_path: Path, image: np.ndarr
                   ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """``table`` with per-layer times where ``path`` gives them (``cpu-int8``: onnxruntime's
     profile of the int8 and the fp32 model), the timed nodes and the totals."""
-    from anb.collect_throughput.layer_times import join_times, ort_node_times
+    from anb.collect_throughput.layer_times import ort_node_times
 
     if path != "cpu-int8":
         return table, pd.DataFrame(), {"layer_times": f"none ({path} is not run on this host)"}
