@@ -14,6 +14,11 @@ the error the layer itself adds) and max abs error. Quantized paths (``path``):
   run on the board by ``snpe-net-run --debug`` on the same NHWC raw inputs; every layer's raw
   output pulled back and turned NCHW.
 
+A trained model (``--weights`` or a user's ``--onnx``) on real images goes through
+:func:`model_report`: the same comparison on the CPU paths, per-layer times joined from the
+device's profile (:mod:`.layer_times`; Qualcomm: ``snpe-diagview`` of the debug run) and a
+keep-float mixed-precision sweep (:mod:`.mixed_precision`).
+
 Per model ``<out>/<arch_id>/layers.csv`` and ``layers.html`` (plotly, self-contained) with the
 layers below the thresholds and the ``worst`` lowest-SQNR ones flagged, ``summary.json``; across
 models ``<out>/by_layer_type.csv`` / ``.html`` (which layer types lose most) and
@@ -21,6 +26,7 @@ models ``<out>/by_layer_type.csv`` / ``.html`` (which layer types lose most) and
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Sequence
@@ -31,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from anb.collect_throughput.digits import digits_images, fit_digits, top1
+from anb.collect_throughput.layer_times import join_times
 from anb.collect_throughput.quantize import cosine, sqnr_db
 from anb.io import atomic_write, atomic_write_json
 from anb.outputs import Kind, has_files
@@ -173,10 +180,13 @@ def plot_layers(table: pd.DataFrame, path: Path, title: str, cos_threshold: floa
 
     hover = [f"{r.tensor}<br>{r.op_type} ({r.node})" for r in table.itertuples()]
     x = np.arange(len(table))
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.04,
-                        subplot_titles=("SQNR vs float (dB)", "SQNR drop at the layer (dB)",
-                                        "cosine similarity"))
-    for row, column in ((1, "sqnr_db"), (2, "sqnr_drop_db"), (3, "cosine")):
+    panels = [("sqnr_db", "SQNR vs float (dB)"), ("sqnr_drop_db", "SQNR drop at the layer (dB)"),
+              ("cosine", "cosine similarity")]
+    panels += [(c, f"{c} (per run, device profile)") for c in ("time_us", "time_fp32_us")
+               if c in table]
+    fig = make_subplots(rows=len(panels), cols=1, shared_xaxes=True, vertical_spacing=0.04,
+                        subplot_titles=[title for _, title in panels])
+    for row, (column, _) in enumerate(panels, start=1):
         fig.add_trace(go.Scatter(x=x, y=table[column], mode="lines+markers", name=column,
                                  text=hover, hoverinfo="text+y"), row=row, col=1)
     bad = table[table["worst"] | table["below_threshold"]]
@@ -186,7 +196,7 @@ def plot_layers(table: pd.DataFrame, path: Path, title: str, cos_threshold: floa
                   row=1, col=1)
     fig.add_hline(y=sqnr_threshold, line_dash="dash", line_color="red", row=1, col=1)
     fig.add_hline(y=cos_threshold, line_dash="dash", line_color="red", row=3, col=1)
-    fig.update_layout(title=title, height=900, showlegend=True)
+    fig.update_layout(title=title, height=300 * len(panels), showlegend=True)
     return atomic_write(path, lambda tmp: fig.write_html(str(tmp), include_plotlyjs=plotly_js))
 
 
@@ -218,7 +228,9 @@ def _cpu_path(model: Any, scheme: str, resolution: int, calibration: np.ndarray,
 
 def _device_path(arch: Arch, model: Any, device_name: str, calibration: np.ndarray,
                  images: np.ndarray, tmp: Path, transport: Any = None,
-                 ) -> tuple[Path, Path, dict[str, np.ndarray]]:
+                 ) -> tuple[Path, pd.DataFrame, dict[str, np.ndarray]]:
+    """The float ONNX, the per-layer times of the debug run (``snpe-diagview``: ``name``,
+    ``op_type``, ``time_us``) and every layer's output pulled from the board."""
     import onnx
 
     from anb.collect_throughput.qualcomm import host
@@ -240,11 +252,13 @@ def _device_path(arch: Arch, model: Any, device_name: str, calibration: np.ndarr
         remote_model, listing, _ = stages.prepare(dlc, host.write_raw_inputs(images, tmp / "in"))
         stages.net_run(remote_model, listing, debug=True)
         per_input = [stages.pull_outputs(shapes, i, tmp / f"out{i}") for i in range(len(images))]
+        _, diag = stages.layer_times(tmp / "diag")
     finally:
         stages.cleanup()
     outputs = {t: np.concatenate([p[t] for p in per_input]) for t in per_input[0]
                if all(t in p for p in per_input)}
-    return onnx_path, dlc, outputs
+    times = diag.rename(columns={"layer": "name", "type": "op_type"})
+    return onnx_path, times[["name", "op_type", "time_us"]], outputs
 
 
 def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int = 32,
@@ -261,12 +275,13 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
     x = x_test[:images]
     with tempfile.TemporaryDirectory(prefix="anb-layerwise-") as tmp_name:
         tmp = Path(tmp_name)
+        diag = pd.DataFrame()
         if path in CPU_PATHS:
             float_path, _, quantized = _cpu_path(model, CPU_PATHS[path], resolution,
                                                  x_train[:calibration], x, tmp)
         else:
-            float_path, _, quantized = _device_path(arch, model, path, x_train[:calibration],
-                                                    x, tmp, transport)
+            float_path, diag, quantized = _device_path(arch, model, path,
+                                                       x_train[:calibration], x, tmp, transport)
         layers = graph_layers(onnx.load(str(float_path)))
         reference = run_every_layer(float_path, x)
     table = flag(compare_layers(layers, reference, quantized), cos_threshold, sqnr_threshold,
@@ -274,6 +289,9 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
     target = Path(out) / arch.id
     target.mkdir(parents=True, exist_ok=True)
     write_plotly_js(Path(out))
+    if len(diag):  # the board's per-layer times (snpe-diagview) of the debug run
+        table, diag = join_times(table, layers, diag, "time_us")
+        atomic_write(target / "nodes.csv", lambda t: diag.to_csv(t, index=False))
     logits_ref, logits_q = reference.get("logits"), quantized.get("logits")
     summary = {"anb_version": __version__, "arch": str(arch), "arch_id": arch.id, "path": path,
                "resolution": resolution,
@@ -281,7 +299,8 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
                "layers": int(len(table)), "cos_threshold": cos_threshold,
                "sqnr_threshold_db": sqnr_threshold,
                "worst_layers": table.loc[table["worst"], "tensor"].tolist(),
-               "layers_below_threshold": table.loc[table["below_threshold"], "tensor"].tolist()}
+               "layers_below_threshold": table.loc[table["below_threshold"], "tensor"].tolist(),
+               "node_time_us": float(diag["time_us"].sum()) if len(diag) else None}
     if logits_ref is not None and logits_q is not None:
         summary.update(float_top1=top1(logits_ref, y_test[:images]),
                        quantized_top1=top1(logits_q, y_test[:images]),
@@ -297,8 +316,6 @@ def layerwise(archs: Sequence[Arch | str], path: str, out: str | Path, **options
               ) -> dict:
     """:func:`layer_report` for every architecture (one failure is recorded, the rest go on)
     and the summary across models by layer type."""
-    import plotly.express as px
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables, summaries, failed = {}, [], {}
@@ -311,6 +328,14 @@ def layerwise(archs: Sequence[Arch | str], path: str, out: str | Path, **options
             continue
         tables[arch.id] = table
         summaries.append(summary)
+    return write_summary(out, path, tables, summaries, failed)
+
+
+def write_summary(out: Path, path: str, tables: dict[str, pd.DataFrame], summaries: list[dict],
+                  failed: dict[str, str]) -> dict:
+    """``out/summary.json`` (and ``by_layer_type.csv``/``.html``) across the models."""
+    import plotly.express as px
+
     result = {"anb_version": __version__, "path": path, "models": summaries, "failed": failed}
     if tables:
         types = by_layer_type(tables)
@@ -322,3 +347,86 @@ def layerwise(archs: Sequence[Arch | str], path: str, out: str | Path, **options
         result["by_layer_type"] = types.to_dict(orient="records")
     atomic_write_json(out / "summary.json", result)
     return result
+
+
+def _device_times(path: str, quant_path: Path, float_path: Path, image: np.ndarray,
+                  layers: list[dict], table: pd.DataFrame,
+                  ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """``table`` with per-layer times where ``path`` gives them (``cpu-int8``: onnxruntime's
+    profile of the int8 and the fp32 model), the timed nodes and the totals."""
+    from anb.collect_throughput.layer_times import ort_node_times
+
+    if path != "cpu-int8":
+        return table, pd.DataFrame(), {"layer_times": f"none ({path} is not run on this host)"}
+    frames = []
+    totals: dict[str, Any] = {"layer_times": "onnxruntime profiling (1 thread, ORT_ENABLE_ALL)"}
+    for model, column, precision in ((quant_path, "time_us", "int8"),
+                                     (float_path, "time_fp32_us", "fp32")):
+        nodes, total = ort_node_times(model, image)
+        table, nodes = join_times(table, layers, nodes, column)
+        frames.append(nodes.assign(precision=precision))
+        totals.update({f"{precision}_run_us": total,
+                       f"{precision}_node_time_us": float(nodes["time_us"].sum()),
+                       f"{precision}_glue_nodes": int((nodes["matched"] == "glue").sum())})
+    return table, pd.concat(frames, ignore_index=True), totals
+
+
+def model_report(model: Any, path: str, out: str | Path, images_dir: str | Path,
+                 calibration: int = 64, images: int = 16, eval_images: int = 200,
+                 cos_threshold: float = 0.99, sqnr_threshold: float = 20.0, worst: int = 5,
+                 keep_float: Sequence[int] = (), seed: int = 0, latency_budget_s: float = 2.0,
+                 ) -> tuple[dict, pd.DataFrame]:
+    """The report of a trained model (a :class:`.real_model.RealModel`) on real images under
+    the CPU path ``path``: per-layer comparison on ``images`` of the folder, per-layer times
+    (:func:`_device_times`), and for each K in ``keep_float`` the mixed-precision model with
+    the K worst layers float (:func:`.mixed_precision.sweep`, on ``eval_images``)."""
+    import onnx
+
+    from anb.collect_throughput.mixed_precision import sweep
+    from anb.collect_throughput.quantize import preprocess_float, quantize_int8
+    from anb.collect_throughput.real_model import folder_images
+
+    if path not in CPU_PATHS:
+        raise ValueError(f"path={path!r}: a trained model is checked on {sorted(CPU_PATHS)} "
+                         "(the Qualcomm path runs search-space networks from ARCHS only)")
+    x_calib, x_eval, labels = folder_images(images_dir, calibration, eval_images,
+                                            model.resolution, seed)
+    x = x_eval[:images]
+    target = Path(out) / model.model_id
+    target.mkdir(parents=True, exist_ok=True)
+    write_plotly_js(Path(out))
+    float_path = preprocess_float(model.path, target / "float.onnx")
+    quant_path = quantize_int8(float_path, target / "int8.onnx", x_calib, CPU_PATHS[path])
+    float_layers = graph_layers(onnx.load(str(float_path)))
+    quantized = by_node(graph_layers(onnx.load(str(quant_path))), float_layers,
+                        run_every_layer(quant_path, x))
+    table = flag(compare_layers(float_layers, run_every_layer(float_path, x), quantized),
+                 cos_threshold, sqnr_threshold, worst)
+    table, nodes, times = _device_times(path, quant_path, float_path, x[:1], float_layers, table)
+    mixed = sweep(float_path, quant_path, float_layers, table, keep_float, x_calib, x_eval,
+                  labels, CPU_PATHS[path], target, latency_budget_s)
+    output = onnx.load(str(float_path)).graph.output[0].name
+    rows = json.loads(mixed.to_json(orient="records"))  # NaN/inf -> null, numpy -> plain
+    fp32, int8 = rows[0], rows[1]
+    summary = {"anb_version": __version__, "model": model.source, "model_id": model.model_id,
+               "arch": model.arch, "path": path, "scheme": CPU_PATHS[path],
+               "resolution": model.resolution, "images_dir": str(images_dir),
+               "labelled": labels is not None, "images": int(len(x)),
+               "eval_images": int(len(x_eval)), "calibration_images": int(len(x_calib)),
+               "layers": int(len(table)), "cos_threshold": cos_threshold,
+               "sqnr_threshold_db": sqnr_threshold, "output": output,
+               "worst_layers": table.loc[table["worst"], "tensor"].tolist(),
+               "layers_below_threshold": table.loc[table["below_threshold"], "tensor"].tolist(),
+               "median_layer_cosine": float(table["cosine"].median()),
+               "float_top1": fp32["top1"], "quantized_top1": int8["top1"],
+               "agreement": int8["agreement"], "logits_cosine": int8["logits_cosine"],
+               "logits_sqnr_db": int8["logits_sqnr_db"], **times,
+               "mixed_precision": rows}
+    atomic_write(target / "layers.csv", lambda t: table.to_csv(t, index=False))
+    if len(nodes):
+        atomic_write(target / "nodes.csv", lambda t: nodes.to_csv(t, index=False))
+    atomic_write(target / "mixed_precision.csv", lambda t: mixed.to_csv(t, index=False))
+    plot_layers(table, target / "layers.html", f"{model.source} on {path}", cos_threshold,
+                sqnr_threshold)
+    atomic_write_json(target / "summary.json", summary)
+    return summary, table

@@ -108,8 +108,8 @@ REPORT = Kind("quant-report", "an anb quant-report", has_files("layers.csv", "su
 
 def load_weights(path: str | Path) -> tuple[dict, str | None]:
     """``(state_dict, arch string or None)`` from the trainer's checkpoint (``{"format",
-    "model", ...}``), its wandb artifact folder (``weights.pt`` + ``record.json``) or a plain
-    ``state_dict`` file."""
+    "arch", "model", ...}``), its wandb artifact folder (``weights.pt`` + ``record.json``) or
+    a plain ``state_dict`` file."""
     import torch
 
     path = Path(path)
@@ -124,6 +124,7 @@ def load_weights(path: str | Path) -> tuple[dict, str | None]:
                          "artifact folder (weights.pt + record.json) or a state_dict file")
     state = torch.load(path, map_location="cpu", weights_only=True)
     if isinstance(state, dict) and "model" in state and "format" in state:
+        arch = state.get("arch") or arch  # the trainer's checkpoint names its architecture
         state = state["model"]
     if not isinstance(state, dict):
         raise ValueError(f"weights={str(path)!r} holds no state_dict")

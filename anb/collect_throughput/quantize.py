@@ -20,7 +20,7 @@ scheme="dpu")``.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -96,9 +96,10 @@ def power_of_two_scales(model) -> int:
 
 
 def quantize_int8(float_path: str | Path, out_path: str | Path, calibration: np.ndarray,
-                  scheme: str = "u8s8") -> Path:
+                  scheme: str = "u8s8", exclude: Sequence[str] = ()) -> Path:
     """Write the static-int8 QDQ model of ``float_path`` (pre-processed first) to ``out_path``
-    under ``scheme`` (see :data:`SCHEMES`)."""
+    under ``scheme`` (see :data:`SCHEMES`); the nodes named in ``exclude`` (of the
+    pre-processed graph) stay float (mixed precision)."""
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
@@ -108,11 +109,18 @@ def quantize_int8(float_path: str | Path, out_path: str | Path, calibration: np.
         raise ValueError("calibration needs at least one image")
     with tempfile.TemporaryDirectory(prefix="anb-quant-") as tmp:
         prepared = preprocess_float(float_path, Path(tmp) / "prep.onnx")
+        names = {n.name for n in onnx.load(str(prepared)).graph.node}
+        unknown = sorted(set(exclude) - names)
+        if unknown:
+            raise ValueError(f"exclude={unknown} names no node of {float_path}")
         staged = Path(tmp) / "int8.onnx"
         per_channel, unsigned = _OPTIONS[scheme]
+        first = onnx.load(str(prepared), load_external_data=False).graph.input[0]
+        fixed = first.type.tensor_type.shape.dim[0].dim_value == 1
+        reader = ArrayReader(calibration, batch=1 if fixed else 16, input_name=first.name)
         quantize_static(
-            str(prepared), str(staged), ArrayReader(calibration), quant_format=QuantFormat.QDQ,
-            per_channel=per_channel,
+            str(prepared), str(staged), reader, quant_format=QuantFormat.QDQ,
+            per_channel=per_channel, nodes_to_exclude=list(exclude),
             activation_type=QuantType.QUInt8 if unsigned else QuantType.QInt8,
             weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
             extra_options={"ActivationSymmetric": not unsigned, "WeightSymmetric": True})
@@ -137,8 +145,12 @@ def sqnr_db(reference: np.ndarray, other: np.ndarray) -> float:
 
 
 def run_model(path: str | Path, images: np.ndarray, batch: int = 64) -> np.ndarray:
-    """Logits of an ONNX model over ``images`` (one thread)."""
+    """The first output (logits) of an ONNX model over ``images`` (one thread; one image at a
+    time when the model's batch is fixed)."""
     from anb.collect_throughput.backends.onnxruntime_backend import ort_session
 
     session = ort_session(Path(path), 1)
-    return np.concatenate([session.run(["logits"], x)[0] for x in ArrayReader(images, batch)])
+    first = session.get_inputs()[0]
+    step = 1 if first.shape and first.shape[0] == 1 else batch
+    return np.concatenate([session.run([session.get_outputs()[0].name], x)[0]
+                           for x in ArrayReader(images, step, first.name)])
