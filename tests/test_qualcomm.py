@@ -102,6 +102,9 @@ def test_end_to_end_record_layers_and_resume(sdk_path, tmp_path):
     assert tp["throughput_std"] == pytest.approx(np.std(tp["throughput_runs"], ddof=1))
     assert lat["latency_std"] == pytest.approx(np.std(lat["latency_runs"], ddof=1))
     assert tp["throughput_std"] > 0 and lat["latency_std"] > 0
+    # the SDK tool processes' peak resident memory, read from /proc on the board while they ran
+    # (the stand-ins are Python processes: tens of MB)
+    assert tp["peak_rss_bytes"] > 5 * 2 ** 20 and lat["peak_rss_bytes"] > 5 * 2 ** 20
     assert lat["latency_runs"][-1] == pytest.approx(lat["diag_totals_us"]["Avg Total Inference "
                                                                          "Time"] / 1e3)
     assert tp["protocol_fingerprint"] == device.fingerprint("throughput") != \
@@ -230,3 +233,21 @@ def test_no_device_on_adb_is_a_transient_error_naming_the_step(sdk_path, tmp_pat
         measure_qualcomm(ARCH, device, tmp_path / "out", transport=board)
     assert err.value.transient
     assert not (tmp_path / "out" / "snpe-dsp").exists()
+
+
+def test_peak_rss_wrapper_reads_the_tools_high_water_mark_and_keeps_its_status():
+    """Bug class: a memory figure that is the shell's (a few hundred kB) rather than the
+    tool's, or a wrapper that swallows the tool's failure."""
+    import subprocess
+    import sys
+
+    from anb.collect_throughput.qualcomm.device import peak_rss_bytes, with_peak_rss
+
+    grow = "x = bytearray(150 * 2 ** 20); import time; time.sleep(0.4)"
+    proc = subprocess.run(with_peak_rss([sys.executable, "-c", grow]), capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and peak_rss_bytes(proc.stderr) > 150 * 2 ** 20
+    failed = subprocess.run(with_peak_rss([sys.executable, "-c", "raise SystemExit(3)"]),
+                            capture_output=True, text=True)
+    assert failed.returncode == 3
+    assert peak_rss_bytes("no tag here") is None

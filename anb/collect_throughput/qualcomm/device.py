@@ -25,6 +25,29 @@ from anb.collect_throughput.transports import Transport, open_transport
 
 log = logging.getLogger(__name__)
 
+#: What the board's shell prints on stderr after a tool ran under :func:`with_peak_rss`.
+PEAK_RSS_TAG = "anb-peak-rss-kb="
+
+
+def with_peak_rss(argv: Sequence[str], interval: float = 0.05) -> list[str]:
+    """``argv`` run by the board's POSIX shell while its ``VmHWM`` (the kernel's peak resident
+    set of that process) is read from ``/proc/<pid>/status`` every ``interval`` s; the last
+    value read is printed on stderr as ``anb-peak-rss-kb=<kB>`` and the tool's exit status is
+    kept. Works on Linux and Android (toybox) shells; 0 where ``/proc`` is unreadable."""
+    script = (f'"$@" & p=$!; peak=0; while kill -0 $p 2>/dev/null; do '
+              f'v=$(sed -n "s/^VmHWM:[^0-9]*\\([0-9]*\\).*/\\1/p" /proc/$p/status '
+              f'2>/dev/null); [ -n "$v" ] && peak=$v; sleep {interval}; done; wait $p; rc=$?; '
+              f'echo "{PEAK_RSS_TAG}$peak" >&2; exit $rc')
+    return ["sh", "-c", script, "anb-tool", *argv]
+
+
+def peak_rss_bytes(stderr: str) -> int | None:
+    """The peak printed by :func:`with_peak_rss` (None when absent or 0: not measured)."""
+    values = [line.split("=", 1)[1] for line in stderr.splitlines()
+              if line.startswith(PEAK_RSS_TAG)]
+    kb = int(values[-1]) if values and values[-1].strip().isdigit() else 0
+    return kb * 1024 or None
+
 
 def open_device_transport(device: QualcommDevice) -> Transport:
     """The transport named by ``device.transport``."""
@@ -48,6 +71,8 @@ class DeviceStages:
         self.device, self.transport, self.timeout = device, transport, timeout
         self.root = posixpath.join(device.remote_dir, tag)
         self.remote_bin = remote_bin
+        self.peak_rss: dict[str, int | None] = {}
+        """Peak resident memory of the last throughput / net-run tool process (bytes)."""
 
     def _tool(self, role: str) -> str:
         name = tool_name(self.device.sdk, role)
@@ -79,8 +104,9 @@ class DeviceStages:
     def throughput(self, model: str, raw: str, seconds: int | None = None) -> tuple[float, str]:
         """Inferences/s over ``seconds`` (default ``device.duration``); also the tool's
         output."""
-        result = self.transport.run(self.throughput_argv(model, raw, seconds), "throughput",
-                                    (seconds or self.device.duration) + self.timeout)
+        result = self.transport.run(with_peak_rss(self.throughput_argv(model, raw, seconds)),
+                                    "throughput", (seconds or self.device.duration) + self.timeout)
+        self.peak_rss["throughput"] = peak_rss_bytes(result.stderr)
         return parse_throughput(result.stdout, self._tool("throughput")), result.stdout
 
     def net_run_argv(self, model: str, input_list: str, debug: bool = False) -> list[str]:
@@ -94,8 +120,9 @@ class DeviceStages:
     def net_run(self, model: str, input_list: str, debug: bool = False) -> None:
         self.transport.run(["rm", "-rf", posixpath.join(self.root, "output")], "clean output",
                            self.timeout)
-        self.transport.run(self.net_run_argv(model, input_list, debug), "net-run",
-                           self.timeout)
+        result = self.transport.run(with_peak_rss(self.net_run_argv(model, input_list, debug)),
+                                    "net-run", self.timeout)
+        self.peak_rss["latency"] = peak_rss_bytes(result.stderr)
 
     def pull_outputs(self, tensors: dict[str, tuple[int, ...]], index: int, local: Path,
                      ) -> dict[str, np.ndarray]:

@@ -192,15 +192,18 @@ def measure_qualcomm(arch: Arch | str, device: QualcommDevice, out: str | Path,
         with step("device"):
             stages = DeviceStages(device, transport, tag=arch.id)
         ips, latency_us = [], []
+        peaks: dict[str, list[int | None]] = {"throughput": [], "latency": []}
         try:
             with step("prepare"):
                 model, input_list, raws = stages.prepare(dlc, inputs)
             with step("throughput"):
                 for _ in range(device.repeats):
                     ips.append(stages.throughput(model, raws[0], device.run_seconds)[0])
+                    peaks["throughput"].append(stages.peak_rss.get("throughput"))
             for run in range(device.repeats):
                 with step("net-run"):
                     stages.net_run(model, input_list)
+                    peaks["latency"].append(stages.peak_rss.get("latency"))
                 with step("diagview"):
                     totals, layers = stages.layer_times(tmp / "pulled" / str(run))
                 if "Avg Total Inference Time" not in totals:
@@ -218,11 +221,13 @@ def measure_qualcomm(arch: Arch | str, device: QualcommDevice, out: str | Path,
                                lambda t: layers.to_csv(t, index=False))
     extra = {"layers_file": layers_path.name, "diag_totals_us": totals}
     keys = keys_of(device)
+    rss = {kind: max((p for p in values if p), default=None) for kind, values in peaks.items()}
     record["platform_perf"][keys["throughput"]] = _entry(
-        "throughput", ips, device, {"duration_s": device.duration, **extra})
+        "throughput", ips, device, {"duration_s": device.duration, **extra,
+                                    "peak_rss_bytes": rss["throughput"]})
     record["platform_perf"][keys["latency"]] = _entry(
         "latency", [us / 1e3 for us in latency_us], device,
-        {"inputs": device.latency_inputs, **extra})
+        {"inputs": device.latency_inputs, **extra, "peak_rss_bytes": rss["latency"]})
     atomic_write_json(record_path, record)
     return record
 
