@@ -226,8 +226,8 @@ def test_submit_needs_a_device_config_and_suggest(base, tmp_path):
     result = runner.invoke(app, ["adapt", "--device", "myboard", "--base", str(base),
                                  "--suggest", "2", "--candidates", "100", "--submit",
                                  "--queue", str(tmp_path / "q.db")])
-    assert result.exit_code == 2 and "device='myboard' is invalid; allowed: a TOML file or one " \
-        "of" in result.output, result.output
+    assert result.exit_code == 2 and "device='myboard' is invalid; allowed: a TOML file, a " \
+        "shipped protocol config [" in result.output, result.output
     result = runner.invoke(app, ["adapt", "--device", "cpu-ort", "--base", str(base),
                                  "--submit"])
     assert result.exit_code == 2 and "give --suggest K" in result.output

@@ -568,7 +568,8 @@ class Trainer:
         steps alone are ``provenance.train_steps_time``); with ``trainval.curve`` the learning
         curve ``val_top1_epoch_<i>`` of every epoch (1-based)."""
         key = primary_metric(self.config, self.space)
-        last = [h for h in history if h["epoch"] >= self.tv["epochs"] - self.tv["eval_epochs"]]
+        # the evaluated epochs of the run's end: with a curve the history holds every epoch
+        last = sorted(history, key=lambda h: h["epoch"])[-self.tv["eval_epochs"]:]
         best = max(last, key=lambda h: h[key])
         metrics = {k: v for k, v in best.items() if k not in ("epoch", "val_loss")}
         metrics.setdefault("val_top1", None)
