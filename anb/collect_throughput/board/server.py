@@ -168,7 +168,7 @@ class Handler(socketserver.BaseRequestHandler):
                 handle.write(payload)
             return {"type": "OK", "sha256": digest}, b""
         if kind == "INPUTS":
-            np, _ = runner.load_runtime()
+            np = runner.load_numpy()
             try:
                 array = np.load(io.BytesIO(payload), allow_pickle=False)
             except ValueError as err:
