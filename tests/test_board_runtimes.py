@@ -153,7 +153,8 @@ def test_runtime_and_backend_must_match(tmp_path):
     assert remote_spec(device).tvm_target is None  # the host's own target
     base = {"transport": "local://"}
     with pytest.raises(ValueError, match=r"remote.tvm_target is given with "
-                                         r"remote.runtime='onnxruntime'; allowed: only with"):
+                                         r"remote.runtime='onnxruntime'; allowed: only with "
+                                         r"runtime 'tvm' or 'resident'"):
         RemoteSpec.from_mapping("pi", {**base, "tvm_target": {"kind": "llvm"}})
     with pytest.raises(ValueError, match=r"remote.tvm_target=\{'kind': 'cuda'\} is invalid; "
                                          r"allowed: an LLVM target table"):
@@ -176,3 +177,29 @@ def test_runner_names_the_missing_runtime(monkeypatch):
                                                 r"onnxruntime, openvino, tvm") as err:
         runner.load_runtime("snpe")
     assert err.value.kind == "command"
+
+
+@pytest.mark.slow
+def test_a_resident_board_runs_openvino_for_an_openvino_device(tmp_path):
+    """Catches: the resident server ignoring the ``runtime`` of a RUN request (timing
+    onnxruntime for an OpenVINO device) or the host not sending it."""
+    from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
+    from anb.collect_throughput.quality import openvino_outputs
+    from anb.collect_throughput.remote import measure_remote
+    from tests.test_resident_target import server
+
+    with server(tmp_path) as (_, port):
+        device = device_from_mapping({
+            "name": "resident-ov", "backend": "openvino", "resolution": 32, "threads": 1,
+            "latency": {"batch": 1}, "stopping": {"budget_seconds": 0.3, "min_reps": 5},
+            "remote": {"transport": f"tcp://127.0.0.1:{port}", "runtime": "resident",
+                       "token_file": str(tmp_path / "token")}})
+        (m,) = measure_remote(device, ARCH, tmp_path / "store")
+        model = float_onnx(ARCH, tmp_path / "models", 32)
+        images = _images(2)
+        board = device_outputs(device, device.protocols[0], model, images)
+    env = m.environment
+    assert (env["board_runtime"], env["runtime"]) == ("resident", "openvino")
+    assert "openvino_settings" in env and "ort_providers" not in env
+    assert m.extra["peak_rss_bytes"] > 0 and len(m.times_s) >= 3
+    assert np.array_equal(board, openvino_outputs(model, images, 1))

@@ -20,7 +20,7 @@ from anb.collect_throughput.remote import OnnxRuntimeBoard
 class OpenVinoBoard(OnnxRuntimeBoard):
     """OpenVINO's CPU plug-in on the board (the runner's ``openvino`` runtime)."""
 
-    name = "openvino"
+    name = RUNNER_RUNTIME = "openvino"
     BACKENDS = ("openvino", "openvino-int8")
 
     def job_fields(self, protocol: Protocol) -> dict[str, Any]:
@@ -32,7 +32,7 @@ class OpenVinoBoard(OnnxRuntimeBoard):
 class TvmBoard(OnnxRuntimeBoard):
     """A TVM library compiled on the host, run by the TVM runtime on the board."""
 
-    name = "tvm"
+    name = RUNNER_RUNTIME = "tvm"
     BACKENDS = ("tvm",)
 
     def model(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:

@@ -12,16 +12,18 @@ A device config gains a ``[remote]`` table::
     connect_timeout = 10
     identity = "~/.ssh/anb_board"        # transport options: identity, known_hosts, ssh_options,
     known_hosts = "~/.ssh/known_hosts"   # adb (path of the adb binary)
-    tvm_target = {kind = "llvm", mtriple = "aarch64-linux-gnu"}  # runtime "tvm": the board's
-    tvm_cc = "aarch64-linux-gnu-g++"     # LLVM target and the compiler linking the library
-                                         # (defaults: this host's CPU and compiler)
+    # runtime "tvm": the board's LLVM target and the compiler linking the library (defaults:
+    # this host's CPU and compiler)
+    tvm_target = {kind = "llvm", mtriple = "aarch64-linux-gnu"}
+    tvm_cc = "aarch64-linux-gnu-g++"
 
 For every protocol of the device the host prepares the model (the same ONNX file local
-measurement uses; for ``tvm`` the library compiled from it), pushes it with the inputs and the board runner into a fresh folder, runs it,
-pulls the result and removes the folder (and kills the runner if it hung). Timing happens on the
-board under the protocol's warm-up and stopping rules; the record is the one local measurement
-writes (plus the board's environment and the transport, and the CPU use and peak RSS the runner
-sampled while the model ran), so ``anb merge`` joins it the same way.
+measurement uses; for ``tvm`` the library compiled from it), pushes it with the inputs and the
+board runner into a fresh folder, runs it, pulls the result and removes the folder (and kills
+the runner if it hung). Timing happens on the board under the protocol's warm-up and stopping
+rules; the record is the one local measurement writes (plus the board's environment and the
+transport, and the CPU use and peak RSS the runner sampled while the model ran), so ``anb
+merge`` joins it the same way.
 
 A board runtime is a :class:`BoardRuntime` named in
 :data:`~anb.collect_throughput.registries.RUNTIMES` (built-in, ``RUNTIMES.register`` or an
@@ -105,12 +107,13 @@ class RemoteSpec:
         return spec
 
     def check_tvm(self, device: str) -> None:
-        """``tvm_target`` / ``tvm_cc`` only with runtime ``tvm``; the target an LLVM table."""
+        """``tvm_target`` / ``tvm_cc`` only with runtime ``tvm`` (or ``resident``, which runs
+        TVM for the ``tvm`` back-end); the target an LLVM table."""
         for name in ("tvm_target", "tvm_cc"):
-            if getattr(self, name) is not None and self.runtime != "tvm":
+            if getattr(self, name) is not None and self.runtime not in ("tvm", "resident"):
                 raise ValueError(f"device {device!r}: remote.{name} is given with "
                                  f"remote.runtime={self.runtime!r}; allowed: only with "
-                                 "runtime 'tvm'")
+                                 "runtime 'tvm' or 'resident'")
         target = self.tvm_target
         if target is not None and not (isinstance(target, dict) and target.get("kind") == "llvm"):
             raise ValueError(f"device {device!r}: remote.tvm_target={target!r} is invalid; "
@@ -199,7 +202,7 @@ class BoardRuntime(ABC):
     def __init__(self, spec: RemoteSpec | None = None) -> None:
         self.spec = spec
 
-    def check(self, protocol: Protocol) -> None:
+    def check(self, protocol: Protocol) -> None:  # noqa: B027 - optional: accepts every one
         """Reject a protocol this runtime cannot run (clear error naming device and fields)."""
 
     @abstractmethod
@@ -238,6 +241,7 @@ class OnnxRuntimeBoard(BoardRuntime):
     model they push and the job fields they add."""
 
     name = "onnxruntime"
+    RUNNER_RUNTIME = "onnxruntime"  # the runner's ``runtime`` job field (a plug-in may rename)
     BACKENDS: tuple[str, ...] = ("onnxruntime", "onnxruntime-int8")
 
     def check(self, protocol: Protocol) -> None:
@@ -273,7 +277,7 @@ class OnnxRuntimeBoard(BoardRuntime):
         """Push runner, model, inputs and job; run; pull the result (raised if not ok)."""
         np.save(tmp / "inputs.npy", batches)
         name = "model" + model.suffix
-        job = {"mode": mode, "runtime": self.name, "model": folder.remote(name),
+        job = {"mode": mode, "runtime": self.RUNNER_RUNTIME, "model": folder.remote(name),
                "inputs": folder.remote("inputs.npy"), "outputs": folder.remote("outputs.npy"),
                "threads": protocol.threads, "clock": protocol.clock,
                "lock": f"{folder.spec.workdir.rstrip('/')}/.board.lock",

@@ -45,8 +45,8 @@ def compiled_library(onnx_path: Path, shape: tuple[int, ...], threads: int,
     import onnx
     import tvm
     from tvm import relax
-    from tvm.support import cc as tvm_cc
     from tvm.relax.frontend.onnx import from_onnx
+    from tvm.support import cc as tvm_cc
 
     target = {"num-cores": threads, **target} if target else target_dict(threads)
     key = hashlib.sha256(json.dumps([onnx_path.name, shape, tvm.__version__, target]

@@ -408,7 +408,24 @@ def load_runtime(name="onnxruntime"):
     return np, runtime
 
 
-class OrtModel(object):
+class BoardModel(object):
+    """A loaded model: ``feed(batch)`` makes an input, ``run(feed)`` infers, ``array(out)``
+    turns the output into numpy; ``version`` and ``facts`` go to the environment."""
+
+    version = ""
+    facts = {}  # type: dict
+
+    def feed(self, batch):
+        raise NotImplementedError
+
+    def run(self, feed):
+        raise NotImplementedError
+
+    def array(self, out):
+        raise NotImplementedError
+
+
+class OrtModel(BoardModel):
     """onnxruntime: one session, sequential, ``threads`` intra-op threads."""
 
     def __init__(self, np, ort, job):
@@ -446,7 +463,7 @@ def _setting(value):
     return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
 
 
-class OpenVinoModel(object):
+class OpenVinoModel(BoardModel):
     """OpenVINO's CPU plug-in compiled with the host's ``openvino_config``."""
 
     def __init__(self, np, ov, job):
@@ -474,7 +491,7 @@ class OpenVinoModel(object):
         return self.np.array(out)
 
 
-class TvmModel(object):
+class TvmModel(BoardModel):
     """The host-compiled library in the TVM runtime's Relax VM, ``threads`` pool threads."""
 
     def __init__(self, np, tvm, job):
