@@ -71,7 +71,7 @@ FLOOR_SCRIPT = textwrap.dedent("""
             delattr(torch, attr)
     sys.path[:0] = [{host!r}, {board!r}]
     import anb_model, images, quantize_nndct, compile_xmodel
-    import board_core, dpu_timing, run_dpu
+    import board_core, dpu_timing, run_dpu, utilisation
     model = anb_model.build_model({arch!r}).eval()
     with torch.no_grad():
         out = model(torch.randn(2, 3, 64, 64))
@@ -166,6 +166,25 @@ def test_board_core_copies_equal_anb():
     record = board_core.arch_record(str(ARCHS[0]), {"latency_zcu102": entry})
     assert validate_record(record).id == ARCHS[0].id
     assert entry["latency_mean"] == pytest.approx(4.1)
+
+
+def test_board_utilisation_copy_equals_the_board_runners():
+    """``fpga_code/board/utilisation.py`` is the board runner's sampling code, definition for
+    definition (so run_dpu.py's peak RSS means what every other board's does); catches a fix
+    made in one copy only."""
+    import ast
+
+    from anb.collect_throughput.board import RUNNER
+
+    def definitions(path):
+        tree = ast.parse(path.read_text())
+        return {n.name: ast.dump(n) for n in tree.body
+                if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+    ours, runner = definitions(BOARD / "utilisation.py"), definitions(RUNNER)
+    assert {"Sampler", "rss_bytes", "reset_peak_rss", "proc_times"} <= set(ours)
+    for name, tree in ours.items():
+        assert tree == runner.get(name), f"utilisation.{name} differs from runner.py's"
 
 
 def _image_folder(root, classes=6, per_class=30):

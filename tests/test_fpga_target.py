@@ -81,6 +81,11 @@ def test_anb_measure_runs_the_fpga_board_runner_and_resumes(tmp_path, xmodels):
             assert entry["environment"]["board_runtime"] == "run_dpu"
             assert "OrtStandInRunner" in entry["environment"]["stand_in"]  # never a DPU figure
             assert entry["resolution"] == RES
+            # the DPU runner process's memory and CPU use while it was timed (issue 27 item 7)
+            samples = entry["utilisation"]["samples"]
+            assert entry["peak_rss_bytes"] == entry["utilisation"]["peak_rss_bytes"] >= \
+                max(s["rss_bytes"] for s in samples) > 0
+            assert entry["utilisation"]["mean_process_cpu_percent"] is not None
         assert record["platform_perf"]["throughput_zcu102"]["threads"] == 5  # the board's
     assert list((tmp_path / "board").iterdir()) == []  # the job folder is removed
     before = (tmp_path / "out" / "zcu102" / f"{ARCHS[0].id}.json").read_text()

@@ -343,8 +343,8 @@ class ProtocolTarget(MeasureTarget):
             if self.config.remote:
                 from anb.collect_throughput.remote import get_runtime, remote_spec
 
-                path, extra = get_runtime(remote_spec(self.config).runtime).model(
-                    arch, protocol, workdir)
+                spec = remote_spec(self.config)
+                path, extra = get_runtime(spec.runtime, spec).model(arch, protocol, workdir)
             else:
                 backend = get_backend(protocol.backend)
                 if not hasattr(backend, "model_path"):

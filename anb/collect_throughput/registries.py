@@ -34,6 +34,8 @@ BACKENDS = Registry("backend", "anb.backends", {
 })
 RUNTIMES = Registry("remote.runtime", "anb.runtimes", {
     "onnxruntime": f"{_PKG}.remote:OnnxRuntimeBoard",
+    "openvino": f"{_PKG}.board_runtimes:OpenVinoBoard",
+    "tvm": f"{_PKG}.board_runtimes:TvmBoard",
     "resident": f"{_PKG}.resident:ResidentBoard",
 })
 TRANSPORTS = Registry("transport", "anb.transports", {

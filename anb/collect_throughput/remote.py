@@ -4,20 +4,26 @@ A device config gains a ``[remote]`` table::
 
     [remote]
     transport = "ssh://pi@rpi4.lab:22"   # or "adb://SERIAL", "local://"
-    runtime = "onnxruntime"              # what runs the model on the board (registries.RUNTIMES)
+    runtime = "onnxruntime"              # what runs the model on the board (registries.RUNTIMES):
+                                         # onnxruntime, openvino, tvm (the runner), resident
     workdir = "/tmp/anb"                 # files go to <workdir>/job-<id>/, removed afterwards
     python = "python3"                   # the board's interpreter (>= 3.7 + numpy + runtime)
     timeout = 900                        # seconds for one measurement on the board
     connect_timeout = 10
     identity = "~/.ssh/anb_board"        # transport options: identity, known_hosts, ssh_options,
     known_hosts = "~/.ssh/known_hosts"   # adb (path of the adb binary)
+    # runtime "tvm": the board's LLVM target and the compiler linking the library (defaults:
+    # this host's CPU and compiler)
+    tvm_target = {kind = "llvm", mtriple = "aarch64-linux-gnu"}
+    tvm_cc = "aarch64-linux-gnu-g++"
 
 For every protocol of the device the host prepares the model (the same ONNX file local
-measurement uses), pushes it with the inputs and the board runner into a fresh folder, runs it,
-pulls the result and removes the folder (and kills the runner if it hung). Timing happens on the
-board under the protocol's warm-up and stopping rules; the record is the one local measurement
-writes (plus the board's environment and the transport, and the CPU use and peak RSS the runner
-sampled while the model ran), so ``anb merge`` joins it the same way.
+measurement uses; for ``tvm`` the library compiled from it), pushes it with the inputs and the
+board runner into a fresh folder, runs it, pulls the result and removes the folder (and kills
+the runner if it hung). Timing happens on the board under the protocol's warm-up and stopping
+rules; the record is the one local measurement writes (plus the board's environment and the
+transport, and the CPU use and peak RSS the runner sampled while the model ran), so ``anb
+merge`` joins it the same way.
 
 A board runtime is a :class:`BoardRuntime` named in
 :data:`~anb.collect_throughput.registries.RUNTIMES` (built-in, ``RUNTIMES.register`` or an
@@ -67,6 +73,8 @@ class RemoteSpec:
     python: str = "python3"
     timeout: float = 900.0
     connect_timeout: float = 10.0
+    tvm_target: dict[str, Any] | None = None
+    tvm_cc: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -95,7 +103,25 @@ class RemoteSpec:
                              f"remote.runtime={spec.runtime!r} is invalid; allowed: "
                              "transport 'tcp://HOST:PORT' exactly with runtime 'resident' (a "
                              "board running board/server.py)")
+        spec.check_tvm(device)
         return spec
+
+    def check_tvm(self, device: str) -> None:
+        """``tvm_target`` / ``tvm_cc`` only with runtime ``tvm`` (or ``resident``, which runs
+        TVM for the ``tvm`` back-end); the target an LLVM table."""
+        for name in ("tvm_target", "tvm_cc"):
+            if getattr(self, name) is not None and self.runtime not in ("tvm", "resident"):
+                raise ValueError(f"device {device!r}: remote.{name} is given with "
+                                 f"remote.runtime={self.runtime!r}; allowed: only with "
+                                 "runtime 'tvm' or 'resident'")
+        target = self.tvm_target
+        if target is not None and not (isinstance(target, dict) and target.get("kind") == "llvm"):
+            raise ValueError(f"device {device!r}: remote.tvm_target={target!r} is invalid; "
+                             'allowed: an LLVM target table, e.g. {kind = "llvm", mtriple = '
+                             '"aarch64-linux-gnu"}')
+        if self.tvm_cc is not None and not (isinstance(self.tvm_cc, str) and self.tvm_cc):
+            raise ValueError(f"device {device!r}: remote.tvm_cc={self.tvm_cc!r} is invalid; "
+                             "allowed: a C++ compiler command, e.g. 'aarch64-linux-gnu-g++'")
 
     def open(self, device: str) -> Transport:
         return open_transport(self.transport, device,
@@ -168,9 +194,16 @@ def board_folder(transport: Transport, spec: RemoteSpec) -> Iterator[BoardFolder
 
 
 class BoardRuntime(ABC):
-    """Runs a prepared model on the board and returns the :class:`Measurement`."""
+    """Runs a prepared model on the board and returns the :class:`Measurement`; ``spec``: the
+    device's ``[remote]`` table (None where only models are prepared without one)."""
 
     name: str = ""
+
+    def __init__(self, spec: RemoteSpec | None = None) -> None:
+        self.spec = spec
+
+    def check(self, protocol: Protocol) -> None:  # noqa: B027 - optional: accepts every one
+        """Reject a protocol this runtime cannot run (clear error naming device and fields)."""
 
     @abstractmethod
     def model(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
@@ -203,37 +236,57 @@ def _board_failure(transport: Transport, step: str, result: dict[str, Any]) -> T
 
 
 class OnnxRuntimeBoard(BoardRuntime):
-    """onnxruntime on the board through the self-contained runner (``board/runner.py``)."""
+    """onnxruntime on the board through the self-contained runner (``board/runner.py``); the
+    runner's other runtimes (:mod:`.board_runtimes`) differ in the back-ends they take, the
+    model they push and the job fields they add."""
 
     name = "onnxruntime"
-    BACKENDS = ("onnxruntime", "onnxruntime-int8")
+    RUNNER_RUNTIME = "onnxruntime"  # the runner's ``runtime`` job field (a plug-in may rename)
+    BACKENDS: tuple[str, ...] = ("onnxruntime", "onnxruntime-int8")
 
-    def model(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+    def check(self, protocol: Protocol) -> None:
         from anb.collect_throughput.backends import get_backend
-        from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
 
         if protocol.backend not in self.BACKENDS:
             raise ValueError(f"device {protocol.device!r}: backend={protocol.backend!r} cannot "
-                             f"run on a board with the onnxruntime runtime; allowed: "
+                             f"run on a board with the {self.name} runtime; allowed: "
                              f"{list(self.BACKENDS)}")
-        backend = get_backend(protocol.backend)
-        assert isinstance(backend, OnnxRuntimeBackend)  # every one of BACKENDS is
-        return backend.model_path(arch, protocol, Path(workdir))
+        try:
+            get_backend(protocol.backend).check(protocol)
+        except ValueError as err:
+            raise ValueError(f"device {protocol.device!r}: {err}") from None
+
+    def model(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
+        """The host back-end's model file (its ``model_path``: ONNX, fp32 or int8)."""
+        from anb.collect_throughput.backends import get_backend
+
+        self.check(protocol)
+        return get_backend(protocol.backend).model_path(  # type: ignore[attr-defined]
+            arch, protocol, Path(workdir))
+
+    def job_fields(self, protocol: Protocol) -> dict[str, Any]:
+        """Fields of the runner's job particular to this runtime."""
+        return {}
+
+    def board_model(self, model: Path, protocol: Protocol, shape: tuple[int, ...]) -> Path:
+        """The file the board loads for ``model`` (an ONNX file) at input ``shape``."""
+        return model
 
     def _run(self, folder: BoardFolder, protocol: Protocol, model: Path, batches: np.ndarray,
              mode: str, tmp: Path) -> dict[str, Any]:
         """Push runner, model, inputs and job; run; pull the result (raised if not ok)."""
         np.save(tmp / "inputs.npy", batches)
-        job = {"mode": mode, "model": folder.remote("model.onnx"),
+        name = "model" + model.suffix
+        job = {"mode": mode, "runtime": self.RUNNER_RUNTIME, "model": folder.remote(name),
                "inputs": folder.remote("inputs.npy"), "outputs": folder.remote("outputs.npy"),
                "threads": protocol.threads, "clock": protocol.clock,
                "lock": f"{folder.spec.workdir.rstrip('/')}/.board.lock",
                "lock_timeout": folder.spec.timeout / 2,
                "warmup": dataclasses.asdict(protocol.warmup),
-               "stopping": dataclasses.asdict(protocol.stopping)}
+               "stopping": dataclasses.asdict(protocol.stopping), **self.job_fields(protocol)}
         (tmp / "job.json").write_text(json.dumps(job))
         folder.push(RUNNER, "runner.py")
-        folder.push(model, "model.onnx")
+        folder.push(model, name)
         folder.push(tmp / "inputs.npy", "inputs.npy")
         folder.push(tmp / "job.json", "job.json")
         run = folder.run([*shlex.split(folder.spec.python), folder.remote("runner.py"),
@@ -250,9 +303,10 @@ class OnnxRuntimeBoard(BoardRuntime):
 
     def outputs(self, folder: BoardFolder, protocol: Protocol, model: Path,
                 images: np.ndarray) -> np.ndarray:
+        batches = np.asarray(images, dtype=np.float32)[:, None]
+        model = self.board_model(Path(model), protocol, tuple(batches.shape[1:]))
         with tempfile.TemporaryDirectory(prefix="anb-board-") as tmp:
-            self._run(folder, protocol, model, np.asarray(images, dtype=np.float32)[:, None],
-                      "outputs", Path(tmp))
+            self._run(folder, protocol, model, batches, "outputs", Path(tmp))
             out = folder.pull("outputs.npy", Path(tmp) / "outputs.npy")
             return np.load(out).reshape(len(images), -1)
 
@@ -278,20 +332,25 @@ class OnnxRuntimeBoard(BoardRuntime):
                    **utilisation_fields(result.get("utilisation"))})
 
 
-def get_runtime(name: str) -> BoardRuntime:
-    """The board runtime registered as ``name`` in :data:`RUNTIMES`."""
+def get_runtime(name: str, spec: RemoteSpec | None = None) -> BoardRuntime:
+    """The board runtime registered as ``name`` in :data:`RUNTIMES`, for ``spec``."""
     cls = RUNTIMES.load(name)
     if not (isinstance(cls, type) and issubclass(cls, BoardRuntime)):
         raise ValueError(f"{RUNTIMES.where(name)} names {cls!r}, not a BoardRuntime subclass")
-    return cls()
+    return cls(spec)
 
 
 def remote_spec(device: DeviceConfig) -> RemoteSpec:
-    """The device's ``[remote]`` table, parsed; a clear error if it has none."""
+    """The device's ``[remote]`` table, parsed and checked against each protocol (its
+    back-end runs on the runtime); a clear error if it has none."""
     table = getattr(device, "remote", None)
     if not table:
         raise ValueError(f"device {device.name!r} has no [remote] table (transport, runtime...)")
-    return RemoteSpec.from_mapping(device.name, table)
+    spec = RemoteSpec.from_mapping(device.name, table)
+    runtime = get_runtime(spec.runtime, spec)
+    for protocol in device.protocols:
+        runtime.check(protocol)
+    return spec
 
 
 def measure_remote(device: DeviceConfig, arch: Any, workdir: str | Path,
@@ -306,7 +365,7 @@ def measure_remote_archs(device: DeviceConfig, protocol: Protocol, archs: list[A
     """``protocol`` measured on ``device``'s board for each of ``archs`` (architectures of the
     protocol's space), one after another."""
     spec = remote_spec(device)
-    runtime = get_runtime(spec.runtime)
+    runtime = get_runtime(spec.runtime, spec)
     out = []
     for arch in (measured_arch(protocol, a) for a in archs):
         path, extra = runtime.model(arch, protocol, Path(workdir))
@@ -321,6 +380,6 @@ def device_outputs(device: DeviceConfig, protocol: Protocol, model: str | Path,
                    images: np.ndarray) -> np.ndarray:
     """``model``'s outputs for ``images`` computed on ``device``'s board (one row per image)."""
     spec = remote_spec(device)
-    runtime = get_runtime(spec.runtime)
+    runtime = get_runtime(spec.runtime, spec)
     with runtime.connect(spec, device.name) as folder:
         return runtime.outputs(folder, protocol, Path(model), images)

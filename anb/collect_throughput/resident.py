@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from anb.collect_throughput.board.server import ProtocolError, mac, read_frame, send_frame
+from anb.collect_throughput.board_runtimes import OpenVinoBoard, TvmBoard
 from anb.collect_throughput.network import measured_resolution
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.remote import BoardRuntime, OnnxRuntimeBoard, RemoteSpec
@@ -111,7 +112,8 @@ class TargetClient:
     def load_model(self, path: str | Path) -> str:
         data = Path(path).read_bytes()
         digest = hashlib.sha256(data).hexdigest()
-        self._request("load_model", {"type": "LOAD_MODEL", "sha256": digest}, data)
+        self._request("load_model", {"type": "LOAD_MODEL", "sha256": digest,
+                                     "suffix": Path(path).suffix}, data)
         return digest
 
     def send_inputs(self, batches: np.ndarray) -> None:
@@ -119,17 +121,19 @@ class TargetClient:
         np.save(buffer, np.ascontiguousarray(batches, dtype=np.float32))
         self._request("inputs", {"type": "INPUTS"}, buffer.getvalue())
 
-    def time(self, protocol: Protocol) -> dict[str, Any]:
-        """Time the loaded model on the loaded inputs under ``protocol``'s rules."""
-        reply = self._request("run", {"type": "RUN", "mode": "time",
+    def time(self, protocol: Protocol, fields: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Time the loaded model on the loaded inputs under ``protocol``'s rules (``fields``:
+        the runner's ``runtime`` and its job fields)."""
+        reply = self._request("run", {"type": "RUN", "mode": "time", **(fields or {}),
                                       "threads": protocol.threads, "clock": protocol.clock,
                                       "warmup": dataclasses.asdict(protocol.warmup),
                                       "stopping": dataclasses.asdict(protocol.stopping)})
         return dict(reply["result"])
 
-    def outputs(self, threads: int = 1) -> np.ndarray:
+    def outputs(self, threads: int = 1, fields: dict[str, Any] | None = None) -> np.ndarray:
         """The loaded model's outputs for every loaded input batch, computed on the board."""
-        self._request("run", {"type": "RUN", "mode": "outputs", "threads": threads})
+        self._request("run", {"type": "RUN", "mode": "outputs", "threads": threads,
+                              **(fields or {})})
         reply = self._request("outputs", {"type": "OUTPUTS"})
         return np.load(io.BytesIO(reply["payload"]), allow_pickle=False)
 
@@ -166,14 +170,32 @@ def read_token(path: str | Path, device: str) -> bytes:
 
 
 class ResidentBoard(BoardRuntime):
-    """onnxruntime kept resident on the board by ``board/server.py``, reached over TCP
-    (``transport = "tcp://HOST:PORT"``, ``token_file``); same models as the ``onnxruntime``
-    board runtime, plus round-trip times and the run's utilisation statistics."""
+    """A runtime kept resident on the board by ``board/server.py``, reached over TCP
+    (``transport = "tcp://HOST:PORT"``, ``token_file``): onnxruntime, OpenVINO or TVM by the
+    protocol's back-end, with the models of the runner's board runtime for it, plus
+    round-trip times and the run's utilisation statistics."""
 
     name = "resident"
 
+    def _board(self, protocol: Protocol) -> OnnxRuntimeBoard:
+        """The runner's board runtime that takes ``protocol``'s back-end."""
+        boards = (OnnxRuntimeBoard, OpenVinoBoard, TvmBoard)
+        for cls in boards:
+            if protocol.backend in cls.BACKENDS:
+                return cls(self.spec)
+        raise ValueError(f"device {protocol.device!r}: backend={protocol.backend!r} cannot run "
+                         f"on a resident board; allowed: "
+                         f"{[b for cls in boards for b in cls.BACKENDS]}")
+
+    def _fields(self, protocol: Protocol) -> dict[str, Any]:
+        board = self._board(protocol)
+        return {"runtime": board.RUNNER_RUNTIME, **board.job_fields(protocol)}
+
+    def check(self, protocol: Protocol) -> None:
+        self._board(protocol).check(protocol)
+
     def model(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
-        return OnnxRuntimeBoard().model(arch, protocol, workdir)
+        return self._board(protocol).model(arch, protocol, workdir)
 
     @contextmanager
     def connect(self, spec: RemoteSpec, device: str) -> Iterator[TargetClient]:
@@ -196,7 +218,7 @@ class ResidentBoard(BoardRuntime):
         client: TargetClient = folder
         client.load_model(model)
         client.send_inputs(np.stack(make_inputs(protocol, arch)))
-        result = client.time(protocol)
+        result = client.time(protocol, self._fields(protocol))
         stats = client.stats()
         env = {**result["environment"], "anb_version": __version__,
                "device_name": protocol.device, "transport": client.url,
@@ -215,6 +237,8 @@ class ResidentBoard(BoardRuntime):
     def outputs(self, folder: Any, protocol: Protocol, model: Path,
                 images: np.ndarray) -> np.ndarray:
         client: TargetClient = folder
-        client.load_model(model)
-        client.send_inputs(np.asarray(images, dtype=np.float32)[:, None])
-        return client.outputs(protocol.threads).reshape(len(images), -1)
+        batches = np.asarray(images, dtype=np.float32)[:, None]
+        client.load_model(self._board(protocol).board_model(Path(model), protocol,
+                                                            tuple(batches.shape[1:])))
+        client.send_inputs(batches)
+        return client.outputs(protocol.threads, self._fields(protocol)).reshape(len(images), -1)

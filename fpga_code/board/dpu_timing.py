@@ -11,7 +11,9 @@ VCK190), one job at a time, under the shared warm-up and stopping rule. Throughp
 thread count per board (5 on ZCU102, 6 on VCK190, the reference's best), one runner per thread,
 each thread keeping ``in_flight`` jobs queued on its runner until the round's ~1000 images are
 done; a round is one timed step. A thread sweep (best count reported, the sweep kept) is an
-option. Both return ``platform_perf`` entries (:func:`board_core.perf_entry`).
+option. Both return ``platform_perf`` entries (:func:`board_core.perf_entry`) with the peak RSS
+and CPU use of this process sampled while the timing loop ran (``peak_rss_bytes``,
+``utilisation``: :class:`utilisation.Sampler`, as the board runner of every other board).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import threading
 import numpy as np
 
 import board_core
+import utilisation
 
 BOARDS = {
     "zcu102": {"dpu": "DPUCZDX8G_ISA1_B4096", "latency_threads": 1, "threads": 5,
@@ -31,6 +34,7 @@ BOARDS = {
 }
 IMAGES_PER_ROUND = 1000
 IN_FLIGHT = 2
+SAMPLE_INTERVAL = 0.1
 
 
 def fix_point(tensor):
@@ -104,14 +108,27 @@ def threaded_round(runners, buffers, jobs_per_thread):
     return step
 
 
+def sampled_loop(step, proto):
+    """``board_core.run_loop(step, proto)`` under a :class:`utilisation.Sampler`: its result
+    and the entry's ``peak_rss_bytes`` / ``utilisation`` fields."""
+    sampler = utilisation.Sampler(SAMPLE_INTERVAL, gpu=False)
+    sampler.start()
+    try:
+        result = board_core.run_loop(step, proto)
+    finally:
+        stats = sampler.stop()
+    return result, {"peak_rss_bytes": stats["peak_rss_bytes"], "utilisation": stats}
+
+
 def measure_latency(runner, images, device, environment, resolution=224, budget=None):
     """Per-job latency of one runner on one thread, one job at a time (native batch)."""
     buffers = [io_buffers(runner, images)]
     proto = board_core.protocol(device, "latency", native_batch(runner), 1, resolution, budget)
-    times, warm, inner, reason = board_core.run_loop(lambda: run_jobs(runner, buffers, 1), proto)
-    return board_core.perf_entry(proto, times, warm, inner, reason, environment, {
-        "threads": 1, "in_flight": 1,
-        "input_fix_point": fix_point(runner.get_input_tensors()[0])})
+    (times, warm, inner, reason), memory = sampled_loop(lambda: run_jobs(runner, buffers, 1),
+                                                        proto)
+    return board_core.perf_entry(proto, times, warm, inner, reason, environment, dict(
+        memory, threads=1, in_flight=1,
+        input_fix_point=fix_point(runner.get_input_tensors()[0])))
 
 
 def _throughput_at(make_runner, images, device, environment, threads, in_flight,
@@ -121,12 +138,13 @@ def _throughput_at(make_runner, images, device, environment, threads, in_flight,
     batch = native_batch(runners[0])
     jobs = max(1, int(math.ceil(images_per_round / (threads * batch))))
     proto = board_core.protocol(device, "throughput", batch, threads, resolution, budget)
-    times, warm, inner, reason = board_core.run_loop(threaded_round(runners, buffers, jobs), proto)
+    (times, warm, inner, reason), memory = sampled_loop(
+        threaded_round(runners, buffers, jobs), proto)
     per_job = threads * jobs  # a round's time divided by its jobs: time per native batch
     return board_core.perf_entry(
         proto, [t / per_job for t in times], [t / per_job for t in warm], inner, reason,
-        environment, {"threads": threads, "in_flight": in_flight, "jobs_per_thread": jobs,
-                      "images_per_round": per_job * batch})
+        environment, dict(memory, threads=threads, in_flight=in_flight, jobs_per_thread=jobs,
+                          images_per_round=per_job * batch))
 
 
 def measure_throughput(make_runner, images, device, environment, threads=None, sweep=None,

@@ -24,13 +24,18 @@ from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import CpuClock
 
 
+def cpu_config(threads: int) -> dict[str, Any]:
+    """The CPU plug-in's settings (also sent to boards running the ``openvino`` runtime)."""
+    return {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
+            "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+
+
 def compile_cpu(path: Path, threads: int) -> tuple[Any, dict[str, Any]]:
     """``path`` (ONNX) compiled for OpenVINO's CPU plug-in; returns it and its settings."""
     import openvino as ov
 
     core = ov.Core()
-    config = {"INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1,
-              "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    config = cpu_config(threads)
     compiled = core.compile_model(core.read_model(str(path)), "CPU", config)
     values = {key: compiled.get_property(key) for key in config}
     settings = {key: v.get_type_name() if hasattr(v, "get_type_name") else str(v)

@@ -37,15 +37,20 @@ def target_dict(threads: int) -> dict[str, Any]:
 
 
 def compiled_library(onnx_path: Path, shape: tuple[int, ...], threads: int,
-                     workdir: Path) -> tuple[Path, dict[str, Any]]:
-    """The compiled library for ``onnx_path`` at input ``shape``, cached in ``workdir``."""
+                     workdir: Path, target: dict[str, Any] | None = None,
+                     cc: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """The compiled library for ``onnx_path`` at input ``shape``, cached in ``workdir``:
+    for ``target`` (an LLVM target as a dict; default this host's CPU) linked with ``cc``
+    (a C++ compiler, e.g. a cross compiler for a board; default the host's)."""
     import onnx
     import tvm
     from tvm import relax
     from tvm.relax.frontend.onnx import from_onnx
+    from tvm.support import cc as tvm_cc
 
-    target = target_dict(threads)
-    key = hashlib.sha256(json.dumps([onnx_path.name, shape, tvm.__version__, target])
+    target = {"num-cores": threads, **target} if target else target_dict(threads)
+    key = hashlib.sha256(json.dumps([onnx_path.name, shape, tvm.__version__, target]
+                                    + ([cc] if cc else []))
                          .encode()).hexdigest()[:16]
     path = Path(workdir) / f"{onnx_path.stem}_tvm_{key}.so"
     if not path.exists():
@@ -54,9 +59,11 @@ def compiled_library(onnx_path: Path, shape: tuple[int, ...], threads: int,
         module = relax.transform.DecomposeOpsForInference()(module)
         executable = tvm.compile(module, target=tvm.target.Target(target))
         tmp = path.with_suffix(".tmp.so")
-        executable.export_library(str(tmp))
+        executable.export_library(str(tmp), **(
+            {"fcompile": tvm_cc.cross_compiler(cc)} if cc else {}))
         tmp.replace(path)
-    return path, {"tvm_version": tvm.__version__, "tvm_target": target, "tvm_tuning": "none"}
+    facts = {"tvm_version": tvm.__version__, "tvm_target": target, "tvm_tuning": "none"}
+    return path, {**facts, "tvm_cc": cc} if cc else facts
 
 
 class TvmBackend(Backend):

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""anb board runner: time (or run) one ONNX model on this board with onnxruntime.
+"""anb board runner: time (or run) one model on this board with its runtime.
 
-Self-contained: Python >= 3.7, numpy and onnxruntime; nothing else, no import of ``anb``. The
-host pushes this file, the model, the inputs (``.npy``) and a job file, then runs::
+Self-contained: Python >= 3.7, numpy and the job's runtime (onnxruntime, OpenVINO or the Apache
+TVM runtime); nothing else, no import of ``anb``. The host pushes this file, the model, the
+inputs (``.npy``) and a job file, then runs::
 
     python3 runner.py JOB.json RESULT.json
 
-JOB: ``{"mode": "time" | "outputs", "model": path, "inputs": path, "threads": int,
-"clock": "wall" | "cpu", "providers": [...], "lock": path, "lock_timeout": s,
-"sample_interval": s, "gpu": bool, "warmup": {...}, "stopping": {...}}`` with the
-warm-up and stopping fields of ``anb.collect_throughput.protocol`` (all given by the host).
+JOB: ``{"mode": "time" | "outputs", "runtime": "onnxruntime" | "openvino" | "tvm", "model":
+path, "inputs": path, "threads": int, "clock": "wall" | "cpu", "providers": [...],
+"openvino_config": {...}, "lock": path, "lock_timeout": s, "sample_interval": s, "gpu": bool,
+"warmup": {...}, "stopping": {...}}`` with the warm-up and stopping fields of
+``anb.collect_throughput.protocol`` (all given by the host). ``runtime`` (default
+``onnxruntime``) says what runs the model: onnxruntime or OpenVINO's CPU plug-in (compiled with
+``openvino_config``, the host back-end's settings) load an ONNX file; ``tvm`` loads a library
+the host compiled (``.so``) into the Relax virtual machine on ``threads`` threads of TVM's pool.
 Timing follows the same rules as local measurement (``anb.collect_throughput.timing`` and
 ``stats``; tests/test_remote_board.py checks step for step that both decide alike): warm up
 until the median of the last ``window`` steps is within ``tolerance`` of the window before,
@@ -19,11 +24,11 @@ interval of the trimmed mean is within ``rel_ci`` (or ``max_reps`` / ``budget_se
 RESULT: ``{"ok": true, "times_s": [...], "warmup_times_s": [...], "inner", "stop_reason",
 "elapsed_seconds", "warmup_stop_reason", "timed_from", "timed_to", "environment": {...},
 "utilisation": {...}}`` (mode ``time``; one measurement at a time per board: ``lock`` is held
-while it runs) or ``{"ok": true, "outputs": path, ...}`` (mode ``outputs``). ``utilisation``
-(:class:`Sampler`) holds the CPU use (this process, the machine), RSS and GPU sampled every
-``sample_interval`` s while the model ran, and the peak RSS over that time. On failure
-``{"ok": false, "step": ..., "kind": "missing" | "rejected" | "timeout" | "command",
-"error": ...}`` and exit status 3.
+while it runs) or ``{"ok": true, "outputs": path, ...}`` (mode ``outputs``). ``environment``
+names the ``runtime`` and its ``runtime_version``. ``utilisation`` (:class:`Sampler`) holds the
+CPU use (this process, the machine), RSS and GPU sampled every ``sample_interval`` s while the
+model ran, and the peak RSS over that time. On failure ``{"ok": false, "step": ..., "kind":
+"missing" | "rejected" | "timeout" | "command", "error": ...}`` and exit status 3.
 """
 import json
 import math
@@ -345,8 +350,8 @@ def _gpus():
     return [line.strip() for line in out.decode(errors="replace").splitlines() if line.strip()]
 
 
-def board_environment(ort=None, np=None):
-    """What the measurement ran on: board, OS, CPU/GPU, Python and runtime versions."""
+def board_environment(np=None):
+    """What the measurement ran on: board, OS, CPU/GPU, Python and numpy versions."""
     env = {"host": socket.gethostname(), "os": platform.platform(),
            "machine": platform.machine(), "python": platform.python_version(),
            "python_executable": sys.executable, "cpu": _cpu_model(),
@@ -360,40 +365,161 @@ def board_environment(ort=None, np=None):
         env["load_average"] = [round(x, 2) for x in os.getloadavg()]
     if np is not None:
         env["libraries"]["numpy"] = np.__version__
-    if ort is not None:
-        env["libraries"]["onnxruntime"] = ort.__version__
-        env["ort_available_providers"] = list(ort.get_available_providers())
-        env["ort_device"] = ort.get_device()
     return env
 
 
-def load_runtime():
+#: The runtimes this runner loads: the module imported and what to install on the board.
+RUNTIMES = {"onnxruntime": ("onnxruntime", "onnxruntime"),
+            "openvino": ("openvino", "openvino"),
+            "tvm": ("tvm", "the Apache TVM runtime (pip: apache-tvm)")}
+
+
+def _python_check():
     if sys.version_info < (3, 7):
         raise BoardError("import_runtime", "missing",
                          "Python %s is too old; the board runner needs Python >= 3.7"
                          % platform.python_version())
+
+
+def load_numpy():
+    _python_check()
     try:
         import numpy as np
-        import onnxruntime as ort
     except ImportError as err:
         raise BoardError("import_runtime", "missing", "%s on the board's Python %s (%s); "
-                         "install numpy and onnxruntime there"
-                         % (err, platform.python_version(), sys.executable)) from None
-    return np, ort
+                         "install numpy there" % (err, platform.python_version(),
+                                                  sys.executable)) from None
+    return np
 
 
-def _session(ort, job):
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = int(job.get("threads", 1))
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+def load_runtime(name="onnxruntime"):
+    """numpy and the runtime module ``name`` (one of :data:`RUNTIMES`)."""
+    if name not in RUNTIMES:
+        raise BoardError("job", "command", "runtime=%r is invalid; allowed: %s"
+                         % (name, ", ".join(sorted(RUNTIMES))))
+    np = load_numpy()
+    module, package = RUNTIMES[name]
     try:
-        return ort.InferenceSession(job["model"], options,
-                                    providers=job.get("providers") or ["CPUExecutionProvider"])
-    except Exception as err:  # onnxruntime's own types; re-raised as a step
-        raise BoardError("load_model", "rejected",
-                         "onnxruntime %s rejected the model: %s" % (ort.__version__, err)) from err
+        runtime = __import__(module)
+    except ImportError as err:
+        raise BoardError("import_runtime", "missing", "%s on the board's Python %s (%s); "
+                         "install numpy and %s there"
+                         % (err, platform.python_version(), sys.executable, package)) from None
+    return np, runtime
+
+
+class BoardModel(object):
+    """A loaded model: ``feed(batch)`` makes an input, ``run(feed)`` infers, ``array(out)``
+    turns the output into numpy; ``version`` and ``facts`` go to the environment."""
+
+    version = ""
+    facts = {}  # type: dict
+
+    def feed(self, batch):
+        raise NotImplementedError
+
+    def run(self, feed):
+        raise NotImplementedError
+
+    def array(self, out):
+        raise NotImplementedError
+
+
+class OrtModel(BoardModel):
+    """onnxruntime: one session, sequential, ``threads`` intra-op threads."""
+
+    def __init__(self, np, ort, job):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = int(job.get("threads", 1))
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self.session = ort.InferenceSession(
+                job["model"], options, providers=job.get("providers") or ["CPUExecutionProvider"])
+        except Exception as err:  # onnxruntime's own types; re-raised as a step
+            raise BoardError("load_model", "rejected", "onnxruntime %s rejected the model: %s"
+                             % (ort.__version__, err)) from err
+        self.np, self.name = np, self.session.get_inputs()[0].name
+        self.output = self.session.get_outputs()[0].name
+        self.version = ort.__version__
+        self.facts = {"ort_available_providers": list(ort.get_available_providers()),
+                      "ort_device": ort.get_device(),
+                      "ort_providers": list(self.session.get_providers()),
+                      "ort_intra_op_threads": int(job.get("threads", 1))}
+
+    def feed(self, batch):
+        return {self.name: self.np.ascontiguousarray(batch)}
+
+    def run(self, feed):
+        return self.session.run([self.output], feed)[0]
+
+    def array(self, out):
+        return out
+
+
+def _setting(value):
+    """An OpenVINO property as the host back-end records it (a type's name, else text)."""
+    return value.get_type_name() if hasattr(value, "get_type_name") else str(value)
+
+
+class OpenVinoModel(BoardModel):
+    """OpenVINO's CPU plug-in compiled with the host's ``openvino_config``."""
+
+    def __init__(self, np, ov, job):
+        core = ov.Core()
+        config = job.get("openvino_config") or {}
+        try:
+            compiled = core.compile_model(core.read_model(job["model"]), "CPU", config)
+        except Exception as err:  # OpenVINO's own types; re-raised as a step
+            raise BoardError("load_model", "rejected", "OpenVINO %s rejected the model: %s"
+                             % (ov.get_version(), err)) from err
+        self.np, self.request = np, compiled.create_infer_request()
+        self.version = ov.get_version()
+        self.facts = {"openvino_device": "CPU",
+                      "openvino_cpu": str(core.get_property("CPU", "FULL_DEVICE_NAME")),
+                      "openvino_settings": {k: _setting(compiled.get_property(k))
+                                            for k in config}}
+
+    def feed(self, batch):
+        return {0: self.np.ascontiguousarray(batch)}
+
+    def run(self, feed):
+        return self.request.infer(feed)[0]
+
+    def array(self, out):
+        return self.np.array(out)
+
+
+class TvmModel(BoardModel):
+    """The host-compiled library in the TVM runtime's Relax VM, ``threads`` pool threads."""
+
+    def __init__(self, np, tvm, job):
+        from tvm import relax
+
+        tvm.get_global_func("runtime.config_threadpool")(1, int(job.get("threads", 1)))
+        try:
+            self.main = relax.VirtualMachine(tvm.runtime.load_module(job["model"]),
+                                             tvm.cpu())["main"]
+        except Exception as err:  # TVM's own types; re-raised as a step
+            raise BoardError("load_model", "rejected", "TVM %s rejected the library: %s"
+                             % (tvm.__version__, err)) from err
+        self.np, self.tvm, self.version = np, tvm, tvm.__version__
+        self.facts = {"tvm_threads": int(job.get("threads", 1))}
+
+    def feed(self, batch):
+        return self.tvm.runtime.tensor(self.np.ascontiguousarray(batch))
+
+    def run(self, feed):
+        return self.main(feed)
+
+    def array(self, out):
+        if not hasattr(out, "numpy"):  # a tuple of outputs: the first
+            out = out[0]
+        return out.numpy()
+
+
+MODELS = {"onnxruntime": OrtModel, "openvino": OpenVinoModel, "tvm": TvmModel}
 
 
 def board_lock(path, timeout):
@@ -417,46 +543,44 @@ def board_lock(path, timeout):
 
 
 def run_job(job):
-    np, ort = load_runtime()
+    name = job.get("runtime", "onnxruntime")
+    np, module = load_runtime(name)
     waited = board_lock(job["lock"], float(job.get("lock_timeout", 600))) if job.get("lock") \
         else 0.0
-    env = board_environment(ort, np)
+    env = board_environment(np)
     env["board_lock_wait_s"] = round(waited, 3)
-    session = _session(ort, job)
-    env["ort_providers"] = list(session.get_providers())
-    env["ort_intra_op_threads"] = int(job.get("threads", 1))
+    model = MODELS[name](np, module, job)
+    env["libraries"][name] = model.version
+    env.update(model.facts, runtime=name, runtime_version=model.version)
     batches = np.load(job["inputs"])
     if batches.ndim == 4:
         batches = batches[None]
     sampler = Sampler(float(job.get("sample_interval", 0.1)), bool(job.get("gpu", True)))
     sampler.start()
     try:
-        result = _infer(np, session, batches, job)
+        result = _infer(np, model, batches, job)
     finally:
         result_stats = sampler.stop()
     result.update({"ok": True, "environment": env, "utilisation": result_stats})
     return result
 
 
-def _infer(np, session, batches, job):
+def _infer(np, model, batches, job):
     """Outputs of every batch (mode ``outputs``) or the timing loop's result (``time``)."""
-    name = session.get_inputs()[0].name
-    output = session.get_outputs()[0].name
+    feeds = [model.feed(b) for b in batches]
     try:
-        first = session.run([output], {name: np.ascontiguousarray(batches[0])})[0]
-    except Exception as err:  # onnxruntime's own types; re-raised as a step
+        first = model.array(model.run(feeds[0]))
+    except Exception as err:  # the runtime's own types; re-raised as a step
         raise BoardError("run_model", "rejected", "the model does not run on input of shape "
                          "%s: %s" % (tuple(batches[0].shape), err)) from err
     if job.get("mode", "time") == "outputs":
-        outs = [first] + [session.run([output], {name: np.ascontiguousarray(b)})[0]
-                          for b in batches[1:]]
+        outs = [first] + [model.array(model.run(f)) for f in feeds[1:]]
         np.save(job["outputs"], np.stack(outs))
         return {"outputs": job["outputs"]}
-    feeds = [{name: np.ascontiguousarray(b)} for b in batches]
     state = {"i": 0}
 
     def step():
-        session.run([output], feeds[state["i"] % len(feeds)])
+        model.run(feeds[state["i"] % len(feeds)])
         state["i"] += 1
 
     began = time.time()

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """anb target server: keeps a runtime resident on a board and measures models the host sends.
 
-Self-contained like ``runner.py`` beside it (Python >= 3.7, numpy, onnxruntime; no ``anb``):
+Self-contained like ``runner.py`` beside it (Python >= 3.7, numpy and the runtimes it is asked
+for: onnxruntime, OpenVINO, the TVM runtime; no ``anb``):
 copy both files to the board and start::
 
     python3 server.py --port 7341 --token-file ~/.anb-token [--host 0.0.0.0]
@@ -13,10 +14,12 @@ payload bytes (0 when absent). The server opens with ``HELLO {nonce}``; the clie
 the network and no other host can load a model. Requests, each answered ``OK`` or
 ``ERROR {error}``:
 
-- ``LOAD_MODEL`` (payload: the ONNX file, ``sha256`` in the header, checked)
+- ``LOAD_MODEL {sha256, suffix}`` (payload: the model file, its ``sha256`` checked; ``suffix``
+  ``.onnx``, the default, or ``.so``: a TVM library)
 - ``INPUTS`` (payload: a ``.npy`` array of input batches)
-- ``RUN {mode, threads, clock, warmup, stopping}``: ``time`` times inference on the board under
-  the host's warm-up and stopping rules (runner.py's loop); ``outputs`` computes outputs
+- ``RUN {mode, runtime, openvino_config, threads, clock, warmup, stopping}``: ``time`` times
+  inference on the board under the host's warm-up and stopping rules (runner.py's loop, with the
+  ``runtime`` named, default onnxruntime); ``outputs`` computes outputs
 - ``OUTPUTS`` (reply payload: the last ``outputs`` run's ``.npy``)
 - ``STATS``: CPU utilisation, memory (RSS) and, where ``nvidia-smi`` answers, GPU utilisation,
   sampled while the last run ran (runner.py's Sampler)
@@ -49,6 +52,7 @@ except ImportError:  # on the board: the sibling file, found beside this script
 VERSION = 1
 MAX_HEADER = 64 * 1024
 HEADER = struct.Struct(">I")
+MODEL_SUFFIXES = (".onnx", ".so")
 
 
 class ProtocolError(Exception):
@@ -163,12 +167,16 @@ class Handler(socketserver.BaseRequestHandler):
             if header.get("sha256") != digest:
                 raise ProtocolError("model sha256 %s does not match the header's %r"
                                     % (digest, header.get("sha256")))
-            session.model = os.path.join(session.folder, "model.onnx")
+            suffix = header.get("suffix", ".onnx")
+            if suffix not in MODEL_SUFFIXES:
+                raise ProtocolError("suffix=%r is invalid; allowed: %s"
+                                    % (suffix, ", ".join(MODEL_SUFFIXES)))
+            session.model = os.path.join(session.folder, "model" + suffix)
             with open(session.model, "wb") as handle:
                 handle.write(payload)
             return {"type": "OK", "sha256": digest}, b""
         if kind == "INPUTS":
-            np, _ = runner.load_runtime()
+            np = runner.load_numpy()
             try:
                 array = np.load(io.BytesIO(payload), allow_pickle=False)
             except ValueError as err:
@@ -194,7 +202,9 @@ class Handler(socketserver.BaseRequestHandler):
         mode = header.get("mode", "time")
         if mode not in ("time", "outputs"):
             raise ProtocolError("mode=%r is invalid; allowed: time, outputs" % (mode,))
-        job = {"mode": mode, "model": session.model, "inputs": session.inputs,
+        job = {"mode": mode, "runtime": header.get("runtime", "onnxruntime"),
+               "openvino_config": header.get("openvino_config"),
+               "model": session.model, "inputs": session.inputs,
                "outputs": os.path.join(session.folder, "outputs.npy"),
                "threads": header.get("threads", 1), "clock": header.get("clock", "wall"),
                "warmup": header.get("warmup"), "stopping": header.get("stopping")}
