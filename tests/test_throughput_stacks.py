@@ -91,6 +91,10 @@ def test_tvm_compiles_once_and_computes_what_onnxruntime_does(tmp_path):
     env = entry["environment"]
     assert env["tvm_version"] == tvm.__version__ and env["tvm_tuning"] == "none"
     assert env["tvm_target"]["kind"] == "llvm" and env["tvm_target"]["num-cores"] == 1
+    from tvm.target import codegen
+
+    # this CPU's own instruction set, not LLVM's generic x86-64 (no AVX: several times slower)
+    assert env["tvm_target"]["mcpu"] == codegen.llvm_get_system_cpu() != "generic"
     libraries = sorted((tmp_path / "work").rglob("*_tvm_*.so"))
     assert len(libraries) == 2  # latency (batch 1) and throughput (batch 8) shapes
     stamps = [p.stat().st_mtime_ns for p in libraries]

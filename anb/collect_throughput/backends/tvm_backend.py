@@ -27,13 +27,9 @@ from anb.collect_throughput.timing import CpuClock
 
 def target_dict(threads: int) -> dict[str, Any]:
     """The LLVM target for this host's CPU (``mcpu`` as LLVM names it)."""
-    import tvm
+    from tvm.target import codegen
 
-    cpu = tvm.get_global_func("codegen.llvm.GetHostCPUName", allow_missing=True)
-    target: dict[str, Any] = {"kind": "llvm", "num-cores": threads}
-    if cpu is not None:
-        target["mcpu"] = str(cpu())
-    return target
+    return {"kind": "llvm", "num-cores": threads, "mcpu": str(codegen.llvm_get_system_cpu())}
 
 
 def compiled_library(onnx_path: Path, shape: tuple[int, ...], threads: int,
