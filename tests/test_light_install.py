@@ -138,7 +138,8 @@ def test_every_extra_named_installs_the_module():
                 else {req.name}
         return out
 
-    distribution = {"sklearn": "scikit-learn", "torch_xla": "torch-xla"}
+    distribution = {"sklearn": "scikit-learn", "torch_xla": "torch-xla", "tvm": "apache-tvm",
+                    "syne_tune": "syne-tune"}
     from anb.surrogates.estimators import FAMILIES
 
     pairs = [*extras.EXTRA.items(), *(f.requires for f in FAMILIES.values())]
