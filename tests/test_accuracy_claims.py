@@ -85,6 +85,7 @@ def test_trainer_passes_over_an_architecture_claimed_elsewhere(tmp_path, capsys)
     assert sorted(_records(out)) == sorted([held.id, Arch.from_string(OTHER).id])
 
 
+@pytest.mark.slow
 def test_lock_can_be_switched_off(tmp_path, capsys):
     out = tmp_path / "out"
     assert main(["--config", str(CONFIG), "--folder", str(out), *QUICK, "--archs", SMALL,
@@ -206,6 +207,7 @@ def test_cross_host_probe_refuses_node_local_locks(tmp_path):
     assert not list((shared / "locks").glob(".probe-*"))
 
 
+@pytest.mark.slow
 def test_queue_backend_claims_through_the_shared_job_queue(tmp_path, capsys):
     """claims.backend = queue on SQLite: an architecture leased by another job is left to it;
     once that lease expires (the job died), a rerun trains it; finished jobs are done."""

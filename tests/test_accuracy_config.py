@@ -185,6 +185,7 @@ def test_full_recipe_keys_are_checked(override, message):
     assert message in str(err.value)
 
 
+@pytest.mark.slow
 def test_trainer_feeds_each_epoch_the_resolution_of_the_rule(tmp_path, monkeypatch):
     """Catches: the trainer switching resolution one epoch early (or late): the images each
     epoch's steps receive follow REFERENCE.md's rule, ``min_res`` up to and including

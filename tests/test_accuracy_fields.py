@@ -55,6 +55,7 @@ def test_record_takes_the_best_top5_over_epochs_not_that_of_the_best_top1_epoch(
     assert prov["session_time"] == 20.0 and prov["val_history"] == HISTORY
 
 
+@pytest.mark.slow
 def test_training_records_best_top5_and_train_time_with_validation(tmp_path, monkeypatch):
     """The whole loop, with validation scripted to disagree on the best epoch and to take a
     known time: that time is in ``train_time`` and not in ``train_steps_time``."""

@@ -59,6 +59,7 @@ def test_staged_dataset_keeps_its_identity(tmp_path):
     assert recipe_hash(config(shared), 4) != recipe_hash(config(local), 4)
 
 
+@pytest.mark.slow
 def test_record_holds_global_batch_and_peak_lr(tmp_path):
     arch = str(Sampler(2).sample(1)[0])
     assert main(["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch,
@@ -153,6 +154,7 @@ def test_model_regularisation_keys_are_in_the_recipe_identity():
         assert recipe_hash(load_config(IMAGENET, [f"--model.{key}", value]), 4) == base, key
 
 
+@pytest.mark.slow
 def test_resume_restores_the_optimizer_state_and_continues_exactly(tmp_path, monkeypatch):
     """Catches: a resume that drops the optimizer state (SGD momentum) and continues. An
     uninterrupted 3-epoch run and one interrupted after epoch 1 then resumed must checkpoint

@@ -361,6 +361,7 @@ def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, b
     assert fast > slow + 0.5, (fast, slow)
 
 
+@pytest.mark.slow
 def test_adapted_folder_is_a_benchmark_everywhere(adapted, base, data, tmp_path):
     """anb.load, anb.surrogates.load, `anb query` and `anb search --benchmark` all take it."""
     import anb.surrogates

@@ -83,6 +83,7 @@ FLOOR_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_host_and_board_modules_import_and_run_without_anb_or_new_torch(tmp_path):
     script = FLOOR_SCRIPT.format(blocked=BLOCKED_MODULES, torch_attrs=BLOCKED_TORCH,
                                  host=str(HOST), board=str(BOARD), arch=str(ARCHS[1]))

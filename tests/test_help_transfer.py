@@ -93,6 +93,7 @@ def test_ridge_baseline_reproduces_source_md(nb201):
     assert abs(np.mean(rhos) - 0.980) < 0.005
 
 
+@pytest.mark.slow
 def test_adapted_beats_ridge_and_needs_both_parts(nb201):
     """On eyeriss (n = 20, one fixed draw) the adapted model beats the ridge baseline; the same
     model given only the op totals (a constant known column) or only one known device does

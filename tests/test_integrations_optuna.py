@@ -12,6 +12,8 @@ from optunahub.benchmarks import BaseProblem
 from anb.integrations.optuna import AnbProblem
 from tests.integration_helpers import front_volume, nasbench201_bench, released_bench
 
+pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
+
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 

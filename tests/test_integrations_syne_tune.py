@@ -16,6 +16,8 @@ from anb.integrations.syne_tune import (
 )
 from tests.integration_helpers import front_volume, nasbench201_bench, released_bench
 
+pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
+
 
 @pytest.fixture(scope="module")
 def released():

@@ -18,7 +18,7 @@ from anb.records import frame_to_records, load_dataset
 from anb.surrogates import load, read_manifest
 from tests.trainer_helpers import CONFIG
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 EPOCHS = 3
 CURVE = [f"val_top1_epoch_{i}" for i in range(1, EPOCHS + 1)]
 TINY = ["--num_models", "8", "--epochs", str(EPOCHS), "--eval_epochs", "1", "--max_steps", "2",

@@ -45,6 +45,7 @@ def _child(code: str, tmp_path, stdin: str | None = None) -> subprocess.Complete
                           env=env, input=stdin, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_load_query_and_search_import_no_extra(dataset_tarball, tmp_path):
     """The packaged benchmark (shipped, compiled), an ``anb fit`` artifact (XGBoost JSON read
     into node tables) and a short search on the surrogates, all with the libraries blocked;
@@ -78,6 +79,7 @@ def test_load_query_and_search_import_no_extra(dataset_tarball, tmp_path):
     assert not (tmp_path / "search" / "search.png").exists()  # the plot: the search extra
 
 
+@pytest.mark.slow
 def test_the_query_command_runs_without_extras(tmp_path):
     proc = _child("""
         from anb.cli import app
@@ -89,6 +91,7 @@ def test_the_query_command_runs_without_extras(tmp_path):
     assert proc.stdout.splitlines()[1].startswith(B0 + ",")
 
 
+@pytest.mark.slow
 def test_a_command_needing_an_extra_says_which_in_one_line(tmp_path):
     """``anb fit`` names the ``fit`` extra before any work, ``anb search --algorithm nsga2``
     the ``search`` one, ``anb measure`` the ``measure`` one; a Python caller (a fit, an import of a collection module) gets such a line as the

@@ -160,6 +160,7 @@ def _records(folder: Path, n: int) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_merge_replaces_its_own_output_and_overwrite_replaces_anything(tmp_path, capsys):
     one, two = _records(tmp_path / "one", 2), _records(tmp_path / "two", 3)
     out = tmp_path / "dataset"

@@ -145,6 +145,7 @@ def test_shipped_benchmark_was_fitted_under_the_current_key():
         assert manifest["libraries"][library] == pins[library], library
 
 
+@pytest.mark.slow
 def test_shipped_benchmark_is_compiled_whole_and_predicts_like_the_fitted_one():
     """Every target of the default config, XGBoost members as node tables (no xgboost model),
     with its support and holes, layer costs and noise; predictions equal the fitted artifact's

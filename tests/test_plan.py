@@ -24,6 +24,8 @@ from anb.surrogates.plan import (
 )
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
+
 
 def _script():
     name = "anb_benchmarks_active_collection"

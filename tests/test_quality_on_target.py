@@ -26,7 +26,7 @@ from anb.searchspace.arch import as_arch
 from tests.qualcomm_helpers import CountingLocal
 from tests.trainer_helpers import REPO
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
 OTHER = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k5l1"
 TOLERANCE_PP = 2.0

@@ -17,7 +17,7 @@ from anb.cli import app
 from anb.cli_support import run as run_cli
 from anb.collect_throughput.mixed_precision import float_nodes
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
 KEEP = (1, 4, 100)  # 100: more than the network has, so every layer stays float
 

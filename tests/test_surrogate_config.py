@@ -11,6 +11,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from anb import resources
@@ -78,6 +79,7 @@ def test_packaged_and_pipeline_fit_the_packaged_file():
     assert FitConfig.from_file(option.default) == FitConfig()
 
 
+@pytest.mark.slow
 def test_anb_fit_without_config_fits_what_the_packaged_benchmark_fits(dataset_tarball,
                                                                       tmp_path):
     out = tmp_path / "bench"

@@ -375,6 +375,7 @@ def test_val_features_without_val_labels_are_a_clear_error():
         TargetSurrogate("xgboost", {"n_estimators": 5}, 1).fit(X, y, X_val=X)
 
 
+@pytest.mark.slow
 def test_fit_sets_n_jobs_and_keeps_per_member_params_of_one_family(prepared, tmp_path):
     """One family with a params object per member: ``n_jobs`` goes into each object, and HPO
     keeps them (both used to call ``dict()`` on the list: a crash or garbled parameters)."""

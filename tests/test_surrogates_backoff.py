@@ -118,6 +118,7 @@ def _stage_holdout_scores(prepared: Prepared, monkeypatch, shrink) -> dict[str, 
                                                     / a100.values[held] - 1)))}
 
 
+@pytest.mark.slow
 def test_released_stage_holdout_is_predicted_from_parts(released_frame, monkeypatch):
     """Issue 26's measured case: every architecture whose last stage is e6 k5 left out of
     training. Goals: top-1 MAE < 1 pp, device MAPE < 8 %; the one-hot base was far off."""

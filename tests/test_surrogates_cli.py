@@ -74,6 +74,7 @@ def test_query_errors_exit_nonzero_with_one_line(fitted):
     assert result.exit_code != 0 and result.output.startswith("error:")
 
 
+@pytest.mark.slow
 def test_evaluate_writes_report_and_comparison(fitted, tmp_path):
     out, _ = fitted
     report = tmp_path / "report"
@@ -94,6 +95,7 @@ def test_fit_rejects_bad_config(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_query_output_is_read_by_fit_merge_and_front_report(fitted, tmp_path):
     """`anb query` writes an 'arch' column; every table reader takes it (one convention)."""
     from anb.records import load_dataset

@@ -13,6 +13,8 @@ from anb.surrogates.benchmark import SMALL_BATCH
 from anb.surrogates.compiled import TreeTable
 from anb.surrogates.estimators import TABLE_SUFFIX, XGBoostFamily
 
+pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
+
 #: Every family a table compiles (boosted trees, a random forest) beside one it leaves as it is.
 CONFIG = {"targets": ["val_top1", "throughput_zcu102", "latency_zcu102"], "layer_cost": True,
           "hole_folds": 0,

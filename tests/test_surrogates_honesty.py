@@ -74,6 +74,7 @@ def test_std_grows_with_the_distance_from_the_data(bench):
     assert grown[2] == pytest.approx(np.hypot(0.8, 1.8))
 
 
+@pytest.mark.slow
 def test_held_out_extrapolation_beyond_the_80th_macs_percentile(prepared):
     """Fit on architectures at or below the 80th MACs percentile, score the rest."""
     macs = cost_table(prepared.choices).total("macs")

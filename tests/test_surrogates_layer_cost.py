@@ -133,6 +133,7 @@ def test_pooled_and_sequential_queries_agree(saturated):
         pooled.set_threads(0)
 
 
+@pytest.mark.slow
 def test_packaged_default_trim_is_the_cross_validated_one_and_fit_uses_it():
     """Catches: a default trim that is not the cross-validated one (default.json, or fit
     building the layer-cost model without the configured trim).

@@ -68,6 +68,7 @@ def test_shards_split_the_list_disjointly(tmp_path):
         [ARCHS[1].id, ARCHS[3].id]
 
 
+@pytest.mark.slow
 def test_arch_list_from_released_dataset_is_deduplicated(dataset_tarball):
     archs = read_arch_list(dataset_tarball)
     assert len(archs) == 5125  # 5,138 records, 13 architectures trained twice

@@ -20,6 +20,8 @@ from anb.surrogates.data import target_columns, transform_for
 from anb.surrogates.fit import evaluate
 from tests.conftest import DATASET_TARBALL as TARBALL
 
+pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
+
 runner = CliRunner()
 
 
