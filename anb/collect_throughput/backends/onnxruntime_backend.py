@@ -43,16 +43,22 @@ def ort_session(path: Path, threads: int):
 
 
 class OnnxRuntimeBackend(Backend):
-    """onnxruntime on the CPU, fp32, NCHW."""
+    """onnxruntime on the CPU, fp32, NCHW; the base of the back-ends that run the ONNX export."""
 
     name = "onnxruntime"
     precision = "fp32"
+    own_threads: str | None = None
+    """Where inference runs when not on the calling thread (then only the wall clock sees it)."""
 
     def check(self, protocol: Protocol) -> None:
         super().check(protocol)
         if protocol.layout != "nchw":
             raise ValueError(f"layout={protocol.layout!r} is not run by the {self.name!r} "
                              "back-end; allowed: ['nchw']")
+        if self.own_threads and protocol.clock != "wall":
+            raise ValueError(f"clock={protocol.clock!r} is not run by the {self.name!r} "
+                             f"back-end (inference runs on {self.own_threads}); allowed: "
+                             "['wall']")
 
     def model_path(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
         return float_onnx(arch, workdir, protocol.resolution, protocol_space(protocol)), {}

@@ -14,12 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from anb.collect_throughput.backends.base import Backend, Session, cycling
+from anb.collect_throughput.backends.base import Session, cycling
 from anb.collect_throughput.backends.int8_backend import OnnxRuntimeInt8Backend
-from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
+from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
 from anb.collect_throughput.environment import host_environment
 from anb.collect_throughput.inputs import make_inputs
-from anb.collect_throughput.network import protocol_space
 from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import CpuClock
 
@@ -45,24 +44,12 @@ def compile_cpu(path: Path, threads: int) -> tuple[Any, dict[str, Any]]:
                       "openvino_settings": settings}
 
 
-class OpenVinoBackend(Backend):
-    """OpenVINO on the CPU, fp32, NCHW."""
+class OpenVinoBackend(OnnxRuntimeBackend):
+    """OpenVINO on the CPU, fp32, NCHW: the same ONNX export as onnxruntime."""
 
     name = "openvino"
     precision = "fp32"
-
-    def check(self, protocol: Protocol) -> None:
-        super().check(protocol)
-        if protocol.layout != "nchw":
-            raise ValueError(f"layout={protocol.layout!r} is not run by the {self.name!r} "
-                             "back-end; allowed: ['nchw']")
-        if protocol.clock != "wall":
-            raise ValueError(f"clock={protocol.clock!r} is not run by the {self.name!r} "
-                             "back-end (inference runs on OpenVINO's own threads); "
-                             "allowed: ['wall']")
-
-    def model_path(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
-        return float_onnx(arch, workdir, protocol.resolution, protocol_space(protocol)), {}
+    own_threads = "OpenVINO's own threads"
 
     def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
         self.check(protocol)

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from anb.collect_throughput.backends.base import Backend, Session, cycling
-from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
+from anb.collect_throughput.backends.base import Session, cycling
+from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend, float_onnx
 from anb.collect_throughput.environment import host_environment
 from anb.collect_throughput.inputs import make_inputs
 from anb.collect_throughput.network import measured_arch, measured_resolution, protocol_space
@@ -62,20 +62,12 @@ def compiled_library(onnx_path: Path, shape: tuple[int, ...], threads: int,
     return path, {**facts, "tvm_cc": cc} if cc else facts
 
 
-class TvmBackend(Backend):
-    """Apache TVM (Relax, LLVM) on the CPU, fp32, NCHW."""
+class TvmBackend(OnnxRuntimeBackend):
+    """Apache TVM (Relax, LLVM) on the CPU, fp32, NCHW: compiled from the ONNX export."""
 
     name = "tvm"
     precision = "fp32"
-
-    def check(self, protocol: Protocol) -> None:
-        super().check(protocol)
-        if protocol.layout != "nchw":
-            raise ValueError(f"layout={protocol.layout!r} is not run by the {self.name!r} "
-                             "back-end; allowed: ['nchw']")
-        if protocol.clock != "wall":
-            raise ValueError(f"clock={protocol.clock!r} is not run by the {self.name!r} "
-                             "back-end (inference runs on TVM's thread pool); allowed: ['wall']")
+    own_threads = "TVM's thread pool"
 
     def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
         import tvm
