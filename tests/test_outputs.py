@@ -194,7 +194,7 @@ def test_fit_replaces_an_artifact_written_without_the_marker(tmp_path, capsys, m
     assert not any(p.name.startswith("latency_zcu102") for p in out.iterdir())
     before = tree(tmp_path)
 
-    def interrupted(self, folder, name):  # Ctrl-C while the new artifact is being written
+    def interrupted(self, folder, name, compiled=False):  # Ctrl-C while it is being written
         (folder / f"{name}_partial.json").write_text("{")
         raise KeyboardInterrupt
 
