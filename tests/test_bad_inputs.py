@@ -219,7 +219,8 @@ def test_ctrl_c_during_fit_exits_130_promptly_writing_nothing(tmp_path):
                            "1/", timeout=300)  # one member fitted: the fit is under way
     assert run.returncode == 130, run.stderr
     assert "Traceback" not in run.stderr and "interrupted (Ctrl-C)" in run.stderr, run.stderr
-    assert stop < 15, f"took {stop:.1f} s to stop"
+    # between ensemble members: seconds, even on a busy machine; the whole fit takes minutes
+    assert stop < 45, f"took {stop:.1f} s to stop"
     assert _tree(work) == set(), "no artifact (nor a temporary one) is left"
 
 
@@ -234,7 +235,7 @@ def test_ctrl_c_during_measured_search_writes_the_partial_report(tmp_path):
                            "measured 8/", timeout=300)
     assert run.returncode == 130, run.stderr
     assert "Traceback" not in run.stderr and "run the same command again" in run.stderr
-    assert stop < 30, f"took {stop:.1f} s to stop"
+    assert stop < 60, f"took {stop:.1f} s to stop"  # the whole budget takes minutes
     summary = json.loads((work / "s" / "summary.json").read_text())
     measured = {p.stem for p in (work / "s" / "measurements" / "cpu-ort-32").glob("*.json")}
     assert summary["stopped"] == "interrupted (Ctrl-C)" and summary["measurements"] >= 8
