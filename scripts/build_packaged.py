@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from anb import resources  # noqa: E402  # the checkout's anb, not an installed one
+from anb.outputs import MARKER  # noqa: E402
 from anb.surrogates import artifact, packaged  # noqa: E402
 from anb.surrogates.api import fit  # noqa: E402
 from anb.surrogates.fit import FitConfig  # noqa: E402
@@ -40,6 +41,8 @@ def main() -> None:
     bench.info[packaged.REFERENCE] = packaged.reference(bench)
     bench.info[packaged.SHIPPED_KEY] = packaged.shipped_key(config)
     artifact.save(bench, resources.SHIPPED_DIR, overwrite=True, compiled=True)
+    # package data, not an output folder: the wheel carries no dotfiles, so neither does this
+    (resources.SHIPPED_DIR / MARKER).unlink(missing_ok=True)
     resources.SHIPPED_DIR.chmod(0o755)  # package data: readable by every user of an install
     for member in resources.SHIPPED_DIR.iterdir():
         member.chmod(0o644)
