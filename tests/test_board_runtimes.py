@@ -15,6 +15,7 @@ from anb.collect_throughput.board import RUNNER
 from anb.collect_throughput.protocol import device_from_mapping
 from anb.collect_throughput.remote import RemoteSpec, device_outputs, remote_spec
 from anb.searchspace.sampler import Sampler
+from tests.board_helpers import board_config
 
 ARCH = Sampler(0).sample(1)[0]
 
@@ -26,22 +27,9 @@ def _runner_module():
 
 
 def _config(tmp_path: Path, backend: str, runtime: str, extra: str = "") -> Path:
-    config = tmp_path / f"board-{backend}.toml"
-    config.write_text(f"""name = "board-{backend}"
-backend = "{backend}"
-resolution = 32
-[latency]
-batch = 1
-[stopping]
-min_reps = 5
-budget_seconds = 0.3
-[remote]
-transport = "local://"
-runtime = "{runtime}"
-python = "{sys.executable}"
-workdir = "{tmp_path / 'board'}"
-{extra}""")
-    return config
+    return board_config(tmp_path, f"board-{backend}", {
+        "transport": "local://", "runtime": runtime, "python": sys.executable,
+        "workdir": str(tmp_path / "board")}, backend, extra)
 
 
 def _measure(tmp_path: Path, config: Path) -> dict:

@@ -26,6 +26,7 @@ from anb.collect_throughput.remote import (OnnxRuntimeBoard, RemoteSpec, board_f
                                            measure_remote)
 from anb.collect_throughput.transports import TransportError, open_transport
 from anb.searchspace.sampler import Sampler
+from tests.board_helpers import board_config
 from tests.realservers import free_port, missing_sshd, sshd_server
 
 ARCH = Sampler(0).sample(1)[0]
@@ -393,20 +394,8 @@ def test_anb_measure_runs_a_remote_device_on_its_board(tmp_path):
 
     from anb.cli import app
 
-    config = tmp_path / "bench-board.toml"
-    config.write_text(f"""name = "bench-board"
-backend = "onnxruntime"
-resolution = 32
-[latency]
-batch = 1
-[stopping]
-min_reps = 5
-budget_seconds = 0.3
-[remote]
-transport = "local://"
-python = "{sys.executable}"
-workdir = "{tmp_path / 'board'}"
-""")
+    config = board_config(tmp_path, "bench-board", {
+        "transport": "local://", "python": sys.executable, "workdir": str(tmp_path / "board")})
     result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
                                       str(tmp_path / "out"), "--no-progress"])
     assert result.exit_code == 0, result.output

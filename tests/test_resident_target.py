@@ -28,6 +28,7 @@ from anb.collect_throughput.protocol import device_from_mapping
 from anb.collect_throughput.resident import TargetClient
 from anb.collect_throughput.transports import TransportError
 from anb.searchspace.sampler import Sampler
+from tests.board_helpers import board_config
 
 SERVER = RUNNER.with_name("server.py")
 TOKEN = b"0123456789abcdef-test-token"
@@ -246,20 +247,9 @@ def test_anb_measure_runs_a_resident_board_and_records_its_statistics(tmp_path):
     from anb.cli import app
 
     with server(tmp_path) as (_, port):
-        config = tmp_path / "resident-board.toml"
-        config.write_text(f"""name = "resident-board"
-backend = "onnxruntime"
-resolution = 32
-[latency]
-batch = 1
-[stopping]
-min_reps = 5
-budget_seconds = 0.3
-[remote]
-transport = "tcp://127.0.0.1:{port}"
-runtime = "resident"
-token_file = "{tmp_path / 'token'}"
-""")
+        config = board_config(tmp_path, "resident-board", {
+            "transport": f"tcp://127.0.0.1:{port}", "runtime": "resident",
+            "token_file": str(tmp_path / "token")})
         result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
                                           str(tmp_path / "out"), "--no-progress"])
         assert result.exit_code == 0, result.output
