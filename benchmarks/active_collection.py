@@ -60,6 +60,7 @@ def simulate(data: Collected, hours: np.ndarray, pool: np.ndarray, scored: np.nd
         if stopping:
             q = quality(collected, config, space, targets)
             row["estimate"] = {t: v.tau for t, v in q.items()}
+            row["estimate_std"] = {t: v.tau_std for t, v in q.items()}
             row["gain"] = {t: v.gain for t, v in q.items()}
         rows.append(row)
         if b == batches:
@@ -139,9 +140,16 @@ def main() -> None:
             continue
         errors = {t: [abs(r["estimate"][t] - r["tau"][t]) for rep in reps for r in rep
                       if t in r.get("estimate", {})] for t in targets}
+        within = {t: [abs(r["estimate"][t] - r["tau"][t]) <= 2 * r["estimate_std"][t]
+                      for rep in reps for r in rep if t in r.get("estimate", {})]
+                  for t in targets}
+        spread = {t: [r["estimate_std"][t] for rep in reps for r in rep
+                      if t in r.get("estimate", {})] for t in targets}
         print(f"\nstopping signal ({strategy}): max / mean |estimate - scored tau| per target "
-              "(goal: max <= 0.01)")
-        print(" | ".join(f"{t} {max(e):.3f} / {np.mean(e):.3f}" for t, e in errors.items() if e))
+              "(goal: max <= 0.01); mean std the signal reports; share of batches whose error "
+              "is within 2 of its std")
+        print(" | ".join(f"{t} {max(e):.3f} / {np.mean(e):.3f}, std {np.mean(spread[t]):.3f}, "
+                         f"{np.mean(within[t]):.0%} within" for t, e in errors.items() if e))
         stops = [next((r["n"] for r in rep if r.get("gain") and
                        max(rep_g for rep_g in r["gain"].values()) < config.min_gain), None)
                  for rep in reps]

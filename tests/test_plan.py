@@ -102,9 +102,24 @@ def test_stopping_signal_tracks_the_data(sample):
     big = quality(data, config, space, ["val_top1"])["val_top1"]
     assert big.n == 300 and small.n == 60
     assert big.tau > small.tau and big.cv_tau > big.half_tau
-    assert 0 < big.tau_std < 0.05
+    assert 0.005 < big.tau_std < 0.05 and small.tau_std > 2 * big.tau_std  # fewer rows: wider
     assert suggest_stop({"val_top1": big}, PlanConfig(min_gain=1.0))
     assert not suggest_stop({"val_top1": big}, PlanConfig(min_gain=0.0))
+
+
+def test_stopping_signal_std_is_the_sampling_std_of_kendall_tau():
+    """Bug class: an std that reflects fold-to-fold agreement, not what a sample of n rows can
+    say about tau. Bivariate normal rows with correlation rho: Kendall tau's asymptotic variance
+    is (4 / n) (1/9 - (4 / pi^2) arcsin(rho / 2)^2) (Kendall and Gibbons, Rank Correlation
+    Methods, ch. 10)."""
+    from anb.surrogates.plan import bootstrap_std
+
+    rng = np.random.default_rng(0)
+    for rho, n in ((0.9, 400), (0.6, 1000)):
+        x = rng.standard_normal(n)
+        y = rho * x + np.sqrt(1 - rho**2) * rng.standard_normal(n)
+        expected = np.sqrt(4 / n * (1 / 9 - 4 / np.pi**2 * np.arcsin(rho / 2) ** 2))
+        assert bootstrap_std(y, x, seed=1) == pytest.approx(expected, rel=0.15)
 
 
 def test_plan_round_trips_through_train_and_queue(sample_csv, sample, tmp_path):

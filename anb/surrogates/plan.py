@@ -16,7 +16,8 @@ coverage 0.853, kmeans with cost^1 0.855, kmeans with cost^2 0.857.
 
 The stopping signal is cross-validated Kendall tau of the planner on the collected data at two
 training sizes (``folds``-fold and 2-fold), extrapolated in log n to the whole data (the
-estimate) and to one more batch (the expected gain).
+estimate) and to one more batch (the expected gain). Its std is the bootstrap spread of the
+pooled out-of-fold tau over the collected rows: what a sample of that size can say about tau.
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ from anb.surrogates.fit import to_model_space
 ACQUISITIONS = ("kmeans", "penalised", "coverage")
 #: The column of a training run's wall time (seconds on ``PlanConfig.gpus`` GPUs).
 COST_COLUMN = "train_time"
+#: Resamples behind the stopping signal's std.
+BOOTSTRAP_DRAWS = 200
 _BUDGET_NEEDS = (f"a GPU-hour budget needs the training time: the collected data must have "
                  f"{COST_COLUMN!r} and {ACCURACY_TARGET!r} must be a target, with the "
                  "kmeans or penalised acquisition")
@@ -264,7 +267,7 @@ class Quality:
 
     n: int
     tau: float          # estimated tau of a model fitted on all n rows
-    tau_std: float      # its uncertainty (fold-to-fold spread / sqrt(folds))
+    tau_std: float      # its uncertainty (bootstrap std of the out-of-fold tau)
     cv_tau: float       # pooled out-of-fold tau at (folds - 1) / folds of the rows
     half_tau: float     # the same at half of the rows (2-fold)
     gain: float         # expected rise of tau from one more batch
@@ -294,20 +297,18 @@ def quality(data: Collected, config: PlanConfig, space: Space, targets: list[str
             for t in targets:
                 if t in preds:
                     oof[t][fold == f] = preds[t].mean(1)
-        runs[k] = (fold, oof)
+        runs[k] = oof
     for t in targets:
         y = data.y[t]
         taus = {}
         spread = 0.0
-        for k, (fold, oof) in runs.items():
+        for k, oof in runs.items():
             ok = np.isfinite(y) & np.isfinite(oof[t])
             if ok.sum() < 10:
                 break
             taus[k] = float(kendalltau(y[ok], oof[t][ok])[0])
             if k == config.folds:
-                per = [kendalltau(y[ok & (fold == f)], oof[t][ok & (fold == f)])[0]
-                       for f in range(k)]
-                spread = float(np.nanstd(per) / np.sqrt(k))
+                spread = bootstrap_std(y[ok], oof[t][ok], config.seed)
         if len(taus) < 2:
             continue
         labelled = int(np.isfinite(y).sum())
@@ -318,6 +319,14 @@ def quality(data: Collected, config: PlanConfig, space: Space, targets: list[str
                          taus[config.folds], taus[2],
                          slope * np.log((labelled + next_batch) / labelled))
     return out
+
+
+def bootstrap_std(y: np.ndarray, pred: np.ndarray, seed: int, draws: int = BOOTSTRAP_DRAWS
+                  ) -> float:
+    """Std of Kendall tau over ``draws`` resamples (with replacement) of the rows."""
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, len(y), size=(draws, len(y)))
+    return float(np.nanstd([kendalltau(y[r], pred[r])[0] for r in rows]))
 
 
 def suggest_stop(q: dict[str, Quality], config: PlanConfig) -> bool:
