@@ -57,3 +57,33 @@ def sdk_path(monkeypatch):
     monkeypatch.setenv("PATH", f"{SNPE_STANDINS}:{Path(sys.executable).parent}:{os.environ['PATH']}")
     monkeypatch.delenv("SNPE_ROOT", raising=False)
     return SNPE_STANDINS
+
+
+#: Set in the interpreter an ``isolated`` test runs in.
+ISOLATED_CHILD = os.environ.get("ANB_ISOLATED_CHILD") == "1"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test marked ``isolated`` runs in a fresh interpreter (``python -m pytest NODEID``):
+    native stacks that bundle their own LLVM or thread runtime (TVM, OpenVINO) must not share
+    the suite's process with the others (numba's llvmlite, torch, onnxruntime), where they
+    crashed the interpreter tests later. Its outcome (pass, skip, failure with the child's
+    output) is the test's."""
+    if ISOLATED_CHILD or pyfuncitem.get_closest_marker("isolated") is None:
+        return None
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         pyfuncitem.nodeid], env={**os.environ, "ANB_ISOLATED_CHILD": "1"}, cwd=REPO,
+        capture_output=True, text=True, timeout=900)
+    output = proc.stdout[-4000:] + proc.stderr[-2000:]
+    if proc.returncode == 0 and " skipped" in proc.stdout and " passed" not in proc.stdout:
+        reasons = [line.split(": ", 1)[-1] for line in proc.stdout.splitlines()
+                   if line.startswith("SKIPPED")]
+        pytest.skip(reasons[0] if reasons else "skipped in its own interpreter")
+    if proc.returncode != 0 or "1 passed" not in proc.stdout:
+        pytest.fail(f"in its own interpreter (exit {proc.returncode}):\n{output}",
+                    pytrace=False)
+    return True

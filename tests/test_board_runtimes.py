@@ -57,6 +57,7 @@ def _images(n: int = 4) -> np.ndarray:
 
 
 @pytest.mark.slow
+@pytest.mark.isolated
 def test_anb_measure_on_an_openvino_board(tmp_path):
     """Catches: the board running onnxruntime (or OpenVINO with other settings) for an
     OpenVINO device, the runtime's version missing from the record, outputs that differ
@@ -94,6 +95,7 @@ def _host_tvm_outputs(library: Path, images: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.slow
+@pytest.mark.isolated
 def test_anb_measure_on_a_tvm_board(tmp_path):
     """Catches: the board's library compiled for the host's default target instead of the
     ``[remote] tvm_target``, the TVM facts or runtime version missing from the record, board
@@ -168,6 +170,7 @@ def test_runner_names_the_missing_runtime(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.isolated
 def test_a_resident_board_runs_openvino_for_an_openvino_device(tmp_path):
     """Catches: the resident server ignoring the ``runtime`` of a RUN request (timing
     onnxruntime for an OpenVINO device) or the host not sending it."""

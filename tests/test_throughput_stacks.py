@@ -4,9 +4,6 @@ its toolchain recorded in every result, and the same model's outputs as onnxrunt
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +31,7 @@ def _record(device: str, tmp_path: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.isolated
 def test_openvino_fp32_measures_and_computes_what_onnxruntime_does(tmp_path):
     """Bug class: the OpenVINO stack silently running bf16 (its default on CPUs with bf16), or
     a different model from the one every other CPU stack measures."""
@@ -58,6 +56,7 @@ def test_openvino_fp32_measures_and_computes_what_onnxruntime_does(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.isolated
 def test_openvino_int8_runs_int8_kernels_on_the_cpu_int8_model(tmp_path):
     """Bug class: an int8 protocol whose graph OpenVINO executes in float (the QDQ pairs folded
     away), measured and recorded as int8."""
@@ -83,27 +82,8 @@ def test_openvino_int8_runs_int8_kernels_on_the_cpu_int8_model(tmp_path):
                                if "runtimePrecision" in op.get_rt_info()}
 
 
-#: Set in the interpreter test_tvm_in_its_own_process starts.
-TVM_CHILD = os.environ.get("ANB_TVM_CHILD") == "1"
-
-
 @pytest.mark.slow
-def test_tvm_in_its_own_process():
-    """TVM bundles its own LLVM; in a test process that has loaded numba's llvmlite (FFCV) the
-    two can crash the interpreter, so the TVM test runs in a fresh one, as `anb measure cpu-tvm`
-    does."""
-    if TVM_CHILD:
-        pytest.skip("this is the child: it runs the TVM test itself")
-    test = f"{__file__}::test_tvm_compiles_once_and_computes_what_onnxruntime_does"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
-                          env={**os.environ, "ANB_TVM_CHILD": "1"}, capture_output=True,
-                          text=True, timeout=900, cwd=Path(__file__).parents[1])
-    assert proc.returncode == 0 and "1 passed" in proc.stdout, \
-        proc.stdout[-3000:] + proc.stderr[-2000:]
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not TVM_CHILD, reason="run by test_tvm_in_its_own_process")
+@pytest.mark.isolated
 def test_tvm_compiles_once_and_computes_what_onnxruntime_does(tmp_path):
     """Bug class: a TVM build that recompiles on every measurement (minutes per architecture),
     or a lowering that changes the network's outputs."""
