@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,18 +34,21 @@ def digits(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, digits) -> Path:
     """SMALL trained 3 epochs by the trainer on the digits folder (about 10 s on one core);
-    its artifact folder (weights.pt + record.json)."""
-    from anb.collect_accuracy.train import main
-
+    its artifact folder (weights.pt + record.json). The trainer runs as its own process, as
+    torchrun starts it: the same network whatever the suite's process did before (in process,
+    the keep-float margins below moved by several dB)."""
     from tests.trainer_helpers import CONFIG
 
     folder = tmp_path_factory.mktemp("trained")
     train, val = digits
-    assert main(["--config", str(CONFIG), "--folder", str(folder), "--archs", SMALL,
-                 "--progress", "false", "--kind", "folder", "--train_path", str(train),
-                 "--val_path", str(val), "--image_size", "32", "--min_res", "32",
-                 "--max_res", "32", "--val_res", "32", "--epochs", "3", "--eval_epochs", "1",
-                 "--wandb_mode", "offline", "--wandb_project", "anb-test"]) == 0
+    run = subprocess.run([
+        sys.executable, "-m", "anb.collect_accuracy.train", "--config", str(CONFIG),
+        "--folder", str(folder), "--archs", SMALL, "--progress", "false", "--kind", "folder",
+        "--train_path", str(train), "--val_path", str(val), "--image_size", "32",
+        "--min_res", "32", "--max_res", "32", "--val_res", "32", "--epochs", "3",
+        "--eval_epochs", "1", "--wandb_mode", "offline", "--wandb_project", "anb-test"],
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     (record,) = (folder / "records").glob("*.json")
     assert json.loads(record.read_text())["metrics"]["val_top1"] > 60  # learnt (chance: 10 %)
     (artifact,) = (folder / "wandb").rglob("weights.pt")
