@@ -41,18 +41,23 @@ from anb.surrogates.plan import (COST_COLUMN, Collected, PlanConfig, PlanModel, 
 GPUS = 4  # train_time is seconds on 4 x RTX 3090
 
 
-def scores(model: PlanModel, data: Collected, rows: np.ndarray, targets: list[str],
-           spread: bool = False) -> dict[str, float]:
-    """Kendall tau of the fitted planner on ``rows`` per target (``spread``: its bootstrap std
-    over the rows instead, the scored tau's own sampling noise)."""
+def scored_pairs(model: PlanModel, data: Collected, rows: np.ndarray, targets: list[str]
+                 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per target, the labelled ``rows``' labels and the fitted planner's mean predictions."""
     preds = model.members(data.choices[rows])
     out = {}
     for t in targets:
         y, p = data.y[t][rows], preds[t].mean(1)
         ok = np.isfinite(y)
-        out[t] = (bootstrap_std(y[ok], p[ok], seed=0) if spread
-                  else float(kendalltau(y[ok], p[ok])[0]))
+        out[t] = (y[ok], p[ok])
     return out
+
+
+def scores(model: PlanModel, data: Collected, rows: np.ndarray, targets: list[str]
+           ) -> dict[str, float]:
+    """Kendall tau of the fitted planner on ``rows`` per target."""
+    return {t: float(kendalltau(y, p)[0])
+            for t, (y, p) in scored_pairs(model, data, rows, targets).items()}
 
 
 def simulate(data: Collected, hours: np.ndarray, pool: np.ndarray, scored: np.ndarray,
@@ -113,9 +118,11 @@ def main() -> None:
     pool_mask = masks["train"] | (masks["val"] if args.on == "test" else False)
     pool, scored = np.flatnonzero(pool_mask), np.flatnonzero(masks[args.on])
     config = PlanConfig(cost_power=args.cost_power, diversity=args.diversity)
-    full_model = PlanModel(config, prep.space).fit(data.subset(pool))
-    full = scores(full_model, data, scored, targets)
-    noise = scores(full_model, data, scored, targets, spread=True)
+    pairs = scored_pairs(PlanModel(config, prep.space).fit(data.subset(pool)), data, scored,
+                         targets)
+    full = {t: float(kendalltau(y, p)[0]) for t, (y, p) in pairs.items()}
+    # the scored tau's own sampling noise: its bootstrap std over the scored rows
+    noise = {t: bootstrap_std(y, p, seed=0) for t, (y, p) in pairs.items()}
     full_hours = float(hours[pool].sum())
     runs: dict[str, list[list[dict]]] = {}
     for strategy in args.strategies.split(","):
@@ -151,13 +158,13 @@ def main() -> None:
     for strategy, reps in runs.items():
         if "estimate" not in reps[0][0]:
             continue
-        errors = {t: [abs(r["estimate"][t] - r["tau"][t]) for rep in reps for r in rep
-                      if t in r.get("estimate", {})] for t in targets}
-        within = {t: [abs(r["estimate"][t] - r["tau"][t]) <= 2 * r["estimate_std"][t]
-                      for rep in reps for r in rep if t in r.get("estimate", {})]
-                  for t in targets}
-        spread = {t: [r["estimate_std"][t] for rep in reps for r in rep
-                      if t in r.get("estimate", {})] for t in targets}
+        signalled = {t: [r for rep in reps for r in rep if t in r.get("estimate", {})]
+                     for t in targets}
+        errors = {t: [abs(r["estimate"][t] - r["tau"][t]) for r in rs]
+                  for t, rs in signalled.items()}
+        within = {t: [e <= 2 * r["estimate_std"][t] for e, r in zip(errors[t], rs, strict=True)]
+                  for t, rs in signalled.items()}
+        spread = {t: [r["estimate_std"][t] for r in rs] for t, rs in signalled.items()}
         print(f"\nstopping signal ({strategy}): max / mean |estimate - scored tau| per target "
               "(goal: max <= 0.01); mean std the signal reports; share of batches whose error "
               "is within 2 of its std")

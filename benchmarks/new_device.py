@@ -48,12 +48,12 @@ known is for an FPGA or a TPU once its board is hidden (its sibling metric was w
 protocol transferred from: ZCU102 throughput 0.931 there vs 0.889 here). A log-linear model of
 the per-unit costs (each unit's log time a combination of the known devices' per-unit log times
 and the log analytic op costs, fitted on all train labels; a diagnostic on the test split, no
-setting) does not lift the ceiling either (ZCU102 throughput 0.908, VCK190 throughput 0.916, TPU v3 0.827). Tried on the val split (n = 20,
-random picks, 10 reps; mean tau over the 8 metrics, base 0.901): a ridge on the layer design
-fitted to the blend's residuals (shrinkage by leave-one-out, none allowed) 0.901; per-stage MACs
-and activations added to the non-negative basis (its fit alone, 5 draws: 0.902 vs 0.901;
-full-data ceiling up 0.00-0.045; TPU v2 0.863 -> 0.904 but ZCU102 throughput 0.889 -> 0.877):
-neither is kept.
+setting) does not lift the ceiling either (ZCU102 throughput 0.908, VCK190 throughput 0.916,
+TPU v3 0.827). Tried on the val split (n = 20, random picks, 10 reps; mean tau over the 8
+metrics, base 0.901): a ridge on the layer design fitted to the blend's residuals (shrinkage by
+leave-one-out, none allowed) 0.901; per-stage MACs and activations added to the non-negative
+basis (its fit alone, 5 draws: 0.902 vs 0.901; full-data ceiling up 0.00-0.045; TPU v2 0.863 ->
+0.904 but ZCU102 throughput 0.889 -> 0.877): neither is kept.
 
     .venv/bin/python benchmarks/new_device.py --real DIR --base MODEL [--n-adapt 20]
 
@@ -274,7 +274,6 @@ def leave_one_out(args: argparse.Namespace) -> None:
                 y = y_all[t]
                 ev = np.isfinite(y) & score_on
                 full_tau = tau(full[t][ev], y[ev])
-                ceiling = ceilings[t]
                 res = {"xgb": [], "ridge": [], "random": [], "active": [], "cov_r": [],
                        "cov_a": []}
                 for rep, rows in enumerate(picks):
@@ -290,14 +289,14 @@ def leave_one_out(args: argparse.Namespace) -> None:
                     res["ridge"].append(tau(ridge_baseline(K, np.nan_to_num(y),
                                                            rows["random"])[ev], y[ev]))
                 m = {k: float(np.mean(v)) for k, v in res.items()}
-                m["ceiling"] = ceiling
+                m["ceiling"] = ceilings[t]
                 summary[(t, n)] = (full_tau, m)
                 ok = ", ".join("/".join("yes" if good else "no" for good in pair) for pair in (
                     [m[k] >= full_tau - 0.03 for k in ("random", "active")],
                     [0.85 <= m[k] <= 0.95 for k in ("cov_r", "cov_a")]))
-                lines.append(f"| {group} | {t} | {n} | {full_tau:.3f} | {ceiling:.3f} | "
-                             f"{m['xgb']:.3f} | "
-                             f"{m['ridge']:.3f} | {m['random']:.3f} ({m['cov_r']:.3f}) | "
+                lines.append(f"| {group} | {t} | {n} | {full_tau:.3f} | {m['ceiling']:.3f} | "
+                             f"{m['xgb']:.3f} | {m['ridge']:.3f} | "
+                             f"{m['random']:.3f} ({m['cov_r']:.3f}) | "
                              f"{m['active']:.3f} ({m['cov_a']:.3f}) | {ok} |")
                 print(lines[-1], flush=True)
     chosen = [t for hidden in groups.values() for t in hidden]
@@ -306,7 +305,8 @@ def leave_one_out(args: argparse.Namespace) -> None:
         rows = [summary[(t, n)] for t in chosen]
         mean = {k: np.mean([r[1][k] for r in rows]) for k in rows[0][1]}
         lines.append(f"| mean | | {n} | {np.mean([r[0] for r in rows]):.3f} | "
-                     f"{mean['ceiling']:.3f} | {mean['xgb']:.3f} | {mean['ridge']:.3f} | {mean['random']:.3f} "
+                     f"{mean['ceiling']:.3f} | {mean['xgb']:.3f} | {mean['ridge']:.3f} | "
+                     f"{mean['random']:.3f} "
                      f"({mean['cov_r']:.3f}) | {mean['active']:.3f} ({mean['cov_a']:.3f}) | |")
         for mode, cov in (("random", "cov_r"), ("active", "cov_a")):
             gap = np.array([r[0] - r[1][mode] for r in rows])

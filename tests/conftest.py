@@ -69,7 +69,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     native stacks that bundle their own LLVM or thread runtime (TVM, OpenVINO) must not share
     the suite's process with the others (numba's llvmlite, torch, onnxruntime), where they
     crashed the interpreter tests later. Its outcome (pass, skip, failure with the child's
-    output) is the test's."""
+    output) is the test's. Its fixtures are set up in both interpreters: mark only tests
+    whose fixtures are light."""
     if ISOLATED_CHILD or pyfuncitem.get_closest_marker("isolated") is None:
         return None
     import subprocess

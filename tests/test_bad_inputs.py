@@ -191,8 +191,9 @@ def test_bad_input_is_one_error_line(inputs, tmp_path, argv, expected, env):
 
 def _ctrl_c_as_in_a_terminal() -> None:
     """In the child before it starts anb: SIGINT handled and delivered as a terminal's shell
-    leaves it. An ignored or blocked SIGINT is inherited across exec, and the suite's process
-    may hold one from an earlier test's library (anb then rightly cannot see the Ctrl-C)."""
+    leaves it. An ignored or blocked SIGINT is inherited across exec, and the suite itself may
+    run with SIGINT ignored (started as a background job), where anb rightly cannot see the
+    Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
