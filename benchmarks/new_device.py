@@ -146,8 +146,8 @@ import numpy as np  # noqa: E402
 from scipy.stats import kendalltau  # noqa: E402
 
 from anb import resources  # noqa: E402
-from anb.surrogates.adapt import (BLENDS, STD_FACTOR, AdaptedModel, _basis,  # noqa: E402
-                                  _gcv_alpha, _nnls, _ridge, log_cost, op_components)
+from anb.surrogates.adapt import (STD_FACTOR, AdaptedModel, _gcv_alpha,  # noqa: E402
+                                  _ridge, log_cost, op_components)
 from anb.surrogates.adapt_select import design_features, select  # noqa: E402
 from anb.surrogates.features import FeatureBuilder, LayerCostModel  # noqa: E402
 from anb.surrogates.fit import prepare  # noqa: E402
@@ -179,23 +179,15 @@ def ridge_baseline(K: np.ndarray, y: np.ndarray, rows: np.ndarray) -> np.ndarray
     return K @ coef + intercept
 
 
-def transfer_ceiling(KL: np.ndarray, ops: np.ndarray, y: np.ndarray, rows: np.ndarray
-                     ) -> np.ndarray:
-    """The adapted model's two parts fitted on every labelled training row of the hidden metric
-    (blend weight by the in-sample error, close to the leave-one-out one at this size): the
-    most any number of measurements gets out of a transfer from the known devices' costs and
-    the op totals (log cost of every row)."""
-    yr = y[rows]
-    coef, intercept = _ridge(KL[rows], yr, _gcv_alpha(KL[rows], yr))
-    ridge = KL @ coef + intercept
-    known_scale, op_scale = np.median(np.exp(KL[rows]), 0), np.median(ops[rows], 0) + 1.0
-    level = float(np.median(yr))
-    weights = _nnls(_basis(KL[rows], ops[rows], known_scale, op_scale), np.exp(yr - level))
-    additive = level + np.log(np.maximum(_basis(KL, ops, known_scale, op_scale) @ weights,
-                                         1e-12))
-    blend = min(BLENDS, key=lambda b: float(np.mean(
-        (b * ridge[rows] + (1 - b) * additive[rows] - yr) ** 2)))
-    return blend * ridge + (1 - blend) * additive
+def transfer_ceiling(target: str, known: list[str], KL: np.ndarray, ops: np.ndarray,
+                     y: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The adapted model fitted on every labelled training row of the hidden metric (blend
+    weight by the in-sample error, close to the leave-one-out one at this size): the most any
+    number of measurements gets out of a transfer from the known devices' costs and the op
+    totals (log cost of every row)."""
+    model = AdaptedModel.fit(target, known, KL[rows], ops[rows], _value(target, y[rows]),
+                             leave_one_out=False)
+    return model.predict_log_cost(KL, ops)[0]
 
 
 def tau(a: np.ndarray, b: np.ndarray) -> float:
@@ -258,7 +250,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
         # the same architectures are measured for every hidden metric (a board is measured
         # once per design): drawn from those labelled for all of them
         pool_all = np.flatnonzero(np.all([np.isfinite(y_all[t]) for t in hidden], 0) & train)
-        ceilings = {t: tau(transfer_ceiling(KL, ops, np.nan_to_num(y_all[t]),
+        ceilings = {t: tau(transfer_ceiling(t, others, KL, ops, y_all[t],
                                             np.flatnonzero(np.isfinite(y_all[t]) & train))[ok],
                            y_all[t][ok])
                     for t in hidden for ok in [np.isfinite(y_all[t]) & score_on]}

@@ -23,7 +23,7 @@ import anb
 from anb import resources
 from anb.cli import app
 from anb.searchspace.arch import Arch
-from anb.surrogates.adapt import AdaptedModel, load_adapted
+from anb.surrogates.adapt import BLENDS, AdaptedModel, _basis, _nnls, _ridge, load_adapted
 from anb.surrogates.adapt_api import adapt, read_measured, suggest
 from anb.surrogates.fit import prepare
 
@@ -178,6 +178,42 @@ def test_fit_rejects_non_device_target_and_too_few_points():
         AdaptedModel.fit("latency_x", ["a"], np.zeros((3, 1)), ops, np.ones(3))
     with pytest.raises(ValueError, match="'val_top1' is not a device metric"):
         AdaptedModel.fit("val_top1", ["a"], np.zeros((6, 1)), np.ones((6, 8)), np.ones(6))
+
+
+def _synthetic_device(n: int, seed: int):
+    """Known-device log costs, op totals and a new device's latencies made from them."""
+    rng = np.random.default_rng(seed)
+    known_log = rng.normal(0.0, 0.3, (n, 3))
+    ops = rng.uniform(1.0, 5.0, (n, 4))
+    latency = np.exp(known_log @ [0.5, 0.3, 0.0] + rng.normal(0.0, 0.05, n)) + 0.1 * ops[:, 0]
+    return known_log, ops, latency
+
+
+def test_leave_one_out_errors_set_the_blend_and_its_rmse():
+    """The blend weight and ``loo_rmse`` come from leave-one-out residuals by default and from
+    in-sample ones with ``leave_one_out=False``; the fitted parts are the same either way."""
+    known_log, ops, latency = _synthetic_device(40, 0)
+    loo = AdaptedModel.fit("latency_x", ["a", "b", "c"], known_log, ops, latency)
+    fast = AdaptedModel.fit("latency_x", ["a", "b", "c"], known_log, ops, latency,
+                            leave_one_out=False)
+    np.testing.assert_array_equal(loo.ridge_coef, fast.ridge_coef)
+    np.testing.assert_array_equal(loo.nnls_weights, fast.nnls_weights)
+    in_sample = fast.predict_log_cost(known_log, ops)[0] - np.log(latency)
+    assert fast.loo_rmse == pytest.approx(float(np.sqrt(np.mean(in_sample**2))))
+    # each left-out row predicted by the two parts refitted without it (same shrinkage)
+    y = np.log(latency)
+    held = np.empty((len(y), 2))
+    for i in range(len(y)):
+        rest = np.arange(len(y)) != i
+        coef, intercept = _ridge(known_log[rest], y[rest], loo.ridge_alpha)
+        weights = _nnls(_basis(known_log[rest], ops[rest], loo.known_scale, loo.op_scale),
+                        np.exp(y[rest] - loo.level))
+        held[i] = (known_log[i] @ coef + intercept, loo.level + np.log(
+            _basis(known_log[i:i + 1], ops[i:i + 1], loo.known_scale, loo.op_scale)[0] @ weights))
+    rmse = {b: float(np.sqrt(np.mean((held @ [b, 1 - b] - y) ** 2))) for b in BLENDS}
+    assert loo.blend == min(rmse, key=rmse.__getitem__)
+    assert loo.loo_rmse == pytest.approx(rmse[loo.blend])
+    assert loo.loo_rmse > fast.loo_rmse
 
 
 def test_read_measured_accepts_anb_measure_records(tmp_path, data):

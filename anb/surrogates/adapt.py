@@ -102,9 +102,13 @@ class AdaptedModel:
     def fit(cls, target: str, known: Sequence[str], known_log: np.ndarray, ops: np.ndarray,
             values: np.ndarray, op_scale: np.ndarray | None = None,
             known_scale: np.ndarray | None = None, std_factor: float = STD_FACTOR,
-            known_source: str = "layer_cost", select_blend: bool = SELECT_BLEND
-            ) -> AdaptedModel:
-        """Fit on ``n`` measured rows: known-device log costs ``(n, m)``, op totals, values."""
+            known_source: str = "layer_cost", select_blend: bool = SELECT_BLEND,
+            leave_one_out: bool = True) -> AdaptedModel:
+        """Fit on ``n`` measured rows: known-device log costs ``(n, m)``, op totals, values.
+
+        The blend weight and ``loo_rmse`` come from the leave-one-out errors (O(n^2));
+        ``leave_one_out=False`` uses the in-sample errors instead, for fits on thousands of
+        rows (the transfer ceiling of ``benchmarks/new_device.py``)."""
         check_target(target)
         values = np.asarray(values, dtype=np.float64)
         if len(values) < MIN_POINTS:
@@ -120,18 +124,21 @@ class AdaptedModel:
         coef, intercept = _ridge(known_log, y, alpha)
         level = float(np.median(y))
         weights = _nnls(_basis(known_log, ops, known_scale, op_scale), np.exp(y - level))
-        loo = np.empty((len(y), 2))
-        for i in range(len(y)):
-            rest = np.arange(len(y)) != i
-            c, b = _ridge(known_log[rest], y[rest], alpha)
-            w = _nnls(_basis(known_log[rest], ops[rest], known_scale, op_scale),
-                      np.exp(y[rest] - level))
-            ridge_i = known_log[i] @ c + b
-            add_i = level + np.log(max(_basis(known_log[i:i + 1], ops[i:i + 1], known_scale,
-                                              op_scale)[0] @ w, 1e-12))
-            loo[i] = ridge_i - y[i], add_i - y[i]
-        errors = {b: float(np.sqrt(np.mean((b * loo[:, 0] + (1 - b) * loo[:, 1]) ** 2)))
-                  for b in BLENDS}
+        if leave_one_out:
+            residuals = np.empty((len(y), 2))
+            for i in range(len(y)):
+                rest = np.arange(len(y)) != i
+                c, b = _ridge(known_log[rest], y[rest], alpha)
+                w = _nnls(_basis(known_log[rest], ops[rest], known_scale, op_scale),
+                          np.exp(y[rest] - level))
+                residuals[i] = (known_log[i] @ c + b - y[i],
+                                _additive(known_log[i:i + 1], ops[i:i + 1], known_scale,
+                                          op_scale, w, level)[0] - y[i])
+        else:
+            residuals = np.stack([known_log @ coef + intercept - y,
+                                  _additive(known_log, ops, known_scale, op_scale, weights,
+                                            level) - y], axis=1)
+        errors = {b: float(np.sqrt(np.mean((residuals @ [b, 1 - b]) ** 2))) for b in BLENDS}
         blend = min(errors, key=errors.__getitem__) if select_blend else 0.5
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
                    np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),
@@ -143,8 +150,8 @@ class AdaptedModel:
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and std of the log cost, and the out-of-range flag, per row."""
         ridge = known_log @ self.ridge_coef + self.ridge_intercept
-        additive = self.level + np.log(np.maximum(
-            _basis(known_log, ops, self.known_scale, self.op_scale) @ self.nnls_weights, 1e-12))
+        additive = _additive(known_log, ops, self.known_scale, self.op_scale,
+                             self.nnls_weights, self.level)
         mean = self.blend * ridge + (1 - self.blend) * additive
         span = np.maximum(self.hi - self.lo, 1e-9)
         excess = np.maximum(np.maximum(self.lo - known_log, known_log - self.hi) / span, 0).max(1)
@@ -192,6 +199,13 @@ def _basis(known_log: np.ndarray, ops: np.ndarray, known_scale: np.ndarray,
     """Non-negative cost components: known devices' times and the analytic op totals."""
     return np.concatenate([np.exp(known_log) / known_scale, ops / op_scale,
                            np.ones((len(ops), 1))], axis=1)
+
+
+def _additive(known_log: np.ndarray, ops: np.ndarray, known_scale: np.ndarray,
+              op_scale: np.ndarray, weights: np.ndarray, level: float) -> np.ndarray:
+    """The additive model's log cost: ``level`` plus the log of the weighted components."""
+    return level + np.log(np.maximum(_basis(known_log, ops, known_scale, op_scale) @ weights,
+                                     1e-12))
 
 
 def _nnls(basis: np.ndarray, cost: np.ndarray) -> np.ndarray:
