@@ -74,7 +74,7 @@ def simulate(data: Collected, hours: np.ndarray, pool: np.ndarray, scored: np.nd
         row = {"batch": b, "n": len(taken), "gpu_hours": float(hours[taken].sum()),
                "tau": scores(model, data, scored, targets)}
         if stopping:
-            q = quality(collected, config, space, targets)
+            q = quality(collected, config, space, targets, model=model)
             row["estimate"] = {t: v.tau for t, v in q.items()}
             row["estimate_std"] = {t: v.tau_std for t, v in q.items()}
             row["gain"] = {t: v.gain for t, v in q.items()}
@@ -85,7 +85,7 @@ def simulate(data: Collected, hours: np.ndarray, pool: np.ndarray, scored: np.nd
         if strategy == "random":
             new = rng.choice(left, config.batch, replace=False)
         else:
-            new = left[propose(collected, data.choices[left], config, space, targets).index]
+            new = left[propose(collected, data.choices[left], config, space, targets, model).index]
         taken = np.concatenate([taken, new])
     return rows
 
