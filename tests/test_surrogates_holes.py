@@ -10,7 +10,7 @@ from anb.searchspace import get_space
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, load, prepare, save
 from anb.surrogates import help_tables as ht
 from anb.surrogates.fit import Prepared, to_model_space
-from anb.surrogates.holes import HOLE_SHARE, hole_folds, hole_std
+from anb.surrogates.holes import COST_SHARE, HOLE_SHARE, cost_extremes, hole_folds, hole_std
 from anb.surrogates.metrics import interval_coverage
 from anb.surrogates.support import MIN_COUNT, Support
 from tests.conftest import DATASET_TARBALL as TARBALL
@@ -122,6 +122,35 @@ def test_hole_std_is_the_smallest_that_covers_the_level():
     assert hole_std(0.1 * errors[:9], std[:9], np.ones(9)) == 0.0  # covered already
 
 
+def test_cost_extremes_alternate_the_most_and_the_fewest_macs():
+    log_macs = np.random.default_rng(0).normal(size=400)
+    folds = cost_extremes(log_macs, 3)
+    k = round(COST_SHARE * 400)
+    assert [int(f.sum()) for f in folds] == [k, k, k]
+    top, bottom = np.sort(log_macs)[-k:], np.sort(log_macs)[:k]
+    np.testing.assert_array_equal(np.sort(log_macs[folds[0]]), top)
+    np.testing.assert_array_equal(np.sort(log_macs[folds[1]]), bottom)
+    np.testing.assert_array_equal(folds[2], folds[0])
+
+
+@pytest.mark.slow
+def test_cost_extreme_is_covered_without_an_absurd_std(mnasnet):
+    """Bug class: the cost-excess term left at the target's MACs trend, which the layer-cost
+    base already follows: on the architectures with the 15 % most params left out, the A100
+    std was 90x the error in ``benchmarks/shift.py`` (coverage 1.00). The learned cost std
+    (internal cost-extreme hold-outs) covers them at a sharpness under 3 (measured: coverage
+    0.97, sharpness 2.3)."""
+    params = mnasnet.space.cost_table(mnasnet.choices).total("params")
+    seen = mnasnet.masks["train"] | mnasnet.masks["val"]
+    far = seen & (params > np.quantile(params[seen], 0.85))
+    bench = fit_benchmark(_without(mnasnet, far), FitConfig(targets=TARGETS, default=SMALL,
+                                                            per_target={}), progress=False)
+    model = bench.models["throughput_a100"]
+    assert model.trend_ == bench.info["targets"]["throughput_a100"]["cost_std"]
+    coverage, sharpness, _ = _scores(bench, mnasnet, far, "throughput_a100")
+    assert coverage >= 0.85 and sharpness < 3
+
+
 def test_hole_folds_take_whole_units_and_about_the_share(mnasnet):
     seen = mnasnet.masks["train"] | mnasnet.masks["val"]
     choices = mnasnet.choices[seen]
@@ -169,6 +198,7 @@ def test_artifact_round_trip_keeps_the_learned_widening(mnasnet, tmp_path):
     assert bench.info["targets"]["val_top1"]["hole_std"] == bench.support.hole_std_["val_top1"]
     again = load(save(bench, tmp_path / "b"))
     assert again.support.hole_std_ == bench.support.hole_std_
+    assert again.models["val_top1"].trend_ == bench.models["val_top1"].trend_ > 0
     c = mnasnet.choices[:50]
     forced = {**bench.ood(c), "ood_hole": np.ones(50)}  # as if each were in a hole
     a = bench.predict_transformed(c, ["val_top1"], forced)["val_top1"][1]

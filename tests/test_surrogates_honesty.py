@@ -58,10 +58,18 @@ def test_extremes_are_flagged_bounded_and_uncertain(bench, prepared):
     top = prepared.labels["val_top1"].values[train].max()
     fastest = prepared.labels["throughput_a100"].values[train].max()
     assert far["val_top1"][0] < top + 1.0 and far["throughput_a100"][1] < 1.15 * fastest
-    # and its std says so: several times the in-distribution std
-    assert far["val_top1_std"][0] > 3 * inside["val_top1_std"].median()
+    # and its std says so: wider than in distribution, by the cost std learned on internal
+    # cost-extreme hold-outs per log unit of excess (benchmarks/shift.py, cost family)
+    assert far["val_top1_std"][0] > 1.2 * inside["val_top1_std"].median()
     assert far["throughput_a100_std"][1] / far["throughput_a100"][1] > \
         3 * (inside["throughput_a100_std"] / inside["throughput_a100"]).median()
+    ood = bench.ood(bench.choices([LARGEST, SMALLEST]))
+    wide = bench.predict_transformed([LARGEST, SMALLEST], None, ood)
+    plain = bench.predict_transformed([LARGEST, SMALLEST], None, {**ood, "ood_cost": np.zeros(2)})
+    for target in TARGETS:
+        added = bench.models[target].trend_ * ood["ood_cost"]
+        assert bench.models[target].trend_ == bench.info["targets"][target]["cost_std"] > 0
+        np.testing.assert_allclose(wide[target][1] ** 2, plain[target][1] ** 2 + added**2)
 
 
 def test_std_grows_with_the_distance_from_the_data(bench):
@@ -90,9 +98,11 @@ def test_held_out_extrapolation_beyond_the_80th_macs_percentile(prepared):
     assert out["ood"].mean() > 0.9
     for target in TARGETS:
         y = prepared.labels[target].values[high]
-        assert interval_coverage(y, out[target], out[f"{target}_std"]) >= 0.85
-        # wider than inside, well beyond the in-distribution spread (measured 1.8x / 22x)
-        assert out[f"{target}_std"].median() > 1.5 * inside[f"{target}_std"].median()
+        coverage = interval_coverage(y, out[target], out[f"{target}_std"])
+        ratio = out[f"{target}_std"].median() / inside[f"{target}_std"].median()
+        # covered, and wider than inside by what the internal cost-extreme hold-outs learned
+        # (measured: coverage 0.96 / 0.99, 1.15x / 1.36x; the MACs slope gave 1.8x / 22x)
+        assert coverage >= 0.85 and ratio > 1.1
 
 
 # ------------------------------------------------------------------ artifact references

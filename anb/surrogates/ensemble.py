@@ -63,7 +63,8 @@ class TargetSurrogate:
         if self.base_column is not None:
             raw = X[:, self.base_column].astype(np.float64)
             self.base_range_ = (float(raw.min()), float(raw.max()))
-        #: |d target / d log MACs| (model space) and observation noise; set by the fit
+        #: std per log unit of cost excess (model space; learned on internal hold-outs, else
+        #: |d target / d log MACs|) and observation noise; set by the fit
         self.trend_ = getattr(self, "trend_", 0.0)
         self.observation_std_ = getattr(self, "observation_std_", 0.0)
         resid = y - self._base(X)

@@ -217,11 +217,13 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
             info[target]["n_layer_cost"] = layer_cost.n_used_[target]
     bar.close()
     if config.hole_folds:
-        support.hole_std_ = learn_hole_std(prepared.choices, prepared.masks, space,
-                                           config.hole_folds, _refit(prepared, config, space),
-                                           config.seed)
+        support.hole_std_, cost_std = learn_hole_std(
+            prepared.choices, prepared.masks, space, config.hole_folds,
+            _refit(prepared, config, space), log_macs, config.seed)
         for target, value in support.hole_std_.items():
             info[target]["hole_std"] = value
+            models[target].trend_ = cost_std[target]  # learned: replaces the slope
+            info[target]["cost_std"] = cost_std[target]
     transforms = {t: transform_for(t) for t in models}
     manifest_info = {
         "fit_config": config.to_dict(),
@@ -237,17 +239,20 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
     inner_config = replace(config, hole_folds=0)
 
     def refit(masks: dict[str, np.ndarray], held: np.ndarray
-              ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray]:
+              ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray,
+                         np.ndarray]:
         sub = Prepared(prepared.frame, prepared.choices, masks, prepared.labels, space)
         inner = fit_benchmark(sub, inner_config, progress=False, space=space)
         choices = prepared.choices[held]
+        ood = inner.ood(choices)
+        no_cost = {**ood, "ood_cost": np.zeros(len(choices))}
         out = {}
-        for target, (mean, std) in inner.predict_transformed(choices).items():
+        for target, (mean, std) in inner.predict_transformed(choices, None, no_cost).items():
             lab = prepared.labels[target]
             present = lab.present[held]
             y = np.where(present, lab.values[held], 1.0)
             out[target] = (present, to_model_space(target, y) - mean, std)
-        return out, inner.ood(choices)["ood_hole"]
+        return out, ood["ood_hole"], ood["ood_cost"]
     return refit
 
 

@@ -6,7 +6,11 @@ train/val row that uses one of them, until about ``HOLE_SHARE`` of the rows are 
 benchmark is refitted on the rest and predicts the removed rows, whose units it has never seen.
 Per target, the hole std is the smallest that, added in quadrature to the refit's own std
 (times the rows' ``ood_hole``), puts ``LEVEL`` of the removed rows inside their 90 % interval
-(0 when they are inside already). The published test split is never read.
+(0 when they are inside already). Each fold also cuts one cost extreme, alternately the
+``COST_SHARE`` of the rows with the most and with the fewest MACs: the refit predicts them
+beyond its cost range, and the per-target cost std (per log unit of ``ood_cost``, on top of the
+hole widening) is the smallest that puts ``LEVEL`` of them inside their interval. The published
+test split is never read.
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ HOLE_SHARE = 0.2
 LEVEL = 0.9
 #: A unit is a candidate hole when at least this many rows use it.
 MIN_ROWS = 10
+#: Share of the train/val rows at one cost extreme (most or fewest MACs) a fold also removes.
+COST_SHARE = 0.075
 
 
 def hole_folds(choices: np.ndarray, space: Space, n_folds: int, seed: int = 0
@@ -67,27 +73,48 @@ def hole_std(errors: np.ndarray, std: np.ndarray, hole: np.ndarray,
 
 
 #: Refits the benchmark on the given masks and returns, for the rows of ``held`` (a boolean
-#: mask), per target ``(label present, error, std)`` in model space plus the rows' ``ood_hole``.
+#: mask), per target ``(label present, error, std without the cost term)`` in model space plus
+#: the rows' ``ood_hole`` and ``ood_cost``.
 Refit = Callable[[dict[str, np.ndarray], np.ndarray],
-                 tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray]]
+                 tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray,
+                       np.ndarray]]
+
+
+def cost_extremes(log_macs: np.ndarray, n_folds: int) -> list[np.ndarray]:
+    """Per fold a boolean mask: the ``COST_SHARE`` of rows with the most MACs (even folds) or
+    the fewest (odd folds)."""
+    order = np.argsort(log_macs, kind="stable")
+    k = int(round(COST_SHARE * len(order)))
+    folds = []
+    for i in range(n_folds):
+        mask = np.zeros(len(order), dtype=bool)
+        mask[order[-k:] if i % 2 == 0 else order[:k]] = k > 0
+        folds.append(mask)
+    return folds
 
 
 def learn_hole_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Space,
-                   n_folds: int, refit: Refit, seed: int = 0) -> dict[str, float]:
-    """Per target the hole std (model space) from ``n_folds`` internal hold-outs of the train
-    and val rows of ``masks`` (see the module docstring)."""
+                   n_folds: int, refit: Refit, log_macs: np.ndarray, seed: int = 0
+                   ) -> tuple[dict[str, float], dict[str, float]]:
+    """Per target the hole std and the cost std (model space) from ``n_folds`` internal
+    hold-outs of the train and val rows of ``masks`` (see the module docstring)."""
     seen = masks["train"] | masks["val"]
-    pooled: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-    for fold in hole_folds(choices[seen], space, n_folds, seed):
+    pooled: dict[str, list[tuple[np.ndarray, ...]]] = {}
+    holes = hole_folds(choices[seen], space, n_folds, seed)
+    for fold, extreme in zip(holes, cost_extremes(log_macs[seen], len(holes)), strict=True):
         cut = np.zeros(len(choices), dtype=bool)
-        cut[np.flatnonzero(seen)[fold]] = True
+        cut[np.flatnonzero(seen)[fold | extreme]] = True
         sub = {"train": masks["train"] & ~cut, "val": masks["val"] & ~cut,
                "test": np.zeros(len(choices), dtype=bool)}
-        results, hole = refit(sub, cut)
+        results, hole, cost = refit(sub, cut)
         for target, (present, error, std) in results.items():
-            pooled.setdefault(target, []).append((error[present], std[present], hole[present]))
-    out = {}
+            pooled.setdefault(target, []).append(
+                (error[present], std[present], hole[present], cost[present]))
+    hole_out, cost_out = {}, {}
     for t, rows in pooled.items():
-        error, std, hole = (np.concatenate(parts) for parts in zip(*rows, strict=True))
-        out[t] = hole_std(error, std, hole)
-    return out
+        error, std, hole, cost = (np.concatenate(parts) for parts in zip(*rows, strict=True))
+        inside = cost == 0
+        hole_out[t] = hole_std(error[inside], std[inside], hole[inside])
+        widened = np.sqrt(std**2 + (hole_out[t] * hole) ** 2)
+        cost_out[t] = hole_std(error, widened, cost)
+    return hole_out, cost_out

@@ -14,9 +14,10 @@ Three signals per architecture:
 
 ``ood`` flags any of them and ``ood_reason`` says why (empty in distribution). The predictive
 std grows with each (:meth:`Support.inflate`, :meth:`Support.widen`): the spread scales with the
-relative distance, a cost excess adds the target's own trend over that excess
-(``|d target / d log MACs| * excess``), and a hole adds a per-target std learned at fit time on
-internal hold-outs (:mod:`anb.surrogates.holes`), in proportion to how rare the combination is.
+relative distance, a cost excess adds a per-target std per log unit of excess, and a hole adds a
+per-target std in proportion to how rare the combination is; both are learned at fit time on
+internal hold-outs (:mod:`anb.surrogates.holes`; without them the cost term is the target's own
+trend, ``|d target / d log MACs| * excess``).
 """
 from __future__ import annotations
 
@@ -268,7 +269,8 @@ class Support:
 
     @staticmethod
     def inflate(std: np.ndarray, score: dict[str, np.ndarray], trend: float) -> np.ndarray:
-        """Predictive std (model space) widened outside the support."""
+        """Predictive std (model space) widened outside the support (``trend``: the std per log
+        unit of cost excess)."""
         spread = std * np.maximum(score["ood_distance"], 1.0)
         return np.sqrt(spread**2 + (trend * score["ood_cost"]) ** 2)
 
