@@ -124,18 +124,10 @@ def _design(K: np.ndarray, units: np.ndarray, known_scale: np.ndarray, rows: np.
 def _component_loo(model: AdaptedModel, K: np.ndarray, ops: np.ndarray, y: np.ndarray
                    ) -> np.ndarray:
     """Leave-one-out log errors of the ridge and additive parts (as ``AdaptedModel.fit``)."""
-    from anb.surrogates.adapt import _basis, _nnls, _ridge
+    from anb.surrogates.adapt import loo_residuals
 
-    out = np.empty((len(y), 2))
-    for i in range(len(y)):
-        rest = np.arange(len(y)) != i
-        c, b = _ridge(K[rest], y[rest], model.ridge_alpha)
-        w = _nnls(_basis(K[rest], ops[rest], model.known_scale, model.op_scale),
-                  np.exp(y[rest] - model.level))
-        add = model.level + np.log(max(_basis(K[i:i + 1], ops[i:i + 1], model.known_scale,
-                                              model.op_scale)[0] @ w, 1e-12))
-        out[i] = K[i] @ c + b - y[i], add - y[i]
-    return out
+    return loo_residuals(K, ops, y, model.ridge_alpha, model.known_scale, model.op_scale,
+                         model.level)
 
 
 if __name__ == "__main__":

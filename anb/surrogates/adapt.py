@@ -125,15 +125,7 @@ class AdaptedModel:
         level = float(np.median(y))
         weights = _nnls(_basis(known_log, ops, known_scale, op_scale), np.exp(y - level))
         if leave_one_out:
-            residuals = np.empty((len(y), 2))
-            for i in range(len(y)):
-                rest = np.arange(len(y)) != i
-                c, b = _ridge(known_log[rest], y[rest], alpha)
-                w = _nnls(_basis(known_log[rest], ops[rest], known_scale, op_scale),
-                          np.exp(y[rest] - level))
-                residuals[i] = (known_log[i] @ c + b - y[i],
-                                _additive(known_log[i:i + 1], ops[i:i + 1], known_scale,
-                                          op_scale, w, level)[0] - y[i])
+            residuals = loo_residuals(known_log, ops, y, alpha, known_scale, op_scale, level)
         else:
             residuals = np.stack([known_log @ coef + intercept - y,
                                   _additive(known_log, ops, known_scale, op_scale, weights,
@@ -199,6 +191,22 @@ def _basis(known_log: np.ndarray, ops: np.ndarray, known_scale: np.ndarray,
     """Non-negative cost components: known devices' times and the analytic op totals."""
     return np.concatenate([np.exp(known_log) / known_scale, ops / op_scale,
                            np.ones((len(ops), 1))], axis=1)
+
+
+def loo_residuals(known_log: np.ndarray, ops: np.ndarray, y: np.ndarray, alpha: float,
+                  known_scale: np.ndarray, op_scale: np.ndarray, level: float) -> np.ndarray:
+    """``(n, 2)`` leave-one-out errors of the ridge and additive parts on log costs ``y``
+    (each refitted without its row, with the full fit's shrinkage, scales and level)."""
+    out = np.empty((len(y), 2))
+    for i in range(len(y)):
+        rest = np.arange(len(y)) != i
+        c, b = _ridge(known_log[rest], y[rest], alpha)
+        w = _nnls(_basis(known_log[rest], ops[rest], known_scale, op_scale),
+                  np.exp(y[rest] - level))
+        out[i] = (known_log[i] @ c + b - y[i],
+                  _additive(known_log[i:i + 1], ops[i:i + 1], known_scale, op_scale, w,
+                            level)[0] - y[i])
+    return out
 
 
 def _additive(known_log: np.ndarray, ops: np.ndarray, known_scale: np.ndarray,
