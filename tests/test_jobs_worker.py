@@ -97,12 +97,15 @@ def test_two_workers_one_killed_mid_job_every_job_done_once(pg_url, tmp_path):
     with open_queue(pg_url) as q:
         q.submit([JobSpec(a, "host-cpu", "measure", priority=30) for a in ARCHS])
     a = _worker_process(pg_url, "worker-a", device, tmp_path)
-    b = _worker_process(pg_url, "worker-b", device, tmp_path)  # both share the queue
+    b = None
     try:
         with open_queue(pg_url) as q:
+            # worker-b starts once worker-a holds a lease: started together, a slow start of
+            # worker-a on a loaded machine let worker-b finish all three jobs first
             victim = _wait(lambda: next((j for j in q.jobs(state="leased")
                                          if j.worker == "worker-a"), None), 120,
                            "worker-a to lease a job")
+            b = _worker_process(pg_url, "worker-b", device, tmp_path)  # both share the queue
             a.send_signal(signal.SIGKILL)  # mid-job: leased, measurement not finished
             a.wait(timeout=30)
             assert q.get([victim.id])[0].state == "leased" and b.poll() is None
