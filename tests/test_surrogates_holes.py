@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import kendalltau
 
 from anb.searchspace import get_space
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, load, prepare, save
 from anb.surrogates import help_tables as ht
+from anb.surrogates.benchmark import flag_extrapolation
+from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.fit import Prepared, to_model_space
 from anb.surrogates.holes import COST_SHARE, HOLE_SHARE, cost_extremes, hole_folds, hole_std
 from anb.surrogates.metrics import interval_coverage
@@ -84,7 +87,8 @@ def test_nb201_edge_op_hole_is_flagged_named_and_covered():
                           progress=False)
     out = bench.query(prepared.choices[hole])
     assert out["ood"].all()
-    assert (out["ood_reason"] == "edge_2_1=skip_connect unseen in training").all()
+    # the hole first; where the latency's layer-cost estimate also leaves its range, that next
+    assert out["ood_reason"].str.match(r"edge_2_1=skip_connect unseen in training(;|$)").all()
     coverage, sharpness, _ = _scores(bench, prepared, hole, target)
     assert coverage >= 0.85 and sharpness <= 2
     assert bench.query(prepared.choices[prepared.masks["val"] & ~hole])["ood"].mean() < 0.05
@@ -206,3 +210,44 @@ def test_artifact_round_trip_keeps_the_learned_widening(mnasnet, tmp_path):
     plain = bench.predict_transformed(c, ["val_top1"], {**forced, "ood_hole": np.zeros(50)})
     np.testing.assert_allclose(a, b)
     assert np.all(a > plain["val_top1"][1])
+
+
+@pytest.mark.slow
+def test_top_decile_of_a_device_metric_is_extrapolated_and_flagged(mnasnet):
+    """Bug class: the layer-cost base clipped to its training range. With the fastest 10 % on
+    the A100 left out, every one of them got the training maximum's prediction: Kendall tau
+    within them -0.21 and MAPE 16 % in ``benchmarks/shift.py`` (top family). Unclipped, the
+    base follows the per-layer costs beyond the range (measured here: tau 0.98, MAPE 1.2 %),
+    and an architecture whose base lies beyond it is flagged with the target named."""
+    lab = mnasnet.labels["throughput_a100"]
+    seen = (mnasnet.masks["train"] | mnasnet.masks["val"]) & lab.present
+    top = seen & (lab.values > np.quantile(lab.values[seen], 0.9))
+    bench = fit_benchmark(_without(mnasnet, top), FitConfig(targets=TARGETS, default=SMALL,
+                                                            per_target={}), progress=False)
+    frame = bench.query(mnasnet.choices[top], ["throughput_a100"])
+    y, pred = lab.values[top], frame["throughput_a100"].to_numpy()
+    assert kendalltau(y, pred)[0] > 0.9
+    assert np.mean(np.abs(pred - y) / y) < 0.03
+    assert frame["ood"].mean() >= 0.9
+    named = frame["ood_reason"].str.contains("throughput_a100 layer-cost estimate")
+    assert named.mean() >= 0.9
+    inside = bench.query(mnasnet.choices[mnasnet.masks["train"] & ~top], ["throughput_a100"])
+    assert not inside["ood_reason"].str.contains("layer-cost estimate").any()
+
+
+def test_base_excess_is_the_distance_beyond_the_training_range():
+    model = TargetSurrogate("xgboost", {"n_estimators": 5, "n_jobs": 1}, 1, base_column=0)
+    X = np.column_stack([np.linspace(1.0, 2.0, 50), np.zeros(50)])
+    model.fit(X, X[:, 0])
+    probe = np.array([[0.5, 0.0], [1.5, 0.0], [2.25, 0.0]])
+    np.testing.assert_allclose(model.base_excess(probe), [0.5, 0.0, 0.25])
+    np.testing.assert_allclose(model._base(probe), probe[:, 0])  # not clipped
+    ood = {"ood": np.array([False, False, True]),
+           "ood_reason": np.array(["", "", "params 0.10 log units above the training range"],
+                                  dtype=object)}
+    out = flag_extrapolation(ood, {"latency_x": model.base_excess(probe)}, {"latency_x": "log"})
+    assert out["ood"].tolist() == [True, False, True]
+    assert out["ood_reason"][0] == ("latency_x layer-cost estimate 0.50 log units beyond its "
+                                    "training range")
+    assert out["ood_reason"][2].startswith("params 0.10 log units above the training range; "
+                                           "latency_x layer-cost estimate 0.25")

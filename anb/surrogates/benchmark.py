@@ -194,24 +194,34 @@ class SurrogateBenchmark:
         return self.support.score(choices)
 
     def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None,
-                            ood: dict[str, np.ndarray] | None = None
+                            ood: dict[str, np.ndarray] | None = None, base_widening: bool = True
                             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Mean and predictive std in each target's model space (log for device metrics);
-        the std grows outside the training data (:meth:`Support.inflate`, :meth:`Support.widen`)."""
-        names = self.resolve(metrics)
-        choices = self.choices(archs)
+        the std grows outside the training data (:meth:`Support.inflate`, :meth:`Support.widen`)
+        and, with ``base_widening``, where the layer-cost base extrapolates beyond its training
+        range (its ``base_std_`` times :meth:`TargetSurrogate.base_excess`)."""
+        return self._predict(self.choices(archs), self.resolve(metrics), ood, base_widening)[0]
+
+    def _predict(self, choices: np.ndarray, names: list[str],
+                 ood: dict[str, np.ndarray] | None, base_widening: bool = True
+                 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
+        """:meth:`predict_transformed`'s result and each target's base excess."""
         if not len(choices):
-            return {name: (np.zeros(0), np.zeros(0)) for name in names}
+            return ({name: (np.zeros(0), np.zeros(0)) for name in names},
+                    {name: np.zeros(0) for name in names})
         X = self.builder.transform(choices)
         ood = ood if ood is not None else self.ood(choices)
-        result = {}
+        result, excess = {}, {}
         for name, preds in self._member_predictions(X, names).items():
             model = self.models[name]
             std = np.sqrt(preds.var(1) + model.noise_at(preds.mean(1)) ** 2)
             if self.support is not None:
                 std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name)
+            excess[name] = model.base_excess(X)
+            if base_widening:
+                std = np.hypot(std, model.base_std_ * excess[name])
             result[name] = (preds.mean(1), std)
-        return result
+        return result, excess
 
     def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,
               seed: int | None = None) -> pd.DataFrame:
@@ -227,7 +237,8 @@ class SurrogateBenchmark:
         names = self.resolve(metrics)
         choices = self.choices(archs)
         ood = self.ood(choices)
-        dist = self.predict_transformed(choices, names, ood)
+        dist, excess = self._predict(choices, names, ood)
+        ood = flag_extrapolation(ood, excess, self.transforms)
         if noise and seed is None:
             seed = int(np.random.default_rng().integers(2**63))
         n = len(choices)
@@ -257,6 +268,30 @@ class SurrogateBenchmark:
 
     def __repr__(self) -> str:
         return f"SurrogateBenchmark(metrics={self.metrics})"
+
+
+def flag_extrapolation(ood: dict[str, np.ndarray], excess: dict[str, np.ndarray],
+                       transforms: dict[str, str]) -> dict[str, np.ndarray]:
+    """``ood`` with the architectures also flagged whose layer-cost base for a queried target
+    lies beyond its training range (the prediction extrapolates); ``ood_reason`` names the
+    target with the largest excess."""
+    if not excess or not len(next(iter(excess.values()))):
+        return ood
+    names = list(excess)
+    table = np.stack([excess[name] for name in names], axis=1)
+    beyond = np.flatnonzero(table.max(axis=1) > 0)
+    if not len(beyond):
+        return ood
+    reason = ood["ood_reason"].copy()
+    for i in beyond:
+        name = names[int(table[i].argmax())]
+        unit = " log units" if transforms[name] == "log" else ""
+        text = (f"{name} layer-cost estimate {table[i].max():.2f}{unit} beyond its "
+                "training range")
+        reason[i] = f"{reason[i]}; {text}" if reason[i] else text
+    flag = ood["ood"].copy()
+    flag[beyond] = True
+    return {**ood, "ood": flag, "ood_reason": reason}
 
 
 def _cost_hint(member: Any) -> float:

@@ -25,6 +25,9 @@ from anb.surrogates.estimators import FAMILIES, NATIVE_SUFFIX, Family, make_fami
 #: of ``benchmarks/surrogates.py`` among 1, 3, 4, 5: mean |quartile coverage - 0.9| 0.069,
 #: 0.034, 0.030, 0.028).
 NOISE_BINS = 5
+#: Std per model-space unit of base excess when no internal hold-out learned one: an
+#: extrapolation by d is uncertain by about d.
+BASE_STD = 1.0
 
 
 class TargetSurrogate:
@@ -33,22 +36,38 @@ class TargetSurrogate:
     def __init__(self, family: str | list[str] = "xgboost",
                  params: dict[str, Any] | list[dict[str, Any]] | None = None,
                  n_members: int = 3, bootstrap: bool = False, base_column: int | None = None,
-                 random_state: int = 0):
+                 random_state: int = 0, extrapolate: bool = True):
         self.family = family
         self.params = params
         self.n_members = n_members
         self.bootstrap = bootstrap
         self.base_column = base_column
         self.random_state = random_state
+        self.extrapolate = extrapolate
 
-    def _base(self, X: np.ndarray) -> np.ndarray:
-        """The base feature, clipped to its training range: a linear base cannot run away
-        outside the data (the tree/kernel corrections are bounded already)."""
+    def _raw_base(self, X: np.ndarray) -> np.ndarray:
         if self.base_column is None:
             return np.zeros(len(X))
-        base = X[:, self.base_column].astype(np.float64)
-        low, high = getattr(self, "base_range_", (-np.inf, np.inf))
-        return np.clip(base, low, high)
+        return X[:, self.base_column].astype(np.float64)
+
+    def _base(self, X: np.ndarray) -> np.ndarray:
+        """The base feature (the layer-cost prediction). With ``extrapolate`` it follows the
+        per-layer sum beyond its training range, where the tree members are flat: right for
+        costs, which add up over layers (clipping gave the held-out top decile of a device
+        metric one constant prediction: ``benchmarks/shift.py``, top family, MAPE 15 % ->
+        0.2-3 %); without it, clipped to that range: accuracy saturates, a sum does not."""
+        base = self._raw_base(X)
+        if self.extrapolate:
+            return base
+        return np.clip(base, *getattr(self, "base_range_", (-np.inf, np.inf)))
+
+    def base_excess(self, X: np.ndarray) -> np.ndarray:
+        """How far the base lies outside its training range (model-space units; 0 inside)."""
+        base = self._raw_base(X)
+        low, high = getattr(self, "base_range_", (np.inf, -np.inf))
+        if low > high:  # no base, or none fitted
+            return np.zeros(len(X))
+        return np.maximum(np.maximum(base - high, low - base), 0.0)
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
             y_val: np.ndarray | None = None,
@@ -64,8 +83,10 @@ class TargetSurrogate:
             raw = X[:, self.base_column].astype(np.float64)
             self.base_range_ = (float(raw.min()), float(raw.max()))
         #: std per log unit of cost excess (model space; learned on internal hold-outs, else
-        #: |d target / d log MACs|) and observation noise; set by the fit
+        #: |d target / d log MACs|), std per unit of base excess (learned on internal
+        #: hold-outs, else ``BASE_STD``) and observation noise; set by the fit
         self.trend_ = getattr(self, "trend_", 0.0)
+        self.base_std_ = getattr(self, "base_std_", BASE_STD)
         self.observation_std_ = getattr(self, "observation_std_", 0.0)
         resid = y - self._base(X)
         resid_val = None if X_val is None else y_val - self._base(X_val)
@@ -177,17 +198,20 @@ class TargetSurrogate:
         """JSON-able description for the manifest (everything but the member files)."""
         return {"family": self.family, "params": self.params or {}, "n_members": self.n_members,
                 "bootstrap": self.bootstrap, "base_column": self.base_column,
-                "random_state": self.random_state, "noise_std": self.noise_std_,
+                "random_state": self.random_state, "extrapolate": self.extrapolate,
+                "noise_std": self.noise_std_,
                 "noise_curve": None if (curve := getattr(self, "noise_curve_", None)) is None
                 else [c.tolist() for c in curve],
                 "base_range": list(getattr(self, "base_range_", (None, None))),
-                "trend": self.trend_, "observation_std": self.observation_std_,
+                "trend": self.trend_, "base_std": self.base_std_,
+                "observation_std": self.observation_std_,
                 "member_params": [m.get_params() for m in self.members_]}
 
     @classmethod
     def from_spec(cls, spec: dict[str, Any], paths: list[Path]) -> TargetSurrogate:
         model = cls(spec["family"], spec["params"], spec["n_members"], spec["bootstrap"],
-                    spec["base_column"], spec["random_state"])
+                    spec["base_column"], spec["random_state"],
+                    spec.get("extrapolate", False))  # artifacts before it clipped the base
         members = zip(paths, spec["member_params"], strict=True)
         model.members_ = [FAMILIES[model.member_family(i)].load(p, params)
                           for i, (p, params) in enumerate(members)]
@@ -199,6 +223,7 @@ class TargetSurrogate:
         if low is not None:
             model.base_range_ = (float(low), float(high))
         model.trend_ = float(spec.get("trend", 0.0))
+        model.base_std_ = float(spec.get("base_std", BASE_STD))
         model.observation_std_ = float(spec.get("observation_std", 0.0))
         return model
 

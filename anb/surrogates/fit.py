@@ -206,7 +206,7 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
         y = to_model_space(target, lab.values)
         base = builder.column(f"lc_{target}") if layer_cost is not None else None
         model = TargetSurrogate(spec.family, spec.params, spec.n_members, spec.bootstrap, base,
-                                config.seed)
+                                config.seed, extrapolate=transform_for(target) == "log")
         model.trend_ = trend(log_macs[tr], y[tr])
         model.observation_std_ = observation_std(prepared.frame, prepared.choices, target,
                                                  transform_for(target), lab.present & seen)
@@ -217,11 +217,12 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
             info[target]["n_layer_cost"] = layer_cost.n_used_[target]
     bar.close()
     if config.hole_folds:
-        support.hole_std_, cost_std = learn_hole_std(
+        support.hole_std_, base_std, cost_std = learn_hole_std(
             prepared.choices, prepared.masks, space, config.hole_folds,
             _refit(prepared, config, space), log_macs, config.seed)
         for target, value in support.hole_std_.items():
             info[target]["hole_std"] = value
+            models[target].base_std_ = info[target]["base_std"] = base_std[target]
             models[target].trend_ = cost_std[target]  # learned: replaces the slope
             info[target]["cost_std"] = cost_std[target]
     transforms = {t: transform_for(t) for t in models}
@@ -239,19 +240,21 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
     inner_config = replace(config, hole_folds=0)
 
     def refit(masks: dict[str, np.ndarray], held: np.ndarray
-              ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray,
-                         np.ndarray]:
+              ) -> tuple[dict[str, tuple[np.ndarray, ...]], np.ndarray, np.ndarray]:
         sub = Prepared(prepared.frame, prepared.choices, masks, prepared.labels, space)
         inner = fit_benchmark(sub, inner_config, progress=False, space=space)
         choices = prepared.choices[held]
+        X = inner.builder.transform(choices)
         ood = inner.ood(choices)
         no_cost = {**ood, "ood_cost": np.zeros(len(choices))}
-        out = {}
-        for target, (mean, std) in inner.predict_transformed(choices, None, no_cost).items():
+        predicted = inner.predict_transformed(choices, None, no_cost, base_widening=False)
+        out: dict[str, tuple[np.ndarray, ...]] = {}
+        for target, (mean, std) in predicted.items():
             lab = prepared.labels[target]
             present = lab.present[held]
             y = np.where(present, lab.values[held], 1.0)
-            out[target] = (present, to_model_space(target, y) - mean, std)
+            out[target] = (present, to_model_space(target, y) - mean, std,
+                           inner.models[target].base_excess(X))
         return out, ood["ood_hole"], ood["ood_cost"]
     return refit
 

@@ -8,9 +8,10 @@ Per target, the hole std is the smallest that, added in quadrature to the refit'
 (times the rows' ``ood_hole``), puts ``LEVEL`` of the removed rows inside their 90 % interval
 (0 when they are inside already). Each fold also cuts one cost extreme, alternately the
 ``COST_SHARE`` of the rows with the most and with the fewest MACs: the refit predicts them
-beyond its cost range, and the per-target cost std (per log unit of ``ood_cost``, on top of the
-hole widening) is the smallest that puts ``LEVEL`` of them inside their interval. The published
-test split is never read.
+beyond its cost range. On top of the hole widening, the per-target base std (per model-space
+unit by which the layer-cost base lies beyond its training range) and then the cost std (per
+log unit of ``ood_cost``) are each the smallest that puts ``LEVEL`` of the removed rows inside
+their interval. The published test split is never read.
 """
 from __future__ import annotations
 
@@ -60,24 +61,28 @@ def hole_folds(choices: np.ndarray, space: Space, n_folds: int, seed: int = 0
 
 
 def hole_std(errors: np.ndarray, std: np.ndarray, hole: np.ndarray,
-             level: float = LEVEL) -> float:
+             level: float = LEVEL, weighted: bool = False) -> float:
     """The smallest ``a >= 0`` with ``|error| <= z * sqrt(std**2 + (a * hole)**2)`` for a
-    ``level`` share of the rows (``z``: the central ``level`` Gaussian quantile)."""
+    ``level`` share of the rows (``z``: the central ``level`` Gaussian quantile); ``weighted``:
+    a share weighted by ``hole``, so that rows barely outside (whose misses are the ordinary
+    ones a 90 % interval has) do not set the slope."""
     keep = hole > 0
     if not keep.any():
         return 0.0
     z = norm.ppf(0.5 + level / 2)
     needed = np.sqrt(np.maximum((errors[keep] / z) ** 2 - std[keep] ** 2, 0.0)) / hole[keep]
-    k = int(np.ceil(level * len(needed) - 1e-9)) - 1  # the k+1 smallest cover the level
-    return float(np.sort(needed)[max(k, 0)])
+    order = np.argsort(needed, kind="stable")
+    weight = hole[keep][order] if weighted else np.ones(len(order))
+    share = np.cumsum(weight) / weight.sum()
+    k = int(np.searchsorted(share, level - 1e-9))  # the k+1 smallest cover the level
+    return float(needed[order][min(k, len(order) - 1)])
 
 
 #: Refits the benchmark on the given masks and returns, for the rows of ``held`` (a boolean
-#: mask), per target ``(label present, error, std without the cost term)`` in model space plus
-#: the rows' ``ood_hole`` and ``ood_cost``.
+#: mask), per target ``(label present, error, std without the cost and base terms, base
+#: excess)`` in model space plus the rows' ``ood_hole`` and ``ood_cost``.
 Refit = Callable[[dict[str, np.ndarray], np.ndarray],
-                 tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], np.ndarray,
-                       np.ndarray]]
+                 tuple[dict[str, tuple[np.ndarray, ...]], np.ndarray, np.ndarray]]
 
 
 def cost_extremes(log_macs: np.ndarray, n_folds: int) -> list[np.ndarray]:
@@ -95,9 +100,9 @@ def cost_extremes(log_macs: np.ndarray, n_folds: int) -> list[np.ndarray]:
 
 def learn_hole_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Space,
                    n_folds: int, refit: Refit, log_macs: np.ndarray, seed: int = 0
-                   ) -> tuple[dict[str, float], dict[str, float]]:
-    """Per target the hole std and the cost std (model space) from ``n_folds`` internal
-    hold-outs of the train and val rows of ``masks`` (see the module docstring)."""
+                   ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """Per target the hole std, the base std and the cost std (model space) from ``n_folds``
+    internal hold-outs of the train and val rows of ``masks`` (see the module docstring)."""
     seen = masks["train"] | masks["val"]
     pooled: dict[str, list[tuple[np.ndarray, ...]]] = {}
     holes = hole_folds(choices[seen], space, n_folds, seed)
@@ -107,14 +112,17 @@ def learn_hole_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Spa
         sub = {"train": masks["train"] & ~cut, "val": masks["val"] & ~cut,
                "test": np.zeros(len(choices), dtype=bool)}
         results, hole, cost = refit(sub, cut)
-        for target, (present, error, std) in results.items():
+        for target, (present, error, std, excess) in results.items():
             pooled.setdefault(target, []).append(
-                (error[present], std[present], hole[present], cost[present]))
-    hole_out, cost_out = {}, {}
+                (error[present], std[present], hole[present], cost[present], excess[present]))
+    hole_out, base_out, cost_out = {}, {}, {}
     for t, rows in pooled.items():
-        error, std, hole, cost = (np.concatenate(parts) for parts in zip(*rows, strict=True))
-        inside = cost == 0
+        error, std, hole, cost, excess = (np.concatenate(parts)
+                                          for parts in zip(*rows, strict=True))
+        inside = (cost == 0) & (excess == 0)
         hole_out[t] = hole_std(error[inside], std[inside], hole[inside])
         widened = np.sqrt(std**2 + (hole_out[t] * hole) ** 2)
+        base_out[t] = hole_std(error, widened, excess, weighted=True)
+        widened = np.sqrt(widened**2 + (base_out[t] * excess) ** 2)
         cost_out[t] = hole_std(error, widened, cost)
-    return hole_out, cost_out
+    return hole_out, base_out, cost_out
