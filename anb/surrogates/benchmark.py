@@ -194,18 +194,20 @@ class SurrogateBenchmark:
         return self.support.score(choices)
 
     def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None,
-                            ood: dict[str, np.ndarray] | None = None, base_widening: bool = True
+                            ood: dict[str, np.ndarray] | None = None
                             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Mean and predictive std in each target's model space (log for device metrics);
         the std grows outside the training data (:meth:`Support.inflate`, :meth:`Support.widen`)
-        and, with ``base_widening``, where the layer-cost base extrapolates beyond its training
-        range (its ``base_std_`` times :meth:`TargetSurrogate.base_excess`)."""
-        return self._predict(self.choices(archs), self.resolve(metrics), ood, base_widening)[0]
+        and where the layer-cost base extrapolates beyond its training range (its
+        ``base_std_`` times :meth:`TargetSurrogate.base_excess`)."""
+        return self.predict_with_excess(self.choices(archs), self.resolve(metrics), ood)[0]
 
-    def _predict(self, choices: np.ndarray, names: list[str],
-                 ood: dict[str, np.ndarray] | None, base_widening: bool = True
-                 ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], dict[str, np.ndarray]]:
-        """:meth:`predict_transformed`'s result and each target's base excess."""
+    def predict_with_excess(self, choices: np.ndarray, names: list[str],
+                            ood: dict[str, np.ndarray] | None, base_widening: bool = True
+                            ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]],
+                                       dict[str, np.ndarray]]:
+        """:meth:`predict_transformed`'s result (without the base term when not
+        ``base_widening``) and each target's base excess, from one feature transform."""
         if not len(choices):
             return ({name: (np.zeros(0), np.zeros(0)) for name in names},
                     {name: np.zeros(0) for name in names})
@@ -237,7 +239,7 @@ class SurrogateBenchmark:
         names = self.resolve(metrics)
         choices = self.choices(archs)
         ood = self.ood(choices)
-        dist, excess = self._predict(choices, names, ood)
+        dist, excess = self.predict_with_excess(choices, names, ood)
         ood = flag_extrapolation(ood, excess, self.transforms)
         if noise and seed is None:
             seed = int(np.random.default_rng().integers(2**63))

@@ -80,7 +80,7 @@ class TargetSurrogate:
         self.validate()
         rng = np.random.default_rng(self.random_state)
         if self.base_column is not None:
-            raw = X[:, self.base_column].astype(np.float64)
+            raw = self._raw_base(X)
             self.base_range_ = (float(raw.min()), float(raw.max()))
         #: std per log unit of cost excess (model space; learned on internal hold-outs, else
         #: |d target / d log MACs|), std per unit of base excess (learned on internal

@@ -244,17 +244,16 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
         sub = Prepared(prepared.frame, prepared.choices, masks, prepared.labels, space)
         inner = fit_benchmark(sub, inner_config, progress=False, space=space)
         choices = prepared.choices[held]
-        X = inner.builder.transform(choices)
         ood = inner.ood(choices)
         no_cost = {**ood, "ood_cost": np.zeros(len(choices))}
-        predicted = inner.predict_transformed(choices, None, no_cost, base_widening=False)
+        predicted, excess = inner.predict_with_excess(choices, inner.metrics, no_cost,
+                                                      base_widening=False)
         out: dict[str, tuple[np.ndarray, ...]] = {}
         for target, (mean, std) in predicted.items():
             lab = prepared.labels[target]
             present = lab.present[held]
             y = np.where(present, lab.values[held], 1.0)
-            out[target] = (present, to_model_space(target, y) - mean, std,
-                           inner.models[target].base_excess(X))
+            out[target] = (present, to_model_space(target, y) - mean, std, excess[target])
         return out, ood["ood_hole"], ood["ood_cost"]
     return refit
 
