@@ -64,7 +64,8 @@ def test_extremes_are_flagged_bounded_and_uncertain(bench, prepared):
     best_rate = (a100 * macs[train]).max()
     smallest_macs = cost_table(bench.choices([SMALLEST])).total("macs")[0]
     assert far["val_top1"][0] < top + 1.0
-    assert fastest < far["throughput_a100"][1] < best_rate / smallest_macs
+    # (clipped, it stayed under 1.15x the fastest; measured unclipped: 1.59x)
+    assert 1.15 * fastest < far["throughput_a100"][1] < best_rate / smallest_macs
     assert "val_top1 layer-cost estimate" in far["ood_reason"][0]
     # and its std says so: wider than in distribution, by the cost std learned on internal
     # cost-extreme hold-outs per log unit of excess (benchmarks/shift.py, cost family)
