@@ -189,7 +189,7 @@ class SurrogateBenchmark:
         if self.support is None:
             n = len(choices)
             return {"ood": np.zeros(n, dtype=bool), "ood_distance": np.zeros(n),
-                    "ood_cost": np.zeros(n), "ood_hole": np.zeros(n),
+                    "ood_cost": np.zeros(n), "ood_hole": np.zeros(n), "ood_unit": np.zeros(n),
                     "ood_reason": np.full(n, "", dtype=object)}
         return self.support.score(choices)
 
@@ -240,7 +240,8 @@ class SurrogateBenchmark:
         choices = self.choices(archs)
         ood = self.ood(choices)
         dist, excess = self.predict_with_excess(choices, names, ood)
-        ood = flag_extrapolation(ood, excess, self.transforms)
+        spans = {name: self.models[name].base_span() for name in names}
+        ood = flag_extrapolation(ood, excess, self.transforms, spans)
         if noise and seed is None:
             seed = int(np.random.default_rng().integers(2**63))
         n = len(choices)
@@ -273,10 +274,12 @@ class SurrogateBenchmark:
 
 
 def flag_extrapolation(ood: dict[str, np.ndarray], excess: dict[str, np.ndarray],
-                       transforms: dict[str, str]) -> dict[str, np.ndarray]:
+                       transforms: dict[str, str], spans: dict[str, float]
+                       ) -> dict[str, np.ndarray]:
     """``ood`` with the architectures also flagged whose layer-cost base for a queried target
     lies beyond its training range (the prediction extrapolates); ``ood_reason`` names the
-    target with the largest excess."""
+    target whose excess is the largest share of its training range's width (``spans``), so
+    that percentage points and log units compare fairly."""
     if not excess or not len(next(iter(excess.values()))):
         return ood
     names = list(excess)
@@ -284,11 +287,13 @@ def flag_extrapolation(ood: dict[str, np.ndarray], excess: dict[str, np.ndarray]
     beyond = np.flatnonzero(table.max(axis=1) > 0)
     if not len(beyond):
         return ood
+    width = np.array([spans[name] for name in names])
     reason = ood["ood_reason"].copy()
     for i in beyond:
-        name = names[int(table[i].argmax())]
+        j = int((table[i] / width).argmax())
+        name = names[j]
         unit = " log units" if transforms[name] == "log" else ""
-        text = (f"{name} layer-cost estimate {table[i].max():.2f}{unit} beyond its "
+        text = (f"{name} layer-cost estimate {table[i, j]:.2f}{unit} beyond its "
                 "training range")
         reason[i] = f"{reason[i]}; {text}" if reason[i] else text
     flag = ood["ood"].copy()

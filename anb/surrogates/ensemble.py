@@ -25,8 +25,9 @@ from anb.surrogates.estimators import FAMILIES, NATIVE_SUFFIX, Family, make_fami
 #: of ``benchmarks/surrogates.py`` among 1, 3, 4, 5: mean |quartile coverage - 0.9| 0.069,
 #: 0.034, 0.030, 0.028).
 NOISE_BINS = 5
-#: Std per model-space unit of base excess when no internal hold-out learned one: an
-#: extrapolation by d is uncertain by about d.
+#: Std per model-space unit of base excess when no internal hold-out learned one (a fit with
+#: ``hole_folds: 0``): an extrapolation by d is uncertain by about d. The slopes the internal
+#: hold-outs learn for the 10 targets of the packaged fit span 0.08-2.9, mean 0.96.
 BASE_STD = 1.0
 
 
@@ -68,6 +69,11 @@ class TargetSurrogate:
         if low > high:  # no base, or none fitted
             return np.zeros(len(X))
         return np.maximum(np.maximum(base - high, low - base), 0.0)
+
+    def base_span(self) -> float:
+        """The width of the base's training range (1 without a base or a spread)."""
+        low, high = getattr(self, "base_range_", (0.0, 0.0))
+        return high - low if high > low else 1.0
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
             y_val: np.ndarray | None = None,

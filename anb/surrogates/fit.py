@@ -29,7 +29,7 @@ from anb.surrogates.data import (
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import FAMILIES
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
-from anb.surrogates.holes import Refit, learn_hole_std
+from anb.surrogates.holes import Refit, learn_hole_std, learn_unit_std
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 from anb.surrogates.noise import observation_std
 from anb.surrogates.support import Support, trend
@@ -225,6 +225,12 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
             models[target].base_std_ = info[target]["base_std"] = base_std[target]
             models[target].trend_ = cost_std[target]  # learned: replaces the slope
             info[target]["cost_std"] = cost_std[target]
+        if len(support.unseen_units()):  # a unit no training architecture holds anywhere
+            support.unit_std_ = learn_unit_std(prepared.choices, prepared.masks, space,
+                                               _refit(prepared, config, space),
+                                               support.hole_std_)
+            for target, value in support.unit_std_.items():
+                info[target]["unit_std"] = value
     transforms = {t: transform_for(t) for t in models}
     manifest_info = {
         "fit_config": config.to_dict(),
@@ -240,7 +246,7 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
     inner_config = replace(config, hole_folds=0)
 
     def refit(masks: dict[str, np.ndarray], held: np.ndarray
-              ) -> tuple[dict[str, tuple[np.ndarray, ...]], np.ndarray, np.ndarray]:
+              ) -> tuple[dict[str, tuple[np.ndarray, ...]], dict[str, np.ndarray]]:
         sub = Prepared(prepared.frame, prepared.choices, masks, prepared.labels, space)
         inner = fit_benchmark(sub, inner_config, progress=False, space=space)
         choices = prepared.choices[held]
@@ -254,7 +260,7 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
             present = lab.present[held]
             y = np.where(present, lab.values[held], 1.0)
             out[target] = (present, to_model_space(target, y) - mean, std, excess[target])
-        return out, ood["ood_hole"], ood["ood_cost"]
+        return out, ood
     return refit
 
 

@@ -10,14 +10,19 @@ Three signals per architecture:
 - holes: how often the training data hold each of its *combinations*: every variable's value,
   every pair of variables of one group (:meth:`Space.variable_groups`) and every unit in its
   slot of :meth:`Space.cost_units` (for MnasNet a stage's ``(e, k, se)``). A combination seen
-  fewer than ``min_count`` times is a hole, named in ``ood_reason``.
+  fewer than ``min_count`` times is a hole, named in ``ood_reason``;
+- ``ood_unit``: in spaces whose slots share one unit vocabulary, the share of the
+  architecture's layers (cost-unit instances) whose unit the training data hold in *no* slot
+  (for MnasNet, squeeze-excite when no trained architecture had it): there the layer-cost
+  model has only the unit's analytic costs to go on.
 
 ``ood`` flags any of them and ``ood_reason`` says why (empty in distribution). The predictive
 std grows with each (:meth:`Support.inflate`, :meth:`Support.widen`): the spread scales with the
 relative distance, a cost excess adds a per-target std per log unit of excess, and a hole adds a
-per-target std in proportion to how rare the combination is; both are learned at fit time on
-internal hold-outs (:mod:`anb.surrogates.holes`; without them the cost term is the target's own
-trend, ``|d target / d log MACs| * excess``).
+per-target std in proportion to how rare the combination is, a unit unseen in every slot a
+per-target std per unit of ``ood_unit``; all are learned at fit time on internal hold-outs
+(:mod:`anb.surrogates.holes`; without them the cost term is the target's own trend,
+``|d target / d log MACs| * excess``).
 """
 from __future__ import annotations
 
@@ -34,8 +39,9 @@ COSTS = ("macs", "params")
 QUANTILE = 0.99
 #: A combination seen fewer times than this in training is a hole (chosen on hold-outs).
 MIN_COUNT = 3
-#: Version of ``support.npz``: 1 (no key) has no hole tables and no hole widening.
-VERSION = 2
+#: Version of ``support.npz``: 1 (no key) has no hole tables and no hole widening; 2 no table
+#: of the units seen in any slot (no ``ood_unit``).
+VERSION = 3
 #: At most this many holes are named per architecture in ``ood_reason``.
 REASONS = 2
 _PROBE = 2048  # random architectures that tell which variables make up a slot's unit
@@ -163,7 +169,12 @@ class Support:
         self.min_count = min_count
         #: per target: the std (model space) a hole adds; set by the fit (see holes.py)
         self.hole_std_: dict[str, float] = {}
+        #: per target: the std (model space) per unit of ``ood_unit``; set by the fit
+        self.unit_std_: dict[str, float] = {}
         self.counts_: np.ndarray | None = None  # None: a version-1 support without hole tables
+        #: per unit of a shared vocabulary: held in some slot by a training architecture (None:
+        #: no shared vocabulary, or a support before version 3)
+        self.unit_seen_: np.ndarray | None = None
         self._combinations: Combinations | None = None
 
     @property
@@ -183,7 +194,28 @@ class Support:
         codes = self._codes(choices)
         size = int(self.combinations.offsets[-1])
         self.counts_ = np.bincount(codes[codes >= 0], minlength=size).astype(np.int64)
+        self.unit_seen_ = None
+        vocabulary = shared_vocabulary(self.space)
+        if vocabulary:
+            units = self.space.cost_units(choices)
+            self.unit_seen_ = np.zeros(vocabulary, dtype=bool)
+            self.unit_seen_[np.asarray(units.units)[np.asarray(units.counts) > 0]] = True
         return self
+
+    def unseen_units(self) -> np.ndarray:
+        """The units of the shared vocabulary no training architecture holds in any slot."""
+        return (np.zeros(0, dtype=np.int64) if self.unit_seen_ is None
+                else np.flatnonzero(~self.unit_seen_))
+
+    def unit_share(self, choices: np.ndarray) -> np.ndarray:
+        """``ood_unit``: per architecture, the share of its layers whose unit is unseen in
+        every slot (0 without a shared vocabulary)."""
+        if not len(self.unseen_units()):
+            return np.zeros(len(choices))
+        units = self.space.cost_units(choices)
+        counts = np.asarray(units.counts, dtype=np.float64)
+        new = ~self.unit_seen_[np.asarray(units.units)]  # type: ignore[index]
+        return (counts * new).sum(axis=1) / np.maximum(counts.sum(axis=1), 1.0)
 
     def _codes(self, choices: np.ndarray) -> np.ndarray:
         pos = self.space.positions(choices)
@@ -222,12 +254,12 @@ class Support:
         return counts, np.clip(1.0 - rarest / self.min_count, 0.0, 1.0)
 
     def score(self, choices: np.ndarray) -> dict[str, np.ndarray]:
-        """``ood_distance``, ``ood_cost``, ``ood_hole`` (0..1), the flag ``ood`` and
-        ``ood_reason`` per architecture."""
+        """``ood_distance``, ``ood_cost``, ``ood_hole`` (0..1), ``ood_unit`` (0..1), the flag
+        ``ood`` and ``ood_reason`` per architecture."""
         if not len(choices):
             return {"ood_distance": np.zeros(0), "ood_cost": np.zeros(0),
-                    "ood_hole": np.zeros(0), "ood": np.zeros(0, dtype=bool),
-                    "ood_reason": np.zeros(0, dtype=object)}
+                    "ood_hole": np.zeros(0), "ood_unit": np.zeros(0),
+                    "ood": np.zeros(0, dtype=bool), "ood_reason": np.zeros(0, dtype=object)}
         distance = self._nearest(_positions(choices, self.space)) / self.reference_
         costs = log_costs(choices, self.space)
         excess = np.maximum(costs - self.cost_high_, 0) + np.maximum(self.cost_low_ - costs, 0)
@@ -242,8 +274,8 @@ class Support:
             for j, i in enumerate(rows):
                 reason[i] = self._reason(pos[j], names, counts[i] if hole[i] > 0 else None,
                                          distance[i], costs[i])
-        return {"ood_distance": distance, "ood_cost": cost, "ood_hole": hole, "ood": flag,
-                "ood_reason": reason}
+        return {"ood_distance": distance, "ood_cost": cost, "ood_hole": hole,
+                "ood_unit": self.unit_share(choices), "ood": flag, "ood_reason": reason}
 
     def _reason(self, pos: np.ndarray, slot_names: tuple[str, ...], counts: np.ndarray | None,
                 distance: float, costs: np.ndarray) -> str:
@@ -275,18 +307,24 @@ class Support:
         return np.sqrt(spread**2 + (trend * score["ood_cost"]) ** 2)
 
     def widen(self, std: np.ndarray, score: dict[str, np.ndarray], target: str) -> np.ndarray:
-        """:meth:`inflate`'s std plus ``target``'s learned hole std times ``ood_hole``."""
+        """:meth:`inflate`'s std plus ``target``'s learned hole std times ``ood_hole`` and its
+        unit std times ``ood_unit``."""
         hole = self.hole_std_.get(target, 0.0) * score.get("ood_hole", 0.0)
-        return np.sqrt(std**2 + hole**2)
+        unit = self.unit_std_.get(target, 0.0) * score.get("ood_unit", 0.0)
+        return np.sqrt(std**2 + hole**2 + unit**2)
 
     # ------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:
         hole: dict[str, Any] = {}
         if self.counts_ is not None:
-            names = sorted(self.hole_std_)
+            names, units = sorted(self.hole_std_), sorted(self.unit_std_)
             hole = {"version": VERSION, "counts": self.counts_, "min_count": self.min_count,
                     "hole_targets": np.array(names, dtype=str),
-                    "hole_std": np.array([self.hole_std_[t] for t in names], dtype=np.float64)}
+                    "hole_std": np.array([self.hole_std_[t] for t in names], dtype=np.float64),
+                    "unit_seen": (np.zeros(0, dtype=bool) if self.unit_seen_ is None
+                                  else self.unit_seen_),
+                    "unit_targets": np.array(units, dtype=str),
+                    "unit_std": np.array([self.unit_std_[t] for t in units], dtype=np.float64)}
         with open(path, "wb") as handle:
             np.savez(handle, positions=self.positions_, reference=self.reference_,
                      cost_low=self.cost_low_, cost_high=self.cost_high_, **hole)
@@ -294,12 +332,12 @@ class Support:
     @classmethod
     def load(cls, path: Path, space: Space = ANB_SPACE) -> Support:
         """Read :meth:`save`'s file; a version-1 file (no hole tables) flags by distance and
-        cost only, as it did."""
+        cost only, a version-2 file has no ``ood_unit``, as they did."""
         with np.load(path, allow_pickle=False) as data:
             version = int(data["version"]) if "version" in data else 1
-            if version not in (1, VERSION):
+            if version not in range(1, VERSION + 1):
                 raise ValueError(f"{str(path)!r}: support format version {version} is not "
-                                 f"supported; this anb reads versions 1 and {VERSION}")
+                                 f"supported; this anb reads versions 1 to {VERSION}")
             out = cls(space, int(data["min_count"]) if version > 1 else MIN_COUNT)
             out.positions_ = data["positions"]
             out.reference_ = float(data["reference"])
@@ -314,7 +352,22 @@ class Support:
                 out.hole_std_ = {str(t): float(s)
                                  for t, s in zip(data["hole_targets"], data["hole_std"],
                                                  strict=True)}
+            if version > 2:
+                out.unit_seen_ = data["unit_seen"] if data["unit_seen"].size else None
+                out.unit_std_ = {str(t): float(s)
+                                 for t, s in zip(data["unit_targets"], data["unit_std"],
+                                                 strict=True)}
         return out
+
+
+def shared_vocabulary(space: Space) -> int:
+    """The size of the one unit vocabulary every cost-unit slot shares (unit ``u`` is the same
+    operation in each: :class:`~anb.searchspace.base.UnitCosts`), 0 when the slots have none."""
+    analytic = space.unit_costs()
+    if analytic is None or not analytic.shared:
+        return 0
+    widths = {len(table) for table in analytic.tables}
+    return widths.pop() if len(widths) == 1 else 0
 
 
 def trend(log_macs: np.ndarray, y: np.ndarray) -> float:
