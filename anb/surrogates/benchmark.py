@@ -191,7 +191,23 @@ class SurrogateBenchmark:
             return {"ood": np.zeros(n, dtype=bool), "ood_distance": np.zeros(n),
                     "ood_cost": np.zeros(n), "ood_hole": np.zeros(n), "ood_unit": np.zeros(n),
                     "ood_reason": np.full(n, "", dtype=object)}
-        return self.support.score(choices)
+        score = self.support.score(choices)
+        layer_cost = self.builder.layer_cost
+        if self.support.slot_counts_ is not None and layer_cost is not None:
+            score["ood_hole_share"] = layer_cost.hole_share(
+                choices, self.support.slot_rarity(choices), self.space)
+        return score
+
+    def hole_measure(self, ood: dict[str, np.ndarray], target: str) -> np.ndarray:
+        """What ``target``'s hole std multiplies: the share of its prediction resting on units
+        in holes (:meth:`LayerCostModel.hole_share`) where the architecture is in a hole
+        (``ood_hole > 0``); ``ood_hole`` itself for a support or model without it."""
+        layer_cost = self.builder.layer_cost
+        if "ood_hole_share" not in ood or layer_cost is None \
+                or target not in layer_cost.targets_:
+            return np.asarray(ood["ood_hole"])
+        share = ood["ood_hole_share"][:, layer_cost.targets_.index(target)]
+        return np.where(np.asarray(ood["ood_hole"]) > 0, share, 0.0)
 
     def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None,
                             ood: dict[str, np.ndarray] | None = None
@@ -218,7 +234,8 @@ class SurrogateBenchmark:
             model = self.models[name]
             std = np.sqrt(preds.var(1) + model.noise_at(preds.mean(1)) ** 2)
             if self.support is not None:
-                std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name)
+                std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name,
+                                         self.hole_measure(ood, name))
             excess[name] = model.base_excess(X)
             if base_widening:
                 std = np.hypot(std, model.base_std_ * excess[name])

@@ -202,6 +202,25 @@ class LayerCostModel:
             offset += width
         return cost
 
+    def hole_share(self, choices: np.ndarray, rarity: np.ndarray, space: Space = ANB_SPACE
+                   ) -> np.ndarray:
+        """``(n, n_targets)``: how much of each prediction (model space) rests on units in
+        holes, each slot's part weighted by its ``rarity`` (``Support.slot_rarity``): the
+        change were those units' costs wrong by 100 %: their share of the cost for log-space
+        targets, their contribution for the others."""
+        units = space.cost_units(choices)
+        total = np.broadcast_to(self.weights_[:, -1], (len(choices), len(self.targets_))).copy()
+        held = np.zeros_like(total)
+        weights_t = self.weights_.T
+        offset = 0
+        for s, width in enumerate(units.widths):
+            part = weights_t[offset + units.units[:, s]] * units.counts[:, s, None]
+            total += part
+            held += part * rarity[:, s, None]
+            offset += width
+        relative = np.array([transform_for(t) == "log" for t in self.targets_])
+        return np.abs(np.where(relative, held / np.maximum(np.abs(total), 1e-12), held))
+
     def names(self) -> list[str]:
         return [f"lc_{t}" for t in self.targets_]
 

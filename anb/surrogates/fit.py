@@ -259,7 +259,8 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
             lab = prepared.labels[target]
             present = lab.present[held]
             y = np.where(present, lab.values[held], 1.0)
-            out[target] = (present, to_model_space(target, y) - mean, std, excess[target])
+            out[target] = (present, to_model_space(target, y) - mean, std, excess[target],
+                           inner.hole_measure(ood, target))
         return out, ood
     return refit
 

@@ -19,8 +19,10 @@ Three signals per architecture:
 ``ood`` flags any of them and ``ood_reason`` says why (empty in distribution). The predictive
 std grows with each (:meth:`Support.inflate`, :meth:`Support.widen`): the spread scales with the
 relative distance, a cost excess adds a per-target std per log unit of excess, and a hole adds a
-per-target std in proportion to how rare the combination is, a unit unseen in every slot a
-per-target std per unit of ``ood_unit``; all are learned at fit time on internal hold-outs
+per-target std in proportion to the part of the prediction resting on the units in holes of
+their slots (:meth:`slot_rarity` weights each; without a layer-cost model, to how rare the
+rarest combination is), a unit unseen in every slot a per-target std per unit of
+``ood_unit``; all are learned at fit time on internal hold-outs
 (:mod:`anb.surrogates.holes`; without them the cost term is the target's own trend,
 ``|d target / d log MACs| * excess``).
 """
@@ -40,7 +42,7 @@ QUANTILE = 0.99
 #: A combination seen fewer times than this in training is a hole (chosen on hold-outs).
 MIN_COUNT = 3
 #: Version of ``support.npz``: 1 (no key) has no hole tables and no hole widening; 2 no table
-#: of the units seen in any slot (no ``ood_unit``).
+#: of the units seen per slot (no ``ood_unit``; its hole std is per unit of ``ood_hole``).
 VERSION = 3
 #: At most this many holes are named per architecture in ``ood_reason``.
 REASONS = 2
@@ -175,6 +177,9 @@ class Support:
         #: per unit of a shared vocabulary: held in some slot by a training architecture (None:
         #: no shared vocabulary, or a support before version 3)
         self.unit_seen_: np.ndarray | None = None
+        #: training count of each (slot, unit) of :meth:`Space.cost_units`, flat in
+        #: :func:`~anb.surrogates.features.layer_design`'s order (None before version 3)
+        self.slot_counts_: np.ndarray | None = None
         self._combinations: Combinations | None = None
 
     @property
@@ -194,13 +199,29 @@ class Support:
         codes = self._codes(choices)
         size = int(self.combinations.offsets[-1])
         self.counts_ = np.bincount(codes[codes >= 0], minlength=size).astype(np.int64)
+        units = self.space.cost_units(choices)
+        offsets = np.concatenate([[0], np.cumsum(units.widths)]).astype(np.int64)
+        flat = np.asarray(units.units, dtype=np.int64) + offsets[:-1]
+        self.slot_counts_ = np.bincount(flat[np.asarray(units.counts) > 0],
+                                        minlength=int(offsets[-1])).astype(np.int64)
         self.unit_seen_ = None
         vocabulary = shared_vocabulary(self.space)
         if vocabulary:
-            units = self.space.cost_units(choices)
             self.unit_seen_ = np.zeros(vocabulary, dtype=bool)
             self.unit_seen_[np.asarray(units.units)[np.asarray(units.counts) > 0]] = True
         return self
+
+    def slot_rarity(self, choices: np.ndarray) -> np.ndarray:
+        """``(n, slots)``: per slot in use, ``1 - count / min_count`` of its unit's training
+        count in that slot (1: unseen there), 0 for a unit seen often enough or a slot unused;
+        all 0 for a support before version 3."""
+        units = self.space.cost_units(choices)
+        counts = np.asarray(units.counts)
+        if self.slot_counts_ is None:
+            return np.zeros(counts.shape)
+        offsets = np.concatenate([[0], np.cumsum(units.widths)]).astype(np.int64)
+        seen = self.slot_counts_[np.asarray(units.units, dtype=np.int64) + offsets[:-1]]
+        return np.where(counts > 0, np.clip(1.0 - seen / self.min_count, 0.0, 1.0), 0.0)
 
     def unseen_units(self) -> np.ndarray:
         """The units of the shared vocabulary no training architecture holds in any slot."""
@@ -306,12 +327,14 @@ class Support:
         spread = std * np.maximum(score["ood_distance"], 1.0)
         return np.sqrt(spread**2 + (trend * score["ood_cost"]) ** 2)
 
-    def widen(self, std: np.ndarray, score: dict[str, np.ndarray], target: str) -> np.ndarray:
-        """:meth:`inflate`'s std plus ``target``'s learned hole std times ``ood_hole`` and its
-        unit std times ``ood_unit``."""
-        hole = self.hole_std_.get(target, 0.0) * score.get("ood_hole", 0.0)
+    def widen(self, std: np.ndarray, score: dict[str, np.ndarray], target: str,
+              hole: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`inflate`'s std plus ``target``'s learned hole std times its hole measure
+        (``hole``; default ``ood_hole``) and its unit std times ``ood_unit``."""
+        measure = score.get("ood_hole", 0.0) if hole is None else hole
+        in_hole = self.hole_std_.get(target, 0.0) * measure
         unit = self.unit_std_.get(target, 0.0) * score.get("ood_unit", 0.0)
-        return np.sqrt(std**2 + hole**2 + unit**2)
+        return np.sqrt(std**2 + in_hole**2 + unit**2)
 
     # ------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:
@@ -323,6 +346,7 @@ class Support:
                     "hole_std": np.array([self.hole_std_[t] for t in names], dtype=np.float64),
                     "unit_seen": (np.zeros(0, dtype=bool) if self.unit_seen_ is None
                                   else self.unit_seen_),
+                    "slot_counts": self.slot_counts_,
                     "unit_targets": np.array(units, dtype=str),
                     "unit_std": np.array([self.unit_std_[t] for t in units], dtype=np.float64)}
         with open(path, "wb") as handle:
@@ -354,6 +378,7 @@ class Support:
                                                  strict=True)}
             if version > 2:
                 out.unit_seen_ = data["unit_seen"] if data["unit_seen"].size else None
+                out.slot_counts_ = data["slot_counts"] if "slot_counts" in data else None
                 out.unit_std_ = {str(t): float(s)
                                  for t, s in zip(data["unit_targets"], data["unit_std"],
                                                  strict=True)}
