@@ -284,7 +284,8 @@ def test_query_mean_and_std_combine_every_member(bench):
             mu = preds.mean(1)
             sigma = np.sqrt(preds.var(1) + model.noise_at(mu) ** 2)
             ood = bench.ood(choices)
-            sigma = bench.support.widen(Support.inflate(sigma, ood, model.trend_), ood, name)
+            sigma = bench.support.widen(Support.inflate(sigma, ood, model.trend_), ood, name,
+                                        bench.hole_measure(ood, name))
             sigma = np.hypot(sigma, model.base_std_ * model.base_excess(X))
             if name == "throughput_a100":  # log model space -> original units
                 mu, sigma = np.exp(mu), np.exp(mu) * np.sqrt(np.expm1(sigma**2))

@@ -127,7 +127,7 @@ def test_a_rare_pair_is_named_with_its_count_and_widens_in_proportion():
                                       "block0_k=5 seen 2x in training")
     assert score["ood_hole"][1] == pytest.approx(1 - 2 / MIN_COUNT)
     support.hole_std_ = {"t": 3.0}
-    wide = support.widen(np.array([0.4, 0.4]), score, "t")
+    wide = support.widen(np.array([0.4, 0.4]), score, "t", score["ood_hole"])
     assert wide[0] == 0.4 and wide[1] == pytest.approx(np.hypot(0.4, 3.0 * (1 - 2 / MIN_COUNT)))
 
 
@@ -210,7 +210,7 @@ def test_support_file_versions(tmp_path, mnasnet):
         old = {k: data[k] for k in ("positions", "reference", "cost_low", "cost_high")}
     np.savez(tmp_path / "v2.npz", **{**v2, "version": 2})
     v2_support = Support.load(tmp_path / "v2.npz", space)
-    assert v2_support.unit_seen_ is None and not v2_support.score(with_se)["ood_unit"].any()
+    assert v2_support.slot_counts_ is None and not v2_support.score(with_se)["ood_unit"].any()
     np.savez(tmp_path / "old.npz", **old)
     hole = mnasnet.choices[(mnasnet.choices[:, 6, 0] == 6) & (mnasnet.choices[:, 6, 1] == 5)]
     v1 = Support.load(tmp_path / "old.npz", space)

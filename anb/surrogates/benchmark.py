@@ -194,8 +194,12 @@ class SurrogateBenchmark:
         score = self.support.score(choices)
         layer_cost = self.builder.layer_cost
         if self.support.slot_counts_ is not None and layer_cost is not None:
-            score["ood_hole_share"] = layer_cost.hole_share(
-                choices, self.support.slot_rarity(choices), self.space)
+            share = np.zeros((len(choices), len(layer_cost.targets_)))
+            holes = choices[score["ood_hole"] > 0]  # the rest need none (see hole_measure)
+            if len(holes):
+                share[score["ood_hole"] > 0] = layer_cost.hole_share(
+                    holes, self.support.slot_rarity(holes), self.space)
+            score["ood_hole_share"] = share
         return score
 
     def hole_measure(self, ood: dict[str, np.ndarray], target: str) -> np.ndarray:

@@ -190,15 +190,19 @@ class LayerCostModel:
                          for i, t in enumerate(self.targets_)], axis=1) if self.targets_ \
             else np.zeros((len(choices), 0))
 
-    def _cost(self, choices: np.ndarray, space: Space) -> np.ndarray:
+    def _cost(self, choices: np.ndarray, space: Space, slot_weights: np.ndarray | None = None
+              ) -> np.ndarray:
         """``layer_design(choices) @ weights.T`` as a gather: per slot, the weights of the unit
-        it holds times its count (no one-hot matrix is built)."""
+        it holds times its count (no one-hot matrix is built); ``slot_weights`` ``(n, slots)``
+        scales each slot's part."""
         units = space.cost_units(choices)
         cost = np.broadcast_to(self.weights_[:, -1], (len(choices), len(self.targets_))).copy()
         weights_t = self.weights_.T
         offset = 0
         for s, width in enumerate(units.widths):
-            cost += weights_t[offset + units.units[:, s]] * units.counts[:, s, None]
+            count = units.counts[:, s] if slot_weights is None \
+                else units.counts[:, s] * slot_weights[:, s]
+            cost += weights_t[offset + units.units[:, s]] * count[:, None]
             offset += width
         return cost
 
@@ -208,16 +212,8 @@ class LayerCostModel:
         holes, each slot's part weighted by its ``rarity`` (``Support.slot_rarity``): the
         change were those units' costs wrong by 100 %: their share of the cost for log-space
         targets, their contribution for the others."""
-        units = space.cost_units(choices)
-        total = np.broadcast_to(self.weights_[:, -1], (len(choices), len(self.targets_))).copy()
-        held = np.zeros_like(total)
-        weights_t = self.weights_.T
-        offset = 0
-        for s, width in enumerate(units.widths):
-            part = weights_t[offset + units.units[:, s]] * units.counts[:, s, None]
-            total += part
-            held += part * rarity[:, s, None]
-            offset += width
+        held = self._cost(choices, space, rarity) - self.weights_[:, -1]
+        total = self._cost(choices, space)
         relative = np.array([transform_for(t) == "log" for t in self.targets_])
         return np.abs(np.where(relative, held / np.maximum(np.abs(total), 1e-12), held))
 

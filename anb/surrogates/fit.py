@@ -217,17 +217,17 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
             info[target]["n_layer_cost"] = layer_cost.n_used_[target]
     bar.close()
     if config.hole_folds:
+        refit = _refit(prepared, config, space)
         support.hole_std_, base_std, cost_std = learn_hole_std(
-            prepared.choices, prepared.masks, space, config.hole_folds,
-            _refit(prepared, config, space), log_macs, config.seed)
+            prepared.choices, prepared.masks, space, config.hole_folds, refit, log_macs,
+            config.seed)
         for target, value in support.hole_std_.items():
             info[target]["hole_std"] = value
             models[target].base_std_ = info[target]["base_std"] = base_std[target]
             models[target].trend_ = cost_std[target]  # learned: replaces the slope
             info[target]["cost_std"] = cost_std[target]
         if len(support.unseen_units()):  # a unit no training architecture holds anywhere
-            support.unit_std_ = learn_unit_std(prepared.choices, prepared.masks, space,
-                                               _refit(prepared, config, space),
+            support.unit_std_ = learn_unit_std(prepared.choices, prepared.masks, space, refit,
                                                support.hole_std_)
             for target, value in support.unit_std_.items():
                 info[target]["unit_std"] = value

@@ -112,6 +112,18 @@ def unit_folds(choices: np.ndarray, space: Space) -> list[np.ndarray]:
     return [mask for mask in rows if MIN_ROWS <= mask.sum() <= UNIT_SHARE * len(choices)]
 
 
+def _refit_without(refit: Refit, masks: dict[str, np.ndarray], fold: np.ndarray
+                   ) -> tuple[dict[str, tuple[np.ndarray, ...]], dict[str, np.ndarray]]:
+    """``refit`` on the train and val rows of ``masks`` less ``fold`` (a mask over those
+    rows), predicting the rows it removed."""
+    seen = masks["train"] | masks["val"]
+    cut = np.zeros(len(seen), dtype=bool)
+    cut[np.flatnonzero(seen)[fold]] = True
+    sub = {"train": masks["train"] & ~cut, "val": masks["val"] & ~cut,
+           "test": np.zeros(len(seen), dtype=bool)}
+    return refit(sub, cut)
+
+
 def cost_extremes(log_macs: np.ndarray, n_folds: int) -> list[np.ndarray]:
     """Per fold a boolean mask: the ``COST_SHARE`` of rows with the most MACs (even folds) or
     the fewest (odd folds)."""
@@ -134,11 +146,7 @@ def learn_hole_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Spa
     pooled: dict[str, list[tuple[np.ndarray, ...]]] = {}
     holes = hole_folds(choices[seen], space, n_folds, seed)
     for fold, extreme in zip(holes, cost_extremes(log_macs[seen], len(holes)), strict=True):
-        cut = np.zeros(len(choices), dtype=bool)
-        cut[np.flatnonzero(seen)[fold | extreme]] = True
-        sub = {"train": masks["train"] & ~cut, "val": masks["val"] & ~cut,
-               "test": np.zeros(len(choices), dtype=bool)}
-        results, ood = refit(sub, cut)
+        results, ood = _refit_without(refit, masks, fold | extreme)
         cost = ood["ood_cost"]
         for target, (present, error, std, excess, hole) in results.items():
             pooled.setdefault(target, []).append(
@@ -164,11 +172,7 @@ def learn_unit_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Spa
     seen = masks["train"] | masks["val"]
     pooled: dict[str, list[tuple[np.ndarray, ...]]] = {}
     for fold in unit_folds(choices[seen], space):
-        cut = np.zeros(len(choices), dtype=bool)
-        cut[np.flatnonzero(seen)[fold]] = True
-        sub = {"train": masks["train"] & ~cut, "val": masks["val"] & ~cut,
-               "test": np.zeros(len(choices), dtype=bool)}
-        results, ood = refit(sub, cut)
+        results, ood = _refit_without(refit, masks, fold)
         for target, (present, error, std, _, hole) in results.items():
             widened = np.hypot(std, hole_sd[target] * hole)
             pooled.setdefault(target, []).append(

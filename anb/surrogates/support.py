@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from anb.searchspace.base import Space
+from anb.searchspace.base import CostUnits, Space
 from anb.searchspace.space import ANB_SPACE
 
 COSTS = ("macs", "params")
@@ -174,19 +174,24 @@ class Support:
         #: per target: the std (model space) per unit of ``ood_unit``; set by the fit
         self.unit_std_: dict[str, float] = {}
         self.counts_: np.ndarray | None = None  # None: a version-1 support without hole tables
-        #: per unit of a shared vocabulary: held in some slot by a training architecture (None:
-        #: no shared vocabulary, or a support before version 3)
-        self.unit_seen_: np.ndarray | None = None
         #: training count of each (slot, unit) of :meth:`Space.cost_units`, flat in
         #: :func:`~anb.surrogates.features.layer_design`'s order (None before version 3)
         self.slot_counts_: np.ndarray | None = None
         self._combinations: Combinations | None = None
+        self._vocabulary: int | None = None
 
     @property
     def combinations(self) -> Combinations:
         if self._combinations is None:
             self._combinations = Combinations.of(self.space)
         return self._combinations
+
+    @property
+    def vocabulary(self) -> int:
+        """:func:`shared_vocabulary` of the space (0: its slots share none)."""
+        if self._vocabulary is None:
+            self._vocabulary = shared_vocabulary(self.space)
+        return self._vocabulary
 
     def fit(self, choices: np.ndarray) -> Support:
         if len(choices) < 3:
@@ -200,15 +205,8 @@ class Support:
         size = int(self.combinations.offsets[-1])
         self.counts_ = np.bincount(codes[codes >= 0], minlength=size).astype(np.int64)
         units = self.space.cost_units(choices)
-        offsets = np.concatenate([[0], np.cumsum(units.widths)]).astype(np.int64)
-        flat = np.asarray(units.units, dtype=np.int64) + offsets[:-1]
-        self.slot_counts_ = np.bincount(flat[np.asarray(units.counts) > 0],
-                                        minlength=int(offsets[-1])).astype(np.int64)
-        self.unit_seen_ = None
-        vocabulary = shared_vocabulary(self.space)
-        if vocabulary:
-            self.unit_seen_ = np.zeros(vocabulary, dtype=bool)
-            self.unit_seen_[np.asarray(units.units)[np.asarray(units.counts) > 0]] = True
+        self.slot_counts_ = np.bincount(_slot_units(units)[np.asarray(units.counts) > 0],
+                                        minlength=int(sum(units.widths))).astype(np.int64)
         return self
 
     def slot_rarity(self, choices: np.ndarray) -> np.ndarray:
@@ -219,23 +217,25 @@ class Support:
         counts = np.asarray(units.counts)
         if self.slot_counts_ is None:
             return np.zeros(counts.shape)
-        offsets = np.concatenate([[0], np.cumsum(units.widths)]).astype(np.int64)
-        seen = self.slot_counts_[np.asarray(units.units, dtype=np.int64) + offsets[:-1]]
+        seen = self.slot_counts_[_slot_units(units)]
         return np.where(counts > 0, np.clip(1.0 - seen / self.min_count, 0.0, 1.0), 0.0)
 
     def unseen_units(self) -> np.ndarray:
-        """The units of the shared vocabulary no training architecture holds in any slot."""
-        return (np.zeros(0, dtype=np.int64) if self.unit_seen_ is None
-                else np.flatnonzero(~self.unit_seen_))
+        """The units of the shared vocabulary no training architecture holds in any slot
+        (none without a shared vocabulary or before version 3)."""
+        if self.slot_counts_ is None or not self.vocabulary:
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(self.slot_counts_.reshape(-1, self.vocabulary).sum(axis=0) == 0)
 
     def unit_share(self, choices: np.ndarray) -> np.ndarray:
         """``ood_unit``: per architecture, the share of its layers whose unit is unseen in
         every slot (0 without a shared vocabulary)."""
-        if not len(self.unseen_units()):
+        unseen = self.unseen_units()
+        if not len(unseen):
             return np.zeros(len(choices))
         units = self.space.cost_units(choices)
         counts = np.asarray(units.counts, dtype=np.float64)
-        new = ~self.unit_seen_[np.asarray(units.units)]  # type: ignore[index]
+        new = np.isin(np.asarray(units.units), unseen)
         return (counts * new).sum(axis=1) / np.maximum(counts.sum(axis=1), 1.0)
 
     def _codes(self, choices: np.ndarray) -> np.ndarray:
@@ -328,11 +328,10 @@ class Support:
         return np.sqrt(spread**2 + (trend * score["ood_cost"]) ** 2)
 
     def widen(self, std: np.ndarray, score: dict[str, np.ndarray], target: str,
-              hole: np.ndarray | None = None) -> np.ndarray:
+              hole: np.ndarray) -> np.ndarray:
         """:meth:`inflate`'s std plus ``target``'s learned hole std times its hole measure
-        (``hole``; default ``ood_hole``) and its unit std times ``ood_unit``."""
-        measure = score.get("ood_hole", 0.0) if hole is None else hole
-        in_hole = self.hole_std_.get(target, 0.0) * measure
+        (``hole``: ``SurrogateBenchmark.hole_measure``) and its unit std times ``ood_unit``."""
+        in_hole = self.hole_std_.get(target, 0.0) * hole
         unit = self.unit_std_.get(target, 0.0) * score.get("ood_unit", 0.0)
         return np.sqrt(std**2 + in_hole**2 + unit**2)
 
@@ -344,8 +343,6 @@ class Support:
             hole = {"version": VERSION, "counts": self.counts_, "min_count": self.min_count,
                     "hole_targets": np.array(names, dtype=str),
                     "hole_std": np.array([self.hole_std_[t] for t in names], dtype=np.float64),
-                    "unit_seen": (np.zeros(0, dtype=bool) if self.unit_seen_ is None
-                                  else self.unit_seen_),
                     "slot_counts": self.slot_counts_,
                     "unit_targets": np.array(units, dtype=str),
                     "unit_std": np.array([self.unit_std_[t] for t in units], dtype=np.float64)}
@@ -377,12 +374,18 @@ class Support:
                                  for t, s in zip(data["hole_targets"], data["hole_std"],
                                                  strict=True)}
             if version > 2:
-                out.unit_seen_ = data["unit_seen"] if data["unit_seen"].size else None
                 out.slot_counts_ = data["slot_counts"] if "slot_counts" in data else None
                 out.unit_std_ = {str(t): float(s)
                                  for t, s in zip(data["unit_targets"], data["unit_std"],
                                                  strict=True)}
         return out
+
+
+def _slot_units(units: CostUnits) -> np.ndarray:
+    """``(n, slots)``: each slot's unit as an index into the flat (slot, unit) table, in
+    :func:`~anb.surrogates.features.layer_design`'s order."""
+    offsets = np.concatenate([[0], np.cumsum(units.widths)[:-1]]).astype(np.int64)
+    return np.asarray(units.units, dtype=np.int64) + offsets
 
 
 def shared_vocabulary(space: Space) -> int:
