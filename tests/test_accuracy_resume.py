@@ -43,7 +43,7 @@ def test_sigterm_mid_architecture_then_rerun_resumes(tmp_path):
     assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
     assert "busy:" not in rerun.stdout and "'busy': 0" in rerun.stdout  # claim went with it
     records = {p.stem: json.loads(p.read_text()) for p in (folder / "records").glob("*.json")}
-    assert sorted(records) == sorted([first, second])
+    assert sorted(records) == sorted([first, second]), rerun.stdout[-3000:]
     if epoch is not None:  # killed after `epoch` epochs: the rerun did only the rest
         assert f"{resumed} resuming from epoch {epoch}" in rerun.stdout
         assert len(records[resumed]["provenance"]["job_ids"]) == 2
