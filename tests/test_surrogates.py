@@ -270,7 +270,8 @@ def test_query_mean_and_std_combine_every_member(bench):
     """Catches: an ensemble that uses only its first member (or drops the noise term).
 
     The query's mean is the mean of every member's own prediction (plus the layer-cost base),
-    its std ``sqrt(member variance + noise(mean)**2)`` (widened out of distribution); on a small
+    its std ``sqrt(member variance + noise(mean)**2)`` (widened out of distribution and beyond a
+    target's layer-cost range, :meth:`SurrogateBenchmark.reach`); on a small
     (packed) and a large (native) batch, for the mixed XGBoost + SVR accuracy target and a
     log-space device target."""
     for n in (5, 300):
@@ -286,7 +287,8 @@ def test_query_mean_and_std_combine_every_member(bench):
             ood = bench.ood(choices)
             sigma = bench.support.widen(Support.inflate(sigma, ood, model.trend_), ood, name,
                                         bench.hole_measure(ood, name))
-            sigma = np.hypot(sigma, model.base_std_ * model.base_excess(X))
+            sigma = np.sqrt(sigma**2 + (model.base_std_ * model.base_excess(X)) ** 2
+                            + (model.reach_std_ * bench.reach(X)) ** 2)
             if name == "throughput_a100":  # log model space -> original units
                 mu, sigma = np.exp(mu), np.exp(mu) * np.sqrt(np.expm1(sigma**2))
             np.testing.assert_allclose(frame[name], mu, rtol=1e-6)

@@ -229,6 +229,7 @@ def test_artifact_round_trip_keeps_the_learned_widening(mnasnet, tmp_path):
     again = load(save(bench, tmp_path / "b"))
     assert again.support.hole_std_ == bench.support.hole_std_
     assert again.models["val_top1"].trend_ == bench.models["val_top1"].trend_ > 0
+    assert again.models["val_top1"].reach_std_ == bench.models["val_top1"].reach_std_
     c = mnasnet.choices[:50]
     # as if each were in a hole on which all of its prediction rests
     forced = {**bench.ood(c), "ood_hole": np.ones(50), "ood_hole_share": np.ones((50, 1))}
@@ -260,6 +261,22 @@ def test_top_decile_of_a_device_metric_is_extrapolated_and_flagged(mnasnet):
     assert named.mean() >= 0.9
     inside = bench.query(mnasnet.choices[mnasnet.masks["train"] & ~top], ["throughput_a100"])
     assert not inside["ood_reason"].str.contains("layer-cost estimate").any()
+    # beyond the A100's range, the other targets widen by their reach std
+    rows = mnasnet.choices[top & mnasnet.labels["val_top1"].present]
+    X = bench.builder.transform(rows)
+    reach = bench.reach(X)
+    a100 = bench.models["throughput_a100"]
+    np.testing.assert_allclose(reach, np.maximum(
+        a100.base_excess(X) / a100.base_span(),
+        bench.models["val_top1"].base_excess(X) / bench.models["val_top1"].base_span()))
+    assert (reach > 0).mean() >= 0.9
+    model = bench.models["val_top1"]
+    model.reach_std_, learned = 0.0, model.reach_std_
+    plain = bench.predict_transformed(rows, ["val_top1"])["val_top1"][1]
+    model.reach_std_ = 0.5
+    wide = bench.predict_transformed(rows, ["val_top1"])["val_top1"][1]
+    model.reach_std_ = learned
+    np.testing.assert_allclose(wide, np.hypot(plain, 0.5 * reach), rtol=1e-9)
 
 
 def test_base_excess_is_the_distance_beyond_the_training_range():

@@ -213,13 +213,23 @@ class SurrogateBenchmark:
         share = ood["ood_hole_share"][:, layer_cost.targets_.index(target)]
         return np.where(np.asarray(ood["ood_hole"]) > 0, share, 0.0)
 
+    def reach(self, X: np.ndarray) -> np.ndarray:
+        """How far the layer-cost base lies beyond its training range: the largest excess
+        over all this benchmark's targets, each relative to its training span (0 inside every
+        range). An architecture beyond one target's range is an extreme one for the others
+        too (``benchmarks/shift.py``, top family: the held-out top decile of one device's
+        speed is mispredicted on the other devices)."""
+        parts = [m.base_excess(X) / m.base_span() for m in self.models.values()]
+        return np.max(parts, axis=0) if parts else np.zeros(len(X))
+
     def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None,
                             ood: dict[str, np.ndarray] | None = None
                             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Mean and predictive std in each target's model space (log for device metrics);
         the std grows outside the training data (:meth:`Support.inflate`, :meth:`Support.widen`)
         and where the layer-cost base extrapolates beyond its training range (its
-        ``base_std_`` times :meth:`TargetSurrogate.base_excess`)."""
+        ``base_std_`` times :meth:`TargetSurrogate.base_excess`, and its ``reach_std_`` times
+        :meth:`reach`)."""
         return self.predict_with_excess(self.choices(archs), self.resolve(metrics), ood)[0]
 
     def predict_with_excess(self, choices: np.ndarray, names: list[str],
@@ -234,6 +244,7 @@ class SurrogateBenchmark:
         X = self.builder.transform(choices)
         ood = ood if ood is not None else self.ood(choices)
         result, excess = {}, {}
+        reach = self.reach(X)
         for name, preds in self._member_predictions(X, names).items():
             model = self.models[name]
             std = np.sqrt(preds.var(1) + model.noise_at(preds.mean(1)) ** 2)
@@ -242,7 +253,8 @@ class SurrogateBenchmark:
                                          self.hole_measure(ood, name))
             excess[name] = model.base_excess(X)
             if base_widening:
-                std = np.hypot(std, model.base_std_ * excess[name])
+                std = np.sqrt(std**2 + (model.base_std_ * excess[name]) ** 2
+                              + (model.reach_std_ * reach) ** 2)
             result[name] = (preds.mean(1), std)
         return result, excess
 

@@ -93,6 +93,9 @@ class TargetSurrogate:
         #: hold-outs, else ``BASE_STD``) and observation noise; set by the fit
         self.trend_ = getattr(self, "trend_", 0.0)
         self.base_std_ = getattr(self, "base_std_", BASE_STD)
+        #: std per unit of the benchmark's ``reach`` (the largest base excess over all its
+        #: targets, each relative to its span): learned on internal hold-outs, else 0
+        self.reach_std_ = getattr(self, "reach_std_", 0.0)
         self.observation_std_ = getattr(self, "observation_std_", 0.0)
         resid = y - self._base(X)
         resid_val = None if X_val is None else y_val - self._base(X_val)
@@ -209,7 +212,7 @@ class TargetSurrogate:
                 "noise_curve": None if (curve := getattr(self, "noise_curve_", None)) is None
                 else [c.tolist() for c in curve],
                 "base_range": list(getattr(self, "base_range_", (None, None))),
-                "trend": self.trend_, "base_std": self.base_std_,
+                "trend": self.trend_, "base_std": self.base_std_, "reach_std": self.reach_std_,
                 "observation_std": self.observation_std_,
                 "member_params": [m.get_params() for m in self.members_]}
 
@@ -230,6 +233,7 @@ class TargetSurrogate:
             model.base_range_ = (float(low), float(high))
         model.trend_ = float(spec.get("trend", 0.0))
         model.base_std_ = float(spec.get("base_std", BASE_STD))
+        model.reach_std_ = float(spec.get("reach_std", 0.0))  # absent before it: no term
         model.observation_std_ = float(spec.get("observation_std", 0.0))
         return model
 

@@ -218,12 +218,13 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
     bar.close()
     if config.hole_folds:
         refit = _refit(prepared, config, space)
-        support.hole_std_, base_std, cost_std = learn_hole_std(
+        support.hole_std_, base_std, reach_std, cost_std = learn_hole_std(
             prepared.choices, prepared.masks, space, config.hole_folds, refit, log_macs,
             config.seed)
         for target, value in support.hole_std_.items():
             info[target]["hole_std"] = value
             models[target].base_std_ = info[target]["base_std"] = base_std[target]
+            models[target].reach_std_ = info[target]["reach_std"] = reach_std[target]
             models[target].trend_ = cost_std[target]  # learned: replaces the slope
             info[target]["cost_std"] = cost_std[target]
         if len(support.unseen_units()):  # a unit no training architecture holds anywhere
@@ -255,6 +256,7 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
         predicted, excess = inner.predict_with_excess(choices, inner.metrics, no_cost,
                                                       base_widening=False)
         out: dict[str, tuple[np.ndarray, ...]] = {}
+        ood["reach"] = np.max([excess[t] / inner.models[t].base_span() for t in excess], axis=0)
         for target, (mean, std) in predicted.items():
             lab = prepared.labels[target]
             present = lab.present[held]
