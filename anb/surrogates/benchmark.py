@@ -219,8 +219,11 @@ class SurrogateBenchmark:
         range). An architecture beyond one target's range is an extreme one for the others
         too (``benchmarks/shift.py``, top family: the held-out top decile of one device's
         speed is mispredicted on the other devices)."""
-        parts = [m.base_excess(X) / m.base_span() for m in self.models.values()]
-        return np.max(parts, axis=0) if parts else np.zeros(len(X))
+        return self.reach_of({name: m.base_excess(X) for name, m in self.models.items()})
+
+    def reach_of(self, excess: dict[str, np.ndarray]) -> np.ndarray:
+        """:meth:`reach` from every target's base excess (:meth:`TargetSurrogate.base_excess`)."""
+        return np.max([excess[name] / m.base_span() for name, m in self.models.items()], axis=0)
 
     def predict_transformed(self, archs: Any, metrics: str | Sequence[str] | None = None,
                             ood: dict[str, np.ndarray] | None = None
@@ -244,14 +247,15 @@ class SurrogateBenchmark:
         X = self.builder.transform(choices)
         ood = ood if ood is not None else self.ood(choices)
         result, excess = {}, {}
-        reach = self.reach(X)
+        every = {name: model.base_excess(X) for name, model in self.models.items()}
+        reach = self.reach_of(every)
         for name, preds in self._member_predictions(X, names).items():
             model = self.models[name]
             std = np.sqrt(preds.var(1) + model.noise_at(preds.mean(1)) ** 2)
             if self.support is not None:
                 std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name,
                                          self.hole_measure(ood, name))
-            excess[name] = model.base_excess(X)
+            excess[name] = every[name]
             if base_widening:
                 std = np.sqrt(std**2 + (model.base_std_ * excess[name]) ** 2
                               + (model.reach_std_ * reach) ** 2)

@@ -256,7 +256,7 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
         predicted, excess = inner.predict_with_excess(choices, inner.metrics, no_cost,
                                                       base_widening=False)
         out: dict[str, tuple[np.ndarray, ...]] = {}
-        ood["reach"] = np.max([excess[t] / inner.models[t].base_span() for t in excess], axis=0)
+        ood["reach"] = inner.reach_of(excess)  # excess holds every target
         for target, (mean, std) in predicted.items():
             lab = prepared.labels[target]
             present = lab.present[held]
