@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -15,7 +16,18 @@ from anb.searchspace import Sampler
 from tests.trainer_helpers import CONFIG, REPO, child_env
 
 
+@pytest.fixture
+def inherited_wandb_service():
+    """A wandb service of this (the test) process, its token in the environment the jobs
+    inherit, as after an in-process wandb run in a notebook or an earlier test: the killed
+    job's open run must not block the rerun ("run ID ... is in use")."""
+    wandb_setup = pytest.importorskip("wandb.sdk.wandb_setup")
+    wandb_setup.singleton().ensure_service()
+    assert os.environ.get("WANDB_SERVICE")
+
+
 @pytest.mark.slow
+@pytest.mark.usefixtures("inherited_wandb_service")
 def test_sigterm_mid_architecture_then_rerun_resumes(tmp_path):
     folder = tmp_path / "out"
     cmd = [sys.executable, "-m", "anb.collect_accuracy.train", "--config", str(CONFIG),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -233,7 +234,10 @@ def test_adapt_overwrite_replaces_a_foreign_folder(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_measure_refuses_a_second_run_into_the_same_folder(tmp_path):
-    """Two real ``anb measure`` processes: the second ends at once naming the first's pid."""
+    """Two real ``anb measure`` processes: the second ends at once naming the first's pid.
+
+    The first is stopped (SIGSTOP) while the second runs, so a short measurement cannot end
+    before the second starts up."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "speed"
     command = [sys.executable, "-m", "anb", "measure", "cpu-ort", "--archs", ARCH, "--out",
@@ -245,7 +249,11 @@ def test_measure_refuses_a_second_run_into_the_same_folder(tmp_path):
     while not info.exists() and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert info.exists(), first.communicate()
-    second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    first.send_signal(signal.SIGSTOP)  # holds the lock however slow the second's start-up
+    try:
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    finally:
+        first.send_signal(signal.SIGCONT)
     first_out, first_err = first.communicate(timeout=300)
     assert second.returncode == 2, second.stderr
     assert second.stderr.strip() == (

@@ -9,6 +9,7 @@ disabled. Only rank 0 logs.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,18 @@ from anb.collect_accuracy.config import Config
 
 def run_id(arch_id: str, recipe_hash: str, seed: int) -> str:
     return f"{arch_id}-{recipe_hash[:8]}-s{seed}"
+
+
+def own_service() -> None:
+    """Start this process's own wandb service rather than one inherited from a parent.
+
+    wandb hands its service to child processes through ``WANDB_SERVICE`` (a token naming the
+    owner's pid). A job sharing its parent's service leaves its run open there when it is
+    killed, and the rerun's resume of that run id is refused ("run ID ... is in use").
+    """
+    token = os.environ.get("WANDB_SERVICE", "")
+    if token and token.split("-")[1:2] != [str(os.getpid())]:
+        del os.environ["WANDB_SERVICE"]
 
 
 def project(config: Config, recipe_hash: str) -> str:
@@ -47,6 +60,7 @@ class WandbRun:
 
         root = Path(log["wandb_dir"] or Path(log["folder"]) / "wandb")
         root.mkdir(parents=True, exist_ok=True)
+        own_service()
         self.run = wandb.init(
             project=project(config, recipe_hash), entity=log["wandb_entity"] or None,
             mode=log["wandb_mode"], dir=str(root),
