@@ -20,6 +20,19 @@ SPLITS_DIR = SHARED_DATA / "splits"
 SNPE_STANDINS = Path(__file__).parent / "standins" / "snpe"
 
 
+#: Test files that take minutes (``--durations``, two workers), longest first. pytest-xdist's
+#: ``--dist loadfile`` hands files to idle workers in collection order, so these start first
+#: and the suite does not end on one long file while the other worker sits idle.
+SLOW_FILES = ("test_readme.py", "test_wheel.py", "test_space_chain.py", "test_notebooks.py",
+              "test_help_transfer.py", "test_integrations_syne_tune.py",
+              "test_board_runtimes.py", "test_surrogates.py", "test_slurm.py", "test_ffcv.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order kept within
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _pin_torch_threads():
     try:
