@@ -277,6 +277,12 @@ def test_top_decile_of_a_device_metric_is_extrapolated_and_flagged(mnasnet):
     wide = bench.predict_transformed(rows, ["val_top1"])["val_top1"][1]
     model.reach_std_ = learned
     np.testing.assert_allclose(wide, np.hypot(plain, 0.5 * reach), rtol=1e-9)
+    # and a query of top-1 alone is flagged where it is widened, naming the A100's estimate
+    alone = bench.query(rows, ["val_top1"])
+    np.testing.assert_array_equal(alone["ood"].to_numpy() | (reach == 0), True)
+    beyond = a100.base_excess(X) / a100.base_span() == reach
+    assert alone["ood_reason"][(reach > 0) & beyond].str.contains(
+        "throughput_a100 layer-cost estimate").all()
 
 
 def test_base_excess_is_the_distance_beyond_the_training_range():

@@ -239,23 +239,23 @@ class SurrogateBenchmark:
                             ood: dict[str, np.ndarray] | None, base_widening: bool = True
                             ) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]],
                                        dict[str, np.ndarray]]:
-        """:meth:`predict_transformed`'s result (without the base term when not
-        ``base_widening``) and each target's base excess, from one feature transform."""
+        """:meth:`predict_transformed`'s result for ``names`` (without the base term when not
+        ``base_widening``) and the base excess of every target of the benchmark (all of them
+        widen through :meth:`reach`, whichever are queried), from one feature transform."""
         if not len(choices):
             return ({name: (np.zeros(0), np.zeros(0)) for name in names},
-                    {name: np.zeros(0) for name in names})
+                    {name: np.zeros(0) for name in self.models})
         X = self.builder.transform(choices)
         ood = ood if ood is not None else self.ood(choices)
-        result, excess = {}, {}
-        every = {name: model.base_excess(X) for name, model in self.models.items()}
-        reach = self.reach_of(every)
+        result = {}
+        excess = {name: model.base_excess(X) for name, model in self.models.items()}
+        reach = self.reach_of(excess)
         for name, preds in self._member_predictions(X, names).items():
             model = self.models[name]
             std = np.sqrt(preds.var(1) + model.noise_at(preds.mean(1)) ** 2)
             if self.support is not None:
                 std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name,
                                          self.hole_measure(ood, name))
-            excess[name] = every[name]
             if base_widening:
                 std = np.sqrt(std**2 + (model.base_std_ * excess[name]) ** 2
                               + (model.reach_std_ * reach) ** 2)
@@ -277,8 +277,8 @@ class SurrogateBenchmark:
         choices = self.choices(archs)
         ood = self.ood(choices)
         dist, excess = self.predict_with_excess(choices, names, ood)
-        spans = {name: self.models[name].base_span() for name in names}
-        ood = flag_extrapolation(ood, excess, self.transforms, spans)
+        spans = {name: model.base_span() for name, model in self.models.items()}
+        ood = flag_extrapolation(ood, excess, self.transforms, spans)  # every target: see reach
         if noise and seed is None:
             seed = int(np.random.default_rng().integers(2**63))
         n = len(choices)
@@ -313,10 +313,11 @@ class SurrogateBenchmark:
 def flag_extrapolation(ood: dict[str, np.ndarray], excess: dict[str, np.ndarray],
                        transforms: dict[str, str], spans: dict[str, float]
                        ) -> dict[str, np.ndarray]:
-    """``ood`` with the architectures also flagged whose layer-cost base for a queried target
-    lies beyond its training range (the prediction extrapolates); ``ood_reason`` names the
-    target whose excess is the largest share of its training range's width (``spans``), so
-    that percentage points and log units compare fairly."""
+    """``ood`` with the architectures also flagged whose layer-cost base for any target (queried
+    or not: each one widens every std through the reach) lies beyond its training range (the
+    prediction extrapolates); ``ood_reason`` names the target whose excess is the largest share
+    of its training range's width (``spans``), so that percentage points and log units compare
+    fairly."""
     if not excess or not len(next(iter(excess.values()))):
         return ood
     names = list(excess)
