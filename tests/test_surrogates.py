@@ -271,7 +271,8 @@ def test_query_mean_and_std_combine_every_member(bench):
 
     The query's mean is the mean of every member's own prediction (plus the layer-cost base),
     its std ``sqrt(member variance + noise(mean)**2)`` (widened out of distribution and beyond a
-    target's layer-cost range, :meth:`SurrogateBenchmark.reach`); on a small
+    target's layer-cost range, :meth:`SurrogateBenchmark.reach`, and past the edge of its
+    labels, :meth:`TargetSurrogate.edge_width`); on a small
     (packed) and a large (native) batch, for the mixed XGBoost + SVR accuracy target and a
     log-space device target."""
     for n in (5, 300):
@@ -288,7 +289,8 @@ def test_query_mean_and_std_combine_every_member(bench):
             sigma = bench.support.widen(Support.inflate(sigma, ood, model.trend_), ood, name,
                                         bench.hole_measure(ood, name))
             sigma = np.sqrt(sigma**2 + (model.base_std_ * model.base_excess(X)) ** 2
-                            + (model.reach_std_ * bench.reach(X)) ** 2)
+                            + (model.reach_std_ * bench.reach(X)) ** 2
+                            + model.edge_width(mu) ** 2)
             if name == "throughput_a100":  # log model space -> original units
                 mu, sigma = np.exp(mu), np.exp(mu) * np.sqrt(np.expm1(sigma**2))
             np.testing.assert_allclose(frame[name], mu, rtol=1e-6)

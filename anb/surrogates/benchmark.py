@@ -232,7 +232,8 @@ class SurrogateBenchmark:
         the std grows outside the training data (:meth:`Support.inflate`, :meth:`Support.widen`)
         and where the layer-cost base extrapolates beyond its training range (its
         ``base_std_`` times :meth:`TargetSurrogate.base_excess`, and its ``reach_std_`` times
-        :meth:`reach`)."""
+        :meth:`reach`) and where the mean lies past the edge of the training labels (its
+        :meth:`TargetSurrogate.edge_width`)."""
         return self.predict_with_excess(self.choices(archs), self.resolve(metrics), ood)[0]
 
     def predict_with_excess(self, choices: np.ndarray, names: list[str],
@@ -252,14 +253,16 @@ class SurrogateBenchmark:
         reach = self.reach_of(excess)
         for name, preds in self._member_predictions(X, names).items():
             model = self.models[name]
-            std = np.sqrt(preds.var(1) + model.noise_at(preds.mean(1)) ** 2)
+            mean = preds.mean(1)
+            std = np.sqrt(preds.var(1) + model.noise_at(mean) ** 2)
             if self.support is not None:
                 std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name,
                                          self.hole_measure(ood, name))
             if base_widening:
                 std = np.sqrt(std**2 + (model.base_std_ * excess[name]) ** 2
-                              + (model.reach_std_ * reach) ** 2)
-            result[name] = (preds.mean(1), std)
+                              + (model.reach_std_ * reach) ** 2
+                              + model.edge_width(mean) ** 2)
+            result[name] = (mean, std)
         return result, excess
 
     def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,

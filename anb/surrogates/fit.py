@@ -29,7 +29,7 @@ from anb.surrogates.data import (
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import FAMILIES
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
-from anb.surrogates.holes import Refit, learn_hole_std, learn_unit_std
+from anb.surrogates.holes import Refit, learn_edge_std, learn_hole_std, learn_unit_std
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 from anb.surrogates.noise import observation_std
 from anb.surrogates.support import Support, trend
@@ -232,6 +232,24 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
                                                support.hole_std_)
             for target, value in support.unit_std_.items():
                 info[target]["unit_std"] = value
+
+        def widen(target: str, result: tuple[np.ndarray, ...], ood: dict[str, np.ndarray]
+                  ) -> np.ndarray:
+            """A refit's std with every learned term but the edge (as a query adds them)."""
+            _, _, std, excess, hole, _ = result
+            model = models[target]
+            return np.sqrt(std**2 + (support.hole_std_[target] * hole) ** 2
+                           + (support.unit_std_.get(target, 0.0) * ood["ood_unit"]) ** 2
+                           + (model.base_std_ * excess) ** 2
+                           + (model.reach_std_ * ood["reach"]) ** 2
+                           + (model.trend_ * ood["ood_cost"]) ** 2)
+
+        values = {t: (to_model_space(t, np.where(lab.present, lab.values, 1.0)), lab.present)
+                  for t, lab in prepared.labels.items()}
+        for target, (edge_std, edge_cap) in learn_edge_std(prepared.masks, refit, values,
+                                                           widen).items():
+            models[target].edge_std_, models[target].edge_cap_ = edge_std, edge_cap
+            info[target]["edge_std"], info[target]["edge_cap"] = list(edge_std), list(edge_cap)
     transforms = {t: transform_for(t) for t in models}
     manifest_info = {
         "fit_config": config.to_dict(),
@@ -246,9 +264,10 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
     """The internal hold-outs' refit: the same config without hold-outs of its own."""
     inner_config = replace(config, hole_folds=0)
 
-    def refit(masks: dict[str, np.ndarray], held: np.ndarray
+    def refit(masks: dict[str, np.ndarray], held: np.ndarray, targets: list[str] | None
               ) -> tuple[dict[str, tuple[np.ndarray, ...]], dict[str, np.ndarray]]:
-        sub = Prepared(prepared.frame, prepared.choices, masks, prepared.labels, space)
+        labels = {t: prepared.labels[t] for t in targets} if targets else prepared.labels
+        sub = Prepared(prepared.frame, prepared.choices, masks, labels, space)
         inner = fit_benchmark(sub, inner_config, progress=False, space=space)
         choices = prepared.choices[held]
         ood = inner.ood(choices)
@@ -256,13 +275,13 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
         predicted, excess = inner.predict_with_excess(choices, inner.metrics, no_cost,
                                                       base_widening=False)
         out: dict[str, tuple[np.ndarray, ...]] = {}
-        ood["reach"] = inner.reach_of(excess)  # excess holds every target
+        ood["reach"] = inner.reach_of(excess)  # excess holds every refitted target
         for target, (mean, std) in predicted.items():
             lab = prepared.labels[target]
             present = lab.present[held]
             y = np.where(present, lab.values[held], 1.0)
             out[target] = (present, to_model_space(target, y) - mean, std, excess[target],
-                           inner.hole_measure(ood, target))
+                           inner.hole_measure(ood, target), inner.models[target].edge_excess(mean))
         return out, ood
     return refit
 

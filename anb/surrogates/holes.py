@@ -21,6 +21,17 @@ rows inside their interval. The reach std took the top family of ``benchmarks/sh
 55 to 38 under-covered cells of 100 (within 0.85-0.95: 32 -> 36; over 0.95: 13 -> 26) and left
 the other families as they were.
 
+One edge fold per target, refitting that target alone, removes its label extremes (the
+``EDGE_SHARE`` of its rows with the highest and with the lowest labels): a region selected on
+the outcome itself, whose truth lies beyond the labels the refit saw while its features need
+not (no other target's range is left, so nothing above widens it). The target's edge stds (per
+model-space unit by which the predicted mean lies past the edge of the training labels,
+``TargetSurrogate.edge_excess``), one below and one above, are each the smallest that puts
+``LEVEL`` of the removed rows past that end inside their interval on top of every std above;
+the excess counts up to the largest the fold had (past it, the widening would be a guess).
+Pooled, the slowest architectures (beyond the layer-cost base's range, which extrapolates
+there) set the one std and left the fastest under-covered.
+
 When the training data lack a unit of the space's shared vocabulary in every slot (for MnasNet:
 no architecture with squeeze-excite), architectures using it are a deeper hole: the layer-cost
 model knows only its analytic costs. Whole-unit folds mimic that: one per seen unit removes every
@@ -46,6 +57,8 @@ LEVEL = 0.9
 MIN_ROWS = 10
 #: Share of the train/val rows at one cost extreme (most or fewest MACs) a fold also removes.
 COST_SHARE = 0.075
+#: Share of a target's labelled train/val rows at each end of its labels its edge fold removes.
+EDGE_SHARE = 0.05
 #: A whole-unit fold removes at most this share of the train/val rows (with 6 units seen in 7
 #: MnasNet stages, one unit is in about 72 % of the architectures).
 UNIT_SHARE = 0.8
@@ -97,11 +110,11 @@ def hole_std(errors: np.ndarray, std: np.ndarray, hole: np.ndarray,
     return float(needed[order][min(k, len(order) - 1)])
 
 
-#: Refits the benchmark on the given masks and returns, for the rows of ``held`` (a boolean
-#: mask), per target ``(label present, error, std without the cost and base terms, base
-#: excess, hole measure)`` in model space plus the rows' out-of-distribution scores
-#: (``SurrogateBenchmark.ood``).
-Refit = Callable[[dict[str, np.ndarray], np.ndarray],
+#: Refits the benchmark on the given masks (of the given targets; ``None``: all) and returns,
+#: for the rows of ``held`` (a boolean mask), per target ``(label present, error, std without
+#: the cost and base terms, base excess, hole measure, edge excess)`` in model space plus the
+#: rows' out-of-distribution scores (``SurrogateBenchmark.ood``, with the ``reach``).
+Refit = Callable[[dict[str, np.ndarray], np.ndarray, list[str] | None],
                  tuple[dict[str, tuple[np.ndarray, ...]], dict[str, np.ndarray]]]
 
 
@@ -116,16 +129,17 @@ def unit_folds(choices: np.ndarray, space: Space) -> list[np.ndarray]:
     return [mask for mask in rows if MIN_ROWS <= mask.sum() <= UNIT_SHARE * len(choices)]
 
 
-def _refit_without(refit: Refit, masks: dict[str, np.ndarray], fold: np.ndarray
+def _refit_without(refit: Refit, masks: dict[str, np.ndarray], fold: np.ndarray,
+                   targets: list[str] | None = None
                    ) -> tuple[dict[str, tuple[np.ndarray, ...]], dict[str, np.ndarray]]:
-    """``refit`` on the train and val rows of ``masks`` less ``fold`` (a mask over those
-    rows), predicting the rows it removed."""
+    """``refit`` (of ``targets``; ``None``: all) on the train and val rows of ``masks`` less
+    ``fold`` (a mask over those rows), predicting the rows it removed."""
     seen = masks["train"] | masks["val"]
     cut = np.zeros(len(seen), dtype=bool)
     cut[np.flatnonzero(seen)[fold]] = True
     sub = {"train": masks["train"] & ~cut, "val": masks["val"] & ~cut,
            "test": np.zeros(len(seen), dtype=bool)}
-    return refit(sub, cut)
+    return refit(sub, cut, targets)
 
 
 def cost_extremes(log_macs: np.ndarray, n_folds: int) -> list[np.ndarray]:
@@ -154,7 +168,7 @@ def learn_hole_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Spa
     for fold, extreme in zip(holes, cost_extremes(log_macs[seen], len(holes)), strict=True):
         results, ood = _refit_without(refit, masks, fold | extreme)
         cost, reach = ood["ood_cost"], ood["reach"]
-        for target, (present, error, std, excess, hole) in results.items():
+        for target, (present, error, std, excess, hole, _) in results.items():
             pooled.setdefault(target, []).append(
                 (error[present], std[present], hole[present], cost[present], excess[present],
                  reach[present]))
@@ -182,7 +196,7 @@ def learn_unit_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Spa
     pooled: dict[str, list[tuple[np.ndarray, ...]]] = {}
     for fold in unit_folds(choices[seen], space):
         results, ood = _refit_without(refit, masks, fold)
-        for target, (present, error, std, _, hole) in results.items():
+        for target, (present, error, std, _, hole, _) in results.items():
             widened = np.hypot(std, hole_sd[target] * hole)
             pooled.setdefault(target, []).append(
                 (error[present], widened[present], ood["ood_unit"][present]))
@@ -190,4 +204,35 @@ def learn_unit_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Spa
     for t, rows in pooled.items():
         error, widened, share = (np.concatenate(parts) for parts in zip(*rows, strict=True))
         out[t] = hole_std(error, widened, share)
+    return out
+
+
+def edge_extremes(values: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """The rows among the ``present`` ones whose ``values`` are among their ``EDGE_SHARE``
+    highest or lowest."""
+    low, high = np.quantile(values[present], [EDGE_SHARE, 1 - EDGE_SHARE])
+    return present & ((values <= low) | (values >= high))
+
+
+def learn_edge_std(masks: dict[str, np.ndarray], refit: Refit,
+                   labels: dict[str, tuple[np.ndarray, np.ndarray]],
+                   widen: Callable[[str, tuple[np.ndarray, ...], dict[str, np.ndarray]],
+                                   np.ndarray]
+                   ) -> dict[str, tuple[tuple[float, float], tuple[float, float]]]:
+    """Per target (``labels``: its model-space values and present mask over all rows) the edge
+    stds below and above (model space, per unit of ``TargetSurrogate.edge_excess``) and the
+    largest edge excess at each end, from its own edge fold, a refit of that target alone (see
+    the module docstring); ``widen(target, refit result, ood)`` is the rows' std with every
+    other learned term."""
+    seen = masks["train"] | masks["val"]
+    out = {}
+    for target, (values, present) in labels.items():
+        fold = edge_extremes(values[seen], present[seen])
+        results, ood = _refit_without(refit, masks, fold, [target])
+        result = results[target]
+        error, edge, std = result[1], result[5], widen(target, result, ood)
+        below, above = np.maximum(-edge, 0.0), np.maximum(edge, 0.0)
+        out[target] = ((hole_std(error, std, below, weighted=True),
+                        hole_std(error, std, above, weighted=True)),
+                       (float(below.max(initial=0.0)), float(above.max(initial=0.0))))
     return out
