@@ -164,3 +164,20 @@ def test_wandb_system_stats_default_on_and_reach_wandb_init(tmp_path, monkeypatc
         assert isinstance(settings, wandb.Settings)  # the installed wandb accepts the keys
         assert settings.x_disable_stats is disabled
         assert seen[-1]["mode"] == "offline"
+
+
+def test_a_job_starts_its_own_wandb_service_not_an_inherited_one(monkeypatch):
+    """wandb passes its service to child processes in ``WANDB_SERVICE`` (the owner's pid
+    second); a job drops another process's token and keeps its own."""
+    import os
+
+    from anb.collect_accuracy.wandb_log import own_service
+
+    inherited = f"3-{os.getppid()}-unix-/tmp/wandb-service-{os.getppid()}.sock"
+    monkeypatch.setenv("WANDB_SERVICE", inherited)
+    own_service()
+    assert "WANDB_SERVICE" not in os.environ
+    mine = f"3-{os.getpid()}-tcp-localhost-40123"
+    monkeypatch.setenv("WANDB_SERVICE", mine)
+    own_service()
+    assert os.environ["WANDB_SERVICE"] == mine
