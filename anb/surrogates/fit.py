@@ -238,7 +238,7 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
             """A refit's std with every learned term but the edge (as a query adds them)."""
             _, _, std, excess, hole, _ = result
             model = models[target]
-            return np.sqrt(std**2 + (support.hole_std_[target] * hole) ** 2
+            return np.sqrt(std**2 + (support.hole_std_.get(target, 0.0) * hole) ** 2
                            + (support.unit_std_.get(target, 0.0) * ood["ood_unit"]) ** 2
                            + (model.base_std_ * excess) ** 2
                            + (model.reach_std_ * ood["reach"]) ** 2
