@@ -33,7 +33,6 @@ from anb.surrogates import (
 from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 from anb.surrogates.noise import standard_normal
-from anb.surrogates.support import Support
 from tests.conftest import DATASET_TARBALL as TARBALL
 
 SMALL_TARGETS = ["val_top1", "throughput_a100", "throughput_tpuv3", "latency_zcu102"]
@@ -286,9 +285,11 @@ def test_query_mean_and_std_combine_every_member(bench):
             mu = preds.mean(1)
             sigma = np.sqrt(preds.var(1) + model.noise_at(mu) ** 2)
             ood = bench.ood(choices)
-            sigma = bench.support.widen(Support.inflate(sigma, ood, model.trend_), ood, name,
-                                        bench.hole_measure(ood, name))
-            sigma = np.sqrt(sigma**2 + (model.base_std_ * model.base_excess(X)) ** 2
+            sigma = np.sqrt((sigma * np.maximum(ood["ood_distance"], 1.0)) ** 2
+                            + (model.trend_ * ood["ood_cost"]) ** 2
+                            + (bench.support.hole_std_.get(name, 0.0) * bench.hole_measure(ood, name)) ** 2
+                            + (bench.support.unit_std_.get(name, 0.0) * ood["ood_unit"]) ** 2
+                            + (model.base_std_ * model.base_excess(X)) ** 2
                             + (model.reach_std_ * bench.reach(X)) ** 2
                             + model.edge_width(mu) ** 2)
             if name == "throughput_a100":  # log model space -> original units

@@ -10,7 +10,7 @@ from scipy.stats import kendalltau
 from anb.searchspace import get_space
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, load, prepare, save
 from anb.surrogates import help_tables as ht
-from anb.surrogates.benchmark import flag_extrapolation
+from anb.surrogates.benchmark import flag_extrapolation, learned_std
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.features import LayerCostModel, layer_design
 from anb.surrogates.fit import Prepared, to_model_space
@@ -129,7 +129,11 @@ def test_a_rare_pair_is_named_with_its_count_and_widens_in_proportion():
                                       "block0_k=5 seen 2x in training")
     assert score["ood_hole"][1] == pytest.approx(1 - 2 / MIN_COUNT)
     support.hole_std_ = {"t": 3.0}
-    wide = support.widen(np.array([0.4, 0.4]), score, "t", score["ood_hole"])
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    model = TargetSurrogate("xgboost", {"n_estimators": 2}, 2).fit(X, X[:, 0])
+    assert model.trend_ == 0.0  # no cost term: the hole term alone widens
+    terms = {**score, "hole": score["ood_hole"], "excess": np.zeros(2), "reach": np.zeros(2)}
+    wide = learned_std(model, support, "t", np.array([0.4, 0.4]), terms)
     assert wide[0] == 0.4 and wide[1] == pytest.approx(np.hypot(0.4, 3.0 * (1 - 2 / MIN_COUNT)))
 
 

@@ -86,13 +86,18 @@ def test_extremes_are_flagged_bounded_and_uncertain(bench, prepared):
 
 
 def test_std_grows_with_the_distance_from_the_data(bench):
-    from anb.surrogates.support import Support
-
-    std = np.full(3, 0.4)
-    score = {"ood_distance": np.array([0.5, 1.0, 2.0]), "ood_cost": np.array([0.0, 0.1, 0.3])}
-    grown = Support.inflate(std, score, trend=6.0)
-    assert grown[0] == 0.4 and np.all(np.diff(grown) > 0)
-    assert grown[2] == pytest.approx(np.hypot(0.8, 1.8))
+    """The members' and noise std scales with the support distance (not below 1), under
+    every other term: doubling the distance adds 3x the unscaled variance."""
+    choices = bench.choices([LARGEST, SMALLEST])
+    X = bench.builder.transform(choices)
+    ood = bench.ood(choices)
+    near = bench.predict_transformed(choices, TARGETS, {**ood, "ood_distance": np.full(2, 0.5)})
+    far = bench.predict_transformed(choices, TARGETS, {**ood, "ood_distance": np.full(2, 2.0)})
+    for target in TARGETS:
+        preds = bench.models[target].member_predictions(X)
+        raw = preds.var(1) + bench.models[target].noise_at(preds.mean(1)) ** 2
+        np.testing.assert_allclose(far[target][1] ** 2 - near[target][1] ** 2, 3 * raw,
+                                   rtol=1e-5)  # float32 features
 
 
 @pytest.mark.slow

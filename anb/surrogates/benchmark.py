@@ -9,7 +9,7 @@ all batches of members compiled to node tables (the query install has no xgboost
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -35,6 +35,24 @@ OOD_COLUMNS = ("ood", "ood_distance", "ood_cost", "ood_reason")
 ALIASES = {"accuracy": "val_top1", "top1": "val_top1"}
 #: Batches up to this size use the packed numpy forest; larger ones the native predictor.
 SMALL_BATCH = 64
+
+
+def learned_std(model: TargetSurrogate, support: Support | None, name: str, std: np.ndarray,
+                terms: Mapping[str, Any], mean: np.ndarray | None = None) -> np.ndarray:
+    """``std`` (model space, already scaled by the support distance) widened in quadrature by
+    every learned term: ``model.trend_`` per unit of ``ood_cost``; the support's hole std of
+    ``name`` times ``hole`` (:meth:`SurrogateBenchmark.hole_measure`) and its unit std times
+    ``ood_unit``; ``base_std_`` times the base ``excess``; ``reach_std_`` times ``reach``;
+    given the ``mean``, the edge width (:meth:`TargetSurrogate.edge_width`). The one
+    composition a query and the internal hold-outs that learn these stds share."""
+    hole_std = support.hole_std_.get(name, 0.0) if support is not None else 0.0
+    unit_std = support.unit_std_.get(name, 0.0) if support is not None else 0.0
+    edge = model.edge_width(mean) if mean is not None else 0.0
+    return np.sqrt(std**2 + (model.trend_ * terms["ood_cost"]) ** 2
+                   + (hole_std * terms["hole"]) ** 2
+                   + (unit_std * terms.get("ood_unit", 0.0)) ** 2
+                   + (model.base_std_ * terms["excess"]) ** 2
+                   + (model.reach_std_ * terms["reach"]) ** 2 + edge**2)
 
 
 class SurrogateBenchmark:
@@ -229,10 +247,11 @@ class SurrogateBenchmark:
                             ood: dict[str, np.ndarray] | None = None
                             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Mean and predictive std in each target's model space (log for device metrics);
-        the std grows outside the training data (:meth:`Support.inflate`, :meth:`Support.widen`)
-        and where the layer-cost base extrapolates beyond its training range (its
-        ``base_std_`` times :meth:`TargetSurrogate.base_excess`, and its ``reach_std_`` times
-        :meth:`reach`) and where the mean lies past the edge of the training labels (its
+        the std scales with the support distance and grows by every learned term
+        (:func:`learned_std`): outside the training cost range, in holes, on unseen units,
+        where the layer-cost base extrapolates beyond its training range (its ``base_std_``
+        times :meth:`TargetSurrogate.base_excess`, and its ``reach_std_`` times :meth:`reach`)
+        and where the mean lies past the edge of the training labels (its
         :meth:`TargetSurrogate.edge_width`)."""
         return self.predict_with_excess(self.choices(archs), self.resolve(metrics), ood)[0]
 
@@ -255,13 +274,13 @@ class SurrogateBenchmark:
             model = self.models[name]
             mean = preds.mean(1)
             std = np.sqrt(preds.var(1) + model.noise_at(mean) ** 2)
-            if self.support is not None:
-                std = self.support.widen(Support.inflate(std, ood, model.trend_), ood, name,
-                                         self.hole_measure(ood, name))
-            if base_widening:
-                std = np.sqrt(std**2 + (model.base_std_ * excess[name]) ** 2
-                              + (model.reach_std_ * reach) ** 2
-                              + model.edge_width(mean) ** 2)
+            terms = {"ood_cost": ood["ood_cost"], "hole": self.hole_measure(ood, name),
+                     "ood_unit": ood.get("ood_unit", 0.0),
+                     "excess": excess[name] if base_widening else 0.0,
+                     "reach": reach if base_widening else 0.0}
+            std = learned_std(model, self.support, name,
+                              std * np.maximum(ood["ood_distance"], 1.0), terms,
+                              mean if base_widening else None)
             result[name] = (mean, std)
         return result, excess
 

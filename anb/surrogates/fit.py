@@ -15,7 +15,7 @@ from anb import resources
 from anb.io import read_json
 from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
-from anb.surrogates.benchmark import SurrogateBenchmark
+from anb.surrogates.benchmark import SurrogateBenchmark, learned_std
 from anb.surrogates.data import (
     Labels,
     data_hash,
@@ -237,12 +237,8 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
                   ) -> np.ndarray:
             """A refit's std with every learned term but the edge (as a query adds them)."""
             _, _, std, excess, hole, _ = result
-            model = models[target]
-            return np.sqrt(std**2 + (support.hole_std_.get(target, 0.0) * hole) ** 2
-                           + (support.unit_std_.get(target, 0.0) * ood["ood_unit"]) ** 2
-                           + (model.base_std_ * excess) ** 2
-                           + (model.reach_std_ * ood["reach"]) ** 2
-                           + (model.trend_ * ood["ood_cost"]) ** 2)
+            return learned_std(models[target], support, target, std,
+                               {**ood, "hole": hole, "excess": excess})
 
         values = {t: (to_model_space(t, np.where(lab.present, lab.values, 1.0)), lab.present)
                   for t, lab in prepared.labels.items()}

@@ -17,7 +17,7 @@ Three signals per architecture:
   model has only the unit's analytic costs to go on.
 
 ``ood`` flags any of them and ``ood_reason`` says why (empty in distribution). The predictive
-std grows with each (:meth:`Support.inflate`, :meth:`Support.widen`): the spread scales with the
+std grows with each (:func:`anb.surrogates.benchmark.learned_std`): the spread scales with the
 relative distance, a cost excess adds a per-target std per log unit of excess, and a hole adds a
 per-target std in proportion to the part of the prediction resting on the units in holes of
 their slots (:meth:`slot_rarity` weights each; without a layer-cost model, to how rare the
@@ -319,21 +319,6 @@ class Support:
         if distance > 1 and not parts:
             parts.append(f"nearest training architecture {distance:.2f}x the usual distance")
         return "; ".join(parts)
-
-    @staticmethod
-    def inflate(std: np.ndarray, score: dict[str, np.ndarray], trend: float) -> np.ndarray:
-        """Predictive std (model space) widened outside the support (``trend``: the std per log
-        unit of cost excess)."""
-        spread = std * np.maximum(score["ood_distance"], 1.0)
-        return np.sqrt(spread**2 + (trend * score["ood_cost"]) ** 2)
-
-    def widen(self, std: np.ndarray, score: dict[str, np.ndarray], target: str,
-              hole: np.ndarray) -> np.ndarray:
-        """:meth:`inflate`'s std plus ``target``'s learned hole std times its hole measure
-        (``hole``: ``SurrogateBenchmark.hole_measure``) and its unit std times ``ood_unit``."""
-        in_hole = self.hole_std_.get(target, 0.0) * hole
-        unit = self.unit_std_.get(target, 0.0) * score.get("ood_unit", 0.0)
-        return np.sqrt(std**2 + in_hole**2 + unit**2)
 
     # ------------------------------------------------------------ persistence
     def save(self, path: Path) -> None:
