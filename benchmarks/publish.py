@@ -2,8 +2,8 @@
 
 Each script's ``__main__`` runs under :func:`published`: what the script prints is kept, and when
 it finishes without error its section of RESULTS.md (one per command: the script and its
-arguments; sections in name order) is replaced by the output, headed by the exact command, the
-date, the machine and the commit. A
+arguments but those that only say where to write: ``OUTPUT_OPTIONS``; sections in name order)
+is replaced by the output, headed by the exact command, the date, the machine and the commit. A
 failed or interrupted run leaves RESULTS.md as it was. ``ANB_PUBLISH=0`` turns publishing off
 (a scratch run that should not replace the recorded one).
 """
@@ -30,6 +30,8 @@ complete run of one command (a script and its arguments), with the date, machine
 produced it. Run the command again to replace its section; `ANB_PUBLISH=0` runs one without
 touching this file.
 """
+#: Options that name where a script writes, not what it measures: left out of a section's name.
+OUTPUT_OPTIONS = ("--csv", "--plot", "--out")
 SECTION = re.compile(r"<!-- begin (?P<name>[^>]+?) -->\n.*?<!-- end (?P=name) -->\n", re.S)
 
 
@@ -93,6 +95,21 @@ def write(name: str, text: str, path: Path | None = None) -> None:
     tmp.replace(path)
 
 
+def section_name(script: str, args: list[str]) -> str:
+    """The script's stem and its arguments, without ``OUTPUT_OPTIONS`` and their values."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in OUTPUT_OPTIONS:
+            skip = True
+        elif not arg.startswith(tuple(f"{o}=" for o in OUTPUT_OPTIONS)):
+            kept.append(arg.lstrip("-"))
+    name = " ".join([Path(script).stem, *kept])
+    return re.sub(r"[^\w./=,: -]", "_", name).replace("--", "-")
+
+
 @contextlib.contextmanager
 def published(script: str) -> Iterator[None]:
     """Run a benchmark's ``main()`` inside this; on success its output becomes its section."""
@@ -101,8 +118,7 @@ def published(script: str) -> Iterator[None]:
         yield
     if os.environ.get("ANB_PUBLISH", "1") == "0":
         return
-    name = " ".join([Path(script).stem, *(a.lstrip("-") for a in sys.argv[1:])])
-    name = re.sub(r"[^\w./=,: -]", "_", name).replace("--", "-")
+    name = section_name(script, sys.argv[1:])
     command = " ".join(["python", f"benchmarks/{Path(script).name}",
                         *map(shlex.quote, sys.argv[1:])])
     write(name, section(name, command, tee.kept.getvalue()))

@@ -54,3 +54,16 @@ def test_every_benchmark_script_publishes():
     missing = [p.name for p in scripts if p.name != "publish.py"
                and "with published(__file__):" not in p.read_text()]
     assert not missing
+
+
+def test_output_options_do_not_name_a_section():
+    """Bug class: ``--csv PATH`` or ``--out DIR`` starts a new section, orphaning the old one."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from publish import section_name
+
+    plain = section_name("/x/shift.py", ["--members", "1"])
+    assert plain == "shift members 1"
+    assert section_name("/x/shift.py", ["--csv", "/tmp/a.csv", "--members", "1",
+                                        "--plot=/tmp/p.png"]) == plain
+    assert section_name("/x/search_measured.py", ["--out", "/tmp/o", "--benchmark", "b"]) \
+        == "search_measured benchmark b"
