@@ -82,6 +82,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
 
     from anb.io import atomic_write_json
     from anb.outputs import replace_folder
+    from anb.surrogates.plan import LINEAR_ALPHAS
     from anb.version import __version__
 
     b = result.batch
@@ -93,7 +94,10 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
             "seed": config.seed, "config": config.to_dict(), "acquisition": b.how,
             "model": {"family": "xgboost", "params": config.params, "members": config.members,
                       "bootstrap": True, "features": "features",
-                      "layer_cost": config.layer_cost},
+                      "layer_cost": config.layer_cost,
+                      "linear_base": {"estimator": "ridge", "features": "space",
+                                      "alphas": LINEAR_ALPHAS.tolist(),
+                                      "for": "targets without a layer-cost base"}},
             "data": None if dataset is None else str(dataset),
             "n_collected": result.n_collected,
             "candidates": {"source": "sampled" if candidates is None else str(candidates),
