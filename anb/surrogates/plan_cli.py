@@ -82,7 +82,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
 
     from anb.io import atomic_write_json
     from anb.outputs import replace_folder
-    from anb.surrogates.plan import LINEAR_ALPHAS
+    from anb.surrogates.plan import LINEAR_BASE
     from anb.version import __version__
 
     b = result.batch
@@ -95,9 +95,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
             "model": {"family": "xgboost", "params": config.params, "members": config.members,
                       "bootstrap": True, "features": "features",
                       "layer_cost": config.layer_cost,
-                      "linear_base": {"estimator": "ridge", "features": "space",
-                                      "alphas": LINEAR_ALPHAS.tolist(),
-                                      "for": "targets without a layer-cost base"}},
+                      "linear_base": LINEAR_BASE},
             "data": None if dataset is None else str(dataset),
             "n_collected": result.n_collected,
             "candidates": {"source": "sampled" if candidates is None else str(candidates),
