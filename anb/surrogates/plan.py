@@ -67,6 +67,8 @@ RESIDUAL_BINS = 5
 #: std: the smallest multiple of 0.05 that puts 95 % of the estimate's errors within 2 std on
 #: the validation rows (2 seeds x 10 batches x 10 targets: 99.5 %; 0.25 gave 92 %).
 MODEL_ERROR = 0.3
+#: The encoding the planner's models, its ridge base and its diversity distance use.
+ENCODING = "features"
 #: Ridge penalties the linear base chooses from (standardised features).
 LINEAR_ALPHAS = np.logspace(-3, 3, 13)
 #: The linear base, as ``plan.json`` records it.
@@ -173,9 +175,9 @@ class PlanModel:
                   if t.startswith(("throughput_", "latency_")) and np.isfinite(v).sum() >= 2}
         if self.config.layer_cost and device:
             layer_cost = LayerCostModel(trim=2.0).fit(data.choices, device, self.space)
-        self.builder = FeatureBuilder("features", layer_cost, self.space)
+        self.builder = FeatureBuilder(ENCODING, layer_cost, self.space)
         X = self.builder.transform(data.choices).astype(np.float64)
-        self.n_space = len(encoding_names("features", self.space))
+        self.n_space = len(encoding_names(ENCODING, self.space))
         self.models: dict[str, TargetSurrogate] = {}
         self.linear: dict[str, Pipeline] = {}
         self.scores: dict[str, NormalScores] = {}
@@ -264,7 +266,7 @@ def linear_base() -> Pipeline:
 
 def encoding(choices: np.ndarray, space: Space) -> np.ndarray:
     """Standardised features the diversity penalty measures distance in."""
-    Z = FeatureBuilder("features", None, space).transform(choices).astype(np.float64)
+    Z = FeatureBuilder(ENCODING, None, space).transform(choices).astype(np.float64)
     sd = Z.std(0)
     keep = sd > 0
     return (Z[:, keep] - Z[:, keep].mean(0)) / sd[keep]

@@ -82,7 +82,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
 
     from anb.io import atomic_write_json
     from anb.outputs import replace_folder
-    from anb.surrogates.plan import LINEAR_BASE
+    from anb.surrogates.plan import ENCODING, LINEAR_BASE
     from anb.version import __version__
 
     b = result.batch
@@ -93,7 +93,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
     info = {"format": "anb-plan/1", "anb_version": __version__, "space": space.name,
             "seed": config.seed, "config": config.to_dict(), "acquisition": b.how,
             "model": {"family": "xgboost", "params": config.params, "members": config.members,
-                      "bootstrap": True, "features": "features",
+                      "bootstrap": True, "features": ENCODING,
                       "layer_cost": config.layer_cost,
                       "linear_base": LINEAR_BASE},
             "data": None if dataset is None else str(dataset),
