@@ -17,7 +17,7 @@ from anb.searchspace import Sampler, get_space
 from anb.searchspace.base import COST_NAMES
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare
-from anb.surrogates.features import LayerCostModel
+from anb.surrogates.features import UNMEASURED_STD, LayerCostModel
 from anb.surrogates.fit import Prepared
 
 SPACES = ("anb-mnasnet", "anb-seq1d", "nasbench201", "fbnet", "ofa-mbv3")
@@ -79,6 +79,37 @@ def test_an_unseen_unit_costs_its_parts_not_zero(analytic_throughput):
     assert errors[None] > 0.1  # one-hot only: the unseen unit costs nothing
 
 
+def test_work_no_training_architecture_had_takes_the_median_speed(analytic_throughput,
+                                                                  monkeypatch):
+    """Trained without squeeze-excite, its work (``se_macs``, ``se_layers``) had speed 0: an SE
+    unit cost only its other work. For a time target it now takes the median speed of the
+    work seen; the units holding it are ``unmeasured_`` (the SE units of every slot) and their
+    share of the prediction is what ``UNMEASURED_STD`` multiplies. Accuracy keeps neither."""
+    choices, cost = analytic_throughput
+    se = (choices[:, :, 3] == 1).any(axis=1)
+    top1 = 70 + np.random.default_rng(1).normal(0, 1, len(cost))
+    present = np.ones((~se).sum(), dtype=bool)
+    targets = {"throughput_x": (1 / cost[~se], present), "val_top1": (top1[~se], present)}
+    model = LayerCostModel().fit(choices[~se], targets)
+    analytic = ANB_SPACE.unit_costs()
+    se_work = analytic.names.index("se_macs")
+    np.testing.assert_array_equal(model.unmeasured_,
+                                  np.concatenate([t[:, se_work] > 0 for t in analytic.tables]))
+    share = model.unmeasured_share(choices[se])
+    assert (share[:, 0] > 0).all() and not share[:, 1].any()
+    assert not model.unmeasured_share(choices[~se]).any()
+    # as before: no work left idle, so none takes a speed and no unit is unmeasured
+    monkeypatch.setattr(LayerCostModel, "_idle_costs",
+                        lambda self, design, mapping: np.zeros(design.shape[1], dtype=bool))
+    before = LayerCostModel().fit(choices[~se], targets)
+    predicted, old = model.transform(choices[se]), before.transform(choices[se])
+    np.testing.assert_allclose(predicted[:, 1], old[:, 1])
+    error = np.abs(predicted[:, 0] + np.log(cost[se]))
+    assert np.median(error) < 0.5 * np.median(np.abs(old[:, 0] + np.log(cost[se])))
+    # the fixture's speeds lie within a factor 4 of each other: the prior covers them
+    assert np.mean(error <= 1.645 * UNMEASURED_STD * share[:, 0]) >= 0.9
+
+
 def test_weight_files_without_shrink_still_load(analytic_throughput, tmp_path):
     """Files written before the back-off hold the same one-hot weight layout: they load as the
     plain model and predict the same; new files round-trip their penalties."""
@@ -93,6 +124,23 @@ def test_weight_files_without_shrink_still_load(analytic_throughput, tmp_path):
     loaded = LayerCostModel.load(tmp_path / "old.npz")
     assert loaded.shrink is None and loaded.trim == 2.0
     np.testing.assert_array_equal(loaded.transform(choices[:50]), model.transform(choices[:50]))
+
+
+def test_unmeasured_units_round_trip_and_older_files_have_none(analytic_throughput, tmp_path):
+    choices, cost = analytic_throughput
+    se = (choices[:, :, 3] == 1).any(axis=1)
+    model = LayerCostModel().fit(choices[~se], {"throughput_x": (1 / cost[~se],
+                                                                 np.ones((~se).sum(), bool))})
+    model.save(tmp_path / "new.npz")
+    loaded = LayerCostModel.load(tmp_path / "new.npz")
+    np.testing.assert_array_equal(loaded.unmeasured_, model.unmeasured_)
+    np.testing.assert_array_equal(loaded.unmeasured_share(choices[se]),
+                                  model.unmeasured_share(choices[se]))
+    with np.load(tmp_path / "new.npz") as data:
+        np.savez(tmp_path / "old.npz", **{k: data[k] for k in data.files if k != "unmeasured"})
+    old = LayerCostModel.load(tmp_path / "old.npz")
+    assert old.unmeasured_.shape == model.unmeasured_.shape and not old.unmeasured_.any()
+    assert not old.unmeasured_share(choices[se]).any()
 
 
 def _stage_holdout_scores(prepared: Prepared, monkeypatch, shrink) -> dict[str, float]:

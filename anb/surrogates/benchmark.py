@@ -23,7 +23,7 @@ from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.compiled import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import XGBoostFamily
-from anb.surrogates.features import FeatureBuilder
+from anb.surrogates.features import UNMEASURED_STD, FeatureBuilder
 from anb.surrogates.noise import standard_normal
 from anb.surrogates.support import Support
 
@@ -43,14 +43,16 @@ def learned_std(model: TargetSurrogate, support: Support | None, name: str, std:
     every learned term: ``model.trend_`` per unit of ``ood_cost``; the support's hole std of
     ``name`` times ``hole`` (:meth:`SurrogateBenchmark.hole_measure`) and its unit std times
     ``ood_unit``; ``base_std_`` times the base ``excess``; ``reach_std_`` times ``reach``;
-    given the ``mean``, the edge width (:meth:`TargetSurrogate.edge_width`). The one
-    composition a query and the internal hold-outs that learn these stds share."""
+    given the ``mean``, the edge width (:meth:`TargetSurrogate.edge_width`); and the a-priori
+    :data:`UNMEASURED_STD` times ``unmeasured`` (:meth:`SurrogateBenchmark.unmeasured_measure`).
+    The one composition a query and the internal hold-outs that learn these stds share."""
     hole_std = support.hole_std_.get(name, 0.0) if support is not None else 0.0
     unit_std = support.unit_std_.get(name, 0.0) if support is not None else 0.0
     edge = model.edge_width(mean) if mean is not None else 0.0
     return np.sqrt(std**2 + (model.trend_ * terms["ood_cost"]) ** 2
                    + (hole_std * terms["hole"]) ** 2
                    + (unit_std * terms.get("ood_unit", 0.0)) ** 2
+                   + (UNMEASURED_STD * terms.get("unmeasured", 0.0)) ** 2
                    + (model.base_std_ * terms["excess"]) ** 2
                    + (model.reach_std_ * terms["reach"]) ** 2 + edge**2)
 
@@ -218,6 +220,8 @@ class SurrogateBenchmark:
                 share[score["ood_hole"] > 0] = layer_cost.hole_share(
                     holes, self.support.slot_rarity(holes), self.space)
             score["ood_hole_share"] = share
+        if layer_cost is not None and layer_cost.unmeasured_.any():
+            score["ood_unmeasured"] = layer_cost.unmeasured_share(choices, self.space)
         return score
 
     def hole_measure(self, ood: dict[str, np.ndarray], target: str) -> np.ndarray:
@@ -230,6 +234,16 @@ class SurrogateBenchmark:
             return np.asarray(ood["ood_hole"])
         share = ood["ood_hole_share"][:, layer_cost.targets_.index(target)]
         return np.where(np.asarray(ood["ood_hole"]) > 0, share, 0.0)
+
+    def unmeasured_measure(self, ood: dict[str, np.ndarray], target: str) -> np.ndarray:
+        """What :data:`~anb.surrogates.features.UNMEASURED_STD` multiplies for ``target``: the
+        share of its prediction resting on units that hold work of a kind no training
+        architecture had (:meth:`LayerCostModel.unmeasured_share`; 0 without any)."""
+        layer_cost = self.builder.layer_cost
+        if "ood_unmeasured" not in ood or layer_cost is None \
+                or target not in layer_cost.targets_:
+            return np.zeros(len(ood["ood"]))
+        return ood["ood_unmeasured"][:, layer_cost.targets_.index(target)]
 
     def reach(self, X: np.ndarray) -> np.ndarray:
         """How far the layer-cost base lies beyond its training range: the largest excess
@@ -276,6 +290,7 @@ class SurrogateBenchmark:
             std = np.sqrt(preds.var(1) + model.noise_at(mean) ** 2)
             terms = {"ood_cost": ood["ood_cost"], "hole": self.hole_measure(ood, name),
                      "ood_unit": ood.get("ood_unit", 0.0),
+                     "unmeasured": self.unmeasured_measure(ood, name),
                      "excess": excess[name] if base_widening else 0.0,
                      "reach": reach if base_widening else 0.0}
             std = learned_std(model, self.support, name,

@@ -100,13 +100,24 @@ def backoff_map(space: Space) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(columns, axis=1), np.asarray(groups)
 
 
+#: Std (model space) per unit of :meth:`LayerCostModel.unmeasured_share`: the units holding
+#: work of a kind no training architecture had may cost anything from nothing to twice what
+#: the model gives them, uniformly (std 1 / sqrt(3) of their cost). Set a priori, not
+#: learned: a fold hiding a kind of work the training data do hold would remove nearly every
+#: row (a MnasNet architecture without 5x5 depthwise work is rare), and no other data at
+#: hand lack a kind of work.
+UNMEASURED_STD = 1.0 / np.sqrt(3.0)
+
+
 class LayerCostModel:
     """Additive per-layer cost model with back-off, one weight vector per target.
 
     A unit's weight in a slot is its analytic costs in that slot (:meth:`Space.unit_costs`)
     times per-cost speeds shared by all slots, plus shrunk deviations: per-slot speeds, unit
     effects shared across slots and the unit-in-slot effect (ridge ``shrink`` each, on
-    standardised columns). A unit never seen in a slot so gets the cost of its parts, never 0.
+    standardised columns). A unit never seen in a slot so gets the cost of its parts, never 0,
+    and (time targets) an analytic cost no training unit has gets the median speed of those
+    seen.
     The fit is collapsed into one weight per (slot, unit) plus a bias (:func:`layer_design`'s
     layout), so prediction is a gather and old weight files read unchanged."""
 
@@ -127,6 +138,7 @@ class LayerCostModel:
         self.trim = trim
         self.trim_rounds = trim_rounds
         self.shrink = shrink  # None: the plain one-hot model (no back-off)
+        self.groups_: np.ndarray = np.zeros(0, dtype=np.int64)  # backoff_map's, set by fit
 
     def _solve(self, a: np.ndarray, c: np.ndarray) -> np.ndarray:
         if self.shrink is None:
@@ -160,15 +172,29 @@ class LayerCostModel:
             weights = self._solve(a[keep], c[keep])
         return weights, int(keep.sum())
 
+    def _idle_costs(self, design: np.ndarray, mapping: np.ndarray) -> np.ndarray:
+        """The shared analytic-cost parameters no training row exercises (squeeze-excite's,
+        when no trained architecture had it), none when no cost is exercised at all; sets
+        ``unmeasured_``, the (slot, unit) weights that hold such work."""
+        shared = self.groups_ == 0
+        idle = shared & ~(design != 0).any(axis=0)
+        if idle.sum() == shared.sum():
+            idle[:] = False
+        self.unmeasured_ = (mapping[:-1, idle] != 0).any(axis=1)
+        return idle
+
     def fit(self, choices: np.ndarray, targets: Mapping[str, tuple[np.ndarray, np.ndarray]],
             space: Space = ANB_SPACE) -> LayerCostModel:
         """``targets`` maps a name to ``(labels, present mask)`` over the rows of ``choices``."""
         design = layer_design(choices, space)
         if self.shrink is None:
             mapping = np.eye(design.shape[1])
+            idle = np.zeros(design.shape[1], dtype=bool)
+            self.unmeasured_ = idle[:-1]
         else:
             mapping, self.groups_ = backoff_map(space)
             design = design @ mapping
+            idle = self._idle_costs(design, mapping)
         self.targets_ = list(targets)
         self.weights_ = np.zeros((len(self.targets_), mapping.shape[0]))
         self.floors_ = np.zeros(len(self.targets_))
@@ -179,6 +205,10 @@ class LayerCostModel:
                                  "need >= 2")
             a, c = design[present], to_cost(name, y[present])
             theta, self.n_used_[name] = self._fit_one(name, a, c)
+            if self.shrink is not None and transform_for(name) == "log" and idle.any():
+                # unexercised work takes the median speed of the work seen, not none
+                theta = theta.copy()
+                theta[idle] = np.median(theta[(self.groups_ == 0) & ~idle])
             self.weights_[i] = mapping @ theta
             self.floors_[i] = 0.1 * np.abs(c).min() if transform_for(name) == "log" else 0.0
         return self
@@ -217,6 +247,18 @@ class LayerCostModel:
         relative = np.array([transform_for(t) == "log" for t in self.targets_])
         return np.abs(np.where(relative, held / np.maximum(np.abs(total), 1e-12), held))
 
+    def unmeasured_share(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
+        """``(n, n_targets)``: for time targets, the share of each prediction resting on units
+        that hold work of a kind no training architecture had (``unmeasured_``), the measure
+        :data:`UNMEASURED_STD` multiplies; 0 for the others and where there is none."""
+        units = space.cost_units(choices)
+        offsets = np.concatenate([[0], np.cumsum(units.widths)[:-1]]).astype(np.int64)
+        held = self.unmeasured_[np.asarray(units.units, dtype=np.int64) + offsets]
+        time = np.array([transform_for(t) == "log" for t in self.targets_])
+        if not held.any() or not time.any():
+            return np.zeros((len(choices), len(self.targets_)))
+        return self.hole_share(choices, held.astype(np.float64), space) * time
+
     def names(self) -> list[str]:
         return [f"lc_{t}" for t in self.targets_]
 
@@ -224,7 +266,8 @@ class LayerCostModel:
         np.savez(path, weights=self.weights_, floors=self.floors_,
                  targets=np.array(self.targets_, dtype=np.str_), alpha=np.array(self.alpha),
                  trim=np.array(np.nan if self.trim is None else self.trim),
-                 shrink=np.array(self.shrink if self.shrink is not None else [], dtype=float))
+                 shrink=np.array(self.shrink if self.shrink is not None else [], dtype=float),
+                 unmeasured=self.unmeasured_)
 
     @classmethod
     def load(cls, path: str | Path) -> LayerCostModel:
@@ -238,6 +281,9 @@ class LayerCostModel:
             model.weights_ = data["weights"]
             model.floors_ = data["floors"]
             model.targets_ = [str(t) for t in data["targets"]]
+            # files before it hold no unmeasured work: none widens
+            model.unmeasured_ = (data["unmeasured"] if "unmeasured" in data.files
+                                 else np.zeros(model.weights_.shape[1] - 1, dtype=bool))
         return model
 
 
