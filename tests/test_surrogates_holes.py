@@ -91,16 +91,21 @@ def test_mnasnet_stage6_e6k5_hole_is_flagged_named_and_covered(mnasnet):
     assert (inside["ood_reason"] == "").sum() == (~inside["ood"]).sum()
 
 
+def _help_nb201(device: str) -> Prepared:
+    """HELP's NAS-Bench-201 latencies on one device, split at random."""
+    if not (HELP / "nasbench201_latency.csv.gz").exists():
+        pytest.fail(f"HELP tables not found at {HELP}; the tests read ../shared/data/help/")
+    space = get_space("nasbench201")
+    frame = ht.to_frame(ht.read_table(HELP, "nasbench201"), space, [device])
+    return prepare(frame, space=space, split="random")
+
+
 @pytest.mark.slow
 def test_nb201_edge_op_hole_is_flagged_named_and_covered():
     """HELP's NAS-Bench-201 latencies with edge 2<-1's skip_connect left out: flagged, named,
     covered; the rest of the space stays in distribution."""
-    if not (HELP / "nasbench201_latency.csv.gz").exists():
-        pytest.fail(f"HELP tables not found at {HELP}; the tests read ../shared/data/help/")
-    space = get_space("nasbench201")
-    frame = ht.to_frame(ht.read_table(HELP, "nasbench201"), space, ["1080ti_1"])
-    prepared = prepare(frame, space=space, split="random")
-    target = next(iter(prepared.labels))
+    prepared = _help_nb201("1080ti_1")
+    space, target = prepared.space, next(iter(prepared.labels))
     hole = space.positions(prepared.choices)[:, 2] == 1
     bench = fit_benchmark(_without(prepared, hole), FitConfig(default=SMALL, per_target={}),
                           progress=False)
@@ -470,12 +475,8 @@ def test_an_op_unseen_on_every_nb201_edge_is_covered():
     one op unseen (each other op is on one of the 6 edges of 82 % of the architectures), so
     the unit std stayed 0: HELP's TITAN X latencies (batch 256) without avg_pool_3x3 covered
     the architectures holding it at 0.02. Now the folds run: coverage 1.0 (sharpness 3.7)."""
-    if not (HELP / "nasbench201_latency.csv.gz").exists():
-        pytest.fail(f"HELP tables not found at {HELP}; the tests read ../shared/data/help/")
-    space = get_space("nasbench201")
-    frame = ht.to_frame(ht.read_table(HELP, "nasbench201"), space, ["titanx_256"])
-    prepared = prepare(frame, space=space, split="random")
-    target = next(iter(prepared.labels))
+    prepared = _help_nb201("titanx_256")
+    space, target = prepared.space, next(iter(prepared.labels))
     has_pool = (space.positions(prepared.choices) == 4).any(axis=1)
     rng = np.random.default_rng(0)
     train = np.zeros(len(has_pool), dtype=bool)
