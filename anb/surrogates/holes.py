@@ -64,9 +64,9 @@ EDGE_SHARE = 0.05
 #: A whole-unit fold removes at most this share of the train/val rows (with 6 units seen in 7
 #: MnasNet stages, one unit is in about 72 % of the architectures; with one of NAS-Bench-201's
 #: five ops unseen, each other op is on one of its 6 edges in 1 - (3/4)^6 = 82 %: at 0.8 no
-#: fold ran there and the unit std stayed 0. HELP's tables, 8 devices x 5 ops unseen: 90 %
-#: coverage >= 0.85 in 17 of 40 at 0.8, 37 at 0.9, at a cost in width: sharpness within 0.8-2
-#: in 11, then 3).
+#: fold ran there and the unit std stayed 0. ``benchmarks/ood_holes.py``, ``nb201-op`` (8
+#: devices x 5 ops unseen): 90 % coverage >= 0.85 in 37 of 40, 17 without the unit std, at a
+#: cost in width: sharpness within 0.8-2 in 4, median 4.9).
 UNIT_SHARE = 0.9
 
 
