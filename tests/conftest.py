@@ -72,6 +72,20 @@ def sdk_path(monkeypatch):
     return SNPE_STANDINS
 
 
+@pytest.fixture
+def drop_idle_prior(monkeypatch):
+    """Call to make later layer-cost fits as before the prior on unexercised work: no work
+    left idle, so none takes the median speed and no unit is ``unmeasured_``."""
+    import numpy as np
+
+    from anb.surrogates.features import LayerCostModel
+
+    def no_idle_costs(self, design: np.ndarray, mapping: np.ndarray):
+        return np.zeros(design.shape[1], dtype=bool), np.zeros(len(mapping) - 1, dtype=bool)
+
+    return lambda: monkeypatch.setattr(LayerCostModel, "_idle_costs", no_idle_costs)
+
+
 #: Set in the interpreter an ``isolated`` test runs in.
 ISOLATED_CHILD = os.environ.get("ANB_ISOLATED_CHILD") == "1"
 

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -30,6 +31,7 @@ from anb.surrogates import (
     read_manifest,
     save,
 )
+from anb.surrogates.benchmark import label_std
 from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
 from anb.surrogates.metrics import interval_coverage, regression_metrics
 from anb.surrogates.noise import standard_normal
@@ -296,6 +298,20 @@ def test_query_mean_and_std_combine_every_member(bench):
                 mu, sigma = np.exp(mu), np.exp(mu) * np.sqrt(np.expm1(sigma**2))
             np.testing.assert_allclose(frame[name], mu, rtol=1e-6)
             np.testing.assert_allclose(frame[f"{name}_std"], sigma, rtol=1e-5)
+
+
+def test_label_std_of_a_very_wide_log_prediction_stays_finite():
+    """Catches: the label-space std of a log target computed as ``exp(mu) * sqrt(expm1(s^2))``,
+    which overflowed to inf (with a RuntimeWarning) past a model-space std of 26.6 - reached by
+    an op no NAS-Bench-201 training architecture had on simulated devices."""
+    mu, sigma = np.array([0.0, 1.0, -2.0, 3.0]), np.array([0.0, 0.1, 0.5, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(label_std(mu, sigma),
+                                   np.exp(mu) * np.sqrt(np.expm1(sigma**2)), rtol=1e-12)
+        np.testing.assert_allclose(label_std(np.array([1.0]), np.array([30.0])),
+                                   [np.exp(451.0)], rtol=1e-12)
+        assert label_std(np.array([0.0]), np.array([40.0]))[0] == np.inf
 
 
 def test_predictive_std_adds_the_validation_excess_noise():

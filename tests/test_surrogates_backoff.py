@@ -80,7 +80,7 @@ def test_an_unseen_unit_costs_its_parts_not_zero(analytic_throughput):
 
 
 def test_work_no_training_architecture_had_takes_the_median_speed(analytic_throughput,
-                                                                  monkeypatch):
+                                                                  drop_idle_prior):
     """Trained without squeeze-excite, its work (``se_macs``, ``se_layers``) had speed 0: an SE
     unit cost only its other work. For a time target it now takes the median speed of the
     work seen; the units holding it are ``unmeasured_`` (the SE units of every slot) and their
@@ -99,8 +99,7 @@ def test_work_no_training_architecture_had_takes_the_median_speed(analytic_throu
     assert (share[:, 0] > 0).all() and not share[:, 1].any()
     assert not model.unmeasured_share(choices[~se]).any()
     # as before: no work left idle, so none takes a speed and no unit is unmeasured
-    monkeypatch.setattr(LayerCostModel, "_idle_costs",
-                        lambda self, design, mapping: np.zeros(design.shape[1], dtype=bool))
+    drop_idle_prior()
     before = LayerCostModel().fit(choices[~se], targets)
     predicted, old = model.transform(choices[se]), before.transform(choices[se])
     np.testing.assert_allclose(predicted[:, 1], old[:, 1])

@@ -441,7 +441,7 @@ def test_a_unit_unseen_in_every_slot_widens_by_its_share_of_the_layers(no_se):
 
 
 @pytest.mark.slow
-def test_work_no_training_architecture_had_is_priced_and_covered(no_se, monkeypatch):
+def test_work_no_training_architecture_had_is_priced_and_covered(no_se, drop_idle_prior):
     """Trained without squeeze-excite, SE's own work had speed 0 and no std of its own: the
     ZCU102 throughput of the architectures with SE was off by 91 % (MAPE) and covered at 0.02
     in ``benchmarks/shift.py``'s no-SE family. SE's work now takes the median speed of the
@@ -457,17 +457,11 @@ def test_work_no_training_architecture_had_is_priced_and_covered(no_se, monkeypa
     _, narrow = bench.predict_transformed(choices, [target], plain)[target]
     assert interval_coverage(y, mean, std) >= 0.75
     assert interval_coverage(y, mean, narrow) < 0.3
-    monkeypatch.setattr(LayerCostModel, "_idle_costs", _no_idle_costs)
+    drop_idle_prior()
     before, _, _ = _fit_without_se(no_se, target)
     old = before.predict_transformed(choices, [target])[target][0]
     mape = {name: np.mean(np.abs(np.exp(m - y) - 1)) for name, m in (("new", mean), ("old", old))}
     assert mape["new"] < 0.6 * mape["old"]
-
-
-def _no_idle_costs(self: LayerCostModel, design: np.ndarray, mapping: np.ndarray) -> np.ndarray:
-    """Before the prior: no work left idle, so none takes a speed and no unit is unmeasured."""
-    self.unmeasured_ = np.zeros(len(mapping) - 1, dtype=bool)
-    return np.zeros(design.shape[1], dtype=bool)
 
 
 def test_an_op_unseen_on_every_nb201_edge_is_covered():

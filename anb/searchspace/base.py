@@ -84,6 +84,12 @@ class CostUnits:
     widths: tuple[int, ...]
     slot_names: tuple[str, ...] = field(default=())
 
+    def flat(self) -> np.ndarray:
+        """``(n, slots)``: each slot's unit as an index into the flat (slot, unit) table, slot
+        by slot (the layer-cost design's column order)."""
+        offsets = np.concatenate([[0], np.cumsum(self.widths)[:-1]]).astype(np.int64)
+        return np.asarray(self.units, dtype=np.int64) + offsets
+
 
 @dataclass(frozen=True, eq=False)
 class UnitCosts:

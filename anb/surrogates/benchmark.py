@@ -228,22 +228,26 @@ class SurrogateBenchmark:
         """What ``target``'s hole std multiplies: the share of its prediction resting on units
         in holes (:meth:`LayerCostModel.hole_share`) where the architecture is in a hole
         (``ood_hole > 0``); ``ood_hole`` itself for a support or model without it."""
-        layer_cost = self.builder.layer_cost
-        if "ood_hole_share" not in ood or layer_cost is None \
-                or target not in layer_cost.targets_:
+        share = self._per_target(ood, "ood_hole_share", target)
+        if share is None:
             return np.asarray(ood["ood_hole"])
-        share = ood["ood_hole_share"][:, layer_cost.targets_.index(target)]
         return np.where(np.asarray(ood["ood_hole"]) > 0, share, 0.0)
 
     def unmeasured_measure(self, ood: dict[str, np.ndarray], target: str) -> np.ndarray:
         """What :data:`~anb.surrogates.features.UNMEASURED_STD` multiplies for ``target``: the
         share of its prediction resting on units that hold work of a kind no training
         architecture had (:meth:`LayerCostModel.unmeasured_share`; 0 without any)."""
+        share = self._per_target(ood, "ood_unmeasured", target)
+        return np.zeros(len(ood["ood"])) if share is None else share
+
+    def _per_target(self, ood: dict[str, np.ndarray], key: str, target: str
+                    ) -> np.ndarray | None:
+        """``target``'s column of the per-layer-cost-target score ``ood[key]``; None when
+        the score or the target's layer-cost base is absent."""
         layer_cost = self.builder.layer_cost
-        if "ood_unmeasured" not in ood or layer_cost is None \
-                or target not in layer_cost.targets_:
-            return np.zeros(len(ood["ood"]))
-        return ood["ood_unmeasured"][:, layer_cost.targets_.index(target)]
+        if key not in ood or layer_cost is None or target not in layer_cost.targets_:
+            return None
+        return ood[key][:, layer_cost.targets_.index(target)]
 
     def reach(self, X: np.ndarray) -> np.ndarray:
         """How far the layer-cost base lies beyond its training range: the largest excess
@@ -328,7 +332,7 @@ class SurrogateBenchmark:
                     seed, choices, name, self.space)
             if self.transforms[name] == "log":
                 values[:, 2 * i] = np.exp(draw)
-                values[:, 2 * i + 1] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
+                values[:, 2 * i + 1] = label_std(mu, sigma)
             else:
                 values[:, 2 * i] = draw
                 values[:, 2 * i + 1] = sigma
@@ -345,6 +349,15 @@ class SurrogateBenchmark:
 
     def __repr__(self) -> str:
         return f"SurrogateBenchmark(metrics={self.metrics})"
+
+
+def label_std(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """The label-space std ``exp(mu) * sqrt(exp(sigma**2) - 1)`` of a log-modelled target,
+    computed in log space: finite up to ``sigma`` ~ 37 (the direct form overflowed past 26.6),
+    ``inf`` beyond, without a warning."""
+    var = np.square(sigma)
+    with np.errstate(divide="ignore", over="ignore"):  # sigma = 0 -> 0; beyond floats -> inf
+        return np.exp(mu + 0.5 * (var + np.log(-np.expm1(-var))))
 
 
 def flag_extrapolation(ood: dict[str, np.ndarray], excess: dict[str, np.ndarray],

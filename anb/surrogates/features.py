@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from anb.searchspace.base import COST_NAMES, Space
+from anb.searchspace.base import COST_NAMES, CostUnits, Space
 from anb.searchspace.counting import cost_table
 from anb.searchspace.encoding import encode, encoding_names
 from anb.searchspace.space import ANB_SPACE, SearchSpace
@@ -35,13 +35,10 @@ from anb.surrogates.data import transform_for
 def layer_design(choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
     """Per slot of the space's cost units: the unit's one-hot times its count; then a bias."""
     units = space.cost_units(choices)
-    n = len(choices)
-    blocks = []
-    for s, width in enumerate(units.widths):
-        block = np.zeros((n, width))
-        block[np.arange(n), units.units[:, s]] = units.counts[:, s]
-        blocks.append(block)
-    return np.concatenate(blocks + [np.ones((n, 1))], axis=1)
+    design = np.zeros((len(choices), sum(units.widths) + 1))
+    np.put_along_axis(design, units.flat(), units.counts, axis=1)
+    design[:, -1] = 1.0
+    return design
 
 
 def to_cost(target: str, y: np.ndarray) -> np.ndarray:
@@ -172,16 +169,16 @@ class LayerCostModel:
             weights = self._solve(a[keep], c[keep])
         return weights, int(keep.sum())
 
-    def _idle_costs(self, design: np.ndarray, mapping: np.ndarray) -> np.ndarray:
+    def _idle_costs(self, design: np.ndarray, mapping: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
         """The shared analytic-cost parameters no training row exercises (squeeze-excite's,
-        when no trained architecture had it), none when no cost is exercised at all; sets
-        ``unmeasured_``, the (slot, unit) weights that hold such work."""
+        when no trained architecture had it; none when no cost is exercised at all) and the
+        (slot, unit) weights that hold such work (``unmeasured_``)."""
         shared = self.groups_ == 0
         idle = shared & ~(design != 0).any(axis=0)
         if idle.sum() == shared.sum():
             idle[:] = False
-        self.unmeasured_ = (mapping[:-1, idle] != 0).any(axis=1)
-        return idle
+        return idle, (mapping[:-1, idle] != 0).any(axis=1)
 
     def fit(self, choices: np.ndarray, targets: Mapping[str, tuple[np.ndarray, np.ndarray]],
             space: Space = ANB_SPACE) -> LayerCostModel:
@@ -194,7 +191,7 @@ class LayerCostModel:
         else:
             mapping, self.groups_ = backoff_map(space)
             design = design @ mapping
-            idle = self._idle_costs(design, mapping)
+            idle, self.unmeasured_ = self._idle_costs(design, mapping)
         self.targets_ = list(targets)
         self.weights_ = np.zeros((len(self.targets_), mapping.shape[0]))
         self.floors_ = np.zeros(len(self.targets_))
@@ -215,25 +212,22 @@ class LayerCostModel:
 
     def transform(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
         """Predictions of every target in its transformed space, ``(n, n_targets)``."""
-        cost = self._cost(choices, space)
+        cost = self._cost(space.cost_units(choices))
         return np.stack([cost_to_feature(t, cost[:, i], self.floors_[i])
                          for i, t in enumerate(self.targets_)], axis=1) if self.targets_ \
             else np.zeros((len(choices), 0))
 
-    def _cost(self, choices: np.ndarray, space: Space, slot_weights: np.ndarray | None = None
-              ) -> np.ndarray:
-        """``layer_design(choices) @ weights.T`` as a gather: per slot, the weights of the unit
-        it holds times its count (no one-hot matrix is built); ``slot_weights`` ``(n, slots)``
-        scales each slot's part."""
-        units = space.cost_units(choices)
-        cost = np.broadcast_to(self.weights_[:, -1], (len(choices), len(self.targets_))).copy()
+    def _cost(self, units: CostUnits, slot_weights: np.ndarray | None = None) -> np.ndarray:
+        """``layer_design @ weights.T`` as a gather: per slot, the weights of the unit it holds
+        times its count (no one-hot matrix is built); ``slot_weights`` ``(n, slots)`` scales
+        each slot's part."""
+        flat = units.flat()
+        cost = np.broadcast_to(self.weights_[:, -1], (len(flat), len(self.targets_))).copy()
         weights_t = self.weights_.T
-        offset = 0
-        for s, width in enumerate(units.widths):
+        for s in range(len(units.widths)):
             count = units.counts[:, s] if slot_weights is None \
                 else units.counts[:, s] * slot_weights[:, s]
-            cost += weights_t[offset + units.units[:, s]] * count[:, None]
-            offset += width
+            cost += weights_t[flat[:, s]] * count[:, None]
         return cost
 
     def hole_share(self, choices: np.ndarray, rarity: np.ndarray, space: Space = ANB_SPACE
@@ -242,8 +236,11 @@ class LayerCostModel:
         holes, each slot's part weighted by its ``rarity`` (``Support.slot_rarity``): the
         change were those units' costs wrong by 100 %: their share of the cost for log-space
         targets, their contribution for the others."""
-        held = self._cost(choices, space, rarity) - self.weights_[:, -1]
-        total = self._cost(choices, space)
+        return self._hole_share(space.cost_units(choices), rarity)
+
+    def _hole_share(self, units: CostUnits, rarity: np.ndarray) -> np.ndarray:
+        held = self._cost(units, rarity) - self.weights_[:, -1]
+        total = self._cost(units)
         relative = np.array([transform_for(t) == "log" for t in self.targets_])
         return np.abs(np.where(relative, held / np.maximum(np.abs(total), 1e-12), held))
 
@@ -252,12 +249,11 @@ class LayerCostModel:
         that hold work of a kind no training architecture had (``unmeasured_``), the measure
         :data:`UNMEASURED_STD` multiplies; 0 for the others and where there is none."""
         units = space.cost_units(choices)
-        offsets = np.concatenate([[0], np.cumsum(units.widths)[:-1]]).astype(np.int64)
-        held = self.unmeasured_[np.asarray(units.units, dtype=np.int64) + offsets]
+        held = self.unmeasured_[units.flat()]
         time = np.array([transform_for(t) == "log" for t in self.targets_])
         if not held.any() or not time.any():
             return np.zeros((len(choices), len(self.targets_)))
-        return self.hole_share(choices, held.astype(np.float64), space) * time
+        return self._hole_share(units, held.astype(np.float64)) * time
 
     def names(self) -> list[str]:
         return [f"lc_{t}" for t in self.targets_]

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from anb.searchspace.base import CostUnits, Space
+from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
 
 COSTS = ("macs", "params")
@@ -205,7 +205,7 @@ class Support:
         size = int(self.combinations.offsets[-1])
         self.counts_ = np.bincount(codes[codes >= 0], minlength=size).astype(np.int64)
         units = self.space.cost_units(choices)
-        self.slot_counts_ = np.bincount(_slot_units(units)[np.asarray(units.counts) > 0],
+        self.slot_counts_ = np.bincount(units.flat()[np.asarray(units.counts) > 0],
                                         minlength=int(sum(units.widths))).astype(np.int64)
         return self
 
@@ -217,7 +217,7 @@ class Support:
         counts = np.asarray(units.counts)
         if self.slot_counts_ is None:
             return np.zeros(counts.shape)
-        seen = self.slot_counts_[_slot_units(units)]
+        seen = self.slot_counts_[units.flat()]
         return np.where(counts > 0, np.clip(1.0 - seen / self.min_count, 0.0, 1.0), 0.0)
 
     def unseen_units(self) -> np.ndarray:
@@ -364,13 +364,6 @@ class Support:
                                  for t, s in zip(data["unit_targets"], data["unit_std"],
                                                  strict=True)}
         return out
-
-
-def _slot_units(units: CostUnits) -> np.ndarray:
-    """``(n, slots)``: each slot's unit as an index into the flat (slot, unit) table, in
-    :func:`~anb.surrogates.features.layer_design`'s order."""
-    offsets = np.concatenate([[0], np.cumsum(units.widths)[:-1]]).astype(np.int64)
-    return np.asarray(units.units, dtype=np.int64) + offsets
 
 
 def shared_vocabulary(space: Space) -> int:
