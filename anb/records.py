@@ -72,6 +72,11 @@ _QUALITY_COLUMN = re.compile(r"(val_top1|val_top5|top1_agreement)_([A-Za-z0-9.\-
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 
 
+def is_perf_metric(name: str) -> bool:
+    """Whether ``name`` is a device-speed metric (``throughput_<device>``, ``latency_<device>``)."""
+    return name.startswith(tuple(f"{kind}_" for kind in PERF_KINDS))
+
+
 def perf_key(kind: str, device: str) -> str:
     """``platform_perf`` key (and flat mean column) for a metric kind on a device."""
     if kind not in PERF_KINDS:

@@ -146,6 +146,7 @@ import numpy as np  # noqa: E402
 from scipy.stats import kendalltau  # noqa: E402
 
 from anb import resources  # noqa: E402
+from anb.records import is_perf_metric  # noqa: E402
 from anb.surrogates.adapt import (STD_FACTOR, AdaptedModel, _gcv_alpha,  # noqa: E402
                                   _ridge, log_cost, op_components)
 from anb.surrogates.adapt_select import design_features, select  # noqa: E402
@@ -200,7 +201,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
     masks = prepared.masks
     train, val = masks["train"], masks["val"]
     score_on = masks[args.on]
-    devices = [t for t in prepared.labels if t != "val_top1"]
+    devices = [t for t in prepared.labels if is_perf_metric(t)]  # what anb adapt knows
     choices = prepared.choices
     X = FeatureBuilder("features").transform(choices)
     labels = {t: prepared.labels[t] for t in devices}
@@ -236,7 +237,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
           f"{args.on} split, {args.reps} reps, {args.protocol} protocol", flush=True)
     header = ("| hidden | device | n | full tau | transfer ceiling | xgb scratch | ridge | "
               "adapt random tau (cov) | adapt active tau (cov) | goal met r/a: tau, cov |")
-    lines = [header, "|" + "---|" * 10]
+    print(f"{header}\n|" + "---|" * 10, flush=True)  # rows follow as each device is scored
     summary = {}
     for group, hidden in groups.items():
         others = [d for d in devices if d not in hidden]
@@ -286,13 +287,12 @@ def leave_one_out(args: argparse.Namespace) -> None:
                 ok = ", ".join("/".join("yes" if good else "no" for good in pair) for pair in (
                     [m[k] >= full_tau - 0.03 for k in ("random", "active")],
                     [0.85 <= m[k] <= 0.95 for k in ("cov_r", "cov_a")]))
-                lines.append(f"| {group} | {t} | {n} | {full_tau:.3f} | {m['ceiling']:.3f} | "
-                             f"{m['xgb']:.3f} | {m['ridge']:.3f} | "
-                             f"{m['random']:.3f} ({m['cov_r']:.3f}) | "
-                             f"{m['active']:.3f} ({m['cov_a']:.3f}) | {ok} |")
-                print(lines[-1], flush=True)
+                print(f"| {group} | {t} | {n} | {full_tau:.3f} | {m['ceiling']:.3f} | "
+                      f"{m['xgb']:.3f} | {m['ridge']:.3f} | "
+                      f"{m['random']:.3f} ({m['cov_r']:.3f}) | "
+                      f"{m['active']:.3f} ({m['cov_a']:.3f}) | {ok} |", flush=True)
     chosen = [t for hidden in groups.values() for t in hidden]
-    goals = []
+    lines, goals = [], []
     for n in args.n:
         rows = [summary[(t, n)] for t in chosen]
         mean = {k: np.mean([r[1][k] for r in rows]) for k in rows[0][1]}

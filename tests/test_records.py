@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from anb.records import (
-    frame_to_records, load_dataset, load_records, perf_columns, perf_key, records_to_frame,
+    frame_to_records, is_perf_metric, load_dataset, load_records, perf_columns, perf_key,
+    records_to_frame,
     table_archs,
     write_record,
 )
@@ -133,3 +134,13 @@ def test_tarball_with_a_bad_member_names_it(tmp_path, released_records):
         archive.add(member, arcname="anb_dataset_jsons/result_7.json")
     with pytest.raises(ValueError, match=r"result_7.json: field 'architecture': .*stage 0 field 'k' has value 4; allowed values are \[3, 5\]"):
         load_records(tar)
+
+
+def test_device_metrics_are_told_from_training_time_and_accuracy():
+    """Catches: ``train_time`` counted as a known device (``benchmarks/new_device.py`` took every
+    label but top-1, so the board protocol transferred from the training GPU's time, which
+    ``anb adapt`` never sees, and the metric protocol crashed trying to hide it)."""
+    for name in ("throughput_zcu102", "latency_vck190", "latency_titan_rtx_256"):
+        assert is_perf_metric(name)
+    for name in ("train_time", "val_top1", "throughput", "macs"):
+        assert not is_perf_metric(name)

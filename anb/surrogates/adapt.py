@@ -33,6 +33,7 @@ from scipy.optimize import nnls
 
 from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
+from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
@@ -46,7 +47,6 @@ MANIFEST = "manifest.json"
 WEIGHTS_FILE = "adapted.npz"
 #: Fewest measured architectures an adapted surrogate accepts.
 MIN_POINTS = 5
-KINDS = ("throughput", "latency")
 #: std multiplier, chosen for 90 % coverage on the validation split (see benchmarks/new_device.py)
 STD_FACTOR = 1.0
 _ALPHAS = np.logspace(-4, 2, 13)
@@ -176,12 +176,12 @@ def device_metrics(target: str) -> list[str]:
     never stands in for the board being adapted."""
     check_target(target)
     device = target.partition("_")[2]
-    return [f"{kind}_{device}" for kind in KINDS]
+    return [f"{kind}_{device}" for kind in PERF_KINDS]
 
 
 def check_target(target: str) -> None:
     kind, _, device = target.partition("_")
-    if kind not in KINDS or not device:
+    if kind not in PERF_KINDS or not device:
         raise ValueError(f"target {target!r} is not a device metric; allowed: "
                          f"'throughput_<device>' or 'latency_<device>'")
 
@@ -259,13 +259,13 @@ class BenchmarkKnown:
         self.bench = bench
         layer_cost = bench.builder.layer_cost
         lc_targets = list(layer_cost.targets_) if layer_cost is not None else []
-        self.source = source or ("layer_cost" if any(_is_device(t) for t in lc_targets)
+        self.source = source or ("layer_cost" if any(is_perf_metric(t) for t in lc_targets)
                                  else "surrogate")
         if self.source not in ("layer_cost", "surrogate"):
             raise ValueError(f"unknown known-device source {self.source!r}; allowed: "
                              "'layer_cost', 'surrogate'")
         pool = lc_targets if self.source == "layer_cost" else bench.metrics
-        self.targets = [m for m in pool if _is_device(m) and m not in exclude]
+        self.targets = [m for m in pool if is_perf_metric(m) and m not in exclude]
         if not self.targets:
             raise ValueError(f"the surrogate benchmark knows no other device metric "
                              f"(it has {bench.metrics})")
@@ -280,10 +280,6 @@ class BenchmarkKnown:
             cols = [dist[t][0] for t in self.targets]
         return np.stack([-c if t.startswith("throughput_") else c
                          for t, c in zip(self.targets, cols, strict=True)], axis=1)
-
-
-def _is_device(name: str) -> bool:
-    return name.startswith(tuple(f"{k}_" for k in KINDS))
 
 
 # -------------------------------------------------------------------- artifact

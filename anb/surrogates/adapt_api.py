@@ -16,11 +16,11 @@ import pandas as pd
 
 from anb import resources
 from anb.outputs import check_folder
+from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.registry import resolve_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt import (
-    KINDS,
     MIN_POINTS,
     OUTPUT,
     AdaptedBenchmark,
@@ -91,20 +91,20 @@ def read_measured(path: str | Path, device: str, metric: str | None = None,
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"measured file {str(path)!r} does not exist")
-    if metric is not None and metric not in KINDS:
-        raise ValueError(f"unknown metric {metric!r}; allowed: {list(KINDS)}")
+    if metric is not None and metric not in PERF_KINDS:
+        raise ValueError(f"unknown metric {metric!r}; allowed: {list(PERF_KINDS)}")
     frame = read_table(path) if path.suffix in TABLE_SUFFIXES else load_dataset(path, space)
-    wanted = [f"{k}_{device}" for k in ([metric] if metric else KINDS)]
+    wanted = [f"{k}_{device}" for k in ([metric] if metric else PERF_KINDS)]
     present = [c for c in wanted if c in frame.columns]
     if not present:
-        devices = [c for c in frame.columns if c.startswith(tuple(f"{k}_" for k in KINDS))
+        devices = [c for c in frame.columns if is_perf_metric(c)
                    and not c.endswith("_std")]
         raise ValueError(f"unknown device {device!r}: {str(path)!r} has no column "
                          f"{' or '.join(wanted)}; its device columns are {devices}")
     if len(present) > 1:
         raise ValueError(f"{str(path)!r} has both {present}; choose one with "
-                         + " or ".join(f"metric={k!r}" for k in KINDS)
-                         + f" (anb adapt: --metric {'|'.join(KINDS)})")
+                         + " or ".join(f"metric={k!r}" for k in PERF_KINDS)
+                         + f" (anb adapt: --metric {'|'.join(PERF_KINDS)})")
     target = present[0]
     archs = table_archs(frame, repr(str(path)), space)
     values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from anb.records import PERF_KINDS
+from anb.records import is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.encoding import to_choices
 from anb.searchspace.space import ANB_SPACE
@@ -85,7 +85,7 @@ class SurrogateBenchmark:
     def devices(self) -> list[str]:
         """The devices of its ``throughput_<device>`` / ``latency_<device>`` metrics."""
         return sorted({m.split("_", 1)[1] for m in self.models
-                       if m.startswith(tuple(f"{kind}_" for kind in PERF_KINDS))})
+                       if is_perf_metric(m)})
 
     def resolve(self, metrics: str | Sequence[str] | None) -> list[str]:
         """Validate metric names (aliases allowed); ``None`` means all."""

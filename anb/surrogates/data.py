@@ -11,7 +11,7 @@ import pandas as pd
 
 from anb import resources
 from anb.io import read_json
-from anb.records import curve_columns, load_dataset, perf_columns, table_archs
+from anb.records import curve_columns, is_perf_metric, load_dataset, perf_columns, table_archs
 from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
 
@@ -41,8 +41,7 @@ def target_columns(frame: pd.DataFrame) -> list[str]:
 def transform_for(target: str) -> str:
     """The label transform a target is modelled in: ``log`` for device speed and training
     time (positive, multiplicative noise), else ``identity``."""
-    return "log" if target.startswith(("throughput_", "latency_")) or \
-        target == TRAIN_TIME_TARGET else "identity"
+    return "log" if is_perf_metric(target) or target == TRAIN_TIME_TARGET else "identity"
 
 
 def load_table(path: str | Path, space: Space = ANB_SPACE) -> pd.DataFrame:

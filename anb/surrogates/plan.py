@@ -49,6 +49,7 @@ from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from anb.records import is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.encoding import encoding_names
 from anb.surrogates.adapt_select import select
@@ -175,7 +176,7 @@ class PlanModel:
     def fit(self, data: Collected) -> PlanModel:
         layer_cost = None
         device = {t: (np.exp(v), np.isfinite(v)) for t, v in data.y.items()
-                  if t.startswith(("throughput_", "latency_")) and np.isfinite(v).sum() >= 2}
+                  if is_perf_metric(t) and np.isfinite(v).sum() >= 2}
         if self.config.layer_cost and device:
             layer_cost = LayerCostModel(trim=2.0).fit(data.choices, device, self.space)
         self.builder = FeatureBuilder(ENCODING, layer_cost, self.space)
