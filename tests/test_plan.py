@@ -243,7 +243,7 @@ def test_plan_round_trips_through_train_and_queue(sample_csv, sample, tmp_path):
     assert len(table) == 12 and table["arch"].is_unique
     assert not set(table["arch"]) & set(sample["arch"])
     assert info["seed"] == 3 and info["config"]["acquisition"] == "kmeans"
-    assert info["model"]["linear_base"]["estimator"] == "ridge"  # the model is on record
+    assert info["model"]["space_bases"]["others"]["estimator"] == "ridge"  # the model is on record
     assert set(info["quality"]) == {"val_top1", "throughput_zcu102"}
     assert [r["arch"] for r in info["batch"]] == table["arch"].tolist()
     assert (table["gpu_hours"] > 0.5).all() and (table["pred_throughput_zcu102"] > 1).all()
