@@ -1,8 +1,9 @@
 """Active collection: which architectures to train or measure next, and when to stop.
 
 A cheap planner model (bagged small XGBoost ensembles on the surrogate features, one per target,
-correcting a base: the layer-cost model for device targets, a ridge on the space's features for
-the others, fitted on their labels' normal scores; seconds to fit) scores a candidate pool by
+correcting a base: the layer-cost model for device targets, on the space's features a Gaussian
+process for accuracy and a ridge for the others, fitted on their labels' normal scores; seconds
+to fit) scores a candidate pool by
 its members' disagreement, scaled per target by the spread of its predictions over the pool and
 averaged over the targets, and divided by the predicted cost squared (the training GPU-hours
 when accuracy is a target and the data has ``train_time``). The default batch (``kmeans``) is
@@ -176,8 +177,9 @@ class Collected:
 
 class PlanModel:
     """One small bagged ensemble per target (and for the log training time), each correcting a
-    base: the additive layer-cost model for device targets, a ridge fit on the space's features
-    (not the layer-cost columns; its penalty chosen by leave-one-out) for the others."""
+    base: the additive layer-cost model for device targets, for the others a fit on the space's
+    features (not the layer-cost columns): :class:`KernelBase` for accuracy, a ridge (its
+    penalty chosen by leave-one-out) for the rest (:func:`space_base`)."""
 
     def __init__(self, config: PlanConfig, space: Space):
         self.config = config
