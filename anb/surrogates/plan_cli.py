@@ -82,7 +82,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
 
     from anb.io import atomic_write_json
     from anb.outputs import replace_folder
-    from anb.surrogates.plan import ENCODING, LINEAR_BASE
+    from anb.surrogates.plan import ENCODING, SPACE_BASES
     from anb.version import __version__
 
     b = result.batch
@@ -95,7 +95,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
             "model": {"family": "xgboost", "params": config.params, "members": config.members,
                       "bootstrap": True, "features": ENCODING,
                       "layer_cost": config.layer_cost,
-                      "linear_base": LINEAR_BASE},
+                      "space_bases": SPACE_BASES},
             "data": None if dataset is None else str(dataset),
             "n_collected": result.n_collected,
             "candidates": {"source": "sampled" if candidates is None else str(candidates),
