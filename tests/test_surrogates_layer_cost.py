@@ -83,7 +83,7 @@ def test_gathered_transform_equals_the_design_product(saturated):
     model = LayerCostModel(trim=3.0).fit(choices, targets)
     other = Sampler(seed=4).sample_choices(500)
     cost = layer_design(other) @ model.weights_.T
-    np.testing.assert_allclose(model._cost(other, ANB_SPACE), cost, rtol=1e-12)
+    np.testing.assert_allclose(model._cost(ANB_SPACE.cost_units(other)), cost, rtol=1e-12)
 
 
 def test_fused_svr_kernel_matches_the_direct_kernel(saturated):
