@@ -23,29 +23,12 @@ n = 20 every device within 0.03 of its full-data tau, coverage 0.85-0.95.
 known devices, their layer-cost models and the ridge baseline's surrogates are refitted without
 any of them, and the same n architectures are measured for each hidden metric (drawn from those
 labelled for all of them). Goal at n = 20: mean tau within 0.03 of full data, no metric more than
-0.06 below, coverage 0.85-0.95. Measured (10 reps, test split, 139 s; "transfer ceiling": the
-adapted model's two parts fitted on every train label of the hidden metric, the most any n gets
-out of this transfer):
-
-    | hidden | device | n | full tau | transfer ceiling | xgb scratch | ridge | adapt random tau (cov) | adapt active tau (cov) | goal met r/a: tau, cov |
-    |---|---|---|---|---|---|---|---|---|---|
-    | zcu102 | throughput_zcu102 | 20 | 0.987 | 0.903 | 0.572 | 0.844 | 0.889 (0.924) | 0.892 (0.940) | no/no, yes/yes |
-    | zcu102 | latency_zcu102 | 20 | 0.996 | 0.926 | 0.568 | 0.878 | 0.908 (0.891) | 0.913 (0.922) | no/no, yes/yes |
-    | vck190 | throughput_vck190 | 20 | 0.970 | 0.905 | 0.633 | 0.880 | 0.892 (0.829) | 0.894 (0.929) | no/no, no/yes |
-    | vck190 | latency_vck190 | 20 | 0.991 | 0.922 | 0.621 | 0.899 | 0.909 (0.853) | 0.913 (0.876) | no/no, yes/yes |
-    | tpu | throughput_tpuv2 | 20 | 0.970 | 0.895 | 0.748 | 0.868 | 0.875 (0.904) | 0.878 (0.925) | no/no, yes/yes |
-    | tpu | throughput_tpuv3 | 20 | 0.914 | 0.834 | 0.693 | 0.787 | 0.796 (0.897) | 0.809 (0.949) | no/no, yes/yes |
-    | gpu | throughput_a100 | 20 | 0.997 | 0.980 | 0.747 | 0.884 | 0.976 (0.972) | 0.976 (0.950) | yes/yes, no/no |
-    | gpu | throughput_3090 | 20 | 0.992 | 0.967 | 0.745 | 0.875 | 0.963 (0.957) | 0.960 (0.951) | yes/no, no/no |
-    | mean | | 20 | 0.977 | 0.917 | 0.666 | 0.864 | 0.901 (0.903) | 0.904 (0.930) | |
-
-The goal is missed: mean gap 0.076 random / 0.073 active, largest 0.117 / 0.104 (TPU v3);
-coverage 0.829-0.972 random, 0.876-0.951 active (the GPUs over-cover). Active selection raises
-tau by 0.003 and coverage by 0.03. The limit is the transfer family, not n: its ceiling is
-0.917 on average, 0.060 below full data, and n = 20 comes within 0.013-0.016 of it. Only the
-GPU pair stays close: each GPU is a good linear stand-in for the other's layer costs, and nothing
-known is for an FPGA or a TPU once its board is hidden (its sibling metric was what the one-metric
-protocol transferred from: ZCU102 throughput 0.931 there vs 0.889 here). A log-linear model of
+0.06 below, coverage 0.85-0.95. Its table (and the "transfer ceiling": the adapted model's two
+parts fitted on every train label of the hidden metric, the most any n gets out of this
+transfer) is in ``benchmarks/RESULTS.md``, section ``new_device protocol board``. The limit is
+the transfer family, not n: n = 20 comes within about 0.015 of the ceiling, and only the GPU
+pair stays close to full data (each GPU is a good linear stand-in for the other's layer costs;
+nothing known is one for an FPGA or a TPU once its board is hidden). A log-linear model of
 the per-unit costs (each unit's log time a combination of the known devices' per-unit log times
 and the log analytic op costs, fitted on all train labels; a diagnostic on the test split, no
 setting) does not lift the ceiling either (ZCU102 throughput 0.908, VCK190 throughput 0.916,
@@ -78,54 +61,14 @@ onnxruntime CPU these small 32 px networks are compute-bound, so MACs already ra
 the HELP devices (GPUs, phones, an FPGA, an ASIC simulator) add little; the timing noise of a
 shared 2-core VM (pairs within a few percent tie) bounds tau on 40 architectures.
 
-Measured (this 2-CPU VM, load 0.5-3 from other jobs; 187 s in all): 10 reps of n = 10, 20, 50 on
-the test split (random and active picks from the same seeded 1,000-architecture pool per rep;
-the baselines on the random picks); tau is the mean Kendall tau, coverage (in brackets) the
-fraction of test labels inside the 90 % interval; the last column checks the goal per row
-(random/active: tau >= full - 0.03; coverage in 0.85-0.95, unrounded):
-
-    | device | n | full tau | xgb scratch | ridge | adapt random tau (cov) | adapt active tau (cov) | goal met r/a: tau, cov |
-    |---|---|---|---|---|---|---|---|
-    | latency_vck190 | 10 | 0.991 | 0.437 | 0.946 | 0.975 (0.931) | 0.969 (0.943) | yes/yes, yes/yes |
-    | latency_vck190 | 20 | 0.991 | 0.621 | 0.965 | 0.977 (0.930) | 0.979 (0.951) | yes/yes, yes/no |
-    | latency_vck190 | 50 | 0.991 | 0.794 | 0.964 | 0.982 (0.942) | 0.982 (0.946) | yes/yes, yes/yes |
-    | latency_zcu102 | 10 | 0.996 | 0.369 | 0.903 | 0.945 (0.917) | 0.954 (0.900) | no/no, yes/yes |
-    | latency_zcu102 | 20 | 0.996 | 0.568 | 0.911 | 0.967 (0.970) | 0.968 (0.970) | yes/yes, no/no |
-    | latency_zcu102 | 50 | 0.996 | 0.759 | 0.934 | 0.973 (0.947) | 0.974 (0.964) | yes/yes, yes/no |
-    | throughput_3090 | 10 | 0.992 | 0.614 | 0.940 | 0.950 (0.918) | 0.957 (0.891) | no/no, yes/yes |
-    | throughput_3090 | 20 | 0.992 | 0.745 | 0.953 | 0.964 (0.915) | 0.971 (0.897) | yes/yes, yes/yes |
-    | throughput_3090 | 50 | 0.992 | 0.877 | 0.960 | 0.969 (0.955) | 0.968 (0.967) | yes/yes, no/no |
-    | throughput_a100 | 10 | 0.997 | 0.564 | 0.937 | 0.964 (0.829) | 0.964 (0.813) | no/no, no/no |
-    | throughput_a100 | 20 | 0.997 | 0.721 | 0.967 | 0.974 (0.910) | 0.975 (0.905) | yes/yes, yes/yes |
-    | throughput_a100 | 50 | 0.997 | 0.865 | 0.967 | 0.978 (0.921) | 0.978 (0.938) | yes/yes, yes/yes |
-    | throughput_tpuv2 | 10 | 0.970 | 0.671 | 0.837 | 0.863 (0.887) | 0.888 (0.919) | no/no, yes/yes |
-    | throughput_tpuv2 | 20 | 0.970 | 0.769 | 0.883 | 0.905 (0.851) | 0.911 (0.924) | no/no, yes/yes |
-    | throughput_tpuv2 | 50 | 0.970 | 0.874 | 0.895 | 0.915 (0.906) | 0.916 (0.936) | no/no, yes/yes |
-    | throughput_tpuv3 | 10 | 0.916 | 0.504 | 0.774 | 0.760 (0.811) | 0.763 (0.876) | no/no, no/yes |
-    | throughput_tpuv3 | 20 | 0.916 | 0.693 | 0.822 | 0.814 (0.901) | 0.810 (0.913) | no/no, yes/yes |
-    | throughput_tpuv3 | 50 | 0.916 | 0.802 | 0.829 | 0.827 (0.914) | 0.822 (0.933) | no/no, yes/yes |
-    | throughput_vck190 | 10 | 0.970 | 0.444 | 0.928 | 0.908 (0.873) | 0.933 (0.906) | no/no, yes/yes |
-    | throughput_vck190 | 20 | 0.970 | 0.633 | 0.946 | 0.946 (0.879) | 0.947 (0.925) | yes/yes, yes/yes |
-    | throughput_vck190 | 50 | 0.970 | 0.790 | 0.955 | 0.954 (0.929) | 0.953 (0.946) | yes/yes, yes/yes |
-    | throughput_zcu102 | 10 | 0.987 | 0.390 | 0.869 | 0.903 (0.881) | 0.921 (0.837) | no/no, yes/no |
-    | throughput_zcu102 | 20 | 0.987 | 0.572 | 0.906 | 0.931 (0.941) | 0.924 (0.930) | no/no, yes/yes |
-    | throughput_zcu102 | 50 | 0.987 | 0.780 | 0.922 | 0.939 (0.931) | 0.935 (0.943) | no/no, yes/yes |
-    | mean | 10 | 0.977 | 0.499 | 0.892 | 0.908 (0.881) | 0.918 (0.886) | |
-    | mean | 20 | 0.977 | 0.665 | 0.919 | 0.935 (0.912) | 0.936 (0.927) | |
-    | mean | 50 | 0.977 | 0.818 | 0.928 | 0.942 (0.931) | 0.941 (0.947) | |
-
-At n = 20 the goal (tau and coverage) is met by throughput 3090, A100 and VCK190 (random and
-active) and by latency VCK190 with random picks (active covers 0.951); latency ZCU102 reaches
-the tau (0.967 vs 0.966 needed) but over-covers (0.970); TPU v2 (0.905 / 0.911 vs 0.940), TPU v3
-(0.814 / 0.810 vs 0.886) and ZCU102 throughput (0.931 / 0.924 vs 0.957) miss the tau with
-coverage in range. The ridge baseline with the hidden device removed from its surrogates' inputs
-has the same n = 20 mean as the leaky version reported (0.919): the leak inflated it little.
-Active selection helps at n = 10 (0.918 vs 0.908) and not at n = 20 or 50. Tried on the val
-split (n = 10 / 20, mean tau over the 8 devices; random 0.911 / 0.938, the k-means selection
-0.922 / 0.939): stratifying along the first principal component of the design features (a
-random or the middle pick per stratum: 0.921 / 0.941, 0.925 / 0.938), k-means on the known
-devices' columns only (0.912 / 0.935), k-means on the top 3 principal components (0.925 /
-0.940): none is reliably better than the k-means selection, which is kept.
+The one-metric protocol's table (10 reps of n = 10, 20, 50 on the test split, random and
+active picks from the same seeded 1,000-architecture pool per rep, the baselines on the random
+picks) is in ``benchmarks/RESULTS.md``, section ``new_device``. Tried on the val split for the
+active selection (n = 10 / 20, mean tau over the 8 devices; random 0.911 / 0.938, the k-means
+selection 0.922 / 0.939): stratifying along the first principal component of the design
+features (a random or the middle pick per stratum: 0.921 / 0.941, 0.925 / 0.938), k-means on
+the known devices' columns only (0.912 / 0.935), k-means on the top 3 principal components
+(0.925 / 0.940): none is reliably better than the k-means selection, which is kept.
 
 Real CPU run: 70 sampled architectures
 (`anb measure cpu-ort --archs sample:70:18 --clock cpu --budget 2 --interleave 70`, pinned to

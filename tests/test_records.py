@@ -6,7 +6,12 @@ import pandas as pd
 import pytest
 
 from anb.records import (
-    frame_to_records, is_perf_metric, load_dataset, load_records, perf_columns, perf_key,
+    frame_to_records,
+    is_perf_metric,
+    load_dataset,
+    load_records,
+    perf_columns,
+    perf_key,
     records_to_frame,
     table_archs,
     write_record,

@@ -130,3 +130,18 @@ def test_seq1d_space_has_no_se_and_five_stages():
     assert SEQ1D_SPACE.size() == 18**5
     with pytest.raises(ValueError, match="stage 0 field 'se' has value True; allowed values are \\[False\\]"):
         Arch.from_string("e1k3l1se-e4k5l2-e6k3l3-e1k5l1-e4k3l2", SEQ1D_SPACE)
+
+
+@pytest.mark.parametrize("name", ["anb-mnasnet", "anb-seq1d", "nasbench201", "fbnet", "ofa-mbv3"])
+def test_arch_strings_equal_the_architectures_strings(name):
+    """The tabulated join (what every query's ``arch`` column uses) is ``str(arch)``, and it
+    validates its input like the architectures do."""
+    from anb.searchspace import get_space
+
+    space = get_space(name)
+    choices = Sampler(seed=2, space=space).sample_choices(500)
+    assert space.arch_strings(choices) == [str(a) for a in space.archs_from_choices(choices)]
+    bad = choices.copy()
+    bad.reshape(len(bad), -1)[0, 0] = 99
+    with pytest.raises(ValueError):
+        space.arch_strings(bad)

@@ -5,8 +5,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -509,8 +509,19 @@ def test_exported_tables_and_new_devices_are_targets(prepared, tmp_path):
     assert evaluate(bench, sub, "test").loc["throughput_cpu", "kendall_tau"] > 0.95
 
 
-def test_tabulated_features_equal_the_features_encoding():
+@pytest.mark.parametrize("name", ["anb-mnasnet", "anb-seq1d"])
+def test_tabulated_features_equal_the_features_encoding(name):
+    """The gathers equal the exact counts at the space's own task (the 1-D space's length and
+    classes, not ImageNet's 224 px): its features and the support's log costs."""
+    from anb.searchspace import get_space
     from anb.surrogates.features import StageCostTable
+    from anb.surrogates.support import COSTS, log_costs
 
-    choices = Sampler(seed=11).sample_choices(3000)
-    np.testing.assert_array_equal(StageCostTable().features(choices), encode(choices, "features"))
+    space = get_space(name)
+    choices = Sampler(seed=11, space=space).sample_choices(3000)
+    np.testing.assert_array_equal(StageCostTable(space).features(choices),
+                                  encode(choices, "features", space))
+    table = space.cost_table(choices)
+    np.testing.assert_array_equal(log_costs(choices, space),
+                                  np.log(np.stack([table.total(c) for c in COSTS], 1)
+                                         .astype(np.float64)))

@@ -195,3 +195,24 @@ def test_nasbench201_edge_op_holdout_on_help_latencies():
         errors[shrink] = 100 * np.mean(np.abs(predicted / latency[held] - 1))
     assert errors[LayerCostModel.SHRINK] < 5.0
     assert errors[None] > 15.0
+
+
+def test_a_unit_backs_off_to_its_siblings_in_the_slot(analytic_throughput):
+    """An interaction the analytic costs do not carry (on stage 0, a 5x5 kernel beside
+    squeeze-excite costs a fixed extra per layer, whatever the expansion, as ZCU102's fitted
+    weights show) reaches a unit never seen in the slot through the units there that agree
+    with it in all parts but one (``UnitCosts.parts``); without those effects it is lost."""
+    choices, cost = analytic_throughput
+    analytic = ANB_SPACE.unit_costs()
+    assert [p.shape for p in analytic.parts] == [(w, 3) for w in ANB_SPACE.cost_units(
+        choices[:1]).widths]
+    k5_se = (choices[:, 0, 1] == 5) & (choices[:, 0, 3] == 1)
+    slow = cost + 0.3 * np.median(cost) * choices[:, 0, 2] * k5_se
+    held = (choices[:, 0, 0] == 6) & (choices[:, 0, 1] == 5)  # stage 0 e6 k5, +- SE
+    target = {"throughput_x": (1 / slow[~held], np.ones((~held).sum(), dtype=bool))}
+    errors = {}
+    for siblings in (LayerCostModel.SHRINK[5], 1e6):
+        model = LayerCostModel(shrink=LayerCostModel.SHRINK[:5] + (siblings,))
+        predicted = np.exp(-model.fit(choices[~held], target).transform(choices[held])[:, 0])
+        errors[siblings] = np.median(np.abs(predicted / slow[held] - 1)[k5_se[held]])
+    assert errors[LayerCostModel.SHRINK[5]] < 0.5 * errors[1e6]

@@ -95,11 +95,15 @@ class CostUnits:
 class UnitCosts:
     """Exact analytic costs of one instance of every unit in every cost-unit slot:
     ``tables[s]`` is ``(widths[s], len(names))``. ``shared``: unit ``u`` means the same
-    operation in every slot (one vocabulary), so its effect may be shared across slots."""
+    operation in every slot (one vocabulary), so its effect may be shared across slots.
+    ``parts[s]`` (optional) is ``(widths[s], n_parts)``: the level of each choice a unit is
+    made of (MnasNet's ``e``, ``k``, ``se``), so that units agreeing in all parts but one may
+    share an effect."""
 
     tables: tuple[np.ndarray, ...]
     names: tuple[str, ...]
     shared: bool = False
+    parts: tuple[np.ndarray, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -295,6 +299,11 @@ class Space(ABC):
         choices = self.from_positions(self.positions(choices))
         flat = choices.reshape(len(choices), -1)
         return [SpaceArch(self, tuple(row)) for row in flat.tolist()]
+
+    def arch_strings(self, choices: np.ndarray) -> list[str]:
+        """``str`` of each architecture of a batch (a space may override it with a faster
+        path)."""
+        return [str(arch) for arch in self.archs_from_choices(choices)]
 
     def to_choices(self, archs: Any) -> np.ndarray:
         """A choices batch from an array (validated) or a sequence of anything :meth:`arch`

@@ -457,7 +457,8 @@ class OFAMobileNetV3Space(Space):
 
     def unit_costs(self) -> UnitCosts:
         """Each layer's ``COST_NAMES`` costs (plus 1 per instance) of its 9 (kernel,
-        expansion) units at the task's resolution (``cost_units`` scales counts by area)."""
+        expansion) units at the task's resolution (``cost_units`` scales counts by area), and
+        each unit's two parts."""
         units = np.arange(UNIT_RADIX)
         k = np.asarray(KERNELS)[units // len(EXPANSIONS)]
         e = np.asarray(EXPANSIONS)[units % len(EXPANSIONS)]
@@ -471,7 +472,9 @@ class OFAMobileNetV3Space(Space):
                 tables.append(np.stack([np.asarray(cost[name], dtype=np.float64)
                                         for name in COST_NAMES] + [np.ones(UNIT_RADIX)], 1))
                 size = _out(size, stride)
-        return UnitCosts(tuple(tables), (*COST_NAMES, "instances"), shared=True)
+        parts = np.stack([units // len(EXPANSIONS), units % len(EXPANSIONS)], axis=1)
+        return UnitCosts(tuple(tables), (*COST_NAMES, "instances"), shared=True,
+                         parts=(parts,) * len(tables))
 
     # -- networks -----------------------------------------------------------------------
     def build(self, arch: Any, num_classes: int | None = None, **options: Any) -> nn.Module:

@@ -131,6 +131,15 @@ class SearchSpace(Space):
 
         return archs_from_choices(choices, self)
 
+    def arch_strings(self, choices: np.ndarray) -> list[str]:
+        """``str`` of each architecture, joined from per-stage tables (no Arch is built)."""
+        pos = self.ordinal(choices)
+        words, radices = _stage_words(self)
+        index = np.zeros(pos.shape[:2], dtype=np.int64)
+        for f in range(4):
+            index = index * radices[None, :, f] + pos[:, :, f]
+        return ["-".join(row) for row in words[np.arange(self.num_stages), index].tolist()]
+
     def to_choices(self, archs: Any) -> np.ndarray:
         from anb.searchspace.arch import Arch, as_arch
 
@@ -177,8 +186,15 @@ class SearchSpace(Space):
 
         shared = len({tuple(spec.allowed(f) for f in FIELDS if f != "l")
                       for spec in self.stages}) == 1
+        parts = []
+        for spec in self.stages:  # cost_units' order: unit = (e * radix_k + k) * radix_se + se
+            radix_e, radix_k, _, radix_se = spec.radices
+            unit = np.arange(radix_e * radix_k * radix_se)
+            levels = np.stack([unit // (radix_k * radix_se), unit // radix_se % radix_k,
+                               unit % radix_se], axis=1)
+            parts += [levels, levels]
         return UnitCosts(unit_operation_costs(self, self.task.resolution), OPERATION_NAMES,
-                         shared)
+                         shared, tuple(parts))
 
     def block_names(self) -> list[str]:
         return [f"s{s}" for s in range(self.num_stages)]
@@ -320,6 +336,21 @@ def _ordinal_lookup(space: SearchSpace) -> np.ndarray:
         for f, table in enumerate(stage):
             lookup[s, f, table] = np.arange(table.size)
     return lookup
+
+
+@cache
+def _stage_words(space: SearchSpace) -> tuple[np.ndarray, np.ndarray]:
+    """``words[stage, combo]``: the stage's part of an architecture string for each of its
+    choice combinations (mixed radix over ``e, k, l, se`` positions), and the radices."""
+    from anb.searchspace.arch import StageChoice
+
+    radices = np.array([spec.radices for spec in space.stages])
+    words = np.full((space.num_stages, int(radices.prod(1).max())), "", dtype=object)
+    for s, values in enumerate(space._value_tables()):
+        for combo, pos in enumerate(np.ndindex(*radices[s])):
+            e, k, layers, se = (int(values[f][p]) for f, p in enumerate(pos))
+            words[s, combo] = str(StageChoice(e, k, layers, bool(se)))
+    return words, radices
 
 
 def _mnasnet_stages() -> tuple[StageSpec, ...]:
