@@ -314,12 +314,20 @@ def test_label_std_of_a_very_wide_log_prediction_stays_finite():
         assert label_std(np.array([0.0]), np.array([40.0]))[0] == np.inf
 
 
+def _level_noise(resid: np.ndarray, spread: np.ndarray) -> float:
+    """The smallest noise std whose 90 % interval, with the spread, holds 90 % of the rows."""
+    z = 1.6448536269514722
+    needed = np.sort(np.sqrt(np.maximum((resid / z) ** 2 - spread**2, 0.0)))
+    return float(needed[int(np.ceil(0.9 * len(needed))) - 1])
+
+
 def test_predictive_std_adds_the_validation_excess_noise():
     """Catches: the calibration noise term with its sign flipped (or the spread added twice).
 
-    ``noise_std_`` is ``sqrt(max(mse_val - mean(spread**2), 0))`` and the predictive std is
+    ``noise_std_`` is the smallest std that, added in quadrature to the members' spread, puts
+    90 % of the validation rows inside their 90 % interval, and the predictive std is
     ``sqrt(spread**2 + noise_std_**2)``; on noisy synthetic labels where both terms are
-    non-zero, and 0 when the members' spread already exceeds the validation error."""
+    non-zero, and 0 when the members' spread already covers the validation labels."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
     y = X @ np.array([1.0, -2.0, 0.5])
@@ -329,16 +337,35 @@ def test_predictive_std_adds_the_validation_excess_noise():
     model = TargetSurrogate("xgboost", params, 3, bootstrap=True).fit(
         X[:150], noisy[:150], X[150:], noisy[150:])
     preds = np.stack([m.predict(X[150:]).astype(float) for m in model.members_], axis=1)
-    excess = np.mean((noisy[150:] - preds.mean(1)) ** 2) - np.mean(preds.var(1))
-    assert excess > np.mean(preds.var(1)) > 0
-    assert model.noise_std_ == pytest.approx(np.sqrt(excess), rel=1e-12)
+    noise = _level_noise(noisy[150:] - preds.mean(1), preds.std(1))
+    assert noise > np.mean(preds.std(1)) > 0
+    assert model.noise_std_ == pytest.approx(noise, rel=1e-12)
     mean, std = model.predict_dist(X[150:])
     np.testing.assert_allclose(mean, preds.mean(1), rtol=1e-12)
-    np.testing.assert_allclose(std, np.sqrt(preds.var(1) + excess), rtol=1e-12)
+    np.testing.assert_allclose(std, np.sqrt(preds.var(1) + noise**2), rtol=1e-12)
     # validation labels equal to the ensemble mean: the spread already covers them
     exact = TargetSurrogate("xgboost", params, 3, bootstrap=True).fit(
         X[:150], noisy[:150], X[150:], preds.mean(1))
     assert exact.noise_std_ == 0.0
+
+
+def test_heavy_tailed_noise_is_calibrated_at_the_interval_level():
+    """Catches: the noise term as the residuals' excess mean square. With heavy-tailed label
+    noise (Student t, 2.5 degrees of freedom, as training time's outliers) that std is set by
+    the few largest residuals and its 90 % interval covers nearly every fresh row."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 2))
+    y = X @ np.array([1.0, -1.0]) + 0.3 * rng.standard_t(2.5, 3000)
+    params = {"n_estimators": 60, "max_depth": 2, "learning_rate": 0.2, "n_jobs": 1}
+    model = TargetSurrogate("xgboost", params, 2).fit(X[:1500], y[:1500], X[1500:2000],
+                                                      y[1500:2000])
+    mean, std = model.predict_dist(X[2000:])
+    assert 0.86 <= interval_coverage(y[2000:], mean, std) <= 0.94
+    spread = model.predict_members(X[1500:2000])[1]
+    resid = y[1500:2000] - model.predict_members(X[1500:2000])[0]
+    rms = np.sqrt(max(np.mean(resid**2) - np.mean(spread**2), 0.0))
+    wide = np.sqrt(std**2 - model.noise_at(mean) ** 2 + rms**2)
+    assert interval_coverage(y[2000:], mean, wide) > 0.95
 
 
 def test_noise_draws_are_keyed_by_metric():
