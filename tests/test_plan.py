@@ -300,3 +300,32 @@ def test_nasbench201_plans_from_nothing_and_from_data():
     assert not set(space.index_from_choices(second.choices).tolist()) & set(
         space.index_from_choices(first.choices).tolist())
     assert second.quality["throughput_fake"].cv_tau > 0.5
+
+
+def test_kernel_base_past_its_row_cap_fits_a_subset_and_stays_out_of_sample(monkeypatch):
+    """Past ``KERNEL_FIT_ROWS`` the Gaussian process fits a random subset (its memory grows as
+    n**2): those rows get the closed-form leave-one-out prediction (equal to refitting without
+    the row, the kernel fixed), the others its plain prediction, and predictions come in
+    chunks of ``KERNEL_PREDICT_ROWS`` equal to one call."""
+    from sklearn.gaussian_process import GaussianProcessRegressor
+
+    from anb.surrogates import plan
+
+    monkeypatch.setattr(plan, "KERNEL_FIT_ROWS", 60)
+    monkeypatch.setattr(plan, "KERNEL_PREDICT_ROWS", 7)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=100)
+    base = plan.KernelBase().fit(X, y)
+    Z = base.scaler_.transform(X)
+    fitted = np.sort(np.random.default_rng(0).permutation(100)[:60])
+    rest = np.setdiff1d(np.arange(100), fitted)
+    np.testing.assert_array_equal(base.gp_.X_train_, Z[fitted])
+    np.testing.assert_allclose(base.loo_[rest], base.gp_.predict(Z[rest]), rtol=1e-9)
+    np.testing.assert_allclose(base.predict(X), base.gp_.predict(Z), rtol=1e-9)
+    mean, std = y[fitted].mean(), y[fitted].std()
+    for i in fitted[:3]:
+        keep = fitted[fitted != i]
+        refit = GaussianProcessRegressor(base.gp_.kernel_, optimizer=None).fit(
+            Z[keep], (y[keep] - mean) / std)
+        assert base.loo_[i] == pytest.approx(refit.predict(Z[[i]])[0] * std + mean, rel=1e-6)

@@ -87,10 +87,20 @@ LINEAR_ALPHAS = np.logspace(-3, 3, 13)
 #: 500, tau 0.914-0.922 against 0.908-0.920 at 800-1,300 with half the batch-to-batch change
 #: (mean 0.0017 vs 0.0028; the ridge base 0.906-0.913, 0.0016); 1,000 rows: as 600.
 KERNEL_TUNING_ROWS = 600
+#: The most rows the Gaussian process is fitted on: beyond, a random subset, and the other rows
+#: get its predictions (out of sample, like the leave-one-out ones the trees correct). Its
+#: Cholesky factor and the inverse the leave-one-out needs take 16 n**2 bytes: 0.8 GB here,
+#: several GB past 15,000 rows. A memory bound, not a tuned setting: the whole released
+#: dataset (5,138 labelled rows) fits under it.
+KERNEL_FIT_ROWS = 7000
+#: Rows predicted at once (the cross-kernel with the fitted rows takes 8 x this x their number
+#: bytes: 230 MB at the cap).
+KERNEL_PREDICT_ROWS = 4096
 #: The bases of the targets without a layer-cost base, as ``plan.json`` records them.
 SPACE_BASES = {
     ACCURACY_TARGET: {"estimator": "gaussian process", "kernel": "C*RBF + C*DotProduct + White",
-                      "tuned on rows": KERNEL_TUNING_ROWS, "trees fit": "leave-one-out base"},
+                      "tuned on rows": KERNEL_TUNING_ROWS,
+                      "fitted on at most rows": KERNEL_FIT_ROWS, "trees fit": "leave-one-out base"},
     "others": {"estimator": "ridge", "alphas": LINEAR_ALPHAS.tolist()},
     "features": "space", "labels": "normal scores"}
 _BUDGET_NEEDS = (f"a GPU-hour budget needs the training time: the collected data must have "
@@ -288,10 +298,11 @@ def space_base(target: str, seed: int = 0) -> Pipeline | KernelBase:
 class KernelBase(RegressorMixin, BaseEstimator):
     """Gaussian-process regression on standardised features (a scaled RBF plus a scaled dot
     product plus white noise), its hyperparameters tuned by marginal likelihood on at most
-    ``KERNEL_TUNING_ROWS`` rows and then fixed for the fit on all of them; ``loo_`` holds its
-    leave-one-out predictions of the fitted rows (closed form), which the trees correct: the
-    fit interpolates its rows (the noise tunes to its lower bound), so in-sample residuals
-    would leave the members nothing to learn or disagree on."""
+    ``KERNEL_TUNING_ROWS`` rows and then fixed for the fit on up to ``KERNEL_FIT_ROWS``;
+    ``loo_`` holds out-of-sample predictions of every row given to ``fit``: closed-form
+    leave-one-out for the fitted ones, plain predictions for the rest. The trees correct
+    those: the fit interpolates its rows (the noise tunes to its lower bound), so in-sample
+    residuals would leave the members nothing to learn or disagree on."""
 
     def __init__(self, random_state: int = 0):
         self.random_state = random_state
@@ -301,19 +312,29 @@ class KernelBase(RegressorMixin, BaseEstimator):
         Z = self.scaler_.transform(X)
         kernel = (ConstantKernel(1.0) * RBF(10.0) + ConstantKernel(0.1) * DotProduct(1.0)
                   + WhiteKernel(0.3))
-        rows = np.random.default_rng(self.random_state).permutation(len(Z))[:KERNEL_TUNING_ROWS]
+        order = np.random.default_rng(self.random_state).permutation(len(Z))
+        tune, rows = order[:KERNEL_TUNING_ROWS], np.sort(order[:KERNEL_FIT_ROWS])
         with warnings.catch_warnings():  # a bound reached (the noise's) is expected
             warnings.simplefilter("ignore", ConvergenceWarning)
-            tuned = GaussianProcessRegressor(kernel, normalize_y=True).fit(Z[rows], y[rows])
+            tuned = GaussianProcessRegressor(kernel, normalize_y=True).fit(Z[tune], y[tune])
         self.gp_ = GaussianProcessRegressor(tuned.kernel_, normalize_y=True,
-                                            optimizer=None).fit(Z, y)
-        inverse = cho_solve((self.gp_.L_, True), np.eye(len(Z)))
-        scale = float(np.std(y)) or 1.0
-        self.loo_ = y - self.gp_.alpha_ / np.diag(inverse) * scale
+                                            optimizer=None).fit(Z[rows], y[rows])
+        inverse = cho_solve((self.gp_.L_, True), np.eye(len(rows)))
+        scale = float(np.std(y[rows])) or 1.0
+        self.loo_ = np.empty(len(Z))
+        self.loo_[rows] = y[rows] - self.gp_.alpha_ / np.diag(inverse) * scale
+        rest = np.setdiff1d(np.arange(len(Z)), rows)
+        self.loo_[rest] = self._predict_scaled(Z[rest])
         return self
 
+    def _predict_scaled(self, Z: np.ndarray) -> np.ndarray:
+        if not len(Z):
+            return np.zeros(0)
+        return np.concatenate([self.gp_.predict(Z[i:i + KERNEL_PREDICT_ROWS])
+                               for i in range(0, len(Z), KERNEL_PREDICT_ROWS)])
+
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return self.gp_.predict(self.scaler_.transform(X))
+        return self._predict_scaled(self.scaler_.transform(X))
 
 
 def linear_base() -> Pipeline:
