@@ -131,13 +131,20 @@ class SearchSpace(Space):
 
         return archs_from_choices(choices, self)
 
-    def arch_strings(self, choices: np.ndarray) -> list[str]:
-        """``str`` of each architecture, joined from per-stage tables (no Arch is built)."""
+    def stage_combos(self, choices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The choices' ordinal positions (validated) and, per stage, the index of its
+        combination: mixed radix over the ``e, k, l, se`` positions, ``se`` fastest."""
         pos = self.ordinal(choices)
-        words, radices = _stage_words(self)
+        radices = np.array([spec.radices for spec in self.stages])
         index = np.zeros(pos.shape[:2], dtype=np.int64)
         for f in range(4):
             index = index * radices[None, :, f] + pos[:, :, f]
+        return pos, index
+
+    def arch_strings(self, choices: np.ndarray) -> list[str]:
+        """``str`` of each architecture, joined from per-stage tables (no Arch is built)."""
+        _, index = self.stage_combos(choices)
+        words = _stage_words(self)
         return ["-".join(row) for row in words[np.arange(self.num_stages), index].tolist()]
 
     def to_choices(self, archs: Any) -> np.ndarray:
@@ -339,18 +346,18 @@ def _ordinal_lookup(space: SearchSpace) -> np.ndarray:
 
 
 @cache
-def _stage_words(space: SearchSpace) -> tuple[np.ndarray, np.ndarray]:
+def _stage_words(space: SearchSpace) -> np.ndarray:
     """``words[stage, combo]``: the stage's part of an architecture string for each of its
-    choice combinations (mixed radix over ``e, k, l, se`` positions), and the radices."""
+    choice combinations (:meth:`SearchSpace.stage_combos`' order)."""
     from anb.searchspace.arch import StageChoice
 
-    radices = np.array([spec.radices for spec in space.stages])
-    words = np.full((space.num_stages, int(radices.prod(1).max())), "", dtype=object)
+    radices = [spec.radices for spec in space.stages]
+    words = np.full((space.num_stages, max(int(np.prod(r)) for r in radices)), "", dtype=object)
     for s, values in enumerate(space._value_tables()):
         for combo, pos in enumerate(np.ndindex(*radices[s])):
             e, k, layers, se = (int(values[f][p]) for f, p in enumerate(pos))
             words[s, combo] = str(StageChoice(e, k, layers, bool(se)))
-    return words, radices
+    return words
 
 
 def _mnasnet_stages() -> tuple[StageSpec, ...]:

@@ -20,6 +20,7 @@ the tree members learn the ceiling on top of it from the feature.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from numbers import Real
 from pathlib import Path
 
@@ -259,17 +260,17 @@ class LayerCostModel:
         holes, each slot's part weighted by its ``rarity`` (``Support.slot_rarity``): the
         change were those units' costs wrong by 100 %: their share of the cost for log-space
         targets, their contribution for the others."""
-        return self._hole_share(space.cost_units(choices), rarity)
+        return self._hole_share(space.cost_units(choices), rarity, self._log_targets())
 
     def _log_targets(self) -> np.ndarray:
         """Per target: modelled in log space (time targets, whose holes count relatively)."""
         return np.array([transform_for(t) == "log" for t in self.targets_], dtype=bool)
 
-    def _hole_share(self, units: CostUnits, rarity: np.ndarray) -> np.ndarray:
+    def _hole_share(self, units: CostUnits, rarity: np.ndarray, log: np.ndarray) -> np.ndarray:
+        """``log``: :meth:`_log_targets`, which the caller has already."""
         held = self._cost(units, rarity) - self.weights_[:, -1]
         total = self._cost(units)
-        return np.abs(np.where(self._log_targets(), held / np.maximum(np.abs(total), 1e-12),
-                               held))
+        return np.abs(np.where(log, held / np.maximum(np.abs(total), 1e-12), held))
 
     def unmeasured_share(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
         """``(n, n_targets)``: for time targets, the share of each prediction resting on units
@@ -280,7 +281,7 @@ class LayerCostModel:
         time = self._log_targets()
         if not held.any() or not time.any():
             return np.zeros((len(choices), len(self.targets_)))
-        return self._hole_share(units, held.astype(np.float64)) * time
+        return self._hole_share(units, held.astype(np.float64), time) * time
 
     def names(self) -> list[str]:
         return [f"lc_{t}" for t in self.targets_]
@@ -321,7 +322,6 @@ class StageCostTable:
     def __init__(self, space: SearchSpace = ANB_SPACE):
         self.space = space
         radices = np.array([spec.radices for spec in space.stages])  # (stages, 4)
-        self.radices = radices
         sizes = radices.prod(1)
         rows = int(sizes.max())
         tables = space._value_tables()
@@ -337,10 +337,7 @@ class StageCostTable:
 
     def _per_stage(self, choices: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The choices' ordinal positions and their per-stage costs (validates them)."""
-        pos = self.space.ordinal(choices)
-        index = np.zeros(pos.shape[:2], dtype=np.int64)
-        for f in range(4):
-            index = index * self.radices[None, :, f] + pos[:, :, f]
+        pos, index = self.space.stage_combos(choices)
         stages = np.arange(self.space.num_stages)
         return pos, {name: self.costs[name][index, stages] for name in COST_NAMES}
 
@@ -364,6 +361,13 @@ class StageCostTable:
         return np.concatenate([p.astype(np.float32) for p in parts], axis=1)
 
 
+@cache
+def stage_cost_table(space: SearchSpace) -> StageCostTable:
+    """The space's one :class:`StageCostTable` (the feature builders and the support's cost
+    check share it)."""
+    return StageCostTable(space)
+
+
 class FeatureBuilder:
     """``encode(archs, feature_set)`` followed by the layer-cost predictions of every target."""
 
@@ -372,7 +376,7 @@ class FeatureBuilder:
         self.feature_set = feature_set
         self.layer_cost = layer_cost
         self.space = space
-        self._table = (StageCostTable(space) if feature_set == "features"
+        self._table = (stage_cost_table(space) if feature_set == "features"
                        and isinstance(space, SearchSpace) else None)
 
     def names(self) -> list[str]:

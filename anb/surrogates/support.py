@@ -29,7 +29,6 @@ rarest combination is), a unit unseen in every slot a per-target std per unit of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ import numpy as np
 
 from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE, SearchSpace
-from anb.surrogates.features import StageCostTable
+from anb.surrogates.features import stage_cost_table
 
 COSTS = ("macs", "params")
 QUANTILE = 0.99
@@ -57,15 +56,10 @@ def _positions(choices: np.ndarray, space: Space) -> np.ndarray:
     return (pos / np.maximum(radices - 1, 1)).astype(np.float32)
 
 
-@cache
-def _stage_costs(space: SearchSpace) -> StageCostTable:
-    return StageCostTable(space)
-
-
 def log_costs(choices: np.ndarray, space: Space) -> np.ndarray:
     """``(n, len(COSTS))`` natural logs of the analytic costs."""
     if isinstance(space, SearchSpace):  # a gather from its tabulated stages
-        return np.log(_stage_costs(space).totals(choices, COSTS))
+        return np.log(stage_cost_table(space).totals(choices, COSTS))
     table = space.cost_table(choices)
     return np.log(np.stack([table.total(c) for c in COSTS], axis=1).astype(np.float64))
 
