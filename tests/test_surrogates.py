@@ -351,16 +351,17 @@ def test_predictive_std_adds_the_validation_excess_noise():
 
 def test_heavy_tailed_noise_is_calibrated_at_the_interval_level():
     """Catches: the noise term as the residuals' excess mean square. With heavy-tailed label
-    noise (Student t, 2.5 degrees of freedom, as training time's outliers) that std is set by
-    the few largest residuals and its 90 % interval covers nearly every fresh row."""
+    noise (Student t, 1.2 degrees of freedom, as training time's outliers) that std is set by
+    the few largest residuals and its 90 % interval covers nearly every fresh row (measured
+    with that term restored: 0.953 of 8,000 here; the interval-level term 0.894)."""
     rng = np.random.default_rng(1)
-    X = rng.normal(size=(3000, 2))
-    y = X @ np.array([1.0, -1.0]) + 0.3 * rng.standard_t(2.5, 3000)
+    X = rng.normal(size=(10000, 2))
+    y = X @ np.array([1.0, -1.0]) + 0.3 * rng.standard_t(1.2, 10000)
     params = {"n_estimators": 60, "max_depth": 2, "learning_rate": 0.2, "n_jobs": 1}
     model = TargetSurrogate("xgboost", params, 2).fit(X[:1500], y[:1500], X[1500:2000],
                                                       y[1500:2000])
     mean, std = model.predict_dist(X[2000:])
-    assert 0.86 <= interval_coverage(y[2000:], mean, std) <= 0.94
+    assert 0.86 <= interval_coverage(y[2000:], mean, std) <= 0.92
     spread = model.predict_members(X[1500:2000])[1]
     resid = y[1500:2000] - model.predict_members(X[1500:2000])[0]
     rms = np.sqrt(max(np.mean(resid**2) - np.mean(spread**2), 0.0))
