@@ -216,3 +216,16 @@ def test_a_unit_backs_off_to_its_siblings_in_the_slot(analytic_throughput):
         predicted = np.exp(-model.fit(choices[~held], target).transform(choices[held])[:, 0])
         errors[siblings] = np.median(np.abs(predicted / slow[held] - 1)[k5_se[held]])
     assert errors[LayerCostModel.SHRINK[5]] < 0.5 * errors[1e6]
+
+
+def test_a_model_saved_before_the_sibling_effects_refits_without_them(analytic_throughput):
+    """Penalties saved before group 5 existed (5 entries) refit as the model they were: no
+    sibling effects (the same fit as with those effects penalised away), not an IndexError."""
+    choices, cost = analytic_throughput
+    target = {"throughput_x": (1 / cost, np.ones(len(cost), dtype=bool))}
+    old = LayerCostModel(shrink=LayerCostModel.SHRINK[:5]).fit(choices, target)
+    away = LayerCostModel(shrink=LayerCostModel.SHRINK[:5] + (1e12,)).fit(choices, target)
+    assert 5 not in old.groups_ and 5 in away.groups_
+    np.testing.assert_allclose(old.weights_, away.weights_, rtol=1e-6, atol=1e-12)
+    assert not np.allclose(old.weights_, LayerCostModel().fit(choices, target).weights_,
+                           rtol=1e-6, atol=1e-12)

@@ -214,6 +214,9 @@ class LayerCostModel:
             self.unmeasured_ = idle[:-1]
         else:
             mapping, self.groups_ = backoff_map(space)
+            # groups past the model's penalties came after it was saved: it has none
+            kept = self.groups_ < len(self.shrink)
+            mapping, self.groups_ = mapping[:, kept], self.groups_[kept]
             design = design @ mapping
             idle, self.unmeasured_ = self._idle_costs(design, mapping)
         self.targets_ = list(targets)
