@@ -35,8 +35,15 @@ from anb import resources
 from anb.searchspace.base import Space
 from anb.surrogates.data import ACCURACY_TARGET
 from anb.surrogates.fit import prepare
-from anb.surrogates.plan import (COST_COLUMN, Collected, PlanConfig, PlanModel, bootstrap_std,
-                                 propose, quality)
+from anb.surrogates.plan import (
+    COST_COLUMN,
+    Collected,
+    PlanConfig,
+    PlanModel,
+    bootstrap_std,
+    propose,
+    quality,
+)
 
 GPUS = 4  # train_time is seconds on 4 x RTX 3090
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anb.jobs.queue import Capability, JobSpec, open_queue  # noqa: E402
+from anb.jobs.queue import Capability, JobSpec, open_queue
 
 CAPS = [Capability("measure", "bench")]
 

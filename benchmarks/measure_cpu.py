@@ -29,8 +29,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-from scipy.stats import kendalltau  # noqa: E402
+import numpy as np
+from scipy.stats import kendalltau
 
 
 def main() -> None:
@@ -123,7 +123,7 @@ def _plot(passes: list[dict], keys: tuple[str, ...], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4.5))
-    for ax, key in zip(np.atleast_1d(axes), keys):
+    for ax, key in zip(np.atleast_1d(axes), keys, strict=True):
         kind = key.split("_", 1)[0]
         a = [passes[0][i][key][f"{kind}_mean"] for i in passes[0]]
         b = [passes[1][i][key][f"{kind}_mean"] for i in passes[0]]

@@ -91,8 +91,8 @@ def main() -> None:
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     for key, s in summary["keys"].items():
         print(f"{key:22s} retest tau={s['retest_kendall_tau']:.4f}  median CV="
-              f"{100 * s['median_cv']:.2f} %  median |p1-p2|/p1={100 * s['median_abs_rel_diff']:.2f}"
-              f" %  range {s['min']:.4g}..{s['max']:.4g}  "
+              f"{100 * s['median_cv']:.2f} %  median |p1-p2|/p1="
+              f"{100 * s['median_abs_rel_diff']:.2f} %  range {s['min']:.4g}..{s['max']:.4g}  "
               + "  ".join(f"tau vs {c}={s[f'tau_vs_{c}']:.4f}" for c in RELEASED_GPU_COLUMNS))
     print("seconds/arch per pass = " + ", ".join(f"{s:.2f}" for s in summary["seconds_per_arch"]))
     print("environment: " + json.dumps(summary["environment"], default=str)[:3000])

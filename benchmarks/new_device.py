@@ -85,16 +85,22 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-from scipy.stats import kendalltau  # noqa: E402
+import numpy as np
+from scipy.stats import kendalltau
 
-from anb import resources  # noqa: E402
-from anb.records import is_perf_metric  # noqa: E402
-from anb.surrogates.adapt import (STD_FACTOR, AdaptedModel, _gcv_alpha,  # noqa: E402
-                                  _ridge, log_cost, op_components)
-from anb.surrogates.adapt_select import design_features, select  # noqa: E402
-from anb.surrogates.features import FeatureBuilder, LayerCostModel  # noqa: E402
-from anb.surrogates.fit import prepare  # noqa: E402
+from anb import resources
+from anb.records import is_perf_metric
+from anb.surrogates.adapt import (
+    STD_FACTOR,
+    AdaptedModel,
+    _gcv_alpha,
+    _ridge,
+    log_cost,
+    op_components,
+)
+from anb.surrogates.adapt_select import design_features, select
+from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.fit import prepare
 
 Z90 = 1.6448536269514722
 
@@ -319,8 +325,9 @@ def real_device(args: argparse.Namespace) -> None:
         for name, rows in (("file-name split", scores[:1]),
                            (f"mean of {len(scores) - 1} random splits", scores[1:])):
             m = np.mean(rows, axis=0)
-            print(f"{space.name} {t}, {name}: adapt on {args.n_adapt}, score on {len(frame) - args.n_adapt}: "
-                  f"tau {m[0]:.3f}, 90 % coverage {m[1]:.2f} (ood flagged {m[2]:.1f}); ridge "
+            print(f"{space.name} {t}, {name}: adapt on {args.n_adapt}, "
+                  f"score on {len(frame) - args.n_adapt}: tau {m[0]:.3f}, "
+                  f"90 % coverage {m[1]:.2f} (ood flagged {m[2]:.1f}); ridge "
                   f"tau {m[3]:.3f}; xgb scratch tau {m[4]:.3f}; MACs tau {m[5]:.3f}")
 
 

@@ -36,7 +36,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 IGNORE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "outputs", "results", "runs",
-                                "wandb", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache")
+                                "wandb", "*.egg-info", "__pycache__", ".pytest_cache",
+                                ".mypy_cache")
 B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
 #: Libraries only an extra installs; none may be in the query install.
 HEAVY = ("torch", "xgboost", "lightgbm", "sklearn", "wandb", "onnx", "onnxruntime", "pyarrow",

@@ -14,12 +14,12 @@ import warnings
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import torch  # noqa: E402
+import torch
 
-from anb.searchspace import ANB_SPACE, Arch, Sampler  # noqa: E402
-from anb.searchspace.counting import count_batch  # noqa: E402
-from anb.searchspace.encoding import features, onehot, ordinal  # noqa: E402
-from anb.searchspace.model import build_model  # noqa: E402
+from anb.searchspace import ANB_SPACE, Arch, Sampler
+from anb.searchspace.counting import count_batch
+from anb.searchspace.encoding import features, onehot, ordinal
+from anb.searchspace.model import build_model
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -58,10 +58,13 @@ def main() -> None:
     some = sampler.sample(n)
 
     rows = [
-        ("sample (indices+decode)", median_seconds(lambda: sampler.sample_choices(n), args.repeats), n),
-        ("sample as Arch objects", median_seconds(lambda: sampler.sample(len(some)), args.repeats), len(some)),
+        ("sample (indices+decode)",
+         median_seconds(lambda: sampler.sample_choices(n), args.repeats), n),
+        ("sample as Arch objects",
+         median_seconds(lambda: sampler.sample(len(some)), args.repeats), len(some)),
         ("arch.id (sha256)", median_seconds(lambda: [a.id for a in some], args.repeats), len(some)),
-        ("mixed-radix index", median_seconds(lambda: ANB_SPACE.index_from_choices(choices), args.repeats), n),
+        ("mixed-radix index",
+         median_seconds(lambda: ANB_SPACE.index_from_choices(choices), args.repeats), n),
         ("encode ordinal", median_seconds(lambda: ordinal(choices), args.repeats), n),
         ("encode onehot", median_seconds(lambda: onehot(choices), args.repeats), n),
         ("encode features", median_seconds(lambda: features(choices), args.repeats), n),
@@ -74,8 +77,8 @@ def main() -> None:
     for name, seconds, count in rows:
         rate = count / seconds
         print(f"{name:<26}{count:>9}{seconds:>10.4f}{rate:>14,.0f}{rate / baseline_rate:>14,.0f}")
-    print(f"{'build model + thop':<26}{args.profile_sample:>9}{profiled * args.profile_sample:>10.4f}"
-          f"{baseline_rate:>14,.1f}{1:>14}")
+    print(f"{'build model + thop':<26}{args.profile_sample:>9}"
+          f"{profiled * args.profile_sample:>10.4f}{baseline_rate:>14,.1f}{1:>14}")
     count_seconds = rows[-1][1]
     print(f"\nanalytic count of {n:,} archs: {count_seconds:.3f} s; the profiler would take "
           f"~{profiled * n / 3600:.1f} h (ratio {profiled * n / count_seconds:,.0f}x)")

@@ -24,8 +24,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-from scipy.stats import kendalltau  # noqa: E402
+import numpy as np
+from scipy.stats import kendalltau
 
 STACKS = "cpu-ort,cpu-int8,cpu-openvino,cpu-openvino-int8,cpu-tvm"
 

@@ -94,18 +94,24 @@ import argparse
 import copy
 import json
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from anb.resources import RELEASED_DATASET, RELEASED_SPLIT_DIR, config_path
 from anb.surrogates import FitConfig, evaluate, fit_benchmark
-from anb.surrogates.data import (frame_choices, kfold_splits, labels, load_table,
-                                 published_split, target_columns)
+from anb.surrogates.data import (
+    frame_choices,
+    kfold_splits,
+    labels,
+    load_table,
+    published_split,
+    target_columns,
+)
 from anb.surrogates.fit import Prepared
 
 ACCURACY = "val_top1"
@@ -158,7 +164,7 @@ def _xgb_params(entry: dict) -> list[dict]:
     """The XGBoost parameter dicts of an entry (one per XGBoost family slot)."""
     families = entry["family"] if isinstance(entry["family"], list) else [entry["family"]]
     params = entry["params"] if isinstance(entry["params"], list) else [entry["params"]]
-    return [p for f, p in zip(families, params) if f == "xgboost"]
+    return [p for f, p in zip(families, params, strict=False) if f == "xgboost"]
 
 
 def _all_xgb(config: dict, key: str, value) -> None:

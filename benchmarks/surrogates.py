@@ -34,17 +34,17 @@ borrow the accuracy settings); 90 % coverage 0.971 (per quartile 0.945-1.0); obs
 throughput or latency; goal 0.85-0.95 each), with the label noise per bin of the predicted value
 (``ensemble.NOISE_BINS``, chosen on val) and, before, a constant:
 
-    | target | Q1 | Q2 | Q3 | Q4 | all | before: Q1 | Q2 | Q3 | Q4 | all |
-    |---|---|---|---|---|---|---|---|---|---|---|
-    | val_top1 | 0.914 | 0.914 | 0.906 | 0.946 | 0.920 | 0.836 | 0.898 | 0.953 | 0.984 | 0.918 |
-    | latency_vck190 | 0.977 | 0.961 | 0.961 | 0.922 | 0.955 | 0.945 | 0.969 | 0.969 | 0.945 | 0.957 |
-    | latency_zcu102 | 0.789 | 0.906 | 0.883 | 0.898 | 0.869 | 0.719 | 0.867 | 0.938 | 0.977 | 0.875 |
-    | throughput_3090 | 0.938 | 0.914 | 0.883 | 0.938 | 0.918 | 1.000 | 1.000 | 1.000 | 0.859 | 0.965 |
-    | throughput_a100 | 0.938 | 0.945 | 0.930 | 0.938 | 0.938 | 0.969 | 0.930 | 0.930 | 0.883 | 0.928 |
-    | throughput_tpuv2 | 0.961 | 0.913 | 0.906 | 0.859 | 0.910 | 0.984 | 0.976 | 0.891 | 0.727 | 0.894 |
-    | throughput_tpuv3 | 0.945 | 0.849 | 0.890 | 0.953 | 0.909 | 1.000 | 1.000 | 0.874 | 0.866 | 0.935 |
-    | throughput_vck190 | 0.914 | 0.961 | 0.953 | 0.945 | 0.943 | 1.000 | 1.000 | 0.977 | 0.703 | 0.920 |
-    | throughput_zcu102 | 0.961 | 0.875 | 0.914 | 0.945 | 0.924 | 0.961 | 0.938 | 0.938 | 0.867 | 0.926 |
+  target | Q1 | Q2 | Q3 | Q4 | all | before: Q1 | Q2 | Q3 | Q4 | all
+  ---|---|---|---|---|---|---|---|---|---|---
+  val_top1 | 0.914 | 0.914 | 0.906 | 0.946 | 0.920 | 0.836 | 0.898 | 0.953 | 0.984 | 0.918
+  latency_vck190 | 0.977 | 0.961 | 0.961 | 0.922 | 0.955 | 0.945 | 0.969 | 0.969 | 0.945 | 0.957
+  latency_zcu102 | 0.789 | 0.906 | 0.883 | 0.898 | 0.869 | 0.719 | 0.867 | 0.938 | 0.977 | 0.875
+  throughput_3090 | 0.938 | 0.914 | 0.883 | 0.938 | 0.918 | 1.000 | 1.000 | 1.000 | 0.859 | 0.965
+  throughput_a100 | 0.938 | 0.945 | 0.930 | 0.938 | 0.938 | 0.969 | 0.930 | 0.930 | 0.883 | 0.928
+  throughput_tpuv2 | 0.961 | 0.913 | 0.906 | 0.859 | 0.910 | 0.984 | 0.976 | 0.891 | 0.727 | 0.894
+  throughput_tpuv3 | 0.945 | 0.849 | 0.890 | 0.953 | 0.909 | 1.000 | 1.000 | 0.874 | 0.866 | 0.935
+  throughput_vck190 | 0.914 | 0.961 | 0.953 | 0.945 | 0.943 | 1.000 | 1.000 | 0.977 | 0.703 | 0.920
+  throughput_zcu102 | 0.961 | 0.875 | 0.914 | 0.945 | 0.924 | 0.961 | 0.938 | 0.938 | 0.867 | 0.926
 
 Every accuracy quartile is now in range (bottom 0.836 -> 0.914); the worst device quartile rises
 from 0.703 to 0.789 (latency_zcu102 Q1, its fastest designs: FPGA latency is deterministic, the
@@ -68,8 +68,12 @@ import pandas as pd
 from anb.searchspace import Sampler
 from anb.searchspace.encoding import encode
 from anb.surrogates import FitConfig, evaluate, fit_benchmark, load, prepare, save
-from anb.surrogates.baseline import (REFERENCE_BASELINES, TAU_GOALS, comparison_table,
-                                     evaluate_baselines)
+from anb.surrogates.baseline import (
+    REFERENCE_BASELINES,
+    TAU_GOALS,
+    comparison_table,
+    evaluate_baselines,
+)
 from anb.surrogates.metrics import interval_coverage
 from anb.surrogates.report import parity_plots, write_report
 
@@ -250,12 +254,12 @@ def main() -> None:
     if fitted:
         x1 = encode(one, "ordinal")
         base_one, base_many = [], []
-        for (target, family), model in fitted.items():
+        for (_target, family), model in fitted.items():
             if family != "xgboost":
                 continue
             model.predict(x1)
-            base_one.append(median_time(lambda: model.predict(x1), 50))
-            base_many.append(median_time(lambda: model.predict(encode(many, "ordinal")), 3))
+            base_one.append(median_time(lambda m=model: m.predict(x1), 50))
+            base_many.append(median_time(lambda m=model: m.predict(encode(many, "ordinal")), 3))
         print(f"baseline (one XGBoost per target, no uncertainty): 10,000 archs all targets "
               f"{sum(base_many):.3f} s; one arch all targets {1000 * sum(base_one):.2f} ms "
               f"(per target {1000 * min(base_one):.2f}-{1000 * max(base_one):.2f} ms)")

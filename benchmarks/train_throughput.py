@@ -11,6 +11,7 @@ ratio column is loader rate / loader-free rate; the loader is not the bottleneck
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import tempfile
@@ -24,13 +25,13 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anb.collect_accuracy import recipe  # noqa: E402
-from anb.collect_accuracy.config import load_config  # noqa: E402
-from anb.collect_accuracy.data import make_loaders, normalise  # noqa: E402
-from anb.collect_accuracy.distributed import pick_device  # noqa: E402
-from anb.collect_accuracy.train import train_step  # noqa: E402
-from anb.searchspace import Arch, Sampler  # noqa: E402
-from anb.searchspace.model import build_model  # noqa: E402
+from anb.collect_accuracy import recipe
+from anb.collect_accuracy.config import load_config
+from anb.collect_accuracy.data import make_loaders, normalise
+from anb.collect_accuracy.distributed import pick_device
+from anb.collect_accuracy.train import train_step
+from anb.searchspace import Arch, Sampler
+from anb.searchspace.model import build_model
 
 
 def synthetic_jpegs(root: Path, count: int, classes: int = 10, seed: int = 0) -> Path:
@@ -120,14 +121,15 @@ def main() -> None:
         loss_fn = recipe.make_loss(config)
 
         def step(x, y):
-            train_step(model, optimizer, scaler, loss_fn, x, y, cuda)
+            # only measure() below calls it, within this iteration: no late binding
+            train_step(model, optimizer, scaler, loss_fn, x, y, cuda)  # noqa: B023
 
         x = normalise(torch.randint(0, 256, (args.batch_size, 3, args.res, args.res),
                                     dtype=torch.uint8, device=device), cuda)
         y = torch.randint(0, 10, (args.batch_size,), device=device)
         row = {"arch": str(arch), "arch_id": arch.id, "res": args.res,
                "batch_size": args.batch_size, "device": str(device),
-               "memory": measure(step, iter(lambda: (x, y), None), args.steps, args.warmup,
+               "memory": measure(step, itertools.repeat((x, y)), args.steps, args.warmup,
                                  args.batch_size, device)}
         for name in (n for n in args.loaders.split(",") if n):
             loaders = make_loaders(load_config(None, overrides + loader_overrides[name]), 0, 1,

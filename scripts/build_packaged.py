@@ -4,8 +4,8 @@ Fits the packaged default config on the packaged dataset and split (the same cal
 fit), records reference predictions of that fitted artifact on the test split's architectures
 and the key it was fitted under (``anb.surrogates.packaged.shipped_key``), and saves it with its
 XGBoost members compiled to numpy node tables. Then loads the compiled copy and reports its
-largest difference from the fitted artifact's predictions. Run it after changing the data, the default config,
-the fitting code or the anb version (tests/test_packaged.py fails until then):
+largest difference from the fitted artifact's predictions. Run it after changing the data, the
+default config, the fitting code or the anb version (tests/test_packaged.py fails until then):
 
     .venv/bin/python scripts/build_packaged.py [--jobs 2]
 """
@@ -20,11 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anb import resources  # noqa: E402  # the checkout's anb, not an installed one
-from anb.outputs import MARKER  # noqa: E402
-from anb.surrogates import artifact, packaged  # noqa: E402
-from anb.surrogates.api import fit  # noqa: E402
-from anb.surrogates.fit import FitConfig  # noqa: E402
+from anb import resources  # the checkout's anb, not an installed one
+from anb.outputs import MARKER
+from anb.surrogates import artifact, packaged
+from anb.surrogates.api import fit
+from anb.surrogates.fit import FitConfig
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -29,7 +29,7 @@ def sides(batches) -> tuple[np.ndarray, np.ndarray]:
     """Per training image: right-half minus left-half mean, and the image's spread."""
     diff, spread = [], []
     for x, _ in batches:
-        diff.append((x[..., RES // 2:].mean((1, 2, 3)) - x[..., :RES // 2].mean((1, 2, 3))))
+        diff.append(x[..., RES // 2:].mean((1, 2, 3)) - x[..., :RES // 2].mean((1, 2, 3)))
         spread.append(x.flatten(1).std(1))
     return torch.cat(diff).numpy(), torch.cat(spread).numpy()
 

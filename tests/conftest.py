@@ -9,9 +9,9 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
-import sys  # noqa: E402
+import sys
 
-import pytest  # noqa: E402
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ANB_SHARED_DATA", REPO.parent / "shared" / "data" / "anb"))
@@ -67,7 +67,8 @@ def released_frame(released_records):
 @pytest.fixture
 def sdk_path(monkeypatch):
     """The SNPE stand-ins first on PATH (with this interpreter's python3)."""
-    monkeypatch.setenv("PATH", f"{SNPE_STANDINS}:{Path(sys.executable).parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("PATH",
+                       f"{SNPE_STANDINS}:{Path(sys.executable).parent}:{os.environ['PATH']}")
     monkeypatch.delenv("SNPE_ROOT", raising=False)
     return SNPE_STANDINS
 

@@ -3,8 +3,6 @@
 devices whose rankings differ most: Eyeriss and a batch-1 Titan RTX), and hypervolume."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 

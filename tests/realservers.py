@@ -13,10 +13,10 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 
 def free_port() -> int:
@@ -175,7 +175,7 @@ def sshd_server() -> Iterator[SshBoard]:
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"sshd did not start: {log.read_text()}")
+                    raise RuntimeError(f"sshd did not start: {log.read_text()}") from None
                 time.sleep(0.1)
         yield SshBoard(url=f"ssh://{user}@127.0.0.1:{port}", user=user, port=port,
                        identity=client_key, known_hosts=known, board_dir=board, log=log)

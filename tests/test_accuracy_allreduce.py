@@ -15,11 +15,10 @@ from torch import nn
 
 from anb.collect_accuracy.config import load_config
 from anb.collect_accuracy.data import TensorImageLoaders
-from anb.preprocessing import IMAGENET_MEAN_255, IMAGENET_STD_255
 from anb.collect_accuracy.distributed import DistInfo
 from anb.collect_accuracy.train import Trainer
+from anb.preprocessing import IMAGENET_MEAN_255, IMAGENET_STD_255
 from anb.searchspace import get_space
-
 from tests.trainer_helpers import CONFIG
 
 pytestmark = pytest.mark.timeout(180)

@@ -17,7 +17,6 @@ from anb.collect_accuracy import claims
 from anb.collect_accuracy.config import ConfigError
 from anb.collect_accuracy.train import main
 from anb.searchspace import Arch, Sampler
-
 from tests.trainer_helpers import CONFIG, REPO, child_env, torchrun_cmd
 
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
@@ -142,7 +141,7 @@ def test_two_jobs_on_one_folder_and_shard_never_train_an_architecture_twice(tmp_
     # every architecture trained exactly once, by one job
     finished = out_a.count("finished:") + job_b.stdout.count("finished:")
     assert finished == num, out_a + job_b.stdout
-    for arch_id, record in found.items():
+    for record in found.values():
         assert len(record["provenance"]["job_ids"]) == 1
     job_of = {arch_id: r["provenance"]["job_ids"][0] for arch_id, r in found.items()}
     assert len({job_of[i] for i in done_before + [held_id]}) == 1  # A's

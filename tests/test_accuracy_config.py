@@ -1,17 +1,14 @@
 """Config parsing, the recipe's schedules, and clear errors on bad input (in-process)."""
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
 from anb.collect_accuracy import recipe
-from anb.collect_accuracy.config import (ConfigError, load_config, recipe_hash, to_ini)
+from anb.collect_accuracy.config import ConfigError, load_config, recipe_hash, to_ini
 from anb.collect_accuracy.train import main
 from anb.searchspace import EFFICIENTNET_B0
 from anb.searchspace.model import build_model
-
 from tests.trainer_helpers import CONFIG, REPO
 
 IMAGENET = REPO / "configs" / "accuracy" / "imagenet_proxy.ini"

@@ -10,7 +10,6 @@ from anb.collect_accuracy import ffcv_io
 from anb.collect_accuracy.export import export, from_local
 from anb.collect_accuracy.train import main
 from anb.searchspace import Arch
-
 from tests.trainer_helpers import CONFIG
 
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"

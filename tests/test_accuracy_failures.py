@@ -16,7 +16,6 @@ from anb.collect_accuracy import failures
 from anb.collect_accuracy.export import export
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Sampler
-
 from tests.trainer_helpers import CONFIG
 
 pytestmark = pytest.mark.timeout(300)

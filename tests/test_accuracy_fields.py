@@ -19,7 +19,6 @@ from anb.collect_accuracy.data import make_loaders
 from anb.collect_accuracy.distributed import DistInfo
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Arch, get_space
-
 from tests.trainer_helpers import CONFIG, REPO
 
 pytestmark = pytest.mark.timeout(300)
@@ -132,7 +131,7 @@ def test_validation_evaluates_the_ema_weights(tmp_path, monkeypatch):
     def same(a: dict, b: dict) -> bool:
         return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
-    for (*_, state), ckpt in zip(evaluated, saved):
+    for (*_, state), ckpt in zip(evaluated, saved, strict=True):
         assert not same(ckpt["ema"], ckpt["model"])  # EMA (decay 0.9) lags the raw weights
         assert same(state, ckpt["ema"])
     # the recorded numbers are the EMA weights' ones, not the raw network's

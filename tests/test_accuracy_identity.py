@@ -11,11 +11,16 @@ import pytest
 import torch
 
 from anb.collect_accuracy import checkpoint
-from anb.collect_accuracy.config import (ConfigError, for_world, load_config, per_rank_batch,
-                                         recipe_hash, recipe_identity)
+from anb.collect_accuracy.config import (
+    ConfigError,
+    for_world,
+    load_config,
+    per_rank_batch,
+    recipe_hash,
+    recipe_identity,
+)
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Sampler
-
 from tests.trainer_helpers import CONFIG, REPO
 
 pytestmark = pytest.mark.timeout(300)

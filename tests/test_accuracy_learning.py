@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from anb.collect_accuracy.train import main
-
 from tests.trainer_helpers import REPO
 
 pytestmark = pytest.mark.timeout(300)

@@ -11,7 +11,6 @@ import torch
 from anb.collect_accuracy import provenance
 from anb.collect_accuracy.train import main
 from anb.searchspace import Sampler, get_space
-
 from tests.trainer_helpers import REPO
 
 pytestmark = pytest.mark.timeout(300)

@@ -2,8 +2,6 @@
 architecture: the rerun continues it from its last checkpointed epoch, with its claim free."""
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 import signal
@@ -11,8 +9,9 @@ import subprocess
 import sys
 import time
 
-from anb.searchspace import Sampler
+import pytest
 
+from anb.searchspace import Sampler
 from tests.trainer_helpers import CONFIG, REPO, child_env
 
 

@@ -15,7 +15,6 @@ from anb.collect_accuracy.data import make_loaders
 from anb.collect_accuracy.imagefolder import write_digits_folder
 from anb.collect_accuracy.train import main
 from anb.searchspace import ANB_SPACE, SEQ1D_SPACE, Arch, count
-
 from tests.trainer_helpers import CONFIG
 
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"

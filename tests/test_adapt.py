@@ -286,7 +286,8 @@ def test_suggest_never_returns_measured_or_duplicate_candidates(base, data):
 
 def test_out_of_range_architectures_are_flagged_with_wider_std(base, data):
     """Adapted on the 20 fastest-on-known-devices train architectures, the slowest test ones lie
-    outside the measured range: they carry the flag and a std widened by how far outside they are."""
+    outside the measured range: they carry the flag and a std widened by how far outside they
+    are."""
     from anb.surrogates.adapt import BenchmarkKnown, op_components
     from anb.surrogates.artifact import load
 
@@ -472,6 +473,7 @@ def test_repeated_measurements_of_a_design_are_averaged(base, data, tmp_path):
 
     few = pd.concat([repeats, frame.iloc[1:4]], ignore_index=True)
     few.to_csv(tmp_path / "few.csv", index=False)
-    with pytest.raises(ValueError, match=r"holds 4 distinct measured architectures of "
-                                         r"'latency_zcu102' \(11 rows\); adapting needs at least 5"):
+    with pytest.raises(ValueError,
+                       match=r"holds 4 distinct measured architectures of "
+                             r"'latency_zcu102' \(11 rows\); adapting needs at least 5"):
         read_measured(tmp_path / "few.csv", "zcu102")

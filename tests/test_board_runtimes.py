@@ -64,8 +64,8 @@ def test_anb_measure_on_an_openvino_board(tmp_path):
     from the host back-end's."""
     import openvino as ov
 
-    from anb.collect_throughput.backends.openvino_backend import cpu_config
     from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
+    from anb.collect_throughput.backends.openvino_backend import cpu_config
     from anb.collect_throughput.protocol import load_device
     from anb.collect_throughput.quality import onnx_outputs, openvino_outputs
 

@@ -13,12 +13,11 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.collect_accuracy.export import export, from_wandb_offline, merge
-from anb.collect_accuracy.wandb_log import project, run_id
 from anb.collect_accuracy.train import main
+from anb.collect_accuracy.wandb_log import project, run_id
 from anb.collect_accuracy.wandb_offline import find_runs, read_run
 from anb.records import load_dataset, records_to_frame
 from anb.searchspace import Arch
-
 from tests.trainer_helpers import CONFIG
 
 ARCHS = ["e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1",
@@ -42,7 +41,7 @@ def test_wandb_offline_files_match_what_was_logged(trained):
     runs = {r.run_id: r for r in map(read_run, find_runs(trained / "wandb"))}
     records = {p.stem: json.loads(p.read_text()) for p in (trained / "records").glob("*.json")}
     assert sorted(records) == sorted(Arch.from_string(a).id for a in ARCHS)
-    for arch_id, record in records.items():
+    for record in records.values():
         prov = record["provenance"]
         run = runs[prov["run_id"]]
         assert run.exit_code == 0 and run.project == "anb-test"

@@ -2,13 +2,12 @@
 ``anb measure`` on this CPU, ``anb front-report`` joining them with what the search predicted."""
 from __future__ import annotations
 
-import pytest
-
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
@@ -43,8 +42,9 @@ def test_retrain_measure_and_front_report(tmp_path):
     trained = pd.read_csv(tmp_path / "rt" / "accuracy.csv").set_index("arch_id")
     assert sorted(trained.index) == sorted(as_arch(a).id for a in ARCHS)
     assert (tmp_path / "rt" / "archs.txt").read_text().split() == ARCHS
-    result = runner.invoke(app, ["measure", str(DEVICE), "--archs", str(tmp_path / "rt" / "archs.txt"), "--out",
-                                 str(tmp_path / "m"), "--no-progress"])
+    result = runner.invoke(app, ["measure", str(DEVICE),
+                                 "--archs", str(tmp_path / "rt" / "archs.txt"),
+                                 "--out", str(tmp_path / "m"), "--no-progress"])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["front-report", str(search), "--out", str(tmp_path / "rep"),
                                  "--accuracy", str(tmp_path / "rt" / "accuracy.csv"),

@@ -45,8 +45,8 @@ BLOCKED_TORCH = ("compile", "export", "func", "compiler", "vmap")
 
 
 def test_vermin_finds_nothing_newer_than_python_3_7():
-    proc = subprocess.run([str(Path(sys.executable).with_name("vermin")), "--target=3.7", "--no-tips",
-                           "--violations", str(REPO / "fpga_code")],
+    proc = subprocess.run([str(Path(sys.executable).with_name("vermin")), "--target=3.7",
+                           "--no-tips", "--violations", str(REPO / "fpga_code")],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

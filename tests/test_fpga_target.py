@@ -123,7 +123,8 @@ def test_the_queue_interface_measures_one_architecture(tmp_path, xmodels):
     ("zcu999", "", "", [], "name='zcu999' is invalid; allowed: a board run_dpu.py knows "
                            "['vck190', 'zcu102']"),
     ("zcu102", "colour = 1", "", [], "fpga.colour=1 is unknown; allowed: ["),
-    ("zcu102", "", 'runtime = "resident"', [], "remote.runtime='resident' is invalid for an FPGA board"),
+    ("zcu102", "", 'runtime = "resident"', [],
+     "remote.runtime='resident' is invalid for an FPGA board"),
     ("zcu102", 'fpga_code = "/nowhere"', "", [], "fpga.fpga_code: no board/run_dpu.py under "
                                                  "['/nowhere']"),
     ("zcu102", "", "", ["--batch", "4"], "override batch=4 is invalid; allowed for an FPGA "

@@ -48,7 +48,8 @@ def test_summary_by_layer_type_ranks_the_lossiest_type():
     t2 = t1.assign(sqnr_drop_db=[1.0, 0.5])
     out = by_layer_type({"m1": t1, "m2": t2})
     assert out["op_type"].tolist() == ["Conv", "Relu"]
-    assert out.loc[0, ["layers", "models", "mean_sqnr_drop_db", "flagged"]].tolist() == [2, 2, 2.0, 2]
+    columns = ["layers", "models", "mean_sqnr_drop_db", "flagged"]
+    assert out.loc[0, columns].tolist() == [2, 2, 2.0, 2]
 
 
 @pytest.mark.slow
@@ -79,7 +80,7 @@ def test_cpu_int8_report_for_real(tmp_path):
 
 
 @pytest.mark.slow
-def test_device_path_through_snpe_standins(sdk_path, tmp_path):  # noqa: F811
+def test_device_path_through_snpe_standins(sdk_path, tmp_path):
     config = tmp_path / "snpe-dsp-32.toml"
     config.write_text('name = "snpe-dsp-32"\nsdk = "snpe"\nruntime = "dsp"\nresolution = 32\n'
                       f'remote_dir = "{tmp_path / "board"}"\n[quantization]\n'

@@ -9,10 +9,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import tomllib
 
 import numpy as np
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 from anb import extras
@@ -94,8 +94,8 @@ def test_the_query_command_runs_without_extras(tmp_path):
 @pytest.mark.slow
 def test_a_command_needing_an_extra_says_which_in_one_line(tmp_path):
     """``anb fit`` names the ``fit`` extra before any work, ``anb search --algorithm nsga2``
-    the ``search`` one, ``anb measure`` the ``measure`` one; a Python caller (a fit, an import of a collection module) gets such a line as the
-    ImportError's message."""
+    the ``search`` one, ``anb measure`` the ``measure`` one; a Python caller (a fit, an import of
+    a collection module) gets such a line as the ImportError's message."""
     for args, extra in ((["fit", "--out", "model"], "fit"),
                         (["search", "-o", "val_top1", "--algorithm", "nsga2", "--out", "moo"],
                          "search"),

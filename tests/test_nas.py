@@ -7,8 +7,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from anb.nas import (Constraint, Objective, Problem, analytic_evaluator, nsga2, random_search,
-                     regularized_evolution)
+from anb.nas import (
+    Constraint,
+    Objective,
+    Problem,
+    analytic_evaluator,
+    nsga2,
+    random_search,
+    regularized_evolution,
+)
 from anb.nas.mutation import mutate, random_choices
 from anb.nas.pareto import crowding_distance, hypervolume, non_dominated_fronts, pareto_mask
 from anb.searchspace import ANB_SPACE, Arch, count
@@ -73,7 +80,8 @@ def test_constraints_are_respected_and_runs_are_reproducible():
 
 
 def test_nsga2_front_beats_random_search_in_hypervolume():
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"), Objective.parse("macs")])
+    problem = Problem(analytic_evaluator(),
+                      [Objective.parse("params:max"), Objective.parse("macs")])
     reference = np.array([0.0, -800.0])
 
     def volume(result):

@@ -5,9 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from anb.nas import (Constraint, Objective, Problem, SearchResult, analytic_evaluator, nsga2,
-                     pymoo_nsga2, random_search, regularized_evolution)
-from anb.nas.evaluators import combined
+from anb.nas import (
+    Constraint,
+    Objective,
+    Problem,
+    SearchResult,
+    analytic_evaluator,
+    nsga2,
+    pymoo_nsga2,
+    random_search,
+    regularized_evolution,
+)
 from anb.nas.pareto import hypervolume
 from anb.searchspace.counting import cost_table
 
@@ -87,7 +95,7 @@ def test_offspring_are_never_duplicates_of_each_other_or_the_population(search, 
     result = search(problem, 2000, seed=3, population=32)
     assert len(generations) > 40
     offspring = population_repeats = 0
-    for (_, parents), (children, _) in zip(generations[:-1], generations[1:]):
+    for (_, parents), (children, _) in zip(generations[:-1], generations[1:], strict=True):
         rows = [tuple(x) for x in children]
         assert len(set(rows)) == len(rows), "two offspring of one generation are the same"
         population = {tuple(x) for x in parents}

@@ -355,6 +355,7 @@ def test_a_kinds_companion_files_do_not_make_a_folder_foreign(tmp_path):
     (tmp_path / "slurm-7.out").write_text("job log")
     assert outputs.check_folder(tmp_path, kind) == tmp_path
     (tmp_path / "notes.txt").write_text("mine")
-    with pytest.raises(outputs.UserError, match="holds 1 file that is not a demo output: notes.txt"):
+    with pytest.raises(outputs.UserError,
+                       match="holds 1 file that is not a demo output: notes.txt"):
         outputs.check_folder(tmp_path, kind)
 

@@ -1,10 +1,10 @@
-"""``anb --version``, ``anb config``, ``anb slurm-template`` and the version stamp in what anb writes."""
+"""``anb --version``, ``anb config``, ``anb slurm-template`` and the version stamp in what anb
+writes."""
 from __future__ import annotations
-
-import pytest
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 import anb

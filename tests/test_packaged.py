@@ -190,7 +190,8 @@ def test_load_by_name_uses_the_shipped_benchmark(tmp_path, monkeypatch, capsys):
     assert search.exit_code == 0, search.output
     assert "first use" not in query.output + search.output
     assert not (tmp_path / "cache").exists()
-    with pytest.raises(ValueError, match=r"unknown packaged benchmark 'nasbench201'.*accel-nasbench"):
+    with pytest.raises(ValueError,
+                       match=r"unknown packaged benchmark 'nasbench201'.*accel-nasbench"):
         anb.load("nasbench201")
 
 

@@ -87,11 +87,12 @@ def test_planner_corrects_a_space_base_for_accuracy(released_frame):
     """Top-1 corrects a Gaussian process on the space's features, training time a ridge on
     them, device targets the layer-cost model; at 200 architectures the base lifts top-1 tau on
     val well above bare trees (measured: 0.886 vs 0.817; the GP alone 0.886, a ridge 0.873)."""
+    from scipy.stats import kendalltau
+
     from anb.surrogates.data import frame_choices
     from anb.surrogates.ensemble import TargetSurrogate
     from anb.surrogates.fit import prepare
     from anb.surrogates.plan import PlanModel
-    from scipy.stats import kendalltau
 
     prep = prepare(released_frame)
     data = Collected.from_frame(prep.frame, frame_choices(prep.frame),
@@ -143,8 +144,9 @@ def test_ridge_based_targets_are_fitted_on_normal_scores(released_frame):
 def test_normal_scores_round_trip_and_keep_order():
     """Labels map to normal scores and back exactly; past either end the map goes on with the
     outer tenth's slope, so predictions beyond the labels stay ordered (no clipped ties)."""
-    from anb.surrogates.plan import NormalScores
     from scipy.stats import norm
+
+    from anb.surrogates.plan import NormalScores
 
     y = np.array([3.0, 1.0, 2.0, 2.0, 10.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 0.5])
     s = NormalScores().fit(y)

@@ -119,7 +119,8 @@ def test_registries_list_built_ins_and_refuse_unknown_names_naming_the_group():
     with pytest.raises(ValueError, match=r"backend='npu' is invalid; allowed: \[.*'cuda'"):
         Protocol(device="x", backend="npu")
     with pytest.raises(ValueError, match=r"remote.runtime='npu' is invalid; allowed: "
-                                         r"\['onnxruntime', 'openvino', 'resident', 'tvm'\] \(more install as 'anb.runtimes'"):
+                                         r"\['onnxruntime', 'openvino', 'resident', 'tvm'\] "
+                                         r"\(more install as 'anb.runtimes'"):
         registries.RUNTIMES.load("npu")
 
 

@@ -22,7 +22,6 @@ import pandas as pd
 import pytest
 
 from anb.searchspace.arch import as_arch
-
 from tests.qualcomm_helpers import CountingLocal
 from tests.trainer_helpers import REPO
 
@@ -122,8 +121,8 @@ def test_queue_accuracy_stage_and_results_export(trained, tmp_path):
 def test_qualcomm_quality_with_the_sdk_standins(trained, sdk_path, tmp_path):
     import dataclasses
 
-    from anb.collect_throughput.quality import Source, load_images, measure_quality
     from anb.collect_throughput.qualcomm.config import load_qualcomm_device
+    from anb.collect_throughput.quality import Source, load_images, measure_quality
 
     val, weights, _, _ = trained
     device = load_qualcomm_device("snpe-dsp")

@@ -114,7 +114,7 @@ def test_keeping_the_worst_layers_float_recovers_accuracy(report):
     # and with it where the int8 error sits), so the recovery asserted is that of every layer.
     drops = pd.read_csv(report / "layers.csv").drop_duplicates("tensor")
     worst = drops.sort_values("sqnr_drop_db", ascending=False, kind="stable")["tensor"].tolist()
-    kept = {k: eval(mixed.loc[float(k), "float_layers"]) for k in (1, 4)}  # noqa: S307
+    kept = {k: eval(mixed.loc[float(k), "float_layers"]) for k in (1, 4)}
     assert kept[1] == worst[:1] and kept[4] == worst[:4]
     assert every["logits_sqnr_db"] > int8["logits_sqnr_db"] + 20
     fp32 = mixed.iloc[0]
@@ -123,7 +123,7 @@ def test_keeping_the_worst_layers_float_recovers_accuracy(report):
     assert mixed.loc[0.0, "latency_vs_int8"] == 1.0
     quantized = float_nodes(onnx.load(str(report / "int8.onnx")))
     for k in (1, 4):
-        kept = eval(mixed.loc[float(k), "float_nodes"])  # noqa: S307 - a list written by pandas
+        kept = eval(mixed.loc[float(k), "float_nodes"])
         model = onnx.load(str(report / f"mixed_k{k}.onnx"))
         weighted = [n for n in kept if n in {m.name for m in model.graph.node
                                              if m.op_type in ("Conv", "Gemm")}]
@@ -203,7 +203,6 @@ def test_qualcomm_layer_times_from_diagview_are_joined(sdk_path, tmp_path):
     """Through the SNPE stand-ins (tests/standins/snpe): the debug run's diagnostic log, read
     by snpe-diagview, gives per-layer times; each lands on a layer row."""
     from anb.collect_throughput.layerwise import layer_report
-
     from tests.qualcomm_helpers import ARCH, CountingLocal
 
     config = tmp_path / "snpe-dsp-32.toml"

@@ -43,7 +43,8 @@ def test_published_split_names_match_record_sources(released_frame):
     sources = set(released_frame["source"])
     sizes = {}
     for part in ("train", "val", "test"):
-        names = {p.rsplit("/", 1)[-1] for p in json.loads((SPLITS_DIR / f"{part}_paths.json").read_text())}
+        paths = json.loads((SPLITS_DIR / f"{part}_paths.json").read_text())
+        names = {p.rsplit("/", 1)[-1] for p in paths}
         assert names <= sources
         sizes[part] = len(names)
     assert sizes == {"train": 4100, "val": 512, "test": 512}
@@ -62,7 +63,7 @@ def test_table_round_trip(released_frame, tmp_path, suffix):
 def test_records_round_trip_through_frame(released_records):
     records = released_records[:50]
     again = frame_to_records(records_to_frame(records))
-    for a, b in zip(records, again):
+    for a, b in zip(records, again, strict=False):
         assert a["architecture"] == b["architecture"]
         assert a["metrics"] == b["metrics"] and a["model_info"] == b["model_info"]
         assert a["platform_perf"] == b["platform_perf"]
@@ -73,7 +74,8 @@ def test_folder_and_jsonl_forms(released_records, tmp_path):
     for record in released_records[:5]:
         rec = {k: v for k, v in record.items() if k != "source"}
         write_record(rec, folder / record["source"])
-    assert [r["source"] for r in load_records(folder)] == [r["source"] for r in released_records[:5]]
+    assert ([r["source"] for r in load_records(folder)]
+            == [r["source"] for r in released_records[:5]])
     jsonl = tmp_path / "r.jsonl"
     jsonl.write_text("\n".join(json.dumps(r) for r in released_records[:5]))
     assert len(load_records(jsonl)) == 5
@@ -87,7 +89,7 @@ def test_tables_read_as_records(released_records, tmp_path, suffix):
     frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path, index=False)
     back = load_records(path)
     assert [r["source"] for r in back] == [r["source"] for r in released_records[:20]]
-    for a, b in zip(released_records[:20], back):
+    for a, b in zip(released_records[:20], back, strict=True):
         assert (a["architecture"], a["metrics"], a["model_info"], a["platform_perf"]) == \
             (b["architecture"], b["metrics"], b["model_info"], b["platform_perf"])
     frame.drop(columns=["arch", "block3_k"]).to_csv(tmp_path / "bad.csv", index=False)
@@ -116,7 +118,8 @@ def test_bad_records_name_the_file_and_field(tmp_path, released_records):
     good = {k: v for k, v in released_records[0].items() if k != "source"}
     bad = json.loads(json.dumps(good))
     bad["architecture"]["block5_l"] = 5
-    with pytest.raises(ValueError, match=r"bad.json: field 'architecture': .*stage 5 field 'l' has value 5"):
+    with pytest.raises(ValueError,
+                       match=r"bad.json: field 'architecture': .*stage 5 field 'l' has value 5"):
         write_record(bad, tmp_path / "bad.json")
     assert not (tmp_path / "bad.json").exists()
     with pytest.raises(ValueError, match="platform_perf key 'speed_a100'"):
@@ -137,7 +140,8 @@ def test_tarball_with_a_bad_member_names_it(tmp_path, released_records):
     tar = tmp_path / "d.tar.gz"
     with tarfile.open(tar, "w:gz") as archive:
         archive.add(member, arcname="anb_dataset_jsons/result_7.json")
-    with pytest.raises(ValueError, match=r"result_7.json: field 'architecture': .*stage 0 field 'k' has value 4; allowed values are \[3, 5\]"):
+    with pytest.raises(ValueError, match=r"result_7.json: field 'architecture': .*stage 0 field "
+                                         r"'k' has value 4; allowed values are \[3, 5\]"):
         load_records(tar)
 
 

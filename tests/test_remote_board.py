@@ -22,8 +22,7 @@ import pytest
 from anb.collect_throughput import stats, timing
 from anb.collect_throughput.board import RUNNER
 from anb.collect_throughput.protocol import StoppingRule, WarmupRule, device_from_mapping
-from anb.collect_throughput.remote import (OnnxRuntimeBoard, RemoteSpec, board_folder,
-                                           measure_remote)
+from anb.collect_throughput.remote import OnnxRuntimeBoard, RemoteSpec, board_folder, measure_remote
 from anb.collect_throughput.transports import TransportError, open_transport
 from anb.searchspace.sampler import Sampler
 from tests.board_helpers import board_config
@@ -94,7 +93,8 @@ class ScriptedClock:
         self.i += 1
 
 
-@pytest.mark.parametrize("seed,noise,drift", [(0, 0.03, 0.0), (1, 0.3, 0.0), (2, 0.05, 0.5), (3, 0.04, 3.0), (4, 0.06, 1.0)])
+@pytest.mark.parametrize("seed,noise,drift", [(0, 0.03, 0.0), (1, 0.3, 0.0), (2, 0.05, 0.5),
+                                              (3, 0.04, 3.0), (4, 0.06, 1.0)])
 def test_board_runner_decides_like_local_measurement(seed, noise, drift):
     runner = _runner_module()
     rng = np.random.default_rng(seed)
@@ -156,7 +156,8 @@ def test_board_runner_is_self_contained_python37():
     assert "from __future__" not in source
     # library calls too (ast only sees syntax): vermin, as for fpga_code/
     proc = subprocess.run([str(Path(sys.executable).with_name("vermin")), "--target=3.7",
-                           "--no-tips", "--violations", str(RUNNER)], capture_output=True, text=True)
+                           "--no-tips", "--violations", str(RUNNER)],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -307,7 +308,9 @@ esac
 case "$1" in
   shell) shift; exec sh -c "$*";;
   push) mkdir -p "$(dirname "$3")" && cp "$2" "$3" && echo "$2: 1 file pushed.";;
-  pull) cp "$2" "$3" 2>/dev/null || {{ echo "adb: error: failed to stat remote object '$2': No such file or directory" >&2; exit 1; }};;
+  pull) cp "$2" "$3" 2>/dev/null || {{
+          echo "adb: error: failed to stat remote object '$2': No such file or directory" >&2
+          exit 1; }};;
   *) echo "adb: unknown command $1" >&2; exit 1;;
 esac
 """

@@ -76,8 +76,8 @@ def test_hours_budget_and_failed_measurement(tmp_path):
 
 @pytest.mark.slow
 def test_queue_measurer_with_a_real_worker(tmp_path):
-    from anb.jobs.queue import open_queue
     from anb.collect_throughput.queue_stages import make_context
+    from anb.jobs.queue import open_queue
     from anb.jobs.worker import Worker
 
     url = str(tmp_path / "queue.db")
@@ -128,9 +128,10 @@ def test_search_measure_end_to_end(tmp_path, accuracy_benchmark):
     assert summary["measurements"] == 6 and summary["stopped"] == "6 measurements spent"
     assert summary["anb_version"] == anb.__version__
     history = pd.read_csv(out / "history.csv")
-    assert len(history) == 6 and len(list((out / "measurements" / "cpu-ort-32").glob("*.json"))) == 6
+    measurements = out / "measurements" / "cpu-ort-32"
+    assert len(history) == 6 and len(list(measurements.glob("*.json"))) == 6
     for row in history.itertuples():
-        record = json.loads((out / "measurements" / "cpu-ort-32" / f"{row.arch_id}.json").read_text())
+        record = json.loads((measurements / f"{row.arch_id}.json").read_text())
         assert history.loc[row.Index, KEY] == record["platform_perf"][KEY]["throughput_mean"]
     predicted = load(accuracy_benchmark).query(list(history["arch"]), metrics=["val_top1"])
     np.testing.assert_allclose(history["val_top1"], predicted["val_top1"], rtol=1e-6)
@@ -189,8 +190,8 @@ class OneFailingMeasurer(LocalMeasurer):
         self.bad = bad
 
     def _measure(self, archs, futures):
-        keep = [(a, f) for a, f in zip(archs, futures) if a.id != self.bad]
-        for arch, fut in zip(archs, futures):
+        keep = [(a, f) for a, f in zip(archs, futures, strict=True) if a.id != self.bad]
+        for arch, fut in zip(archs, futures, strict=True):
             if arch.id == self.bad:
                 fut.set_exception(RuntimeError("step 'load' (rejected): model refused (stand-in)"))
         super()._measure([a for a, _ in keep], [f for _, f in keep])

@@ -70,10 +70,14 @@ def test_as_arch_accepts_every_form():
 
 @pytest.mark.parametrize("text, fragment", [
     ("e1k3l1se-e6k3l2se", "has 2 stage token(s); space anb-mnasnet needs 7"),
-    ("e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1sx", "stage 6: malformed token 'e6k3l1sx'"),
-    ("e1k3l4se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se", "stage 0 field 'l' has value 4; allowed values are [1, 2, 3]"),
-    ("e2k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se", "stage 0 field 'e' has value 2; allowed values are [1, 4, 6]"),
-    ("e1k7l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se", "stage 0 field 'k' has value 7; allowed values are [3, 5]"),
+    ("e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1sx",
+     "stage 6: malformed token 'e6k3l1sx'"),
+    ("e1k3l4se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se",
+     "stage 0 field 'l' has value 4; allowed values are [1, 2, 3]"),
+    ("e2k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se",
+     "stage 0 field 'e' has value 2; allowed values are [1, 4, 6]"),
+    ("e1k7l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se",
+     "stage 0 field 'k' has value 7; allowed values are [3, 5]"),
 ])
 def test_bad_strings_raise_clear_errors(text, fragment):
     with pytest.raises(ValueError) as err:
@@ -85,7 +89,8 @@ def test_four_layers_allowed_only_in_stage_5():
     good = EFFICIENTNET_B0.to_anb_dict()
     assert Arch.from_anb_dict(good).stages[5].l == 4
     bad = dict(good, block3_l=4)
-    with pytest.raises(ValueError, match=r"stage 3 field 'l' has value 4; allowed values are \[1, 2, 3\]"):
+    with pytest.raises(ValueError,
+                       match=r"stage 3 field 'l' has value 4; allowed values are \[1, 2, 3\]"):
         Arch.from_anb_dict(bad)
 
 
@@ -128,7 +133,8 @@ def test_seq1d_space_has_no_se_and_five_stages():
     arch = Arch.from_string("e1k3l1-e4k5l2-e6k3l3-e1k5l1-e4k3l2", SEQ1D_SPACE)
     assert SEQ1D_SPACE.contains(arch)
     assert SEQ1D_SPACE.size() == 18**5
-    with pytest.raises(ValueError, match="stage 0 field 'se' has value True; allowed values are \\[False\\]"):
+    with pytest.raises(ValueError,
+                       match="stage 0 field 'se' has value True; allowed values are \\[False\\]"):
         Arch.from_string("e1k3l1se-e4k5l2-e6k3l3-e1k5l1-e4k3l2", SEQ1D_SPACE)
 
 

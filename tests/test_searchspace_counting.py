@@ -76,7 +76,8 @@ def test_costs_grow_with_each_choice():
 def test_bad_choices_array_is_rejected():
     bad = EFFICIENTNET_B0.to_choices()[None].copy()
     bad[0, 2, 1] = 7
-    with pytest.raises(ValueError, match="stage 2 field 'k' has value 7; allowed values are \\[3, 5\\]"):
+    with pytest.raises(ValueError,
+                       match="stage 2 field 'k' has value 7; allowed values are \\[3, 5\\]"):
         count_batch(bad)
     with pytest.raises(ValueError, match="choices must have shape"):
         count_batch(np.zeros((2, 6, 4), dtype=int))

@@ -19,7 +19,7 @@ def test_ordinal_follows_the_benchmark_mapping():
 def test_ordinal_of_released_records_matches_the_dataset(released_records):
     recs = released_records[:200]
     enc = ordinal([r["architecture"] for r in recs])
-    for row, rec in zip(enc, recs):
+    for row, rec in zip(enc, recs, strict=False):
         a = rec["architecture"]
         for i in range(7):
             assert row[4 * i] == {1: 0, 4: 1, 6: 2}[a[f"block{i}_e"]]

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from anb.searchspace import Sampler
-
 from tests.trainer_helpers import CONFIG, REPO, TORCHRUN
 
 TEMPLATE = REPO / "configs" / "slurm" / "train.sbatch"

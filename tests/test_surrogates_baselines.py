@@ -23,7 +23,8 @@ def test_settings_ship_in_the_package_and_match_the_reference_files():
     assert acc["min_child_weight"] == 63 and "bananas_enc" not in acc
     a100 = reference_settings("throughput_a100", "lightgbm")
     assert a100["num_leaves"] == 100 and a100["max_bin"] == 150 and a100["num_rounds"] == 30000
-    with pytest.raises(ValueError, match="no reference xgboost settings for target 'throughput_h100'"):
+    with pytest.raises(ValueError,
+                       match="no reference xgboost settings for target 'throughput_h100'"):
         reference_settings("throughput_h100", "xgboost")
 
 

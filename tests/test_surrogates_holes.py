@@ -536,7 +536,7 @@ def test_hole_share_is_the_part_of_the_prediction_resting_on_holed_units(mnasnet
         weights = model.weights_[i]
         total = layer_design(c, mnasnet.space) @ weights  # time per image for throughput
 
-        def part(s: int) -> np.ndarray:
+        def part(s: int, weights: np.ndarray = weights) -> np.ndarray:
             return weights[offsets[s] + units.units[:, s]] * units.counts[:, s]
 
         held = part(12) + 0.5 * part(0)

@@ -17,9 +17,15 @@ from anb.collect_throughput.driver import ProtocolMismatch, measure_archs
 from anb.collect_throughput.environment import parse_nvidia_smi
 from anb.collect_throughput.measure import measure
 from anb.collect_throughput.merge import MixedProtocols, merge_records
-from anb.collect_throughput.protocol import (FINGERPRINT_FIELDS, LATER_FINGERPRINT_FIELDS,
-                                            Protocol, StoppingRule, WarmupRule, load_device,
-                                            protocol_difference)
+from anb.collect_throughput.protocol import (
+    FINGERPRINT_FIELDS,
+    LATER_FINGERPRINT_FIELDS,
+    Protocol,
+    StoppingRule,
+    WarmupRule,
+    load_device,
+    protocol_difference,
+)
 from anb.searchspace.arch import EFFICIENTNET_B0
 from anb.searchspace.sampler import Sampler
 

@@ -22,7 +22,8 @@ ARCHS = Sampler(7).sample(3)
 
 
 def _protocol(backend: str, kind: str = "latency", **kw) -> Protocol:
-    return Protocol(device=f"cpu-{backend.replace('onnxruntime', 'ort')}", backend=backend, kind=kind, **{**FAST, **kw})
+    return Protocol(device=f"cpu-{backend.replace('onnxruntime', 'ort')}", backend=backend,
+                    kind=kind, **{**FAST, **kw})
 
 
 @pytest.mark.slow

@@ -15,8 +15,7 @@ from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
 from anb.collect_throughput.digits import digits_images, top1
 from anb.collect_throughput.measure import measure
 from anb.collect_throughput.protocol import load_device
-from anb.collect_throughput.quantize import cosine, sqnr_db
-from anb.collect_throughput.quantize import quantize_int8, run_model
+from anb.collect_throughput.quantize import cosine, quantize_int8, run_model, sqnr_db
 from anb.searchspace.sampler import Sampler
 
 ARCH = Sampler(5).sample(1)[0]
@@ -419,7 +418,7 @@ def test_quant_report_preprocesses_images_as_the_trainers_validation(tmp_path):
                                 "--val_batch_size", "8", "--batch_size", "2"])
     assert config["trainval"]["crop_ratio"] == 0.875
     (trainer_x, trainer_y), = list(make_loaders(config, 0, 1, torch.device("cpu")).val())
-    x, y = eval_inputs(list(zip(paths, labels)), 32)
+    x, y = eval_inputs(list(zip(paths, labels, strict=True)), 32)
     assert x.dtype == np.float32 and x.shape == (6, 3, 32, 32)
     assert np.array_equal(x, trainer_x.numpy()) and np.array_equal(y, trainer_y.numpy())
     assert np.array_equal(x[:1], _trainer_val_images([(paths[0], 0)], 32).numpy())

@@ -7,11 +7,21 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from anb.collect_throughput.protocol import (Protocol, StoppingRule, WarmupRule, available_devices,
-                                             device_from_mapping, load_device)
+from anb.collect_throughput.protocol import (
+    Protocol,
+    StoppingRule,
+    WarmupRule,
+    available_devices,
+    device_from_mapping,
+    load_device,
+)
 from anb.collect_throughput.stats import relative_ci, summarize, t_quantile, trimmed_mean
-from anb.collect_throughput.timing import (CompilationDuringTiming, run_interleaved, run_loop,
-                                          warm_up)
+from anb.collect_throughput.timing import (
+    CompilationDuringTiming,
+    run_interleaved,
+    run_loop,
+    warm_up,
+)
 
 
 class ScriptedClock:
@@ -41,7 +51,8 @@ def test_every_shipped_device_config_loads():
 
 
 def test_overrides_apply_and_batch_only_to_throughput():
-    config = load_device("cpu-ort", {"resolution": 64, "batch": 4, "stopping": {"budget_seconds": 1}})
+    config = load_device("cpu-ort", {"resolution": 64, "batch": 4,
+                                     "stopping": {"budget_seconds": 1}})
     by_kind = {p.kind: p for p in config.protocols}
     assert by_kind["latency"].batch == 1 and by_kind["throughput"].batch == 4
     assert all(p.resolution == 64 and p.stopping.budget_seconds == 1 for p in config.protocols)
@@ -78,7 +89,8 @@ def test_bad_rules_and_config_tables_are_named():
 def test_t_quantile_matches_scipy():
     for df in (3, 5, 10, 30, 200):
         for p in (0.9, 0.975, 0.995):
-            assert t_quantile(p, df) == pytest.approx(sps.t.ppf(p, df), rel=1e-2 if df < 5 else 2e-3)
+            assert t_quantile(p, df) == pytest.approx(sps.t.ppf(p, df),
+                                                      rel=1e-2 if df < 5 else 2e-3)
 
 
 def test_trimmed_statistics_resist_preempted_repetitions():
@@ -174,7 +186,7 @@ def test_interleaved_rounds_time_every_model_equally_often():
                               StoppingRule(min_reps=6, rel_ci=0.01, min_rep_seconds=0))
     assert [r.stop_reason for r in results] == ["converged"] * 3
     assert len({len(r.times) for r in results}) == 1 and len(results[0].times) == 6
-    for r, base in zip(results, (1e-3, 2e-3, 3e-3)):
+    for r, base in zip(results, (1e-3, 2e-3, 3e-3), strict=True):
         assert np.median(r.times) == pytest.approx(base, rel=0.01)
         assert r.extra["interleaved_with"] == 3
     # one noisy model keeps all of them going until max_reps
@@ -204,7 +216,7 @@ def test_drift_factors_remove_machine_drift_shared_by_interleaved_models():
     factors = drift_factors(order, times, window=2)
     assert np.median(factors) == pytest.approx(1.0)
     corrected = times / factors
-    for i, level in enumerate(levels):
+    for i in range(len(levels)):
         raw, fixed = times[order == i], corrected[order == i]
         assert np.std(fixed) / np.mean(fixed) < 0.4 * np.std(raw) / np.mean(raw)
     # the levels keep their ratios (a common scale is all the correction may change)
@@ -273,7 +285,7 @@ def test_interleaved_loop_records_drift_and_corrects_its_statistics():
     rule = StoppingRule(min_reps=8, max_reps=40, rel_ci=0.002, min_rep_seconds=0)
     results = run_interleaved([c.step for c in machine.clocks], machine.clocks,
                               WarmupRule(max_steps=10), rule)
-    for r, level in zip(results, levels):
+    for r in results:
         assert r.drift is not None and len(r.drift) == len(r.times)
         m = Measurement(arch="a", arch_id="x", device="cpu-ort", kind="latency", batch=1,
                         resolution=224, precision="fp32", times_s=r.times,

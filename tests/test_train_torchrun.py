@@ -13,8 +13,7 @@ import pytest
 
 from anb.records import load_dataset
 from anb.searchspace import Sampler
-from tests.trainer_helpers import (ARGS, CONFIG, NUM_MODELS, REPO, TORCHRUN, child_env,
-                                   torchrun_cmd)
+from tests.trainer_helpers import ARGS, CONFIG, NUM_MODELS, REPO, TORCHRUN, child_env, torchrun_cmd
 
 pytestmark = pytest.mark.timeout(600)  # a hung collective fails the test, not the suite
 

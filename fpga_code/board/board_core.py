@@ -38,16 +38,17 @@ def parse_arch(text):
         if not m:
             raise ValueError("arch {!r}: stage {} {!r} is not e<E>k<K>l<L>[se]".format(
                 text, i, part))
-        e, k, l = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        e, k, depth = int(m.group(1)), int(m.group(2)), int(m.group(3))
         layers = ALLOWED["l"] + ((4,) if i == LONG_STAGE else ())
-        if e not in ALLOWED["e"] or k not in ALLOWED["k"] or l not in layers:
+        if e not in ALLOWED["e"] or k not in ALLOWED["k"] or depth not in layers:
             raise ValueError("arch {!r}: stage {} {!r} is outside the space".format(text, i, part))
-        stages.append((e, k, l, m.group(4) is not None))
+        stages.append((e, k, depth, m.group(4) is not None))
     return stages
 
 
 def arch_string(stages):
-    return "-".join("e{}k{}l{}{}".format(e, k, l, "se" if se else "") for e, k, l, se in stages)
+    return "-".join("e{}k{}l{}{}".format(e, k, depth, "se" if se else "")
+                    for e, k, depth, se in stages)
 
 
 def arch_id(text):
@@ -59,9 +60,9 @@ def arch_id(text):
 def anb_dict(text):
     """The dataset's ``block{i}_{e,k,l,se}`` mapping."""
     out = {}
-    for i, (e, k, l, se) in enumerate(parse_arch(text)):
+    for i, (e, k, depth, se) in enumerate(parse_arch(text)):
         out.update({"block{}_e".format(i): e, "block{}_k".format(i): k,
-                    "block{}_l".format(i): l, "block{}_se".format(i): se})
+                    "block{}_l".format(i): depth, "block{}_se".format(i): se})
     return out
 
 

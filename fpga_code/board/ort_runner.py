@@ -69,7 +69,8 @@ class OrtStandInRunner:
 
     def _run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> int:
         x = inputs[0].astype(np.float32) * 2.0 ** -self.inputs[0].fix
-        y = self.session.run(["logits"], {"input": np.ascontiguousarray(x.transpose(0, 3, 1, 2))})[0]
+        feed = {"input": np.ascontiguousarray(x.transpose(0, 3, 1, 2))}
+        y = self.session.run(["logits"], feed)[0]
         outputs[0][...] = np.clip(np.round(y * 2.0 ** self.outputs[0].fix), -128, 127)
         return 0
 

@@ -33,10 +33,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import board_core  # noqa: E402
-import dpu_timing  # noqa: E402
+import board_core
+import dpu_timing
 
 
 def dpu_subgraph(graph):

@@ -38,8 +38,8 @@ def parse_arch(text):
 
 
 def arch_id(text):
-    canonical = "-".join("e{}k{}l{}{}".format(e, k, l, "se" if se else "")
-                         for e, k, l, se in parse_arch(text))
+    canonical = "-".join("e{}k{}l{}{}".format(e, k, depth, "se" if se else "")
+                         for e, k, depth, se in parse_arch(text))
     return hashlib.sha256("anb-arch:{}".format(canonical).encode()).hexdigest()[:16]
 
 
@@ -81,10 +81,10 @@ class ANBNet(nn.Module):
         self.stem = nn.Sequential(nn.Conv2d(3, STEM, 3, 2, 1, bias=False), nn.BatchNorm2d(STEM),
                                   nn.ReLU(inplace=True))
         stages = []
-        for (cin, cout, stride), (e, k, l, se) in zip(STAGES, parse_arch(arch)):
+        for (cin, cout, stride), (e, k, depth, se) in zip(STAGES, parse_arch(arch)):
             stages.append(nn.Sequential(*[
                 MBConv(cin if j == 0 else cout, cout, stride if j == 0 else 1, e, k, se)
-                for j in range(l)]))
+                for j in range(depth)]))
         self.stages = nn.Sequential(*stages)
         self.head = nn.Sequential(nn.Conv2d(STAGES[-1][1], HEAD, 1, bias=False),
                                   nn.BatchNorm2d(HEAD), nn.ReLU(inplace=True))

@@ -68,7 +68,7 @@ def main() -> None:
         print(compile_for(args.xmodel, args.board, args.out, args.name, args.arch_json))
     except (RuntimeError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

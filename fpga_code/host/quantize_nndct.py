@@ -24,8 +24,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import anb_model  # noqa: E402
-import images  # noqa: E402
+import anb_model
+import images
 
 
 def parser():

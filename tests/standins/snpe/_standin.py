@@ -12,7 +12,7 @@ import numpy as np
 
 
 def fail(tool, message, code=1):
-    sys.stderr.write("[ERROR] %s: %s\n" % (tool, message))
+    sys.stderr.write(f"[ERROR] {tool}: {message}\n")
     sys.exit(code)
 
 
@@ -22,7 +22,7 @@ def load(tool, path):
     try:
         return onnx.load(path)
     except Exception as err:  # noqa: BLE001 - the tool's own error message
-        fail(tool, "could not read container %s: %s" % (path, err))
+        fail(tool, f"could not read container {path}: {err}")
 
 
 def input_shape(model):
@@ -39,8 +39,7 @@ def read_nhwc(tool, path, shape):
     n, c, h, w = shape
     data = np.fromfile(path, dtype=np.float32)
     if data.size != n * c * h * w:
-        fail(tool, "input %s has %d floats, the network takes %s (NHWC)"
-             % (path, data.size, [n, h, w, c]))
+        fail(tool, f"input {path} has {data.size} floats, the network takes {[n, h, w, c]} (NHWC)")
     return data.reshape(n, h, w, c).transpose(0, 3, 1, 2).copy()
 
 
@@ -48,9 +47,9 @@ def read_list(tool, path):
     try:
         lines = [ln.strip() for ln in open(path) if ln.strip() and not ln.startswith("#")]
     except OSError as err:
-        fail(tool, "cannot read input list: %s" % err)
+        fail(tool, f"cannot read input list: {err}")
     if not lines:
-        fail(tool, "input list %s is empty" % path)
+        fail(tool, f"input list {path} is empty")
     return [ln.split(":=")[-1] for ln in lines]
 
 
@@ -61,8 +60,8 @@ def runtime_of(tool, args):
 
     have = os.environ.get("ANB_STANDIN_SNPE_RUNTIMES", "cpu,gpu_fp16,dsp").split(",")
     if runtime not in have:
-        fail(tool, "error_code=201; error_message=Runtime %s is not available on this device"
-             % runtime.upper())
+        fail(tool, f"error_code=201; error_message=Runtime {runtime.upper()} is not available "
+             "on this device")
     return runtime
 
 

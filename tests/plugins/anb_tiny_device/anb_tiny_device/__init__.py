@@ -35,9 +35,9 @@ class UnoptimisedOrtBackend(OnnxRuntimeBackend):
     def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
         import onnxruntime as ort
 
+        from anb.collect_throughput.backends.base import cycling
         from anb.collect_throughput.inputs import make_inputs
         from anb.collect_throughput.timing import CpuClock
-        from anb.collect_throughput.backends.base import cycling
 
         self.check(protocol)
         path, extra = self.model_path(arch, protocol, workdir)
