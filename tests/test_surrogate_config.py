@@ -61,6 +61,7 @@ def test_every_default_follows_the_file_not_a_copy_in_the_code(monkeypatch):
     """Each field's default is read from the file: a changed file changes every one of them
     (a literal default put back into the dataclass fails here)."""
     changed = {"feature_set": "onehot", "layer_cost": False, "layer_cost_trim": 7.5,
+               "layer_cost_saturating": True,
                "hole_folds": 3, "split": "random", "seed": 11,
                "default": {"family": "svr", "params": {"C": 9.0}, "n_members": 5},
                "per_target": {"val_top1": {"family": "lightgbm", "params": {}, "n_members": 6}}}

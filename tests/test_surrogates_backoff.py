@@ -229,3 +229,42 @@ def test_a_model_saved_before_the_sibling_effects_refits_without_them(analytic_t
     np.testing.assert_allclose(old.weights_, away.weights_, rtol=1e-6, atol=1e-12)
     assert not np.allclose(old.weights_, LayerCostModel().fit(choices, target).weights_,
                            rtol=1e-6, atol=1e-12)
+
+
+def test_a_saturating_base_carries_a_throughput_ceiling_to_an_unseen_unit(
+        analytic_throughput, tmp_path):
+    """A device whose throughput saturates under a host-side ceiling (the VCK190's ~4,200
+    img/s, ``benchmarks/shift.py``): time = (compute**4 + floor**4)**(1/4). The trimmed
+    additive base prices a held-out stage-0 unit from compute-bound siblings; the saturating
+    base fits the floor and stays close where the unit's networks run near it."""
+    from anb.surrogates.features import saturate
+
+    choices, cost = analytic_throughput
+    floor = np.quantile(cost, 0.4)
+    slow = saturate(cost, floor, 4.0)
+    held = (choices[:, 0, 0] == 1) & (choices[:, 0, 1] == 5)  # stage 0 e1 k5, +- SE
+    target = {"throughput_x": (1 / slow[~held], np.ones((~held).sum(), dtype=bool)),
+              "val_top1": (cost[~held], np.ones((~held).sum(), dtype=bool))}
+    errors, models = {}, {}
+    for saturating in (True, False):
+        model = LayerCostModel(trim=2.0, saturating=saturating).fit(choices[~held], target)
+        predicted = np.exp(model.transform(choices[held])[:, 0])
+        errors[saturating] = np.mean(np.abs(predicted * slow[held] - 1))
+        models[saturating] = model
+    assert errors[True] < 0.5 * errors[False]
+    fitted = models[True]
+    assert fitted.time_floor_[0] == pytest.approx(floor, rel=0.1)
+    assert fitted.time_floor_[1] == 0.0  # only device times saturate
+    path = tmp_path / "lc.npz"
+    fitted.save(path)
+    loaded = LayerCostModel.load(path)
+    assert loaded.saturating
+    np.testing.assert_array_equal(loaded.transform(choices[:50]),
+                                  fitted.transform(choices[:50]))
+
+
+def test_saturating_must_be_a_bool():
+    with pytest.raises(ValueError, match="saturating must be true or false, got 'yes'"):
+        LayerCostModel(saturating="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="saturating"):
+        FitConfig.from_dict({"layer_cost_saturating": 1})

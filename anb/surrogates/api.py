@@ -33,7 +33,8 @@ def tune_config(prepared: Prepared, config: FitConfig, seconds: float, seed: int
     from anb.surrogates.hpo import tune
 
     train, val = prepared.masks["train"], prepared.masks["val"]
-    layer_cost = LayerCostModel(trim=config.layer_cost_trim).fit(
+    layer_cost = LayerCostModel(trim=config.layer_cost_trim,
+                                saturating=config.layer_cost_saturating).fit(
         prepared.choices[train],
         {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
         prepared.space) if config.layer_cost else None

@@ -15,11 +15,14 @@ least-squares fit bends its per-layer costs towards those ceilings and so mis-ra
 compute-bound majority. With ``trim`` set, device targets are refitted a few times leaving out
 the rows measured much *slower* than the additive model predicts (residual below the median
 minus ``trim`` robust standard deviations): the weights then describe compute-bound cost, and
-the tree members learn the ceiling on top of it from the feature.
+the tree members learn the ceiling on top of it from the feature. With ``saturating`` set,
+device times are instead ``(S**p + F**p)**(1/p)``: the additive sum ``S`` under a per-target
+floor ``F`` (none where no floor fits better), so a unit never seen in a slot is priced from
+compute-bound siblings and still saturates where its networks run near the ceiling.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from numbers import Real
 from pathlib import Path
@@ -125,6 +128,20 @@ def _sibling_effects(parts: tuple[np.ndarray, ...], offsets: np.ndarray, rows: i
 #: row (a MnasNet architecture without 5x5 depthwise work is rare), and no other data at
 #: hand lack a kind of work.
 UNMEASURED_STD = 1.0 / np.sqrt(3.0)
+#: Candidate powers ``p`` and floors (fractions of the fastest training time) of the saturating
+#: time base ``T = (S**p + F**p)**(1/p)``; each device target takes the pair whose fit has the
+#: smallest log RMSE on its own training rows (fraction 0: no floor, the additive sum).
+FLOOR_POWERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
+FLOOR_FRACTIONS = (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995)
+
+
+def saturate(cost: np.ndarray, floor: float, power: float) -> np.ndarray:
+    """``(cost**power + floor**power)**(1/power)`` (``cost`` where ``floor`` is 0): an additive
+    time that cannot fall below a device's own floor (a host-side throughput ceiling)."""
+    if floor <= 0:
+        return cost
+    log_cost = np.log(np.maximum(cost, 1e-12 * floor))
+    return np.exp(np.logaddexp(power * log_cost, power * np.log(floor)) / power)
 
 
 class LayerCostModel:
@@ -150,7 +167,7 @@ class LayerCostModel:
     SHRINK = (1e-6, 1e-3, 1e-4, 1e-2, 0.0, 3e-3)
 
     def __init__(self, alpha: float = 1e-6, trim: float | None = None, trim_rounds: int = 5,
-                 shrink: tuple[float, ...] | None = SHRINK):
+                 shrink: tuple[float, ...] | None = SHRINK, saturating: bool = False):
         if trim is not None and (isinstance(trim, bool) or not isinstance(trim, Real)
                                  or not np.isfinite(trim) or trim <= 0):
             raise ValueError(f"layer-cost trim must be a positive number of robust standard "
@@ -159,20 +176,33 @@ class LayerCostModel:
         self.trim = trim
         self.trim_rounds = trim_rounds
         self.shrink = shrink  # None: the plain one-hot model (no back-off)
+        if not isinstance(saturating, bool):
+            raise ValueError(f"layer-cost saturating must be true or false, got {saturating!r}")
+        self.saturating = saturating
         self.groups_: np.ndarray = np.zeros(0, dtype=np.int64)  # backoff_map's, set by fit
 
     def _solve(self, a: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Penalised least squares of ``c`` on ``a``."""
+        return self._solver(a)(c)
+
+    def _solver(self, a: np.ndarray, weight: np.ndarray | None = None
+                ) -> Callable[[np.ndarray], np.ndarray]:
+        """Penalised least squares on ``a`` (``weight``: per-row weights) as a map from the
+        right-hand side to the parameters; the normal matrix is built once."""
+        w = np.ones(len(a)) if weight is None else weight
+        if weight is not None:
+            a = a * weight[:, None]
         if self.shrink is None:
             scale = a.T @ a
-            return np.linalg.solve(scale + self.alpha * np.trace(scale) / len(scale)
-                                   * np.eye(len(scale)), a.T @ c)
+            matrix = scale + self.alpha * np.trace(scale) / len(scale) * np.eye(len(scale))
+            return lambda c: np.linalg.solve(matrix, a.T @ (c * w))
         rms = np.sqrt((a**2).mean(axis=0))
         rms[rms == 0] = 1.0
         z = a / rms
         penalty = np.asarray(self.shrink)[self.groups_] * len(a)
         penalty[penalty == 0] = self.alpha  # the bias: just enough to stay solvable
-        theta = np.linalg.solve(z.T @ z + np.diag(penalty), z.T @ c)
-        return theta / rms
+        normal = z.T @ z + np.diag(penalty)
+        return lambda c: np.linalg.solve(normal, z.T @ (c * w)) / rms
 
     def _fit_one(self, name: str, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, int]:
         """Parameters of one target and the number of rows the final fit used."""
@@ -192,6 +222,26 @@ class LayerCostModel:
             keep = new_keep
             weights = self._solve(a[keep], c[keep])
         return weights, int(keep.sum())
+
+    def _fit_saturating(self, a: np.ndarray, c: np.ndarray
+                        ) -> tuple[np.ndarray, float, float]:
+        """Parameters, floor and power of one time target's saturating base: per candidate
+        (:data:`FLOOR_POWERS` x :data:`FLOOR_FRACTIONS`), the back-off solved on the times with
+        the floor taken out, weighted relatively; the pair with the smallest log RMSE."""
+        scale = float(c.min())
+        solve = self._solver(a, scale / c)
+        best: tuple[float, np.ndarray, float, float] | None = None
+        for fraction in FLOOR_FRACTIONS:
+            for power in FLOOR_POWERS[:1] if fraction == 0 else FLOOR_POWERS:
+                unit = c / scale  # in units of the fastest time: no overflow at power 12
+                inner = unit if fraction == 0 else (unit**power - fraction**power) ** (1 / power)
+                theta = solve(inner * scale)
+                fitted = saturate(a @ theta, fraction * scale, power)
+                rmse = float(np.sqrt(np.mean(np.log(np.maximum(fitted, 1e-12 * scale) / c) ** 2)))
+                if best is None or rmse < best[0]:
+                    best = (rmse, theta, fraction * scale, power)
+        assert best is not None
+        return best[1], best[2], best[3]
 
     def _idle_costs(self, design: np.ndarray, mapping: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -222,13 +272,19 @@ class LayerCostModel:
         self.targets_ = list(targets)
         self.weights_ = np.zeros((len(self.targets_), mapping.shape[0]))
         self.floors_ = np.zeros(len(self.targets_))
+        self.time_floor_ = np.zeros(len(self.targets_))
+        self.floor_power_ = np.ones(len(self.targets_))
         self.n_used_ = {}
         for i, (name, (y, present)) in enumerate(targets.items()):
             if present.sum() < 2:
                 raise ValueError(f"target {name!r} has {int(present.sum())} labelled rows; "
                                  "need >= 2")
             a, c = design[present], to_cost(name, y[present])
-            theta, self.n_used_[name] = self._fit_one(name, a, c)
+            if self.saturating and transform_for(name) == "log":
+                theta, self.time_floor_[i], self.floor_power_[i] = self._fit_saturating(a, c)
+                self.n_used_[name] = len(c)
+            else:
+                theta, self.n_used_[name] = self._fit_one(name, a, c)
             if self.shrink is not None and transform_for(name) == "log" and idle.any():
                 # unexercised work takes the median speed of the work seen, not none
                 theta = theta.copy()
@@ -240,7 +296,8 @@ class LayerCostModel:
     def transform(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
         """Predictions of every target in its transformed space, ``(n, n_targets)``."""
         cost = self._cost(space.cost_units(choices))
-        return np.stack([cost_to_feature(t, cost[:, i], self.floors_[i])
+        return np.stack([cost_to_feature(t, saturate(cost[:, i], self.time_floor_[i],
+                                                     self.floor_power_[i]), self.floors_[i])
                          for i, t in enumerate(self.targets_)], axis=1) if self.targets_ \
             else np.zeros((len(choices), 0))
 
@@ -294,7 +351,8 @@ class LayerCostModel:
                  targets=np.array(self.targets_, dtype=np.str_), alpha=np.array(self.alpha),
                  trim=np.array(np.nan if self.trim is None else self.trim),
                  shrink=np.array(self.shrink if self.shrink is not None else [], dtype=float),
-                 unmeasured=self.unmeasured_)
+                 unmeasured=self.unmeasured_, saturating=np.array(self.saturating),
+                 time_floor=self.time_floor_, floor_power=self.floor_power_)
 
     @classmethod
     def load(cls, path: str | Path) -> LayerCostModel:
@@ -303,14 +361,20 @@ class LayerCostModel:
             # files before the back-off have no "shrink": their one-hot weights read the same
             shrink = (tuple(float(v) for v in data["shrink"]) or None
                       if "shrink" in data.files else None)
+            saturating = bool(data["saturating"]) if "saturating" in data.files else False
             model = cls(alpha=float(data["alpha"]), trim=None if np.isnan(trim) else trim,
-                        shrink=shrink)
+                        shrink=shrink, saturating=saturating)
             model.weights_ = data["weights"]
             model.floors_ = data["floors"]
             model.targets_ = [str(t) for t in data["targets"]]
             # files before it hold no unmeasured work: none widens
             model.unmeasured_ = (data["unmeasured"] if "unmeasured" in data.files
                                  else np.zeros(model.weights_.shape[1] - 1, dtype=bool))
+            # files before the saturating base: additive times, no floor
+            n = len(model.targets_)
+            model.time_floor_ = data["time_floor"] if "time_floor" in data.files else np.zeros(n)
+            model.floor_power_ = (data["floor_power"] if "floor_power" in data.files
+                                  else np.ones(n))
         return model
 
 

@@ -87,6 +87,9 @@ class FitConfig:
     #: Robust refit of the layer-cost model for device metrics: leave out rows measured more
     #: than ``layer_cost_trim`` robust stds slower than the additive model (saturated devices).
     layer_cost_trim: float | None = field(default_factory=_from_file("layer_cost_trim"))
+    #: Device times as a saturating sum ``(S**p + F**p)**(1/p)`` with a per-target floor
+    #: (host-side throughput ceilings) instead of the trimmed additive fit.
+    layer_cost_saturating: bool = field(default_factory=_from_file("layer_cost_saturating"))
     #: Internal hold-outs that learn how much wider predictions in holes of the training data
     #: must be (:mod:`anb.surrogates.holes`; each refits the benchmark once; 0: none).
     hole_folds: int = field(default_factory=_from_file("hole_folds"))
@@ -117,7 +120,8 @@ class FitConfig:
         if "per_target" in data:
             data["per_target"] = {k: _target_config(v, f"per_target.{k}")
                                   for k, v in (data["per_target"] or {}).items()}
-        LayerCostModel(trim=data.get("layer_cost_trim"))  # a bad value is a clear error now
+        LayerCostModel(trim=data.get("layer_cost_trim"),  # a bad value is a clear error now
+                       saturating=data.get("layer_cost_saturating", False))
         return cls(**data)
 
     @classmethod
@@ -187,7 +191,8 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
                              f"({lab.n_missing} of {len(lab.values)} labels are missing)")
     layer_cost = None
     if config.layer_cost:
-        layer_cost = LayerCostModel(trim=config.layer_cost_trim).fit(
+        layer_cost = LayerCostModel(trim=config.layer_cost_trim,
+                                    saturating=config.layer_cost_saturating).fit(
             prepared.choices[train],
             {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
             space)
