@@ -223,6 +223,16 @@ def goals(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["family", "holdout", "target"]).astype(float)
 
 
+#: Names of :func:`band`'s values.
+BANDS = ("under", "within", "over")
+
+
+def band(values: np.ndarray, goal: tuple[float, float]) -> np.ndarray:
+    """Per value, 0 under the ``goal`` band, 1 within it, 2 over it."""
+    low, high = goal
+    return np.where(values < low, 0, np.where(values > high, 2, 1))
+
+
 def pooled_coverage(table: pd.DataFrame) -> pd.DataFrame:
     """Per family (rows) and target (columns): the 90 % coverage over all the family's
     held-out rows together, each region weighted by its rows."""
@@ -235,10 +245,8 @@ def shared_by_band(table: pd.DataFrame) -> pd.DataFrame:
     """Held-out cells per coverage band (under, within, over the goal) and family: their
     count and the median shared part of their error (see :func:`scores`)."""
     out = table[table["where"] == "out"]
-    low, high = COVERAGE_GOAL
-    band = np.where(out["cov90"] < low, "under", np.where(out["cov90"] > high, "over",
-                                                          "within"))
-    grouped = out.assign(band=band).groupby(["family", "band"])["shared"]
+    names = np.array(BANDS)[band(out["cov90"].to_numpy(), COVERAGE_GOAL)]
+    grouped = out.assign(band=names).groupby(["family", "band"])["shared"]
     return pd.DataFrame({"cells": grouped.size(), "shared": grouped.median()})
 
 
@@ -263,9 +271,8 @@ def plot(table: pd.DataFrame, path: Path) -> None:
                                                    ("sharp", SHARPNESS_GOAL)), strict=True):
             grid = cells.pivot_table(index="holdout", columns="target", values=metric,
                                      sort=False)
-            band = np.where(grid.isna(), np.nan,
-                            np.where(grid < low, 0, np.where(grid > high, 2, 1)))
-            ax.imshow(band, cmap=colours, vmin=0, vmax=2, aspect="auto")
+            bands = np.where(grid.isna(), np.nan, band(grid.to_numpy(), (low, high)))
+            ax.imshow(bands, cmap=colours, vmin=0, vmax=2, aspect="auto")
             for (i, j), value in np.ndenumerate(grid.to_numpy()):
                 if np.isfinite(value):
                     ax.text(j, i, f"{value:.2f}" if value < 10 else f"{value:.0f}",
@@ -275,7 +282,7 @@ def plot(table: pd.DataFrame, path: Path) -> None:
             ax.set_yticks(range(grid.shape[0]), grid.index, fontsize=7)
             label = "90 % coverage" if metric == "cov90" else "sharpness"
             ax.set_title(f"{family}: held-out {label} (goal {low}-{high}; within "
-                         f"{int((band == 1).sum())} of {int(np.isfinite(band).sum())})",
+                         f"{int((bands == 1).sum())} of {int(np.isfinite(bands).sum())})",
                          fontsize=8)
     fig.legend(handles=[matplotlib.patches.Patch(color=c, label=label) for c, label in
                         zip(colours.colors, ("under the goal", "within", "over"), strict=True)],

@@ -254,7 +254,7 @@ def test_a_saturating_base_carries_a_throughput_ceiling_to_an_unseen_unit(
     assert errors[True] < 0.5 * errors[False]
     fitted = models[True]
     assert fitted.time_floor_[0] == pytest.approx(floor, rel=0.1)
-    assert fitted.time_floor_[1] == 0.0  # only device times saturate
+    assert fitted.time_floor_[1] == 0.0  # only time targets saturate
     path = tmp_path / "lc.npz"
     fitted.save(path)
     loaded = LayerCostModel.load(path)

@@ -16,9 +16,10 @@ compute-bound majority. With ``trim`` set, device targets are refitted a few tim
 the rows measured much *slower* than the additive model predicts (residual below the median
 minus ``trim`` robust standard deviations): the weights then describe compute-bound cost, and
 the tree members learn the ceiling on top of it from the feature. With ``saturating`` set,
-device times are instead ``(S**p + F**p)**(1/p)``: the additive sum ``S`` under a per-target
-floor ``F`` (none where no floor fits better), so a unit never seen in a slot is priced from
-compute-bound siblings and still saturates where its networks run near the ceiling.
+time targets (device metrics and training time) are instead ``(S**p + F**p)**(1/p)``: the
+additive sum ``S`` under a per-target floor ``F`` (none where no floor fits better), so a unit
+never seen in a slot is priced from compute-bound siblings and still saturates where its
+networks run near the ceiling.
 """
 from __future__ import annotations
 
@@ -229,11 +230,11 @@ class LayerCostModel:
         (:data:`FLOOR_POWERS` x :data:`FLOOR_FRACTIONS`), the back-off solved on the times with
         the floor taken out, weighted relatively; the pair with the smallest log RMSE."""
         scale = float(c.min())
-        solve = self._solver(a, scale / c)
+        unit = c / scale  # in units of the fastest time: no overflow at power 12
+        solve = self._solver(a, 1.0 / unit)
         best: tuple[float, np.ndarray, float, float] | None = None
         for fraction in FLOOR_FRACTIONS:
             for power in FLOOR_POWERS[:1] if fraction == 0 else FLOOR_POWERS:
-                unit = c / scale  # in units of the fastest time: no overflow at power 12
                 inner = unit if fraction == 0 else (unit**power - fraction**power) ** (1 / power)
                 theta = solve(inner * scale)
                 fitted = saturate(a @ theta, fraction * scale, power)

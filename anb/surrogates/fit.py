@@ -87,8 +87,9 @@ class FitConfig:
     #: Robust refit of the layer-cost model for device metrics: leave out rows measured more
     #: than ``layer_cost_trim`` robust stds slower than the additive model (saturated devices).
     layer_cost_trim: float | None = field(default_factory=_from_file("layer_cost_trim"))
-    #: Device times as a saturating sum ``(S**p + F**p)**(1/p)`` with a per-target floor
-    #: (host-side throughput ceilings) instead of the trimmed additive fit.
+    #: Time targets (device metrics, training time) as a saturating sum
+    #: ``(S**p + F**p)**(1/p)`` with a per-target floor (host-side throughput ceilings) instead
+    #: of the trimmed additive fit.
     layer_cost_saturating: bool = field(default_factory=_from_file("layer_cost_saturating"))
     #: Internal hold-outs that learn how much wider predictions in holes of the training data
     #: must be (:mod:`anb.surrogates.holes`; each refits the benchmark once; 0: none).
