@@ -30,6 +30,8 @@ Settings compared (grid; the current default is one of the values):
 - ``tpuv3_members``: members for tpuv3 throughput, 2 / 3 / 4
 - ``zcu102_lr``: learning rate on ``throughput_zcu102`` / ``latency_zcu102``, 0.05 / 0.1 / 0.2
 - ``layer_cost_trim``: trimmed layer-cost refit, none / 1.5 / 2.0 / 2.5 / 3.0 / 5.0 (all targets)
+- ``layer_cost_saturating``: the saturating time base on every time target / none, against
+  the packaged per-target list (chosen with a second rule, ``DEFAULTS.md``)
 - ``max_depth`` / ``subsample``: anb's XGBoost wrapper defaults (``XGBoostFamily``: depth 4,
   subsample and colsample 0.8; XGBoost's own are 6 and 1.0) against depth 3 / 6 and 1.0
 
@@ -78,6 +80,12 @@ the verdict it gets above (members 3: +0.00010, sd 0.00006, 5/5).
 made after seeing the figure: the gain is 0.0001 tau (val_top1 +0.0005, each device target at
 most +0.0001) for about 1.5x the fit and query time of those 8 targets (which the packaged
 first use fits), and a rule that adopts any clear gain would keep adding members.
+
+``--settings layer_cost_saturating`` against the packaged list (VCK190 and ZCU102 throughput;
+569 s with ``--jobs 1``)::
+
+    layer_cost_saturating 2 targets none   10  0.96153  0.96142 -0.00011 0.00008 0/5
+    layer_cost_saturating 2 targets all    10  0.96153  0.96131 -0.00022 0.00048 2/5
 
 Fold-to-fold sd of the default's own CV tau per target (the spread the paired gains remove):
 val_top1 0.0018, tpuv3 0.0056, tpuv2 0.0012, vck190 throughput 0.0010 / latency 0.0008,
@@ -229,7 +237,8 @@ GRID = {"accuracy_xgb_lr": (0.03, 0.05, 0.1),
         "zcu102_lr": (0.05, 0.1, 0.2),
         "layer_cost_trim": (None, 1.5, 2.0, 2.5, 3.0, 5.0),
         "max_depth": (3, 4, 6),
-        "subsample": (0.8, 1.0)}
+        "subsample": (0.8, 1.0),
+        "layer_cost_saturating": (False, True)}
 
 
 def current_values(base: dict) -> dict[str, object]:
@@ -247,7 +256,8 @@ def current_values(base: dict) -> dict[str, object]:
             "zcu102_lr": config.for_target(ZCU102[0]).params["learning_rate"],
             "layer_cost_trim": config.layer_cost_trim,
             "max_depth": config.default.params["max_depth"],
-            "subsample": config.default.params["subsample"]}
+            "subsample": config.default.params["subsample"],
+            "layer_cost_saturating": config.layer_cost_saturating}
 
 
 def _show(setting: str, value) -> str:
@@ -255,6 +265,9 @@ def _show(setting: str, value) -> str:
         return f"C={value[0]:g}, epsilon={value[1]:g}"
     if setting == "subsample":
         return f"{value} (subsample and colsample)"
+    if setting == "layer_cost_saturating":
+        return ("all" if value else "none") if isinstance(value, bool) \
+            else f"{len(value)} targets"
     return str(value)
 
 
@@ -274,7 +287,10 @@ def candidates(base: dict, targets: list[str]) -> list[Candidate]:
         "layer_cost_trim": (lambda v: f"trim_{v}", _set_trim, None),
         "max_depth": (lambda v: f"depth{v}", lambda v: _set_all_xgb(max_depth=v), None),
         "subsample": (lambda v: f"subsample{v}",
-                      lambda v: _set_all_xgb(subsample=v, colsample_bytree=v), None)}
+                      lambda v: _set_all_xgb(subsample=v, colsample_bytree=v), None),
+        "layer_cost_saturating": (lambda v: f"saturating_{'all' if v else 'none'}",
+                                  lambda v: lambda c: c.__setitem__("layer_cost_saturating", v),
+                                  None)}
     out = []
     for setting, (name, change, scored) in every.items():
         out += [Candidate(setting, name(v), _show(setting, v), change(v), scored)

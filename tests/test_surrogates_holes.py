@@ -12,7 +12,7 @@ from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, load, prepare
 from anb.surrogates import help_tables as ht
 from anb.surrogates.benchmark import flag_extrapolation, learned_std
 from anb.surrogates.ensemble import TargetSurrogate
-from anb.surrogates.features import LayerCostModel, layer_design
+from anb.surrogates.features import LayerCostModel, layer_design, saturate
 from anb.surrogates.fit import Prepared, to_model_space
 from anb.surrogates.holes import (
     COST_SHARE,
@@ -542,3 +542,30 @@ def test_hole_share_is_the_part_of_the_prediction_resting_on_holed_units(mnasnet
         held = part(12) + 0.5 * part(0)
         expected = np.abs(held) if target == "val_top1" else np.abs(held / total)
         np.testing.assert_allclose(share[:, i], expected, rtol=1e-10)
+
+
+def test_under_a_floor_the_hole_share_is_what_the_saturated_time_moves(mnasnet):
+    """Bug class: the hole share of a target with a floor taken from its additive sum, which
+    overstates how much a prediction near the ceiling rests on the holed units. It is the
+    first-order change of the predicted log time were those units' costs wrong by 100 %:
+    checked by scaling them by 1 + 1e-6."""
+    train, labels = mnasnet.masks["train"], mnasnet.labels
+    target = "throughput_a100"
+    model = LayerCostModel(trim=2.0, saturating=[target]).fit(
+        mnasnet.choices[train], {target: (labels[target].values[train],
+                                          labels[target].present[train])}, mnasnet.space)
+    assert model.time_floor_[0] > 0
+    values = np.where(labels[target].present, labels[target].values, 0.0)
+    c = mnasnet.choices[np.argsort(-values)[:200]]  # the fastest: nearest the ceiling
+    units = mnasnet.space.cost_units(c)
+    rarity = np.zeros(units.counts.shape)
+    rarity[:, 0], rarity[:, 3] = 1.0, 0.5
+    share = model.hole_share(c, rarity, mnasnet.space)[:, 0]
+    step = 1e-6
+    moved = model._cost(units, 1.0 + step * rarity)[:, 0]
+    time = saturate(model._cost(units)[:, 0], model.time_floor_[0], model.floor_power_[0])
+    after = saturate(moved, model.time_floor_[0], model.floor_power_[0])
+    np.testing.assert_allclose(share, np.abs(np.log(after / time)) / step, rtol=1e-4)
+    additive = np.abs(model._cost(units, rarity)[:, 0] - model.weights_[0, -1]) \
+        / model._cost(units)[:, 0]
+    assert (share / additive).mean() < 0.92  # the sum's share overstates it (0.88 of it here)

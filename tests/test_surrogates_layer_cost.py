@@ -151,6 +151,6 @@ def test_packaged_default_trim_is_the_cross_validated_one_and_fit_uses_it():
     assert fitted is not None and fitted.trim == 2.0
     train, lab = prepared.masks["train"], prepared.labels["throughput_tpuv3"]
     targets = {"throughput_tpuv3": (lab.values[train], lab.present[train])}
-    expected = {t: LayerCostModel(trim=t).fit(prepared.choices[train], targets).n_used_
-                for t in (2.0, 3.0)}
+    expected = {t: LayerCostModel(trim=t, saturating=config.layer_cost_saturating).fit(
+        prepared.choices[train], targets).n_used_ for t in (2.0, 3.0)}
     assert fitted.n_used_ == expected[2.0] != expected[3.0]

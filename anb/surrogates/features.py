@@ -15,15 +15,17 @@ least-squares fit bends its per-layer costs towards those ceilings and so mis-ra
 compute-bound majority. With ``trim`` set, device targets are refitted a few times leaving out
 the rows measured much *slower* than the additive model predicts (residual below the median
 minus ``trim`` robust standard deviations): the weights then describe compute-bound cost, and
-the tree members learn the ceiling on top of it from the feature. With ``saturating`` set,
-time targets (device metrics and training time) are instead ``(S**p + F**p)**(1/p)``: the
-additive sum ``S`` under a per-target floor ``F`` (none where no floor fits better), so a unit
-never seen in a slot is priced from compute-bound siblings and still saturates where its
-networks run near the ceiling.
+the tree members learn the ceiling on top of it from the feature. With ``saturating`` set
+(every time target, or those it names), time targets (device metrics and training time) are
+instead ``(S**p + F**p)**(1/p)``: the additive sum ``S`` under a per-target floor ``F`` (none
+where no floor fits better), so a unit never seen in a slot is priced from compute-bound
+siblings and still saturates where its networks run near the ceiling. A floor fitted to the
+training rows also caps what lies beyond them (an architecture faster than every one
+measured), one reason the packaged config names only two devices (``DEFAULTS.md``).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from numbers import Real
 from pathlib import Path
@@ -131,9 +133,22 @@ def _sibling_effects(parts: tuple[np.ndarray, ...], offsets: np.ndarray, rows: i
 UNMEASURED_STD = 1.0 / np.sqrt(3.0)
 #: Candidate powers ``p`` and floors (fractions of the fastest training time) of the saturating
 #: time base ``T = (S**p + F**p)**(1/p)``; each device target takes the pair whose fit has the
-#: smallest log RMSE on its own training rows (fraction 0: no floor, the additive sum).
+#: smallest log RMSE on its own training rows, unless the additive fit's is smaller (no floor).
 FLOOR_POWERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
-FLOOR_FRACTIONS = (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995)
+FLOOR_FRACTIONS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995)
+
+
+def _unfloored(unit: np.ndarray, fraction: float, power: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Times ``unit`` (in units of the fastest) with a floor ``fraction`` taken out, and each
+    row's Gauss-Newton weight: ``d log T / d log S`` over ``S``, ``S**(p-1) / T**p``."""
+    inner = (unit**power - fraction**power) ** (1 / power)
+    return inner, inner ** (power - 1) / unit**power
+
+
+def _log_rmse(fitted: np.ndarray, measured: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.log(np.maximum(fitted, 1e-12 * measured.min())
+                                        / measured) ** 2)))
 
 
 def saturate(cost: np.ndarray, floor: float, power: float) -> np.ndarray:
@@ -168,7 +183,8 @@ class LayerCostModel:
     SHRINK = (1e-6, 1e-3, 1e-4, 1e-2, 0.0, 3e-3)
 
     def __init__(self, alpha: float = 1e-6, trim: float | None = None, trim_rounds: int = 5,
-                 shrink: tuple[float, ...] | None = SHRINK, saturating: bool = False):
+                 shrink: tuple[float, ...] | None = SHRINK,
+                 saturating: bool | Sequence[str] = False):
         if trim is not None and (isinstance(trim, bool) or not isinstance(trim, Real)
                                  or not np.isfinite(trim) or trim <= 0):
             raise ValueError(f"layer-cost trim must be a positive number of robust standard "
@@ -177,72 +193,117 @@ class LayerCostModel:
         self.trim = trim
         self.trim_rounds = trim_rounds
         self.shrink = shrink  # None: the plain one-hot model (no back-off)
-        if not isinstance(saturating, bool):
-            raise ValueError(f"layer-cost saturating must be true or false, got {saturating!r}")
-        self.saturating = saturating
+        if not isinstance(saturating, bool) and (
+                isinstance(saturating, str) or not isinstance(saturating, Sequence)
+                or not all(isinstance(t, str) for t in saturating)):
+            raise ValueError(f"layer-cost saturating must be true, false or a list of target "
+                             f"names, got {saturating!r}")
+        untimed = [t for t in saturating if transform_for(t) != "log"] \
+            if not isinstance(saturating, bool) else []
+        if untimed:
+            raise ValueError(f"layer-cost saturating names {untimed}, which are not time "
+                             "targets (device metrics or training time)")
+        #: the time targets fitted with a floor: all (True), none (False) or those named
+        self.saturating = saturating if isinstance(saturating, bool) else tuple(saturating)
         self.groups_: np.ndarray = np.zeros(0, dtype=np.int64)  # backoff_map's, set by fit
 
-    def _solve(self, a: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """Penalised least squares of ``c`` on ``a``."""
-        return self._solver(a)(c)
+    def _solve(self, raw: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """Penalised least squares of ``c`` on the rows ``raw`` of the layer design."""
+        return self._solver(raw)(c)
 
-    def _solver(self, a: np.ndarray, weight: np.ndarray | None = None
+    def _solver(self, raw: np.ndarray, weight: np.ndarray | None = None
                 ) -> Callable[[np.ndarray], np.ndarray]:
-        """Penalised least squares on ``a`` (``weight``: per-row weights) as a map from the
-        right-hand side to the parameters; the normal matrix is built once."""
-        w = np.ones(len(a)) if weight is None else weight
-        if weight is not None:
-            a = a * weight[:, None]
-        if self.shrink is None:
-            scale = a.T @ a
-            matrix = scale + self.alpha * np.trace(scale) / len(scale) * np.eye(len(scale))
-            return lambda c: np.linalg.solve(matrix, a.T @ (c * w))
-        rms = np.sqrt((a**2).mean(axis=0))
-        rms[rms == 0] = 1.0
-        z = a / rms
-        penalty = np.asarray(self.shrink)[self.groups_] * len(a)
-        penalty[penalty == 0] = self.alpha  # the bias: just enough to stay solvable
-        normal = z.T @ z + np.diag(penalty)
-        return lambda c: np.linalg.solve(normal, z.T @ (c * w)) / rms
+        """Penalised least squares on the rows ``raw`` of the layer design, mapped to the
+        back-off parameters (``weight``: per-row weights), as a map from the right-hand side
+        to the parameters. The normal matrix is built once, on the raw design (about a third
+        as wide as the mapped one) and then mapped."""
+        w = np.ones(len(raw)) if weight is None else weight
+        rows = raw * w[:, None]
+        mapping = self.mapping_
+        gram = mapping.T @ (rows.T @ rows) @ mapping
 
-    def _fit_one(self, name: str, a: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, int]:
-        """Parameters of one target and the number of rows the final fit used."""
-        weights = self._solve(a, c)
-        if self.trim is None or transform_for(name) != "log":
-            return weights, len(c)
+        def rhs(c: np.ndarray) -> np.ndarray:
+            return mapping.T @ (rows.T @ (c * w))
+
+        if self.shrink is None:
+            matrix = gram + self.alpha * np.trace(gram) / len(gram) * np.eye(len(gram))
+            return lambda c: np.linalg.solve(matrix, rhs(c))
+        rms = np.sqrt(np.diag(gram) / len(raw))
+        rms[rms == 0] = 1.0
+        penalty = np.asarray(self.shrink)[self.groups_] * len(raw)
+        penalty[penalty == 0] = self.alpha  # the bias: just enough to stay solvable
+        normal = gram / np.outer(rms, rms) + np.diag(penalty)
+        return lambda c: np.linalg.solve(normal, rhs(c) / rms) / rms
+
+    def _fitted(self, raw: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """The additive cost of the rows ``raw`` under back-off parameters ``theta``."""
+        return raw @ (self.mapping_ @ theta)
+
+    def _trimmed(self, raw: np.ndarray, c: np.ndarray, theta: np.ndarray,
+                 predict: Callable[[np.ndarray], np.ndarray],
+                 solve: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, int]:
+        """Refit ``theta`` a few times without the rows measured more than ``trim`` robust
+        stds slower than ``predict(theta)`` (``solve(keep)``: the fit on the kept rows)."""
         keep = np.ones(len(c), dtype=bool)
-        floor = 1e-3 * np.abs(c).min()
         for _ in range(self.trim_rounds):
-            # log(predicted / measured cost) < 0: measured slower than the additive model
-            resid = np.log(np.maximum(a @ weights, floor) / c)
+            # log(predicted / measured cost) < 0: measured slower than the model
+            resid = np.log(np.maximum(predict(theta), 1e-3 * c.min()) / c)
             centre = np.median(resid[keep])
             spread = 1.4826 * np.median(np.abs(resid[keep] - centre))
             new_keep = resid > centre - self.trim * spread
-            if new_keep.sum() < max(2 * a.shape[1], len(c) // 4) or (new_keep == keep).all():
+            if (new_keep.sum() < max(2 * self.mapping_.shape[1], len(c) // 4)
+                    or (new_keep == keep).all()):
                 break  # never trim to an under-determined fit; stop once stable
             keep = new_keep
-            weights = self._solve(a[keep], c[keep])
-        return weights, int(keep.sum())
+            theta = solve(keep)
+        return theta, int(keep.sum())
 
-    def _fit_saturating(self, a: np.ndarray, c: np.ndarray
-                        ) -> tuple[np.ndarray, float, float]:
-        """Parameters, floor and power of one time target's saturating base: per candidate
-        (:data:`FLOOR_POWERS` x :data:`FLOOR_FRACTIONS`), the back-off solved on the times with
-        the floor taken out, weighted relatively; the pair with the smallest log RMSE."""
+    def _fit_one(self, name: str, raw: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, int]:
+        """Parameters of one target and the number of rows the final fit used."""
+        theta = self._solve(raw, c)
+        if self.trim is None or transform_for(name) != "log":
+            return theta, len(c)
+        return self._trimmed(raw, c, theta, lambda t: self._fitted(raw, t),
+                             lambda keep: self._solve(raw[keep], c[keep]))
+
+    def _fit_saturating(self, name: str, raw: np.ndarray, c: np.ndarray
+                        ) -> tuple[np.ndarray, float, float, int]:
+        """Parameters, floor and power of one time target's saturating base, and the rows
+        used: per candidate (:data:`FLOOR_POWERS` x :data:`FLOOR_FRACTIONS`), the back-off
+        solved on the times with the floor taken out, each row weighted by how much its
+        log time moves with its additive cost (Gauss-Newton: a row at the floor says little
+        about its sum); the pair with the smallest log RMSE, then trimmed like the additive
+        fit (``trim``) at that pair. Where no floor beats the additive sum (weighted alike),
+        the additive fit itself (no floor)."""
         scale = float(c.min())
         unit = c / scale  # in units of the fastest time: no overflow at power 12
-        solve = self._solver(a, 1.0 / unit)
-        best: tuple[float, np.ndarray, float, float] | None = None
+        relative = self._solver(raw, 1.0 / unit)(unit)  # the no-floor limit of the weights
+        best = (_log_rmse(self._fitted(raw, relative), unit), 0.0, 1.0)
         for fraction in FLOOR_FRACTIONS:
-            for power in FLOOR_POWERS[:1] if fraction == 0 else FLOOR_POWERS:
-                inner = unit if fraction == 0 else (unit**power - fraction**power) ** (1 / power)
-                theta = solve(inner * scale)
-                fitted = saturate(a @ theta, fraction * scale, power)
-                rmse = float(np.sqrt(np.mean(np.log(np.maximum(fitted, 1e-12 * scale) / c) ** 2)))
-                if best is None or rmse < best[0]:
-                    best = (rmse, theta, fraction * scale, power)
-        assert best is not None
-        return best[1], best[2], best[3]
+            for power in FLOOR_POWERS:
+                inner, weight = _unfloored(unit, fraction, power)
+                theta = self._solver(raw, weight)(inner)
+                rmse = _log_rmse(saturate(self._fitted(raw, theta), fraction, power), unit)
+                if rmse < best[0]:
+                    best = (rmse, fraction, power)
+        _, fraction, power = best
+        if fraction == 0:  # no floor fits better: the additive fit, trimmed
+            theta, used = self._fit_one(name, raw, c)
+            return theta, 0.0, 1.0, used
+        inner, weight = _unfloored(unit, fraction, power)
+        theta = self._solver(raw, weight)(inner)
+        used = len(c)
+        if self.trim is not None:
+            theta, used = self._trimmed(
+                raw, unit, theta, lambda t: saturate(self._fitted(raw, t), fraction, power),
+                lambda keep: self._solver(raw[keep], weight[keep])(inner[keep]))
+        return theta * scale, fraction * scale, power, used
+
+    def saturates(self, target: str) -> bool:
+        """Whether ``target`` is fitted with a floor (a time target ``saturating`` covers)."""
+        chosen = self.saturating is True or (not isinstance(self.saturating, bool)
+                                             and target in self.saturating)
+        return chosen and transform_for(target) == "log"
 
     def _idle_costs(self, design: np.ndarray, mapping: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -268,8 +329,8 @@ class LayerCostModel:
             # groups past the model's penalties came after it was saved: it has none
             kept = self.groups_ < len(self.shrink)
             mapping, self.groups_ = mapping[:, kept], self.groups_[kept]
-            design = design @ mapping
-            idle, self.unmeasured_ = self._idle_costs(design, mapping)
+            idle, self.unmeasured_ = self._idle_costs(design @ mapping, mapping)
+        self.mapping_ = mapping
         self.targets_ = list(targets)
         self.weights_ = np.zeros((len(self.targets_), mapping.shape[0]))
         self.floors_ = np.zeros(len(self.targets_))
@@ -280,12 +341,12 @@ class LayerCostModel:
             if present.sum() < 2:
                 raise ValueError(f"target {name!r} has {int(present.sum())} labelled rows; "
                                  "need >= 2")
-            a, c = design[present], to_cost(name, y[present])
-            if self.saturating and transform_for(name) == "log":
-                theta, self.time_floor_[i], self.floor_power_[i] = self._fit_saturating(a, c)
-                self.n_used_[name] = len(c)
+            raw, c = design[present], to_cost(name, y[present])
+            if self.saturates(name):
+                theta, self.time_floor_[i], self.floor_power_[i], self.n_used_[name] = \
+                    self._fit_saturating(name, raw, c)
             else:
-                theta, self.n_used_[name] = self._fit_one(name, a, c)
+                theta, self.n_used_[name] = self._fit_one(name, raw, c)
             if self.shrink is not None and transform_for(name) == "log" and idle.any():
                 # unexercised work takes the median speed of the work seen, not none
                 theta = theta.copy()
@@ -328,10 +389,16 @@ class LayerCostModel:
         return np.array([transform_for(t) == "log" for t in self.targets_], dtype=bool)
 
     def _hole_share(self, units: CostUnits, rarity: np.ndarray, log: np.ndarray) -> np.ndarray:
-        """``log``: :meth:`_log_targets`, which the caller has already."""
+        """``log``: :meth:`_log_targets`, which the caller has already. Under a floor the
+        share is of the saturated time: the sum's share times ``d log T / d log S``."""
         held = self._cost(units, rarity) - self.weights_[:, -1]
         total = self._cost(units)
-        return np.abs(np.where(log, held / np.maximum(np.abs(total), 1e-12), held))
+        share = np.abs(np.where(log, held / np.maximum(np.abs(total), 1e-12), held))
+        for i in np.flatnonzero(self.time_floor_ > 0):
+            cost = np.maximum(total[:, i], 1e-12 * self.time_floor_[i])
+            share[:, i] *= (cost / saturate(cost, self.time_floor_[i], self.floor_power_[i])
+                            ) ** self.floor_power_[i]
+        return share
 
     def unmeasured_share(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
         """``(n, n_targets)``: for time targets, the share of each prediction resting on units
@@ -348,11 +415,13 @@ class LayerCostModel:
         return [f"lc_{t}" for t in self.targets_]
 
     def save(self, path: str | Path) -> None:
+        saturating = np.array(self.saturating, dtype=bool if isinstance(self.saturating, bool)
+                              else np.str_)
         np.savez(path, weights=self.weights_, floors=self.floors_,
                  targets=np.array(self.targets_, dtype=np.str_), alpha=np.array(self.alpha),
                  trim=np.array(np.nan if self.trim is None else self.trim),
                  shrink=np.array(self.shrink if self.shrink is not None else [], dtype=float),
-                 unmeasured=self.unmeasured_, saturating=np.array(self.saturating),
+                 unmeasured=self.unmeasured_, saturating=saturating,
                  time_floor=self.time_floor_, floor_power=self.floor_power_)
 
     @classmethod
@@ -362,7 +431,11 @@ class LayerCostModel:
             # files before the back-off have no "shrink": their one-hot weights read the same
             shrink = (tuple(float(v) for v in data["shrink"]) or None
                       if "shrink" in data.files else None)
-            saturating = bool(data["saturating"]) if "saturating" in data.files else False
+            saturating: bool | tuple[str, ...] = False  # files before the saturating base
+            if "saturating" in data.files:
+                stored = data["saturating"]
+                saturating = bool(stored) if stored.dtype == bool \
+                    else tuple(str(t) for t in stored)
             model = cls(alpha=float(data["alpha"]), trim=None if np.isnan(trim) else trim,
                         shrink=shrink, saturating=saturating)
             model.weights_ = data["weights"]

@@ -89,8 +89,9 @@ class FitConfig:
     layer_cost_trim: float | None = field(default_factory=_from_file("layer_cost_trim"))
     #: Time targets (device metrics, training time) as a saturating sum
     #: ``(S**p + F**p)**(1/p)`` with a per-target floor (host-side throughput ceilings) instead
-    #: of the trimmed additive fit.
-    layer_cost_saturating: bool = field(default_factory=_from_file("layer_cost_saturating"))
+    #: of the trimmed additive fit: all (true), none (false) or the targets listed.
+    layer_cost_saturating: bool | list[str] = field(
+        default_factory=_from_file("layer_cost_saturating"))
     #: Internal hold-outs that learn how much wider predictions in holes of the training data
     #: must be (:mod:`anb.surrogates.holes`; each refits the benchmark once; 0: none).
     hole_folds: int = field(default_factory=_from_file("hole_folds"))
