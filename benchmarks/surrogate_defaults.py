@@ -81,11 +81,11 @@ made after seeing the figure: the gain is 0.0001 tau (val_top1 +0.0005, each dev
 most +0.0001) for about 1.5x the fit and query time of those 8 targets (which the packaged
 first use fits), and a rule that adopts any clear gain would keep adding members.
 
-``--settings layer_cost_saturating`` against the packaged list (VCK190 and ZCU102 throughput;
-569 s with ``--jobs 1``)::
+``--settings layer_cost_saturating`` against the packaged list (VCK190 throughput alone; 297 s
+with ``--jobs 2``)::
 
-    layer_cost_saturating 2 targets none   10  0.96153  0.96142 -0.00011 0.00008 0/5
-    layer_cost_saturating 2 targets all    10  0.96153  0.96131 -0.00022 0.00048 2/5
+    layer_cost_saturating 1 targets none   10  0.96143  0.96142 -0.00000 0.00016 3/5
+    layer_cost_saturating 1 targets all    10  0.96143  0.96131 -0.00012 0.00055 2/5
 
 Fold-to-fold sd of the default's own CV tau per target (the spread the paired gains remove):
 val_top1 0.0018, tpuv3 0.0056, tpuv2 0.0012, vck190 throughput 0.0010 / latency 0.0008,
@@ -222,6 +222,10 @@ def _set_trim(trim):
     return lambda c: c.__setitem__("layer_cost_trim", trim)
 
 
+def _set_saturating(value):
+    return lambda c: c.__setitem__("layer_cost_saturating", value)
+
+
 def _set_all_xgb(**values):
     def change(c):
         for key, value in values.items():
@@ -289,8 +293,7 @@ def candidates(base: dict, targets: list[str]) -> list[Candidate]:
         "subsample": (lambda v: f"subsample{v}",
                       lambda v: _set_all_xgb(subsample=v, colsample_bytree=v), None),
         "layer_cost_saturating": (lambda v: f"saturating_{'all' if v else 'none'}",
-                                  lambda v: lambda c: c.__setitem__("layer_cost_saturating", v),
-                                  None)}
+                                  _set_saturating, None)}
     out = []
     for setting, (name, change, scored) in every.items():
         out += [Candidate(setting, name(v), _show(setting, v), change(v), scored)

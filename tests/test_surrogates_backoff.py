@@ -310,6 +310,20 @@ def test_a_time_target_without_a_ceiling_fits_as_well_as_the_additive_sum(analyt
     assert error(LayerCostModel(trim=2.0, saturating=True)) < 1.02 * additive
 
 
+def test_where_no_floor_fits_better_the_saturating_fit_is_the_additive_one(released_frame):
+    """The released latencies (batch 1) have no ceiling: no floor is taken and the weights
+    and trimmed rows are the trimmed additive fit's, bit for bit (not a refit under the
+    weights used to compare the candidates)."""
+    prepared = prepare(released_frame, ["latency_zcu102", "latency_vck190"])
+    train = prepared.masks["train"]
+    targets = {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()}
+    additive = LayerCostModel(trim=2.0).fit(prepared.choices[train], targets)
+    saturating = LayerCostModel(trim=2.0, saturating=True).fit(prepared.choices[train], targets)
+    assert not saturating.time_floor_.any()
+    np.testing.assert_array_equal(saturating.weights_, additive.weights_)
+    assert saturating.n_used_ == additive.n_used_
+
+
 def test_saturating_can_name_the_time_targets_it_covers(analytic_throughput, tmp_path):
     from anb.surrogates.features import saturate
 

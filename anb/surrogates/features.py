@@ -21,7 +21,7 @@ instead ``(S**p + F**p)**(1/p)``: the additive sum ``S`` under a per-target floo
 where no floor fits better), so a unit never seen in a slot is priced from compute-bound
 siblings and still saturates where its networks run near the ceiling. A floor fitted to the
 training rows also caps what lies beyond them (an architecture faster than every one
-measured), one reason the packaged config names only two devices (``DEFAULTS.md``).
+measured), one reason the packaged config names only the VCK190 (``DEFAULTS.md``).
 """
 from __future__ import annotations
 
