@@ -249,7 +249,8 @@ class BenchmarkKnown:
     """Known devices of a fitted :class:`~anb.surrogates.SurrogateBenchmark`.
 
     ``source="layer_cost"`` (used when the benchmark has a layer-cost model): the known
-    devices' additive per-layer cost predictions (compute-bound, saturation trimmed), which
+    devices' additive per-layer cost predictions (compute-bound: saturation trimmed, and
+    without the floor of a saturating base), which
     transfer better than the full surrogates' predictions (validation split of
     ``benchmarks/new_device.py``, n = 20: mean tau 0.938 vs 0.934); ``"surrogate"``: the
     surrogates' predicted means.
@@ -273,7 +274,7 @@ class BenchmarkKnown:
     def log_costs(self, choices: np.ndarray) -> np.ndarray:
         if self.source == "layer_cost":
             layer_cost = self.bench.builder.layer_cost
-            values = layer_cost.transform(choices, self.bench.space)
+            values = layer_cost.transform(choices, self.bench.space, saturated=False)
             cols = [values[:, layer_cost.targets_.index(t)] for t in self.targets]
         else:
             dist = self.bench.predict_transformed(choices, self.targets)

@@ -355,10 +355,13 @@ class LayerCostModel:
             self.floors_[i] = 0.1 * np.abs(c).min() if transform_for(name) == "log" else 0.0
         return self
 
-    def transform(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
-        """Predictions of every target in its transformed space, ``(n, n_targets)``."""
+    def transform(self, choices: np.ndarray, space: Space = ANB_SPACE,
+                  saturated: bool = True) -> np.ndarray:
+        """Predictions of every target in its transformed space, ``(n, n_targets)``;
+        ``saturated=False``: the additive sums under no floor (compute-bound costs)."""
         cost = self._cost(space.cost_units(choices))
-        return np.stack([cost_to_feature(t, saturate(cost[:, i], self.time_floor_[i],
+        floors = self.time_floor_ if saturated else np.zeros(len(self.targets_))
+        return np.stack([cost_to_feature(t, saturate(cost[:, i], floors[i],
                                                      self.floor_power_[i]), self.floors_[i])
                          for i, t in enumerate(self.targets_)], axis=1) if self.targets_ \
             else np.zeros((len(choices), 0))
