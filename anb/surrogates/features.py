@@ -138,12 +138,18 @@ FLOOR_POWERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
 FLOOR_FRACTIONS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.995)
 
 
+def _floor_slope(cost: np.ndarray, time: np.ndarray, power: float) -> np.ndarray:
+    """``d log T / d log S`` of the saturating time ``T`` (``time``) at its additive cost
+    ``S`` (``cost``): ``(S / T)**p``, 1 far above the floor and 0 at it."""
+    return (cost / time) ** power
+
+
 def _unfloored(unit: np.ndarray, fraction: float, power: float
                ) -> tuple[np.ndarray, np.ndarray]:
     """Times ``unit`` (in units of the fastest) with a floor ``fraction`` taken out, and each
-    row's Gauss-Newton weight: ``d log T / d log S`` over ``S``, ``S**(p-1) / T**p``."""
+    row's Gauss-Newton weight: :func:`_floor_slope` over ``S``."""
     inner = (unit**power - fraction**power) ** (1 / power)
-    return inner, inner ** (power - 1) / unit**power
+    return inner, _floor_slope(inner, unit, power) / inner
 
 
 def _log_rmse(fitted: np.ndarray, measured: np.ndarray) -> float:
@@ -278,20 +284,19 @@ class LayerCostModel:
         scale = float(c.min())
         unit = c / scale  # in units of the fastest time: no overflow at power 12
         relative = self._solver(raw, 1.0 / unit)(unit)  # the no-floor limit of the weights
-        best = (_log_rmse(self._fitted(raw, relative), unit), 0.0, 1.0)
+        best_rmse = _log_rmse(self._fitted(raw, relative), unit)
+        best: tuple[float, float, np.ndarray, np.ndarray, np.ndarray] | None = None
         for fraction in FLOOR_FRACTIONS:
             for power in FLOOR_POWERS:
                 inner, weight = _unfloored(unit, fraction, power)
                 theta = self._solver(raw, weight)(inner)
                 rmse = _log_rmse(saturate(self._fitted(raw, theta), fraction, power), unit)
-                if rmse < best[0]:
-                    best = (rmse, fraction, power)
-        _, fraction, power = best
-        if fraction == 0:  # no floor fits better: the additive fit, trimmed
+                if rmse < best_rmse:
+                    best_rmse, best = rmse, (fraction, power, theta, inner, weight)
+        if best is None:  # no floor fits better: the additive fit, trimmed
             theta, used = self._fit_one(name, raw, c)
             return theta, 0.0, 1.0, used
-        inner, weight = _unfloored(unit, fraction, power)
-        theta = self._solver(raw, weight)(inner)
+        fraction, power, theta, inner, weight = best
         used = len(c)
         if self.trim is not None:
             theta, used = self._trimmed(
@@ -399,8 +404,8 @@ class LayerCostModel:
         share = np.abs(np.where(log, held / np.maximum(np.abs(total), 1e-12), held))
         for i in np.flatnonzero(self.time_floor_ > 0):
             cost = np.maximum(total[:, i], 1e-12 * self.time_floor_[i])
-            share[:, i] *= (cost / saturate(cost, self.time_floor_[i], self.floor_power_[i])
-                            ) ** self.floor_power_[i]
+            power = self.floor_power_[i]
+            share[:, i] *= _floor_slope(cost, saturate(cost, self.time_floor_[i], power), power)
         return share
 
     def unmeasured_share(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
