@@ -370,7 +370,8 @@ def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, b
     test = np.flatnonzero(data.labels[THROUGHPUT].present & data.masks["test"])
     truth = data.labels[THROUGHPUT].values[test]
     mean, std, _ = model.predict(known.log_costs(data.choices[test]),
-                                 op_components(data.choices[test]))
+                                 op_components(data.choices[test]),
+                                 model.own_log_cost(data.choices[test]))
     tau = kendalltau(mean, truth)[0]
     X = FeatureBuilder("features").transform(data.choices)
     scratch = xgb.XGBRegressor(n_estimators=300, max_depth=3, learning_rate=0.05, n_jobs=1).fit(
@@ -387,14 +388,16 @@ def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, b
     assert lat_known.targets == latency_model.known and len(latency_model.known) == 6
     assert model.known == latency_model.known
     lat_mean, _, _ = latency_model.predict(lat_known.log_costs(data.choices[test]),
-                                           op_components(data.choices[test]))
+                                           op_components(data.choices[test]),
+                                           latency_model.own_log_cost(data.choices[test]))
     assert kendalltau(lat_mean, truth)[0] < -0.9
     from anb.searchspace.space import ANB_SPACE
 
     small = [[min(spec.allowed(f)) for f in ("e", "k", "l", "se")] for spec in ANB_SPACE.stages]
     large = [[max(spec.allowed(f)) for f in ("e", "k", "l", "se")] for spec in ANB_SPACE.stages]
     both = np.array([small, large], dtype=np.int64)  # the smallest and the largest design
-    fast, slow = model.predict(known.log_costs(both), op_components(both))[0]
+    fast, slow = model.predict(known.log_costs(both), op_components(both),
+                               model.own_log_cost(both))[0]
     assert fast > slow + 0.5, (fast, slow)
 
 
@@ -496,3 +499,138 @@ def test_known_devices_transfer_their_compute_bound_sums_not_their_floors(base, 
     np.testing.assert_array_equal(
         column, -layer_cost.transform(fast, bench.space, saturated=False)[:, vck])
     assert not np.allclose(column, -layer_cost.transform(fast, bench.space)[:, vck])
+
+
+def _zcu102_board(base, data, rows: np.ndarray):
+    """Known-device log costs (the whole ZCU102 hidden) and op totals over all rows, and the
+    hidden latency's values on ``rows``."""
+    from anb.surrogates.adapt import BenchmarkKnown, device_metrics, op_components
+
+    known = BenchmarkKnown(anb.load(base), exclude=device_metrics(HIDDEN))
+    return (known, known.log_costs(data.choices), op_components(data.choices),
+            data.labels[HIDDEN].values[rows])
+
+
+def test_the_own_layer_model_is_scored_out_of_fold_and_joins_the_blend(base, data):
+    """Given the measured choices (from OWN_MIN_POINTS of them), the device's own per-layer
+    model is a third part: its out-of-fold errors (each row predicted by the model refitted
+    without its fold) enter the choice of the blend weights and ``loo_rmse``, and the mean is the
+    weighted parts."""
+    from anb.surrogates.adapt import (
+        OWN_FOLDS,
+        OWN_MIN_POINTS,
+        _blend_grid,
+        _fit_own,
+        loo_residuals,
+    )
+
+    rows = _rows(data, "train", OWN_MIN_POINTS, 4)
+    known, K, ops, values = _zcu102_board(base, data, rows)
+    model = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values,
+                             choices=data.choices[rows])
+    assert model.has_own and len(_blend_grid(True)) == 15
+    fewer = AdaptedModel.fit(HIDDEN, known.targets, K[rows[1:]], ops[rows[1:]], values[1:],
+                             choices=data.choices[rows[1:]])
+    assert not fewer.has_own and fewer.own_log_cost(data.choices[rows]) is None
+    y = np.log(values)
+    space = anb.load(base).space
+    own = np.empty(len(rows))  # 20 folds: row i held out with every row j = i mod 20
+    for k in range(OWN_FOLDS):
+        held = np.arange(len(rows)) % OWN_FOLDS == k
+        own[held] = _fit_own(HIDDEN, data.choices[rows[~held]], values[~held], space).transform(
+            data.choices[rows[held]], space)[:, 0] - y[held]  # model space: log latency
+    parts = np.column_stack([loo_residuals(K[rows], ops[rows], y, model.ridge_alpha,
+                                           model.known_scale, model.op_scale, model.level), own])
+    rmse = {(r, o): float(np.sqrt(np.mean((parts @ [r, 1 - r - o, o]) ** 2)))
+            for r, o in _blend_grid(True)}
+    assert (model.blend, model.own_blend) == min(rmse, key=rmse.__getitem__)
+    assert model.loo_rmse == pytest.approx(rmse[(model.blend, model.own_blend)])
+    test = _rows(data, "test", 0, 0)[:50]
+    plain = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values)
+    ridge = K[test] @ plain.ridge_coef + plain.ridge_intercept
+    additive = (plain.predict_log_cost(K[test], ops[test])[0] - plain.blend * ridge) \
+        / (1 - plain.blend) if plain.blend < 1 else None
+    own_test = model.own_log_cost(data.choices[test])
+    mean = model.predict_log_cost(K[test], ops[test], own_test)[0]
+    if additive is not None:
+        np.testing.assert_allclose(mean, model.blend * ridge + model.own_blend * own_test
+                                   + (1 - model.blend - model.own_blend) * additive, rtol=1e-9)
+    with pytest.raises(ValueError, match="needs the own model's log costs"):
+        model.predict_log_cost(K[test], ops[test])
+
+
+@pytest.mark.slow
+def test_a_whole_new_board_ranks_better_from_its_own_layers_as_measurements_grow(base, data):
+    """The transfer alone plateaus for a board no known device stands in for (its ceiling on
+    every train label: tau about 0.92 on the ZCU102); from 100 measured architectures the
+    board's own per-layer model lifts the blend well past it (validation split of
+    benchmarks/new_device.py --protocol board)."""
+    rows = _rows(data, "train", 100, 5)
+    test = _rows(data, "test", 0, 0)
+    known, K, ops, values = _zcu102_board(base, data, rows)
+    truth = data.labels[HIDDEN].values[test]
+    with_own = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values,
+                                choices=data.choices[rows])
+    transfer = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values)
+    tau_own = kendalltau(with_own.predict_log_cost(
+        K[test], ops[test], with_own.own_log_cost(data.choices[test]))[0], truth)[0]
+    tau_transfer = kendalltau(transfer.predict_log_cost(K[test], ops[test])[0], truth)[0]
+    assert with_own.own_blend > 0
+    assert tau_own > tau_transfer + 0.02, (tau_own, tau_transfer)
+
+
+def test_the_std_widens_by_the_weighted_disagreement_of_the_blended_models(base, data):
+    """Half-way between two models their disagreement adds half their gap; a model with all
+    the weight adds none (its own held-out error is the whole std)."""
+    from dataclasses import replace
+
+    rows = _rows(data, "train", 20, 6)
+    known, K, ops, values = _zcu102_board(base, data, rows)
+    model = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values)
+    test = _rows(data, "test", 0, 0)[:50]
+    wide = replace(model, lo=np.full_like(model.lo, -1e9), hi=np.full_like(model.hi, 1e9))
+    ridge = K[test] @ model.ridge_coef + model.ridge_intercept
+    additive = replace(wide, blend=0.0).predict_log_cost(K[test], ops[test])[0]
+    half = replace(wide, blend=0.5).predict_log_cost(K[test], ops[test])[1]
+    np.testing.assert_allclose(half, model.std_factor * np.sqrt(
+        model.loo_rmse**2 + (0.5 * (ridge - additive)) ** 2))
+    for blend in (0.0, 1.0):
+        np.testing.assert_allclose(replace(wide, blend=blend).predict_log_cost(
+            K[test], ops[test])[1], model.std_factor * model.loo_rmse)
+
+
+def adapted_choices(adapted) -> list[np.ndarray]:
+    """The choices of the architectures the ``adapted`` fixture measured."""
+    frame = pd.read_csv(adapted[0])
+    return [Arch.from_string(a).to_choices() for a in frame["arch"][:3]]
+
+
+def test_an_adapted_folder_of_format_1_still_reads(adapted, tmp_path):
+    """Folders written before the own model (format 1: no own weights) load and predict
+    from their transfer parts alone."""
+    import hashlib
+    import shutil
+
+    from anb.surrogates.adapt import WEIGHTS_FILE, _digest
+
+    _, out = adapted
+    old = shutil.copytree(out, tmp_path / "old", symlinks=True)
+    manifest = json.loads((old / "manifest.json").read_text())
+    manifest["base"]["path"] = os.path.relpath(
+        (out.parent / manifest["base"]["path"]).resolve(), tmp_path)
+    with np.load(old / WEIGHTS_FILE) as data:
+        arrays = {k: data[k] for k in data.files if not k.endswith(".own_weights")}
+    np.savez(old / WEIGHTS_FILE, **arrays)
+    for scalars in manifest["targets"].values():
+        del scalars["own_blend"], scalars["own_floor"]
+        scalars["blend"] = 0.5
+    manifest["format_version"] = 1
+    manifest["files"][WEIGHTS_FILE] = hashlib.sha256((old / WEIGHTS_FILE).read_bytes()
+                                                     ).hexdigest()
+    manifest["manifest_sha256"] = _digest(manifest)
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    model = load_adapted(old).models[HIDDEN]
+    assert not model.has_own and model.own_blend == 0.0
+    frame = load_adapted(old).query([str(Arch.from_choices(choice))
+                                     for choice in adapted_choices(adapted)])
+    assert (frame[HIDDEN] > 0).all()

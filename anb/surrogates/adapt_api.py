@@ -163,7 +163,8 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     known = BenchmarkKnown(bench, exclude=device_metrics(data.target))
     model = AdaptedModel.fit(data.target, known.targets, known.log_costs(data.choices),
                              op_components(data.choices, bench.space), data.values,
-                             known_source=known.source)
+                             known_source=known.source, choices=data.choices,
+                             space=bench.space)
     if out is None:
         return None, model
     info = {"measured": {"file": Path(measured).name, **data.summary(bench.space)}}

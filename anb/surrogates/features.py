@@ -433,6 +433,21 @@ class LayerCostModel:
                  time_floor=self.time_floor_, floor_power=self.floor_power_)
 
     @classmethod
+    def of_weights(cls, targets: Sequence[str], weights: np.ndarray, floors: np.ndarray
+                   ) -> LayerCostModel:
+        """A fitted additive model (no time floor, no unmeasured work) from its collapsed
+        weights ``(len(targets), slots x units + 1)`` and cost floors: one another artifact
+        stores as arrays (an adapted device's own model)."""
+        model = cls()
+        model.targets_ = list(targets)
+        model.weights_ = np.asarray(weights, dtype=np.float64)
+        model.floors_ = np.asarray(floors, dtype=np.float64)
+        model.unmeasured_ = np.zeros(model.weights_.shape[1] - 1, dtype=bool)
+        model.time_floor_ = np.zeros(len(model.targets_))
+        model.floor_power_ = np.ones(len(model.targets_))
+        return model
+
+    @classmethod
     def load(cls, path: str | Path) -> LayerCostModel:
         with np.load(path, allow_pickle=False) as data:
             trim = float(data["trim"]) if "trim" in data.files else float("nan")
