@@ -163,26 +163,23 @@ class AdaptedModel:
             residuals = np.stack([known_log @ coef + intercept - y,
                                   _additive(known_log, ops, known_scale, op_scale, weights,
                                             level) - y], axis=1)
-        own = None
+        if choices is not None and not leave_one_out:
+            raise ValueError("the own per-layer model needs out-of-fold errors: "
+                             "leave_one_out=False takes no choices")
+        own_weights, own_floor, own_residuals = np.zeros(0), 0.0, np.zeros(len(y))
         if choices is not None and len(values) >= OWN_MIN_POINTS:
-            if not leave_one_out:
-                raise ValueError("the own per-layer model needs out-of-fold errors: "
-                                 "leave_one_out=False takes no choices")
             own = _fit_own(target, choices, values, space)
-            residuals = np.column_stack([residuals,
-                                         _own_residuals(target, choices, values, y, space)])
-        grid = _blend_grid(own is not None) if select_blend else [(0.5, 0.0)]
-        errors = {(r, o): float(np.sqrt(np.mean((residuals[:, 0] * r + residuals[:, 1]
-                                                 * (1 - r - o) + (residuals[:, 2] * o
-                                                                  if o else 0.0)) ** 2)))
+            own_weights, own_floor = own.weights_[0], float(own.floors_[0])
+            own_residuals = _own_residuals(target, choices, values, y, space)
+        residuals = np.column_stack([residuals, own_residuals])
+        grid = _blend_grid(len(own_weights) > 0) if select_blend else [(0.5, 0.0)]
+        errors = {(r, o): float(np.sqrt(np.mean((residuals @ [r, 1 - r - o, o]) ** 2)))
                   for r, o in grid}
         blend, own_blend = min(errors, key=errors.__getitem__)
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
                    np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),
                    level, errors[(blend, own_blend)], known_log.min(0), known_log.max(0),
-                   len(y), std_factor, known_source, blend, own_blend,
-                   *((own.weights_[0], float(own.floors_[0])) if own is not None
-                     else (np.zeros(0), 0.0)))
+                   len(y), std_factor, known_source, blend, own_blend, own_weights, own_floor)
 
     # ---------------------------------------------------------------- prediction
     @property
@@ -203,8 +200,8 @@ class AdaptedModel:
                          own: np.ndarray | None = None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and std of the log cost, and the out-of-range flag, per row (``own``: the rows'
-        :meth:`own_log_cost`, needed when the model has one). The std widens by half the
-        spread of the ridge and additive predictions and the own one where it has weight."""
+        :meth:`own_log_cost`, needed when the model has one). The std widens by the parts'
+        spread about the mean, each weighted as in the blend."""
         ridge = known_log @ self.ridge_coef + self.ridge_intercept
         additive = _additive(known_log, ops, self.known_scale, self.op_scale,
                              self.nnls_weights, self.level)
