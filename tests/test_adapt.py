@@ -634,3 +634,33 @@ def test_an_adapted_folder_of_format_1_still_reads(adapted, tmp_path):
     frame = load_adapted(old).query([str(Arch.from_choices(choice))
                                      for choice in adapted_choices(adapted)])
     assert (frame[HIDDEN] > 0).all()
+
+
+def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
+    """From OWN_MIN_POINTS measurements the folder ``anb adapt`` writes holds the own model
+    (format 2): loaded back, it predicts exactly what the fitted model did."""
+    from anb.surrogates.adapt import FORMAT_VERSION, OWN_MIN_POINTS
+
+    csv = _write_csv(tmp_path / "many.csv", data, _rows(data, "train", OWN_MIN_POINTS, 7))
+    result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
+                                 "--base", str(base), "--out", str(tmp_path / "model")])
+    assert result.exit_code == 0, result.output
+    bench = load_adapted(tmp_path / "model")
+    model = bench.models[HIDDEN]
+    manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
+    assert manifest["format_version"] == FORMAT_VERSION == 2 and model.has_own
+    fitted = adapt("zcu102", csv, base)[1]
+    np.testing.assert_array_equal(model.own_weights, fitted.own_weights)
+    assert (model.own_floor, model.own_blend, model.blend) == (
+        fitted.own_floor, fitted.own_blend, fitted.blend)
+    test = _rows(data, "test", 0, 0)[:64]
+    mean, std, _ = bench.predict_adapted(data.choices[test], HIDDEN)
+    from anb.surrogates.adapt import BenchmarkKnown, device_metrics, op_components
+
+    known = BenchmarkKnown(bench.base, exclude=device_metrics(HIDDEN))
+    choices = data.choices[test]
+    expected = fitted.predict(known.log_costs(choices), op_components(choices),
+                              fitted.own_log_cost(choices))
+    np.testing.assert_allclose(mean, expected[0], rtol=1e-12)
+    np.testing.assert_allclose(std, expected[1], rtol=1e-12)
+    np.testing.assert_allclose(bench.query(data.choices[test], [HIDDEN])[HIDDEN], np.exp(mean))
