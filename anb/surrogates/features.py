@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from numbers import Real
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -433,12 +434,12 @@ class LayerCostModel:
                  time_floor=self.time_floor_, floor_power=self.floor_power_)
 
     @classmethod
-    def of_weights(cls, targets: Sequence[str], weights: np.ndarray, floors: np.ndarray
-                   ) -> LayerCostModel:
+    def of_weights(cls, targets: Sequence[str], weights: np.ndarray, floors: np.ndarray,
+                   **settings: Any) -> LayerCostModel:
         """A fitted additive model (no time floor, no unmeasured work) from its collapsed
-        weights ``(len(targets), slots x units + 1)`` and cost floors: one another artifact
-        stores as arrays (an adapted device's own model)."""
-        model = cls()
+        weights ``(len(targets), slots x units + 1)`` and cost floors, constructed with
+        ``settings``: one stored as arrays (a weight file, an adapted device's own model)."""
+        model = cls(**settings)
         model.targets_ = list(targets)
         model.weights_ = np.asarray(weights, dtype=np.float64)
         model.floors_ = np.asarray(floors, dtype=np.float64)
@@ -459,19 +460,16 @@ class LayerCostModel:
                 stored = data["saturating"]
                 saturating = bool(stored) if stored.dtype == bool \
                     else tuple(str(t) for t in stored)
-            model = cls(alpha=float(data["alpha"]), trim=None if np.isnan(trim) else trim,
-                        shrink=shrink, saturating=saturating)
-            model.weights_ = data["weights"]
-            model.floors_ = data["floors"]
-            model.targets_ = [str(t) for t in data["targets"]]
-            # files before it hold no unmeasured work: none widens
-            model.unmeasured_ = (data["unmeasured"] if "unmeasured" in data.files
-                                 else np.zeros(model.weights_.shape[1] - 1, dtype=bool))
-            # files before the saturating base: additive times, no floor
-            n = len(model.targets_)
-            model.time_floor_ = data["time_floor"] if "time_floor" in data.files else np.zeros(n)
-            model.floor_power_ = (data["floor_power"] if "floor_power" in data.files
-                                  else np.ones(n))
+            model = cls.of_weights([str(t) for t in data["targets"]], data["weights"],
+                                   data["floors"], alpha=float(data["alpha"]),
+                                   trim=None if np.isnan(trim) else trim, shrink=shrink,
+                                   saturating=saturating)
+            # files before them hold no unmeasured work (none widens) and additive times (no
+            # floor): of_weights' defaults
+            if "unmeasured" in data.files:
+                model.unmeasured_ = data["unmeasured"]
+            if "time_floor" in data.files:
+                model.time_floor_, model.floor_power_ = data["time_floor"], data["floor_power"]
         return model
 
 
