@@ -519,6 +519,7 @@ def test_the_own_layer_model_is_scored_out_of_fold_and_joins_the_blend(base, dat
     from anb.surrogates.adapt import (
         OWN_FOLDS,
         OWN_MIN_POINTS,
+        _additive,
         _blend_grid,
         _fit_own,
         loo_residuals,
@@ -546,15 +547,13 @@ def test_the_own_layer_model_is_scored_out_of_fold_and_joins_the_blend(base, dat
     assert (model.blend, model.own_blend) == min(rmse, key=rmse.__getitem__)
     assert model.loo_rmse == pytest.approx(rmse[(model.blend, model.own_blend)])
     test = _rows(data, "test", 0, 0)[:50]
-    plain = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values)
-    ridge = K[test] @ plain.ridge_coef + plain.ridge_intercept
-    additive = (plain.predict_log_cost(K[test], ops[test])[0] - plain.blend * ridge) \
-        / (1 - plain.blend) if plain.blend < 1 else None
+    ridge = K[test] @ model.ridge_coef + model.ridge_intercept
+    additive = _additive(K[test], ops[test], model.known_scale, model.op_scale,
+                         model.nnls_weights, model.level)
     own_test = model.own_log_cost(data.choices[test])
     mean = model.predict_log_cost(K[test], ops[test], own_test)[0]
-    if additive is not None:
-        np.testing.assert_allclose(mean, model.blend * ridge + model.own_blend * own_test
-                                   + (1 - model.blend - model.own_blend) * additive, rtol=1e-9)
+    np.testing.assert_allclose(mean, model.blend * ridge + model.own_blend * own_test
+                               + (1 - model.blend - model.own_blend) * additive, rtol=1e-9)
     with pytest.raises(ValueError, match="needs the own model's log costs"):
         model.predict_log_cost(K[test], ops[test])
 
