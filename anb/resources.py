@@ -5,6 +5,8 @@
   The repository's top-level ``configs`` is a link to this folder: the user-editable copy.
 - ``data/accel_nasbench/``: the released Accel-NASBench dataset, its published split, licence
   (Apache-2.0) and attribution (``NOTICE``, ``SOURCE.md``).
+- ``data/help/``: HELP's NAS-Bench-201 and FBNet latency tables (27 devices each), their licence
+  (MIT) and provenance (``SOURCE.md``).
 - ``data/packaged/accel-nasbench/``: the benchmark fitted on it with the default config, its
   XGBoost members compiled to numpy node tables (loads in a second, without xgboost).
 """
@@ -19,6 +21,8 @@ RELEASED_DIR = _ROOT / "data" / "accel_nasbench"
 #: The released dataset (5,138 records) and the benchmark's published 4,100 / 512 / 512 split.
 RELEASED_DATASET = RELEASED_DIR / "anb_dataset_jsons.tar.gz"
 RELEASED_SPLIT_DIR = RELEASED_DIR / "splits"
+#: HELP's latency tables: ``nasbench201_latency.csv.gz`` and ``fbnet_latency.csv.gz``.
+HELP_DIR = _ROOT / "data" / "help"
 #: The name of the benchmark fitted on the released dataset (``anb.load()``'s default).
 PACKAGED_BENCHMARK = "accel-nasbench"
 #: That benchmark fitted with the packaged default config, in compiled form
