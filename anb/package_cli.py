@@ -1,5 +1,5 @@
-"""``anb --version``, ``anb config`` and ``anb slurm-template``: what the installed package
-carries."""
+"""``anb --version``, ``anb config``, ``anb cite`` and ``anb slurm-template``: what the installed
+package carries."""
 from __future__ import annotations
 
 import typer
@@ -10,7 +10,11 @@ from anb.version import __version__
 
 def _version(value: bool) -> None:
     if value:
+        from anb.surrogates.identity import describe
+        from anb.surrogates.packaged import packaged_identity
+
         typer.echo(f"anb {__version__}")
+        typer.echo(describe(packaged_identity()))
         raise typer.Exit()
 
 
@@ -21,7 +25,7 @@ def packaged_configs() -> list[str]:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``--version``, ``config`` and ``slurm-template`` to the root ``anb`` app."""
+    """Add ``--version``, ``config``, ``cite`` and ``slurm-template`` to the root ``anb`` app."""
 
     @app.callback()
     def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
@@ -42,6 +46,20 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: config {name!r}: {err}; list them with `anb config`", err=True)
             raise typer.Exit(code=2) from None
         typer.echo(path.read_text(), nl=False)
+
+    @app.command("cite")
+    def cite_cmd(benchmark: str = typer.Argument(
+            resources.PACKAGED_BENCHMARK, help="the packaged benchmark whose data to cite")
+    ) -> None:
+        """Print the BibTeX of a packaged benchmark's data and of the method (anb)."""
+        from anb.cli_support import fail
+        from anb.surrogates.identity import citations
+
+        try:
+            text = citations(benchmark)
+        except ValueError as err:
+            fail(err)
+        typer.echo(text, nl=False)
 
     @app.command("slurm-template")
     def slurm_template() -> None:

@@ -7,6 +7,7 @@
   (Apache-2.0) and attribution (``NOTICE``, ``SOURCE.md``).
 - ``data/help/``: HELP's NAS-Bench-201 and FBNet latency tables (27 devices each), their licence
   (MIT) and provenance (``SOURCE.md``).
+- ``data/citations/``: BibTeX of the data and of the method (``anb cite``).
 - ``data/packaged/accel-nasbench/``: the benchmark fitted on it with the default config, its
   XGBoost members compiled to numpy node tables (loads in a second, without xgboost).
 """
@@ -23,6 +24,8 @@ RELEASED_DATASET = RELEASED_DIR / "anb_dataset_jsons.tar.gz"
 RELEASED_SPLIT_DIR = RELEASED_DIR / "splits"
 #: HELP's latency tables: ``nasbench201_latency.csv.gz`` and ``fbnet_latency.csv.gz``.
 HELP_DIR = _ROOT / "data" / "help"
+#: BibTeX of the packaged data and of anb itself (``anb cite``).
+CITATIONS_DIR = _ROOT / "data" / "citations"
 #: The name of the benchmark fitted on the released dataset (``anb.load()``'s default).
 PACKAGED_BENCHMARK = "accel-nasbench"
 #: That benchmark fitted with the packaged default config, in compiled form

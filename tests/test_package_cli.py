@@ -17,7 +17,7 @@ runner = CliRunner()
 
 def test_version_is_one_value_everywhere():
     result = runner.invoke(app, ["--version"])
-    assert result.exit_code == 0 and result.output == f"anb {anb.__version__}\n"
+    assert result.exit_code == 0 and result.output.splitlines()[0] == f"anb {anb.__version__}"
     pyproject = (REPO / "pyproject.toml").read_text()
     assert 'dynamic = ["version"]' in pyproject
     assert 'version = {attr = "anb.version.__version__"}' in pyproject

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from anb.io import sha256_file
+from anb.resources import RELEASED_DATASET as RELEASED
 from tests.conftest import REPO
 
 B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
@@ -92,7 +94,8 @@ def test_installed_wheel_works_from_an_unrelated_folder(installed, tmp_path):
     assert Path(where).is_relative_to(venv), where  # the wheel, not the checkout
 
     assert "measure" in _run([anb, "--help"], work, env).stdout
-    assert _run([anb, "--version"], work, env).stdout == f"anb {version}\n"
+    shown = _run([anb, "--version"], work, env).stdout.splitlines()
+    assert shown[0] == f"anb {version}" and sha256_file(RELEASED) in shown[1]
     count = _run([anb, "space", "count", B0], work, env).stdout
     assert "415.145024,5.288548" in count
     assert _run([anb, "config", "surrogates/default.json"], work, env).stdout == \

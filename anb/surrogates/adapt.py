@@ -449,6 +449,7 @@ class AdaptedBenchmark:
         where a queried adapted metric is flagged. With ``noise`` an adapted metric's draw
         uses its leave-one-out error as the observation noise."""
         from anb.surrogates.benchmark import OOD_COLUMNS
+        from anb.surrogates.identity import IDENTITY, identity
         from anb.surrogates.noise import standard_normal
 
         names = self.resolve(metrics)
@@ -469,7 +470,17 @@ class AdaptedBenchmark:
             frame["ood"] = frame["ood"].to_numpy(dtype=bool) | flag
         order = ["arch"] + [c for m in names for c in (m, f"{m}_std", f"{m}_ood")
                             if c in frame.columns] + list(OOD_COLUMNS)
-        return frame[order]
+        frame = frame[order]
+        frame.attrs[IDENTITY] = identity(self)
+        return frame
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Which data this is: the base's identity and this adaptation's
+        (:func:`anb.surrogates.identity.identity`)."""
+        from anb.surrogates.identity import identity
+
+        return identity(self)
 
 
 def is_adapted(path: str | Path) -> bool:

@@ -24,6 +24,7 @@ from anb.surrogates.compiled import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import XGBoostFamily
 from anb.surrogates.features import UNMEASURED_STD, FeatureBuilder
+from anb.surrogates.identity import IDENTITY, identity
 from anb.surrogates.noise import standard_normal
 from anb.surrogates.support import Support
 
@@ -312,7 +313,8 @@ class SurrogateBenchmark:
         plus observation noise drawn per (seed, architecture, metric)) and ``<metric>_std``
         (predictive std: model + noise, wider out of distribution) per metric, then ``ood``
         (flag), ``ood_distance``, ``ood_cost`` and ``ood_reason`` (why it is flagged, e.g.
-        ``block5_e=6 with block5_k=5 unseen in training``; empty when it is not).
+        ``block5_e=6 with block5_k=5 unseen in training``; empty when it is not). Its
+        ``attrs["anb"]`` holds :attr:`identity`: which data answered.
         """
         names = self.resolve(metrics)
         choices = self.choices(archs)
@@ -333,7 +335,14 @@ class SurrogateBenchmark:
             columns[name] = np.exp(draw) if log else draw
             columns[f"{name}_std"] = label_std(mu, sigma) if log else sigma
         columns.update({column: ood[column] for column in OOD_COLUMNS})
-        return pd.DataFrame(columns)  # built once: inserting column by column cost 1 ms
+        frame = pd.DataFrame(columns)  # built once: inserting column by column cost 1 ms
+        frame.attrs[IDENTITY] = identity(self)
+        return frame
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Which data this is (:func:`anb.surrogates.identity.identity`)."""
+        return identity(self)
 
     def __del__(self) -> None:
         pool = getattr(self, "_pool", None)  # absent when __init__ failed

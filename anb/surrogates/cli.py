@@ -124,6 +124,7 @@ def register(app: typer.Typer) -> None:
         """Predict metrics for architectures (strings, JSON records or CSV); writes CSV."""
         from anb.searchspace.registry import resolve_space
         from anb.surrogates import load
+        from anb.surrogates.identity import IDENTITY, describe
         from anb.surrogates.packaged import benchmark_space
 
         try:
@@ -137,6 +138,7 @@ def register(app: typer.Typer) -> None:
             frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
         except (ValueError, FileNotFoundError) as err:
             fail(err)
+        typer.echo(f"anb: answered by {describe(frame.attrs[IDENTITY])}", err=True)
         csv = frame.to_csv(index=False, float_format="%.6g")
         if out is None:
             typer.echo(csv, nl=False)

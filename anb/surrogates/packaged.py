@@ -40,6 +40,8 @@ from anb.version import __version__
 
 #: Names :func:`load` resolves to a packaged benchmark (anything else is an artifact folder).
 PACKAGED = (resources.PACKAGED_BENCHMARK,)
+#: ``info`` field of a loaded packaged benchmark: its name and the released data's hashes.
+RELEASED = "released"
 #: How long a process waits for another one's first-use fit before giving up (seconds).
 LOCK_TIMEOUT = 3600.0
 
@@ -72,11 +74,9 @@ def fit_config(config: str | Path | FitConfig | None) -> FitConfig:
 
 def cache_key(config: FitConfig) -> dict[str, Any]:
     """What the cached artifact depends on; any change gives a new cache entry."""
-    split = {p.name: sha256_file(p) for p in sorted(resources.RELEASED_SPLIT_DIR.glob("*.json"))}
     return {"anb_version": __version__, "libraries": artifact.library_versions(),
             "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-            "data_sha256": sha256_file(resources.RELEASED_DATASET), "split_sha256": split,
-            "config": config.to_dict()}
+            **released_key(), "config": config.to_dict()}
 
 
 #: The manifest field holding the :func:`shipped_key` a shipped artifact was fitted under.
@@ -161,10 +161,36 @@ def _load_packaged(name: str, config: str | Path | FitConfig | None, n_jobs: int
                    quiet: bool) -> SurrogateBenchmark:
     """The packaged benchmark: the shipped one, or fitted on first use and cached (see the
     module docstring)."""
-    from filelock import FileLock
-
     config = fit_config(config)
     cache_root()  # a bad $ANB_CACHE_DIR is reported whether or not this load needs the cache
+    bench = _load_or_fit(name, config, n_jobs, quiet)
+    bench.info[RELEASED] = {"name": name, **released_key()}
+    return bench
+
+
+def packaged_identity(name: str = resources.PACKAGED_BENCHMARK) -> dict[str, Any]:
+    """The identity (:func:`anb.surrogates.identity.identity`) of the packaged benchmark
+    ``name`` as :func:`load` gives it with the default config, read from the shipped manifest
+    without loading its models."""
+    from types import SimpleNamespace
+
+    from anb.surrogates.identity import identity
+
+    _check_name(name)
+    info = read_json(resources.SHIPPED_DIR / artifact.MANIFEST)
+    return identity(SimpleNamespace(info={**info, RELEASED: {"name": name, **released_key()}}))
+
+
+def released_key() -> dict[str, Any]:
+    """The hashes of the released data and split a packaged benchmark is fitted on."""
+    split = {p.name: sha256_file(p) for p in sorted(resources.RELEASED_SPLIT_DIR.glob("*.json"))}
+    return {"data_sha256": sha256_file(resources.RELEASED_DATASET), "split_sha256": split}
+
+
+def _load_or_fit(name: str, config: FitConfig, n_jobs: int | None, quiet: bool
+                 ) -> SurrogateBenchmark:
+    from filelock import FileLock
+
     ready = shipped(config)
     if ready is not None:
         start = time.perf_counter()
