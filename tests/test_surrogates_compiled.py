@@ -10,7 +10,7 @@ import pytest
 from anb.searchspace.sampler import sample
 from anb.surrogates import FitConfig, artifact, fit_benchmark, prepare
 from anb.surrogates.benchmark import SMALL_BATCH
-from anb.surrogates.compiled import TreeTable
+from anb.surrogates.compiled import PackedForest, TreeTable
 from anb.surrogates.estimators import TABLE_SUFFIX, XGBoostFamily
 
 pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
@@ -98,3 +98,29 @@ def test_malformed_tables_and_unsupported_models_are_refused(native_and_compiled
     model["learner"]["objective"]["name"] = "reg:gamma"
     with pytest.raises(ValueError, match=r"objective 'reg:gamma' cannot be compiled"):
         TreeTable.from_xgboost_json(json.dumps(model))
+
+
+def test_uneven_trees_pack_into_complete_layouts_and_walk_by_hand():
+    """Leaves above the deepest level, a one-leaf tree, NaN (right, as XGBoost's tables have
+    no default direction here) and two tables in one forest: each row's sum by hand."""
+    # tree 0: x0 < 0.5 ? leaf 1.0 : (x1 < 2 ? leaf 2.0 : leaf 3.0); tree 1: leaf 5.0
+    deep = TreeTable(feat=np.array([0, 0, 1, 0, 0, 0], np.int32),
+                     thr=np.array([0.5, 0, 2.0, 0, 0, 0], np.float32),
+                     left=np.array([1, 1, 3, 3, 4, 5], np.int32),
+                     right=np.array([2, 1, 4, 3, 4, 5], np.int32),
+                     value=np.array([0, 1.0, 0, 2.0, 3.0, 5.0], np.float32),
+                     roots=np.array([0, 5], np.int32), base=0.25, depth=2, n_features=2)
+    # one tree of depth 1: x1 < 0 ? -1 : 1
+    shallow = TreeTable(feat=np.array([1, 0, 0], np.int32), thr=np.array([0.0, 0, 0], np.float32),
+                        left=np.array([1, 1, 2], np.int32), right=np.array([2, 1, 2], np.int32),
+                        value=np.array([0, -1.0, 1.0], np.float32), roots=np.array([0], np.int32),
+                        base=0.0, depth=1, n_features=2)
+    X = np.array([[0.0, 9.0], [1.0, 1.0], [1.0, 5.0], [np.nan, -3.0], [1.0, np.nan]])
+    want_deep = 0.25 + 5.0 + np.array([1.0, 2.0, 3.0, 2.0, 3.0])  # NaN x0: right, x1=-3: left
+    want_shallow = np.array([1.0, 1.0, 1.0, -1.0, 1.0])  # NaN x1: right
+    got = PackedForest([deep, shallow]).predict(X)
+    np.testing.assert_array_equal(got, np.stack([want_deep, want_shallow], axis=1))
+    np.testing.assert_array_equal(deep.predict(X), want_deep)
+    # more rows than one block of rows x trees: the blocks join up
+    many = np.tile(X, (PackedForest([deep]).n_boosters * 30_000, 1))
+    np.testing.assert_array_equal(deep.predict(many), np.tile(want_deep, 30_000))

@@ -21,8 +21,10 @@ from anb.io import atomic_write
 
 #: Objectives whose prediction is the raw margin (the sum of leaves plus the base score).
 IDENTITY_OBJECTIVES = ("reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror")
-#: Rows walked at once (bounds the ``rows x trees`` index arrays of a large batch).
-CHUNK = 256
+#: Rows x trees walked at once: the block's index arrays stay in cache.
+BLOCK = 1 << 17
+#: Deepest complete layout :class:`PackedForest` builds (2^12 leaves per tree).
+MAX_COMPLETE_LEAVES = 1 << 12
 _ARRAYS = ("feat", "thr", "left", "right", "value", "roots")
 
 
@@ -124,35 +126,76 @@ class TreeTable:
 
 
 class PackedForest:
-    """The trees of many tables in one table; :meth:`predict` returns ``(n, n_tables)``."""
+    """The trees of many tables in one table; :meth:`predict` returns ``(n, n_tables)``.
+
+    Each tree is laid out as a complete binary tree of the deepest tree's depth (a leaf above
+    that depth becomes an always-left split over copies of itself), so a walk needs no child
+    pointers: a node's children are ``2i + 1`` and ``2i + 2``. With 32-bit indices and blocks
+    of rows sized to stay in cache, a 10,000-row query of every packaged member runs about 3x
+    faster than walking pointer tables (benchmarks/packaged_load.py)."""
 
     def __init__(self, tables: Sequence[TreeTable]) -> None:
-        sizes = [len(t.feat) for t in tables]
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        self.feat = _cat([t.feat for t in tables], "int64")
-        self.thr = _cat([t.thr for t in tables], "float32")
-        self.left = _cat([t.left + o for t, o in zip(tables, offsets, strict=True)], "int64")
-        self.right = _cat([t.right + o for t, o in zip(tables, offsets, strict=True)], "int64")
-        self.value = _cat([t.value for t in tables], "float64")
-        self.roots = _cat([t.roots + o for t, o in zip(tables, offsets, strict=True)], "int64")
+        self.depth = max((t.depth for t in tables), default=0)
+        if 2 ** self.depth > MAX_COMPLETE_LEAVES:
+            raise ValueError(f"trees of depth {self.depth} cannot be packed (at most "
+                             f"{MAX_COMPLETE_LEAVES.bit_length() - 1} levels)")
+        inner, leaves = 2 ** self.depth - 1, 2 ** self.depth
+        layouts = [_complete(t, self.depth) for t in tables]
+        self.feat = _cat([lay[0] for lay in layouts], "int32")
+        self.thr = _cat([lay[1] for lay in layouts], "float32")
+        self.value = _cat([lay[2] for lay in layouts], "float64")
+        n_trees = sum(t.n_trees for t in tables)
+        self.inner_offset = (np.arange(n_trees, dtype=np.int32) * inner)
+        self.leaf_offset = (np.arange(n_trees, dtype=np.int32) * leaves) - inner
         self.starts = np.cumsum([0] + [t.n_trees for t in tables[:-1]]).astype(np.int64)
         self.base = np.array([t.base for t in tables])
-        self.depth = max((t.depth for t in tables), default=0)
         self.n_boosters = len(tables)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Raw margin of every table for every row, ``(n, n_tables)`` float64."""
-        X = np.asarray(X, dtype=np.float32)
+        X = np.ascontiguousarray(X, dtype=np.float32)
         out = np.empty((len(X), self.n_boosters))
-        for start in range(0, len(X), CHUNK):
-            rows = X[start:start + CHUNK]
-            node = np.broadcast_to(self.roots, (len(rows), len(self.roots))).copy()
-            index = np.arange(len(rows))[:, None]
+        n_trees = len(self.inner_offset)
+        if not n_trees:
+            out[:] = 0.0
+            return out + self.base
+        chunk = max(1, BLOCK // n_trees)
+        width = X.shape[1] if X.ndim == 2 else 0
+        for start in range(0, len(X), chunk):
+            rows = X[start:start + chunk]
+            flat = rows.ravel()
+            row_offset = (np.arange(len(rows), dtype=np.int32) * width)[:, None]
+            node = np.zeros((len(rows), n_trees), dtype=np.int32)
             for _ in range(self.depth):
-                go_left = rows[index, self.feat[node]] < self.thr[node]
-                node = np.where(go_left, self.left[node], self.right[node])
-            out[start:start + CHUNK] = np.add.reduceat(self.value[node], self.starts, axis=1)
+                at = node + self.inner_offset
+                left = np.take(flat, np.take(self.feat, at) + row_offset) < \
+                    np.take(self.thr, at)  # NaN goes right, as in the pointer tables
+                node = 2 * node + 2 - left
+            leaf = np.take(self.value, node + self.leaf_offset)
+            out[start:start + chunk] = np.add.reduceat(leaf, self.starts, axis=1)
         return out + self.base
+
+
+def _complete(table: TreeTable, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``table``'s trees as complete trees of ``depth``: split features and thresholds
+    ``(trees * (2^depth - 1),)`` and leaf values ``(trees * 2^depth,)`` in heap order."""
+    inner, leaves = 2 ** depth - 1, 2 ** depth
+    feat = np.zeros((table.n_trees, inner), dtype=np.int32)
+    thr = np.full((table.n_trees, inner), np.inf, dtype=np.float32)  # x < inf: always left
+    value = np.zeros((table.n_trees, leaves), dtype=np.float64)
+    for tree, root in enumerate(table.roots):
+        stack = [(int(root), 0)]  # (node in the table, heap position)
+        while stack:
+            node, pos = stack.pop()
+            if pos >= inner:
+                value[tree, pos - inner] = table.value[node]
+            elif table.left[node] == node:  # a leaf above the bottom: both sides keep it
+                stack += [(node, 2 * pos + 1), (node, 2 * pos + 2)]
+            else:
+                feat[tree, pos], thr[tree, pos] = table.feat[node], table.thr[node]
+                stack += [(int(table.left[node]), 2 * pos + 1),
+                          (int(table.right[node]), 2 * pos + 2)]
+    return feat.ravel(), thr.ravel(), value.ravel()
 
 
 def _cat(parts: list[np.ndarray], dtype: str) -> np.ndarray:

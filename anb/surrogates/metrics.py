@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import kendalltau, spearmanr
 
 METRIC_NAMES = ("r2", "kendall_tau", "sparse_kendall_tau", "spearman_rho", "mae", "rmse")
 
@@ -11,6 +10,8 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, floa
     """R^2, Kendall tau, sparse Kendall tau (predictions rounded to 0.1, labels as measured,
     as the NAS-benchmark literature defines it),
     Spearman rho, MAE and RMSE of one target."""
+    from scipy.stats import kendalltau, spearmanr  # here: loading a benchmark never imports it
+
     y_true = np.asarray(y_true, dtype=np.float64)
     y_pred = np.asarray(y_pred, dtype=np.float64)
     if y_true.shape != y_pred.shape or y_true.ndim != 1:

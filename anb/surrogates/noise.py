@@ -12,7 +12,6 @@ import hashlib
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtri
 
 from anb.searchspace.base import Space
 
@@ -56,6 +55,8 @@ def standard_normal(seed: int, choices: np.ndarray, metric: str, space: Space) -
     if index.dtype == object:  # spaces beyond 2**62: fold the Python ints into 64 bits
         index = np.array([(i ^ (i >> 64)) & 0xFFFFFFFFFFFFFFFF for i in index.tolist()],
                          dtype=np.uint64)
+    from scipy.special import ndtri  # here: a query without noise never imports scipy
+
     index = index.astype(np.uint64)
     with np.errstate(over="ignore"):
         key = _splitmix(np.uint64(seed & 0xFFFFFFFFFFFFFFFF) ^ np.uint64(tag))
