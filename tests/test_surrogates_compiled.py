@@ -124,3 +124,27 @@ def test_uneven_trees_pack_into_complete_layouts_and_walk_by_hand():
     # more rows than one block of rows x trees: the blocks join up
     many = np.tile(X, (PackedForest([deep]).n_boosters * 30_000, 1))
     np.testing.assert_array_equal(deep.predict(many), np.tile(want_deep, 30_000))
+
+
+def test_a_model_newer_than_the_installed_xgboost_is_read_as_a_table(tmp_path):
+    """An older xgboost misreads a newer model (2.0 took 3.x's base score for 0.5: every
+    packaged prediction e^0.5 too large), so such a model predicts from its tree table."""
+    from anb import resources
+    from anb.surrogates.estimators import installed_version
+
+    model = json.loads((resources.SHIPPED_DIR / "train_time.m0.xgb.json").read_text())
+    same, newer = tmp_path / "same.json", tmp_path / "newer.json"
+    same.write_text(json.dumps(model))
+    newer.write_text(json.dumps({**model, "version": [99, 0, 0]}))
+    native, table = XGBoostFamily.load(same, {}), XGBoostFamily.load(newer, {})
+    assert native.booster_ is not None and table.booster_ is None
+    X = np.random.default_rng(0).normal(size=(300, table.table().n_features))
+    np.testing.assert_allclose(table.predict(X), native.predict(X), rtol=1e-5, atol=1e-6)
+    # a compiled table with a newer native model beside it keeps to the table
+    (tmp_path / f"m{TABLE_SUFFIX}").write_bytes(
+        (resources.SHIPPED_DIR / f"train_time.m0{TABLE_SUFFIX}").read_bytes())
+    (tmp_path / "m.xgb.json").write_text(newer.read_text())
+    compiled = XGBoostFamily.load(tmp_path / f"m{TABLE_SUFFIX}", {})
+    np.testing.assert_array_equal(compiled.predict(X), table.predict(X))
+    assert compiled.booster_ is None
+    assert installed_version("3.1.0rc1") == (3, 1, 0) and installed_version("2.0") == (2, 0)

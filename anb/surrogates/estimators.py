@@ -7,6 +7,8 @@ native, code-free format: XGBoost / LightGBM model files, or ``.npz`` arrays rea
 """
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -134,13 +136,17 @@ class XGBoostFamily(Family):
 
     def _load_native(self) -> bool:
         """Load the shipped native model beside a compiled table (``<member>.xgb.json``) on
-        first use, where xgboost is installed: large batches are faster natively."""
+        first use, where an xgboost that reads it is installed: large batches are faster
+        natively."""
         path = getattr(self, "native_path_", None)
-        if path is None or (xgb := optional("xgboost")) is None:
-            return False
-        self.booster_ = xgb.Booster(model_file=str(path))
-        self.booster_.set_param({"nthread": self.n_jobs})
         self.native_path_ = None
+        if path is None:
+            return False
+        booster = native_booster(Path(path).read_bytes())
+        if booster is None:
+            return False
+        self.booster_ = booster
+        self.booster_.set_param({"nthread": self.n_jobs})
         return True
 
     def native_json(self) -> bytes | None:
@@ -169,12 +175,36 @@ class XGBoostFamily(Family):
             model.table_ = TreeTable.load(path)
             native = Path(path).with_name(Path(path).stem + NATIVE_SUFFIX)
             model.native_path_ = native if native.is_file() else None
-        elif (xgb := optional("xgboost")) is None:
-            model.table_ = TreeTable.from_xgboost_json(Path(path).read_bytes())
         else:
-            model.booster_ = xgb.Booster(model_file=str(path))
-            model.booster_.set_param({"nthread": model.n_jobs})
+            raw = Path(path).read_bytes()
+            model.booster_ = native_booster(raw)
+            if model.booster_ is None:
+                model.table_ = TreeTable.from_xgboost_json(raw)
+            else:
+                model.booster_.set_param({"nthread": model.n_jobs})
         return model
+
+
+def native_booster(raw: bytes) -> Any:
+    """An XGBoost JSON model as a native booster, or None where xgboost is missing or older
+    than the version that wrote it (an older one misreads a newer model: xgboost 2.0 read
+    3.x's base score as 0.5, every packaged prediction off by a factor e^0.5); the caller
+    predicts from the model's tree table then, which reads any version."""
+    xgb = optional("xgboost")
+    if xgb is None:
+        return None
+    written = tuple(json.loads(raw).get("version", ()))
+    if installed_version(xgb.__version__) < written:
+        return None
+    booster = xgb.Booster()
+    booster.load_model(bytearray(raw))
+    return booster
+
+
+def installed_version(text: str) -> tuple[int, ...]:
+    """``"2.0.3"`` / ``"3.1.0rc1"`` as ``(2, 0, 3)`` / ``(3, 1, 0)``."""
+    parts = (re.match(r"\d+", part) for part in text.split(".")[:3])
+    return tuple(int(match[0]) for match in parts if match is not None)
 
 
 class RandomForestFamily(XGBoostFamily):
