@@ -116,7 +116,7 @@ def cases() -> list:
 
 def test_blocks_are_found_and_markers_well_placed():
     blocks = all_blocks()
-    assert {b.page for b in blocks} >= {"README.md", "docs/use/query.md", "docs/build/fit.md"}
+    assert {b.page for b in blocks} >= {"README.md", "docs/use/query.md", "docs/builder/fit.md"}
     assert sum(b.lang == "python" and b.skip is None for b in blocks) >= 8
     assert sum(b.lang == "bash" and b.skip is None for b in blocks) >= 9
     for block in blocks:
