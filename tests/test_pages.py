@@ -4,6 +4,7 @@ Chromium over a localhost server. Each must render its title and main content wi
 loaded and no console error; screenshots are kept under ``build/screenshots/``."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -90,3 +91,17 @@ def test_measure_report_page_renders(tmp_path):
     assert_seen(check, f"{DEVICE}: {EFFICIENTNET_B0}", "warm-up")
     assert check.images >= 1, "the report embeds its PNG"
     assert_seen(index, "", EFFICIENTNET_B0.id)
+
+
+def test_api_docstrings_render_roles_and_doctests_as_markdown():
+    """The API reference's Griffe extension: reST roles and literals become code spans, doctest
+    lines a fenced block (Markdown would read ``>>>`` as nested quotes); prose is left alone."""
+    path = REPO / "docs" / "griffe_sphinx.py"
+    spec = importlib.util.spec_from_file_location("griffe_sphinx", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = ("See :func:`~anb.surrogates.load` and ``x``...\n... not code\n"
+            ">>> import anb\n... anb.load()\nafter")
+    assert module.markdown(text) == ("See `anb.surrogates.load` and `x`...\n... not code\n"
+                                     "```pycon\n>>> import anb\n... anb.load()\n```\nafter")
