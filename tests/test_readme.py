@@ -31,6 +31,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 MARK = re.compile(r"^<!--\s*skip:\s*(?P<reason>.+?)\s*-->\s*$")
+OLD_MARK = "readme-test: skip"  # the README's marker before the docs site; refused, not ignored
 FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
 SMOKE = "anb train --config digits_tiny.ini"
 
@@ -69,6 +70,8 @@ def read_blocks(text: str, page: str = "README.md") -> list[Block]:
         line = lines[i]
         if line.startswith("#"):
             section = line.lstrip("#").strip()
+        if OLD_MARK in line:
+            raise AssertionError(f"{page} line {i + 1}: mark a block with <!-- skip: REASON -->")
         found = MARK.match(line.strip())
         fence = FENCE.match(line)
         if found:
@@ -125,6 +128,8 @@ def test_blocks_are_found_and_markers_well_placed():
                                            "no `anb` line must be marked <!-- skip: why -->")
     marked = read_blocks("<!-- skip: needs a CUDA GPU -->\n```bash\nanb x\n```\n", "p.md")
     assert [(b.page, b.skip, b.line) for b in marked] == [("p.md", "needs a CUDA GPU", 3)]
+    with pytest.raises(AssertionError, match="p.md line 2: mark a block with <!-- skip"):
+        read_blocks("text\n<!-- readme-test: skip (x) -->\n```bash\nanb x\n```\n", "p.md")
     with pytest.raises(AssertionError, match="p.md line 1: skip marker not right before"):
         read_blocks("<!-- skip: x -->\ntext\n```bash\nanb x\n```\n", "p.md")
 
