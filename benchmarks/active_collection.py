@@ -14,13 +14,8 @@ the collected rows' ``train_time`` x 4 GPUs; the stopping signal
 is the same planner model fitted on the whole pool. ``--quick``: 1 seed, 3 batches, top-1 and
 ZCU102 throughput.
 
-Which 20 architectures to measure on a new device (``anb adapt --suggest``'s selection against
-random picks) is measured by the new-device benchmarks, on the same released data and on HELP's
-tables: ``benchmarks/new_device.py`` (mean tau at n = 20 over the 8 devices, one metric hidden:
-0.935 both; a whole board hidden: 0.904 vs 0.901, coverage 0.930 vs 0.903) and
-``benchmarks/help_transfer.py --select active`` (mean Spearman at n = 20: NAS-Bench-201 0.949 vs
-0.947, FBNet 0.949 vs 0.948). Selection moves the ranking by at most 0.003 there; it mostly
-steadies the coverage.
+What was tried and measured to choose these settings:
+docs/decisions/plan.md (the site's "How the numbers were chosen").
 """
 from __future__ import annotations
 

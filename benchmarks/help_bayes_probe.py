@@ -11,7 +11,7 @@ the noise by marginal likelihood. Printed per unseen device (n = 20, Spearman / 
 ``old`` :class:`~anb.surrogates.adapt.AdaptedModel` as shipped, ``bayes`` the Bayesian model
 alone (posterior predictive std, delta method), ``tri`` a three-way blend of ridge, additive and
 Bayesian parts in quarters chosen by leave-one-out (closed-form GP leave-one-out for the
-Bayesian part), its std the shipped formula. Results are in ``help_transfer.py``'s docstring.
+Bayesian part), its std the shipped formula. Results: docs/decisions/help-transfer.md.
 """
 from __future__ import annotations
 

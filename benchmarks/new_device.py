@@ -23,69 +23,14 @@ n = 20 every device within 0.03 of its full-data tau, coverage 0.85-0.95.
 known devices, their layer-cost models and the ridge baseline's surrogates are refitted without
 any of them, and the same n architectures are measured for each hidden metric (drawn from those
 labelled for all of them). Goal at n = 20: mean tau within 0.03 of full data, no metric more
-than 0.06 below, coverage 0.85-0.95. Its table (and the "transfer ceiling": the adapted model's
-two parts fitted on every train label of the hidden metric, the most any n gets out of this
-transfer) is in ``benchmarks/RESULTS.md``, section ``new_device protocol board``. At n = 20 the
-limit is the transfer family, not n: n = 20 comes within about 0.015 of the ceiling, and only
-the GPU pair stays close to full data (each GPU is a good linear stand-in for the other's layer
-costs; nothing known is one for an FPGA or a TPU once its board is hidden). A log-linear model
-of the per-unit costs (each unit's log time a combination of the known devices' per-unit log
-times and the log analytic op costs, fitted on all train labels; a diagnostic on the test
-split, no setting) does not lift the ceiling either (ZCU102 throughput 0.908, VCK190 throughput
-0.916, TPU v3 0.827). Tried on the val split (n = 20, random picks, 10 reps; mean tau over the
-8 metrics, base 0.901): a ridge on the layer design fitted to the blend's residuals (shrinkage
-by leave-one-out, none allowed) 0.901; per-stage MACs and activations added to the non-negative
-basis (its fit alone, 5 draws: 0.902 vs 0.901; full-data ceiling up 0.00-0.045; TPU v2 0.863 ->
-0.904 but ZCU102 throughput 0.889 -> 0.877): neither is kept.
-
-What lifts the blend past the ceiling is the board's own per-layer model (``AdaptedModel``'s
-third part, from ``OWN_MIN_POINTS`` = 50 measured rows). Alone, fitted on n of the hidden
-metric's train rows (5 draws, test split, a diagnostic), it ranks the ZCU102 latency at 0.891 /
-0.925 / 0.966 / 0.985 (n = 20 / 50 / 100 / 200) and the VCK190 throughput at 0.846 / 0.879 /
-0.896 / 0.904: below the transfer at n = 20, past its ceiling from about 100. In the blend
-(``--protocol board --n 10,20,50,100,200``, validation split, 10 reps at n <= 50, 5 beyond;
-transfer alone in brackets): mean tau 0.919 (0.910) at n = 50, 0.935 (0.913) at 100, 0.945
-(0.915) at 200; at n = 20 the leave-one-out choice among its weightings was noise (-0.001 /
-+0.001), hence the 50-row floor. The published run of the same command is in RESULTS.md.
+than 0.06 below, coverage 0.85-0.95. What was tried and measured to choose these settings:
+docs/decisions/new-device.md (the site's "How the numbers were chosen").
 
     .venv/bin/python benchmarks/new_device.py --real DIR --base MODEL [--n-adapt 20]
 
 scores a real device: DIR holds 'anb measure' results; --n-adapt architectures adapt (the first
 in file-name order, then --reps random splits), the rest are scored (tau, coverage), beside ridge,
 XGBoost from scratch and MACs.
-
-Other spaces, this CPU (2 cores, loaded): ``anb measure cpu-ort --space S --archs sample:60``
-(real onnxruntime timings at 32 px), base = ``benchmarks/help_transfer.py --spaces S --save-base
-BASE`` (all 27 HELP devices known; none of them is this CPU), adapt from 20, Kendall tau on the
-other 40 (mean of 10 random splits; coverage of the 90 % interval in brackets):
-
-    | space | metric | adapt tau (cov) | ridge | xgb scratch | MACs |
-    |---|---|---|---|---|---|
-    | nasbench201 | latency_cpu-ort | 0.810 (0.90) | 0.790 | 0.746 | 0.818 |
-    | nasbench201 | throughput_cpu-ort | 0.829 (0.92) | 0.811 | 0.772 | 0.832 |
-    | fbnet | latency_cpu-ort | 0.831 (0.94) | 0.797 | 0.652 | 0.835 |
-    | fbnet | throughput_cpu-ort | 0.884 (0.89) | 0.863 | 0.683 | 0.871 |
-
-The adapted model beats the ridge and XGBoost from scratch and is level with MACs: on this
-onnxruntime CPU these small 32 px networks are compute-bound, so MACs already rank them, and
-the HELP devices (GPUs, phones, an FPGA, an ASIC simulator) add little; the timing noise of a
-shared 2-core VM (pairs within a few percent tie) bounds tau on 40 architectures.
-
-The one-metric protocol's table (10 reps of n = 10, 20, 50 on the test split, random and
-active picks from the same seeded 1,000-architecture pool per rep, the baselines on the random
-picks) is in ``benchmarks/RESULTS.md``, section ``new_device``. Tried on the val split for the
-active selection (n = 10 / 20, mean tau over the 8 devices; random 0.911 / 0.938, the k-means
-selection 0.922 / 0.939): stratifying along the first principal component of the design
-features (a random or the middle pick per stratum: 0.921 / 0.941, 0.925 / 0.938), k-means on
-the known devices' columns only (0.912 / 0.935), k-means on the top 3 principal components
-(0.925 / 0.940): none is reliably better than the k-means selection, which is kept.
-
-Real CPU run: 70 sampled architectures
-(`anb measure cpu-ort --archs sample:70:18 --clock cpu --budget 2 --interleave 70`, pinned to
-one CPU), base `anb fit` on the 8 released device columns: adapting on 20 and scoring on 50 gives
-latency tau 0.909 / throughput 0.951 (coverage 0.98 / 0.96); mean of 10 random 20/50 splits
-0.925 / 0.951 (coverage 0.94 / 0.94), against ridge 0.792 / 0.860, XGBoost from scratch
-0.713 / 0.713 and MACs 0.764 / 0.730.
 """
 from __future__ import annotations
 

@@ -18,21 +18,8 @@ Per target: flagged share, 90 % coverage, sharpness (median std / median |error|
 std (``coverage90_no_unit``). In distribution: the flagged
 share on the val split (and, reported only, the published test split).
 
-Measured (2 busy CPU cores; hole_folds 2, MIN_COUNT 3; model-space std): in distribution
-flagged val 0.018, published test 0.016 (as before: no combination is a hole there).
-``mnasnet-s6-e6k5``, packaged default config: 100 % flagged, reason "block6_e=6 with
-block6_k=5 unseen in training; s6_first unit block6_e=6 block6_k=5 block6_se=False unseen in
-training"; coverage / sharpness top-1 0.888 / 0.76 (without the widening 0.00 / 0.09), a100
-0.958 / 1.60, tpuv3 0.968 / 1.57, latency zcu102 0.868 / 1.26 (0.00 / 0.02). ``--small``:
-``mnasnet-units`` coverage 0.30-1.00 (s1 e6k3 and s4 e6k3se holes 0.18-0.78: the layer-cost
-base gives an unseen unit zero cost, which widening alone cannot fully cover); ``nb201-edge``
-skip_connect on edge 2<-1 0.95-0.97 / 1.5-1.8, nor_conv_3x3 on edge 1<-0 0.65-0.71, nor_conv_1x1
-on edge 3<-2 0.00 (same cause: the unseen op costs nothing in the base). 100 % flagged and
-named in every family. ``nb201-op`` (8 devices x 5 ops, whole-unit folds up to 90 % of the
-rows): coverage >= 0.85 in 37 of 40 cells (17 without the unit std, as when the folds stopped
-at 80 % and never ran), within 0.85-0.95 in 2, sharpness within 0.8-2 in 4 (median 4.9; the
-simulated FPGA and Eyeriss, nearly noise-free, up to 230); under-covered: conv 3x3 on the
-1080 Ti (0.00) and Eyeriss (0.13), avg-pool on Eyeriss (0.00).
+What was tried and measured to choose these settings:
+docs/decisions/shift.md (the site's "How the numbers were chosen").
 """
 from __future__ import annotations
 

@@ -27,31 +27,8 @@ within the band share a median 0.25 of their error, cells outside it 0.47-0.62).
 draws the held-out coverage and sharpness of every region x target cell against their goal
 bands.
 
-Measured (2 busy CPU cores, ``--members 1``, all 9 targets, 24 fits in about 10 min), mean over
-the stage hold-outs, one-hot layer-cost base -> back-off base: top-1 MAE 4.41 -> 0.41 pp (worst
-stage 6.43 -> 0.59), device MAPE 7-20 % -> 0.3-3.2 % (worst single stage and device 60.8 ->
-14.4 %, s0 e1k5 on zcu102), 90 % coverage 0.00-0.46 -> 0.55-0.92; no-SE hold-out top-1 MAE
-11.6 -> 1.1 pp. Cost-excess std learned on internal cost extremes instead of the MACs slope
-(10 targets): cost family coverage within 0.85-0.95 on 22 of 40 region x target cells (was 1),
-sharpness within 0.8-2 on 15 (was 1); the other families within one cell of before. The
-layer-cost base of costs extrapolated instead of clipped (accuracy stays clipped), flagged and
-widened beyond its training range: on each device target's own held-out top decile MAPE
-5.6-16.0 % -> 0.2-7.0 % (A100 16.0 -> 1.1, ZCU102 throughput 15.3 -> 3.3), top family coverage
-within 0.85-0.95 on 32 of 100 cells (was 29), flagged where needed in 13 of 51 (was 0). A
-unit unseen in every slot widened by its share of the layers, learned on whole-unit folds: no-SE
-family coverage within 0.85-0.95 on 2 of 10 targets (was 0; TPU v3 0.42 -> 0.94, train_time
-0.72 -> 0.91), sharpness within 0.8-2 on 3 (was 1). The hole std per unit of the prediction's
-part resting on units in holes instead of per hole: stage family coverage within on 32 of 70
-cells (was 19), sharpness within on 39 (was 28); cost family 22 of 40 (was 25), top and size
-unchanged; no-SE top-1 now over-covered (0.998, was 0.83). Every target widened by the
-furthest any target's layer-cost base lies beyond its range (relative to the range; ``reach``):
-top family under-covered on 38 of 100 cells (was 55), within 0.85-0.95 on 36 (was 32), over
-0.95 on 26 (was 13), sharpness within 0.8-2 on 57 (was 72); the other families unchanged.
-Work of a kind no training architecture had (squeeze-excite's own) priced at the median speed
-of the work seen and widened by an a-priori std (``UNMEASURED_STD``): no-SE family device
-MAPE 8.3-91.3 % -> 3.5-48.5 % (TPU v3 8.3 -> 11.0), tau up on 8 of the 9 time targets;
-coverage 0.00-0.94 -> 0.84-1.00 (under 0.85 on 1 target, was 8; within 0.85-0.95 on none,
-was 2), sharpness within 0.8-2 on 2 (was 3); the other families unchanged.
+What was tried and measured to choose these settings:
+docs/decisions/shift.md (the site's "How the numbers were chosen").
 """
 from __future__ import annotations
 

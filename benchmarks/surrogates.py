@@ -10,46 +10,8 @@ REFERENCE.md section 8) in the same run, and prints our
 test metrics beside both and beside the REFERENCE.md numbers, the distance to each Kendall-tau
 goal, interval coverage, and query timings (medians) against the baseline's models.
 
-Measured (2 busy CPU cores; packaged default config: layer_cost_trim 2.0, layer-cost back-off,
-hole_folds 2, label noise per bin of the predicted value): test R^2 / Kendall tau, ours vs the
-best of the re-measured and REFERENCE baselines: val_top1 0.9859 / 0.9268 (0.9237),
-latency_vck190 0.9997 / 0.9910 (0.9801), latency_zcu102 0.9999 / 0.9958 (0.9814), 3090 0.9972
-/ 0.9919 (0.9653), a100 0.9998 / 0.9969 (0.9736), tpuv2 0.9950 / 0.9710 (0.9629), tpuv3 0.9794
-/ 0.9106 (0.9032), vck190 0.9952 / 0.9704 (0.9470), zcu102 0.9994 / 0.9875 (0.9507) (before
-the back-off: 0.9860 / 0.9269, .9997 / .9908, .9999 / .9959, .9975 / .9916, .9999 / .9970,
-.9953 / .9707, .9791 / .9096, .9949 / .9706, .9994 / .9872). Re-measured accuracy XGBoost
-baseline 0.9826 / 0.9205. 90 % coverage on test 0.869-0.955. Held-out extrapolation (fit on
-MACs <= 80th percentile): coverage 0.976-0.999 on the rest, every such architecture flagged,
-median std 2-37x the in-distribution one. 10,000 archs x 9 targets with std 0.900 s; one arch
-4.87 ms (baselines, an earlier run on this machine: 11.96 s and 67 ms); fit 38.9 s (13.5 s
-before the hole hold-outs, which refit twice).
-
-Training cost (``--targets train_time``, seconds of the released training on 4x RTX 3090,
-modelled in log): test R^2 / Kendall tau 0.857 / 0.890 against the plain baselines' 0.788 /
-0.786 (XGBoost) and 0.792 / 0.793 (LightGBM; the reference tuned none for train_time, so both
-borrow the accuracy settings); 90 % coverage 0.971 (per quartile 0.945-1.0); observation noise
-0.147 in log (the 13 architectures trained twice), model noise 0.107; fit 3.0 s.
-
-90 % coverage per quartile of the true value on test (model space; Q1 the lowest accuracy,
-throughput or latency; goal 0.85-0.95 each), with the label noise per bin of the predicted value
-(``ensemble.NOISE_BINS``, chosen on val) and, before, a constant:
-
-  target | Q1 | Q2 | Q3 | Q4 | all | before: Q1 | Q2 | Q3 | Q4 | all
-  ---|---|---|---|---|---|---|---|---|---|---
-  val_top1 | 0.914 | 0.914 | 0.906 | 0.946 | 0.920 | 0.836 | 0.898 | 0.953 | 0.984 | 0.918
-  latency_vck190 | 0.977 | 0.961 | 0.961 | 0.922 | 0.955 | 0.945 | 0.969 | 0.969 | 0.945 | 0.957
-  latency_zcu102 | 0.789 | 0.906 | 0.883 | 0.898 | 0.869 | 0.719 | 0.867 | 0.938 | 0.977 | 0.875
-  throughput_3090 | 0.938 | 0.914 | 0.883 | 0.938 | 0.918 | 1.000 | 1.000 | 1.000 | 0.859 | 0.965
-  throughput_a100 | 0.938 | 0.945 | 0.930 | 0.938 | 0.938 | 0.969 | 0.930 | 0.930 | 0.883 | 0.928
-  throughput_tpuv2 | 0.961 | 0.913 | 0.906 | 0.859 | 0.910 | 0.984 | 0.976 | 0.891 | 0.727 | 0.894
-  throughput_tpuv3 | 0.945 | 0.849 | 0.890 | 0.953 | 0.909 | 1.000 | 1.000 | 0.874 | 0.866 | 0.935
-  throughput_vck190 | 0.914 | 0.961 | 0.953 | 0.945 | 0.943 | 1.000 | 1.000 | 0.977 | 0.703 | 0.920
-  throughput_zcu102 | 0.961 | 0.875 | 0.914 | 0.945 | 0.924 | 0.961 | 0.938 | 0.938 | 0.867 | 0.926
-
-Every accuracy quartile is now in range (bottom 0.836 -> 0.914); the worst device quartile rises
-from 0.703 to 0.789 (latency_zcu102 Q1, its fastest designs: FPGA latency is deterministic, the
-error there is the model's, and the per-bin noise is fitted on log latency where those designs
-sit in one bin with slower ones); tpuv3 Q2 0.849; the other misses are over-coverage up to 0.977.
+What was tried and measured to choose these settings:
+docs/decisions/surrogates.md (the site's "How the numbers were chosen").
 """
 from __future__ import annotations
 

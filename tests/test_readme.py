@@ -1,10 +1,12 @@
-"""README.md's code blocks run as written: every ```python block (the blocks of one section share
-one namespace, as a reader's session would) and every ``anb ...`` line of every ```bash block,
-in README order, in one fresh working folder (a reader's, not the checkout).
+"""The code blocks of README.md and of every page of the documentation site (docs/, in the order
+of mkdocs.yml's nav) run as written: every ```python block (the blocks of one section of one page
+share one namespace, as a reader's session would) and every ``anb ...`` line of every ```bash
+block, in that order, in one fresh working folder (a reader's, not the checkout), so a page may use
+what an earlier one wrote (``anb fit --out outputs/surrogates``, then ``anb.load`` of it).
 
 A block that needs what CI lacks (a GPU, a board, a cluster, a wheel install, a long run) is
-marked right before it with ``<!-- readme-test: skip (REASON) -->`` and skipped with that reason;
-a bash block with no ``anb`` line must be marked (nothing of it would run otherwise).
+marked right before it with ``<!-- skip: REASON -->`` and skipped with that reason; a bash block
+with no ``anb`` line must be marked (nothing of it would run otherwise).
 
 The accuracy smoke run (``anb train --config digits_tiny.ini ...``) must also learn: every
 architecture ends at >= 90 % top-1 on the bundled digits (10 classes, chance 10 %) within the
@@ -24,18 +26,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
-MARK = re.compile(r"^<!--\s*readme-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
+MARK = re.compile(r"^<!--\s*skip:\s*(?P<reason>.+?)\s*-->\s*$")
+OLD_MARK = "readme-test: skip"  # the README's marker before the docs site; refused, not ignored
 FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
 SMOKE = "anb train --config digits_tiny.ini"
 
 
 @dataclass
 class Block:
-    """One fenced block: its section heading, language, code, first line number, skip reason."""
+    """One fenced block: its page, section heading, language, code, first line, skip reason."""
 
+    page: str
     section: str
     lang: str
     code: str
@@ -43,7 +48,20 @@ class Block:
     skip: str | None
 
 
-def read_blocks(text: str) -> list[Block]:
+def pages() -> list[Path]:
+    """README.md, then the site's pages in the order of mkdocs.yml's nav (``mkdocs build
+    --strict`` refuses a page left out of the nav)."""
+    def walk(node) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [p for value in node.values() for p in walk(value)]
+        return [p for item in node for p in walk(item)]
+    nav = yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"]
+    return [README] + [REPO / "docs" / page for page in walk(nav)]
+
+
+def read_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The fenced ```bash / ```python blocks of a Markdown text; a skip marker must be the
     last non-blank line before the block it marks."""
     blocks, section, marker, lines = [], "", None, text.splitlines()
@@ -52,6 +70,8 @@ def read_blocks(text: str) -> list[Block]:
         line = lines[i]
         if line.startswith("#"):
             section = line.lstrip("#").strip()
+        if OLD_MARK in line:
+            raise AssertionError(f"{page} line {i + 1}: mark a block with <!-- skip: REASON -->")
         found = MARK.match(line.strip())
         fence = FENCE.match(line)
         if found:
@@ -59,14 +79,15 @@ def read_blocks(text: str) -> list[Block]:
         elif fence:
             end = next(j for j in range(i + 1, len(lines)) if lines[j].startswith("```"))
             if fence["lang"] in ("bash", "python"):
-                blocks.append(Block(section, fence["lang"], "\n".join(lines[i + 1:end]), i + 2,
-                                    marker[0] if marker else None))
+                blocks.append(Block(page, section, fence["lang"], "\n".join(lines[i + 1:end]),
+                                    i + 2, marker[0] if marker else None))
             elif marker:
-                raise AssertionError(f"README line {marker[1]}: skip marker before a "
+                raise AssertionError(f"{page} line {marker[1]}: skip marker before a "
                                      f"```{fence['lang']} block (only bash/python run)")
             marker, i = None, end
         elif line.strip() and marker:
-            raise AssertionError(f"README line {marker[1]}: skip marker not right before a block")
+            raise AssertionError(f"{page} line {marker[1]}: skip marker not right "
+                                 "before a block")
         i += 1
     return blocks
 
@@ -77,30 +98,40 @@ def anb_lines(code: str) -> list[str]:
     return [line.strip() for line in joined.splitlines() if re.match(r"\s*anb\s", line)]
 
 
+def all_blocks() -> list[Block]:
+    return [block for page in pages()
+            for block in read_blocks(page.read_text(), str(page.relative_to(REPO)))]
+
+
 def cases() -> list:
-    """Python blocks grouped per section (shared namespace), bash blocks one by one."""
+    """Python blocks grouped per page and section (shared namespace), bash blocks one by one."""
     out: list = []
-    for block in read_blocks(README.read_text()):
+    for block in all_blocks():
         last = out[-1].values[0] if out else None
         if (block.lang == "python" and isinstance(last, list) and last[0].lang == "python"
-                and last[0].section == block.section):
+                and (last[0].page, last[0].section) == (block.page, block.section)):
             last.append(block)
             continue
         group = [block] if block.lang == "python" else block
-        out.append(pytest.param(group, id=f"L{block.line}-{block.lang}"))
+        out.append(pytest.param(group, id=f"{block.page}:L{block.line}-{block.lang}"))
     return out
 
 
 def test_blocks_are_found_and_markers_well_placed():
-    blocks = read_blocks(README.read_text())
-    assert sum(b.lang == "python" for b in blocks) >= 5
-    assert sum(b.lang == "bash" and b.skip is None for b in blocks) >= 6
+    blocks = all_blocks()
+    assert {b.page for b in blocks} >= {"README.md", "docs/use/query.md", "docs/builder/fit.md"}
+    assert sum(b.lang == "python" and b.skip is None for b in blocks) >= 8
+    assert sum(b.lang == "bash" and b.skip is None for b in blocks) >= 9
     for block in blocks:
         if block.lang == "bash" and block.skip is None:
-            assert anb_lines(block.code), (f"README line {block.line}: a bash block with no "
-                                           "`anb` line must be marked readme-test: skip (why)")
-    with pytest.raises(AssertionError, match="not right before a block"):
-        read_blocks("<!-- readme-test: skip (x) -->\ntext\n```bash\nanb x\n```\n")
+            assert anb_lines(block.code), (f"{block.page} line {block.line}: a bash block with "
+                                           "no `anb` line must be marked <!-- skip: why -->")
+    marked = read_blocks("<!-- skip: needs a CUDA GPU -->\n```bash\nanb x\n```\n", "p.md")
+    assert [(b.page, b.skip, b.line) for b in marked] == [("p.md", "needs a CUDA GPU", 3)]
+    with pytest.raises(AssertionError, match="p.md line 2: mark a block with <!-- skip"):
+        read_blocks("text\n<!-- readme-test: skip (x) -->\n```bash\nanb x\n```\n", "p.md")
+    with pytest.raises(AssertionError, match="p.md line 1: skip marker not right before"):
+        read_blocks("<!-- skip: x -->\ntext\n```bash\nanb x\n```\n", "p.md")
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +171,7 @@ def check_smoke_run_learned(work: Path) -> None:
 def test_readme_block(case, reader, monkeypatch):
     blocks = case if isinstance(case, list) else [case]
     if all(b.skip for b in blocks):
-        pytest.skip(f"README line {blocks[0].line}: {blocks[0].skip}")
+        pytest.skip(f"{blocks[0].page} line {blocks[0].line}: {blocks[0].skip}")
     work = reader["work"]
     if blocks[0].lang == "python":
         monkeypatch.chdir(work)
@@ -149,12 +180,12 @@ def test_readme_block(case, reader, monkeypatch):
         for block in blocks:
             if block.skip:
                 continue
-            exec(compile(block.code, f"README.md:{block.line}", "exec"), namespace)
+            exec(compile(block.code, f"{block.page}:{block.line}", "exec"), namespace)
         return
     for command in anb_lines(blocks[0].code):
         done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=work,
                               env=reader["env"], capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, (f"README line {blocks[0].line}: {command}\n"
+        assert done.returncode == 0, (f"{blocks[0].page} line {blocks[0].line}: {command}\n"
                                       f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
         if command.startswith(SMOKE):
             check_smoke_run_learned(work)

@@ -11,18 +11,9 @@ the candidates nearest k-means centres of the better-scoring half of the pool, s
 spreads over the space instead of piling into one uncertain corner; ``penalised`` picks
 greedily, multiplying the scores of each pick's neighbours by ``1 - exp(-d^2 / 2r^2)``. With no
 data yet (or ``coverage``) the batch is space-filling: k-means centres of the pool not yet
-covered (:func:`anb.surrogates.adapt_select.select`). Chosen on the validation rows of
-``benchmarks/active_collection.py`` (train split as pool, top-1, 2 seeds, batches of 100 from
-100): tau at about 1,050-1,200 GPU-hours, random 0.849-0.856 at equal hours; penalised 0.836,
-coverage 0.853, kmeans with cost^1 0.855, kmeans with cost^2 0.857. Checked again with the ridge
-base (tau at 1,100 / 2,000 GPU-hours): random 0.891 / 0.902, kmeans with cost^2 0.889 / 0.899,
-cost^1 0.889 / 0.899, cost^0 0.885 / 0.900, penalised 0.880 / 0.891, coverage 0.891 / 0.899;
-with a ridge base per member (its bootstrap), kmeans 0.890 / 0.901 against random 0.889 / 0.902.
-With the normal scores (:class:`NormalScores`) the default pulls ahead: random 0.897 / 0.908,
-kmeans with cost^2 0.900 / 0.910, cost^1 0.897 / 0.907, cost^3 0.902 / 0.910, the top 30 %
-0.901 / 0.907, the top 70 % 0.898 / 0.909, the uncertainty measured on the normal scores instead of
-the labels 0.899 / 0.907; the default is kept (the others are within the seeds' spread of it).
-It spends about 15 % fewer GPU-hours per architecture than random picks.
+covered (:func:`anb.surrogates.adapt_select.select`).
+What was tried and measured to choose these settings:
+docs/decisions/plan.md (the site's "How the numbers were chosen").
 
 The stopping signal estimates the test Kendall tau of the planner fitted on everything collected:
 the planner's predictions on a uniform sample of the space (as a benchmark's test split is drawn)
@@ -32,11 +23,6 @@ estimate does not inherit the collected rows' narrower spread under active picks
 spread of that estimate over bootstrap resamples of the collected rows combined with a model
 error of ``MODEL_ERROR * (1 - tau)``. The expected gain of one more batch is the log-n slope of
 the pooled out-of-fold tau at ``folds``-fold and 2-fold.
-Chosen on the validation rows of ``benchmarks/active_collection.py --on val`` (seeds 1 and 2,
-6 targets, n = 200-1,000): mean |estimate - val tau| 0.015-0.019 under the acquisition, 0.012-0.019
-under random picks; the out-of-fold tau of the collected rows, extrapolated in log n (the
-previous estimate), 0.052-0.054 and 0.010-0.019; unbinned residuals 0.028 / 0.019; the binned
-estimate extrapolated in log n 0.018 / 0.024.
 """
 from __future__ import annotations
 
