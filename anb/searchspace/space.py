@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anb.searchspace.base import CostTable, CostUnits, Space, Task, UnitCosts, Variable
+from anb.searchspace.base import (
+    CostTable,
+    CostUnits,
+    Space,
+    Task,
+    UnitCosts,
+    Variable,
+    check_resolution,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -88,7 +96,7 @@ class SearchSpace(Space):
         return [f"b{s}_{f}" for s in range(self.num_stages) for f in FIELDS]
 
     def from_positions(self, positions: np.ndarray) -> np.ndarray:
-        pos = np.asarray(positions, dtype=np.int64).reshape(-1, self.num_stages, len(FIELDS))
+        pos = self.check_positions(positions).reshape(-1, self.num_stages, len(FIELDS))
         out = np.empty_like(pos)
         for s, stage in enumerate(self._value_tables()):
             for f, table in enumerate(stage):
@@ -165,7 +173,9 @@ class SearchSpace(Space):
                    num_classes: int | None = None, in_channels: int | None = None) -> CostTable:
         from anb.searchspace.counting import cost_table
 
-        return cost_table(choices, self, resolution or self.task.resolution,
+        size = (self.task.resolution if resolution is None
+                else check_resolution(self.name, resolution))
+        return cost_table(choices, self, size,
                           num_classes or self.task.num_classes, in_channels)
 
     def cost_units(self, choices: np.ndarray) -> CostUnits:
@@ -282,11 +292,7 @@ class SearchSpace(Space):
 
     def choices_from_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
         """Decode indices into a ``(n, num_stages, 4)`` array of raw values (se as 0/1)."""
-        rest = np.asarray(index, dtype=np.int64).copy()
-        if rest.ndim != 1:
-            raise ValueError(f"index must be 1-D, got shape {rest.shape}")
-        if rest.size and (rest.min() < 0 or rest.max() >= self.size()):
-            raise ValueError(f"index outside [0, {self.size()}) for space {self.name}")
+        rest = self._check_index(index).copy()
         out = np.empty((rest.size, self.num_stages, len(FIELDS)), dtype=np.int64)
         tables = self._value_tables()
         for s in reversed(range(self.num_stages)):
