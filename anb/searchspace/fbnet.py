@@ -26,6 +26,7 @@ from anb.searchspace.base import (
     OpSpace,
     Task,
     Variable,
+    check_resolution,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,7 +155,8 @@ def _head_cost(resolution: int, num_classes: int) -> dict[str, int]:
         size = out_size(size, layer.stride)
     area, last = size * size, LAYERS[-1].out_channels
     cost = _sum(_conv(last, HEAD_CHANNELS, 1, area), _bn(HEAD_CHANNELS, area),
-                activations=last * area + 2 * HEAD_CHANNELS * area + num_classes)
+                activations=last * area + 2 * HEAD_CHANNELS * area + 2 * HEAD_CHANNELS
+                + num_classes)  # head conv, pool and classifier: each one's input and output
     linear = HEAD_CHANNELS * num_classes
     cost["macs"] += (area + 1) * HEAD_CHANNELS + linear  # adaptive avg pool, linear
     cost["true_macs"] += linear
@@ -197,7 +199,8 @@ class FBNetSpace(OpSpace):
                    num_classes: int | None = None, in_channels: int | None = None) -> CostTable:
         """Exact costs of each searchable layer (a table lookup per layer and op)."""
         choices = self.positions(choices)
-        resolution = resolution or self.task.resolution
+        resolution = (self.task.resolution if resolution is None
+                      else check_resolution(self.name, resolution))
         table = layer_costs(resolution)
         rows = np.arange(len(LAYERS))
         per_stage = {name: table[name][rows, choices] for name in COST_NAMES}

@@ -158,8 +158,8 @@ class NASBench201Space(OpSpace):
         linear = last * classes
         head_parts += [
             _cost(macs=4 * last * area, params=2 * last),  # lastact BN (+ ReLU)
-            _cost(macs=(area + 1) * last, activations=last * area),  # global average pool
-            _cost(linear, linear, linear + classes, classes),  # classifier
+            _cost(macs=(area + 1) * last, activations=last * area + last),  # global pool
+            _cost(linear, linear, linear + classes, last + classes),  # classifier
         ]
         return CostTable(per_stage, _fixed(stem), _fixed(_sum(*head_parts)))
 
