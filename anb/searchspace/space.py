@@ -4,6 +4,17 @@ A :class:`SearchSpace` is a list of :class:`StageSpec` (channels, stride, allowe
 and implements :class:`~anb.searchspace.base.Space`: a batch of architectures is a
 ``(n, num_stages, 4)`` integer array of raw choice values ``(e, k, l, se)``; every
 architecture has a unique mixed-radix *index* in ``[0, size())``.
+
+Extents:
+
+- ``anb-mnasnet`` (Accel-NASBench's space; skeleton of EfficientNet-B0: stem 3x3 stride 2 of
+  32, stages 16, 24, 40, 80, 112, 192, 320 at strides 1, 2, 2, 2, 1, 2, 1, head 1280): per
+  stage ``e`` in {1, 4, 6}, ``k`` in {3, 5}, ``l`` in {1, 2, 3} ({1, 2, 3, 4} in stage 5) and
+  ``se`` on/off: ``36**6 * 48`` = 104,485,552,128 architectures; ImageNet, 224 px by default
+  (costs and the network take any input size, odd ones included), 1000 classes.
+- ``anb-seq1d``: five stride-1 1-D stages (16, 24, 40, 80, 112), ``e`` in {1, 4, 6}, ``k`` in
+  {3, 5}, ``l`` in {1, 2, 3}, no SE: ``18**5`` = 1,889,568 architectures; sequences of 1000
+  (any length), one channel, 10 classes.
 """
 from __future__ import annotations
 
