@@ -242,7 +242,7 @@ class Space(ABC):
                 raise ValueError(f"{self.name}: index {value!r} is not an integer; {allowed}")
             if not 0 <= value < size:
                 raise ValueError(f"{self.name}: index {value} is outside the space; {allowed}")
-        out = np.empty(len(values), dtype=self.index_dtype())
+        out: np.ndarray = np.empty(len(values), dtype=self.index_dtype())
         out[:] = [int(v) for v in values]
         return out
 
