@@ -319,3 +319,24 @@ def test_choice_values_outside_the_space_are_refused(name, column, value, messag
         space.positions(bad)
     with pytest.raises(ValueError, match=message):
         space.index_from_choices(bad)
+
+
+def test_count_command_takes_every_ofa_resolution_and_refuses_before_printing():
+    """``anb space count`` on OFA rows at the new resolutions; one bad row among good ones
+    exits 2 with nothing on stdout."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    anb = [str(Path(sys.executable).with_name("anb")), "space", "count", "--space", "ofa-mbv3"]
+    space = get_space("ofa-mbv3")
+    base = designs("ofa-mbv3", 1, seed=9)[0]
+    good = [str(space.arch({**base, "r": size})) for size in (128, 204)]
+    out = subprocess.run(anb + good, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    macs = [round(_analytic(space, space.arch(text), None)["macs"] / 1e6, 6) for text in good]
+    assert [float(line.rsplit(",", 2)[1]) for line in out.stdout.splitlines()[1:]] == macs
+    bad = good[0].replace("r128:", "r206:")
+    out = subprocess.run(anb + [good[0], bad], capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert "resolution is 'r206'; allowed values are [128, 132," in out.stderr
