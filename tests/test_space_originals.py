@@ -4,7 +4,8 @@ Designs are drawn with each original's own rules, written here from the original
 definitions and independent of anb's code (OFA: ``OFAMobileNetV3.sample_active_subnet`` and
 ``train_ofa_net.py``'s image sizes; NAS-Bench-201: its string of 6 edges over 5 ops; FBNet:
 HW-NAS-Bench's 22 layers of 9 ops; MnasNet: Accel-NASBench's ``block{i}_{e,k,l,se}`` records).
-They round-trip through parse, string, record, table, index, count, build and ONNX. Every
+They round-trip through parse, string, record, table, index, encodings, count, build and ONNX
+(the whole chain to a fitted benchmark's query is ``tests/test_space_chain.py``). Every
 cost is checked against an independent count on the built PyTorch network, at even and odd
 resolutions: thop for MACs, the parameters themselves, and forward hooks for the
 convolution / linear multiply-accumulates and the activation traffic (the input plus the
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 
 from anb.records import new_record, records_to_frame, table_archs, validate_record
+from anb.searchspace.encoding import encode
 from anb.searchspace.fbnet_model import ChannelShuffle
 from anb.searchspace.model import SqueezeExcite
 from anb.searchspace.onnx_export import export_onnx, run_onnx
@@ -131,6 +133,11 @@ def test_original_designs_round_trip(name):
     choices = space.to_choices(archs)
     index = space.index_from_choices(choices)
     assert np.array_equal(space.choices_from_index(index), choices)
+    ordinal = encode(archs, "ordinal", space)
+    assert np.array_equal(space.from_positions(ordinal.astype(np.int64)), choices)
+    onehot = encode(archs, "onehot", space)
+    assert onehot.shape == (len(archs), int(space.radices().sum()))
+    assert np.array_equal(onehot.sum(axis=1), np.full(len(archs), len(space.variables)))
     assert table_archs(records_to_frame([new_record(a, space) for a in archs], space),
                        space=space) == archs
     table = space.cost_table(choices)
