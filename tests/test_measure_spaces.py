@@ -145,9 +145,9 @@ def test_resolution_is_the_override_else_the_architectures_own():
     """Catches: anb-mnasnet's 224 px (the config's) applied to another space, or an OFA
     architecture measured at another size than its own ``r``."""
     small, large = default_anchors(OFA)
-    assert (str(small).split(":")[0], str(large).split(":")[0]) == ("r160", "r224")
+    assert (str(small).split(":")[0], str(large).split(":")[0]) == ("r128", "r224")
     native = load_device("cpu-ort", space="ofa-mbv3").protocols[0]
-    assert (measured_resolution(native, small), measured_resolution(native, large)) == (160, 224)
+    assert (measured_resolution(native, small), measured_resolution(native, large)) == (128, 224)
     fixed = load_device("cpu-ort", {"resolution": 192}, "ofa-mbv3").protocols[0]
     assert measured_resolution(fixed, small) == 192
     assert load_device("cpu-ort", space="nasbench201").protocols[0].resolution is None
@@ -244,7 +244,7 @@ def test_unknown_space_exits_2_listing_the_known_ones(args, tmp_path, capsys):
     ("nasbench201", "|nor_conv_3x3~0|+|skip_connect~0|nor_conv_1x1~1|+|avg_pool_3x3~0|none~1|"
                     "nor_conv_3x3~2|", (2, 3, 32, 32)),
     ("anb-seq1d", "e6k5l2-e1k3l1-e4k5l3-e6k3l1-e1k5l2", (2, 1, 1000)),
-    ("ofa-mbv3", None, (1, 3, 160, 160)),
+    ("ofa-mbv3", None, (1, 3, 128, 128)),
 ])
 def test_space_onnx_builds_with_the_spaces_builder_and_input(space, arch, shape, tmp_path):
     """Catches: ``anb space onnx`` building a MnasNet, exporting a 3 x 224 x 224 example, or

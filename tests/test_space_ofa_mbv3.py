@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from anb.searchspace import Sampler, get_space
-from anb.searchspace.ofa_mbv3 import SPACE, STAGE_SIZE
+from anb.searchspace.ofa_mbv3 import RESOLUTIONS, SPACE, STAGE_SIZE
 
 EXAMPLE = ("r176:d2:k3e4,k5e6-d3:k7e6,k5e4,k3e3-d4:k3e3,k5e3,k7e4,k3e6-d2:k5e6,k7e6-"
            "d3:k3e3,k7e3,k5e4")
@@ -18,7 +18,7 @@ REST = "-".join(["d2:k3e3,k3e3"] * 4)  # four smallest stages
 def _random_choices(n: int, seed: int = 0, resolution_pos: int | None = None) -> np.ndarray:
     rng = np.random.default_rng(seed)
     pos = rng.integers(0, 3, size=(n, len(SPACE.variables)))
-    pos[:, 0] = rng.integers(0, 5, n) if resolution_pos is None else resolution_pos
+    pos[:, 0] = rng.integers(0, len(RESOLUTIONS), n) if resolution_pos is None else resolution_pos
     return SPACE.from_positions(pos)
 
 
@@ -37,12 +37,22 @@ def test_registered_under_its_name():
     assert SPACE.task.resolution == 224 and SPACE.task.num_classes == 1000
 
 
-def test_size_is_the_papers_count_times_five_resolutions():
+def test_size_is_the_papers_count_times_25_resolutions():
     """OFA paper (Cai et al., ICLR 2020, sec. 3.2): ((3x3)^2 + (3x3)^3 + (3x3)^4)^5 ~ 2e19
-    subnets per resolution; OFA's search (ofa/tutorial/evolution_finder.py) uses 5."""
+    subnets per resolution; OFA trains them at 128-224 px in steps of 4 (train_ofa_net.py)."""
     assert STAGE_SIZE == 9**2 + 9**3 + 9**4
-    assert SPACE.size() == 5 * (9**2 + 9**3 + 9**4) ** 5 == 108_793_277_462_862_429_255
-    assert round(SPACE.size() / 5, -19) == 2e19
+    assert RESOLUTIONS == tuple(range(128, 225, 4)) and len(RESOLUTIONS) == 25
+    assert SPACE.size() == 25 * (9**2 + 9**3 + 9**4) ** 5 == 543_966_387_314_312_146_275
+    assert round(SPACE.size() / 25, -19) == 2e19
+    assert SPACE.version == "2"
+
+
+def test_version_1_strings_and_dicts_read_unchanged():
+    """Version 1 (resolutions 160-224 step 16) persisted strings, records and OFA dicts: they
+    read as the same architectures with the same ids."""
+    arch = SPACE.arch(EXAMPLE)
+    assert str(arch) == EXAMPLE and arch.id == SPACE.arch_id(EXAMPLE)
+    assert SPACE.arch({**LARGEST, "r": 208}).to_choices()[0] == 208
 
 
 def test_string_round_trip_and_canonical_form():
@@ -57,7 +67,7 @@ def test_string_round_trip_and_canonical_form():
 @pytest.mark.parametrize("text, message", [
     ("d2:k3e4", "must start with 'r<resolution>:'"),
     ("r224:d2:k3e3,k3e3", "has 1 stages separated by '-'; expected 5"),
-    ("r225:" + REST + "-d2:k3e3,k3e3", r"resolution is 'r225'; allowed values are \[160,"),
+    ("r225:" + REST + "-d2:k3e3,k3e3", r"resolution is 'r225'; allowed values are \[128, 132,"),
     ("r224:d5:k3e3,k3e3-" + REST,
      r"stage 0 .* depth is 'd5:k3e3,k3e3'; allowed values are \[2, 3, 4\]"),
     ("r224:d3:k3e3,k3e3-" + REST, "stage 0 .* says depth 3 but lists 2 layers"),
@@ -86,7 +96,7 @@ def test_index_is_a_bijection_onto_distinct_architectures():
     index = SPACE.index_from_choices(choices)
     assert np.array_equal(SPACE.choices_from_index(index), choices)
     assert len(set(index.tolist())) == len({str(a) for a in SPACE.archs_from_choices(choices)})
-    with pytest.raises(ValueError, match=r"index 108793277462862429255 outside \[0, "):
+    with pytest.raises(ValueError, match=r"index 543966387314312146275 is outside the space"):
         SPACE.choices_from_index([SPACE.size()])
 
 
@@ -105,7 +115,7 @@ def test_inactive_layers_do_not_change_the_architecture():
 def test_positions_name_the_variable_and_the_allowed_values():
     row = SPACE.parse_string(EXAMPLE)[None].copy()
     row[0, 0] = 225
-    with pytest.raises(ValueError, match=r"variable 'r' has value 225 .* \[160, 176, 192, 208"):
+    with pytest.raises(ValueError, match=r"variable 'r' has value 225 .* \[128, 132, 136, 140"):
         SPACE.positions(row)
     row = SPACE.parse_string(EXAMPLE)[None].copy()
     row[0, 1 + 9 + 1] = 4
@@ -134,7 +144,7 @@ def test_native_ofa_dict_is_read_and_written():
     ({"ks": [7] * 19}, "OFA key 'ks' must be a list of 20 ints"),
     ({"ks": [4] + [7] * 19}, r"ks\[0\] is 4; allowed values are \[3, 5, 7\]"),
     ({"d": [4, 4, 1, 4, 4]}, r"d\[2\] is 1; allowed values are \[2, 3, 4\]"),
-    ({"r": 200}, r"r is 200; allowed values are \[160, 176, 192, 208, 224\]"),
+    ({"r": 202}, r"r is 202; allowed values are \[128, 132, .*, 220, 224\]"),
     ({"w": [1]}, r"unknown keys \['w'\]"),
     ({"wid": 1.2}, "'wid' must be None"),
 ])
@@ -208,7 +218,8 @@ def test_cost_table_columns_stem_head_and_resolution_override():
 
 def test_cost_units_reproduce_the_block_costs():
     """An exact least-squares fit at 224 reproduces every architecture's block MACs; at the
-    other resolutions the (r/224)^2 counts are within 5% (odd sizes round up)."""
+    other resolutions the per-layer area-ratio counts are within 5% (a stride-2 expand runs on
+    the input map)."""
     def design(choices):
         units = SPACE.cost_units(choices)
         assert units.widths == (9,) * 20 and len(units.slot_names) == 20
@@ -217,7 +228,7 @@ def test_cost_units_reproduce_the_block_costs():
             x[np.arange(len(choices)), s * 9 + units.units[:, s]] = units.counts[:, s]
         return x, SPACE.cost_table(choices).per_stage["macs"].sum(1).astype(float)
 
-    x, y = design(_random_choices(400, seed=7, resolution_pos=4))
+    x, y = design(_random_choices(400, seed=7, resolution_pos=len(RESOLUTIONS) - 1))
     weights = np.linalg.lstsq(x, y, rcond=None)[0]
     assert np.allclose(x @ weights, y, rtol=1e-9, atol=0)
     x, y = design(_random_choices(400, seed=8))

@@ -10,7 +10,7 @@ divided out. :func:`anchor_drift` summarises it per key; ``anb merge`` reports i
 Those three are ``anb-mnasnet`` architectures. Another space's default anchors are its two
 corners, chosen the same way for any space (:func:`default_anchors`): every variable at its
 first allowed value, and every variable at its last (e.g. all ``none`` and all
-``avg_pool_3x3`` cells in ``nasbench201``; the smallest and the largest network at 160 and
+``avg_pool_3x3`` cells in ``nasbench201``; the smallest and the largest network at 128 and
 224 px in ``ofa-mbv3``).
 """
 from __future__ import annotations

@@ -61,6 +61,15 @@ class Task:
         return (batch, self.in_channels, *(size,) * self.dims)
 
 
+def check_resolution(space: str, resolution: Any) -> int:
+    """A ``resolution`` override as an int; a ValueError unless it is a positive integer."""
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) \
+            or resolution < 1:
+        raise ValueError(f"{space}: resolution must be a positive integer (pixels), got "
+                         f"{resolution!r}")
+    return int(resolution)
+
+
 @dataclass
 class CostTable:
     """Per-block costs of a batch (each ``(n, num_blocks)``) plus the fixed stem and head
@@ -214,12 +223,47 @@ class Space(ABC):
         return object if self.size() > 2**62 else np.int64
 
     def _check_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
-        rest: np.ndarray = np.array(index, dtype=self.index_dtype())
-        if rest.ndim != 1:
-            raise ValueError(f"index must be 1-D, got shape {rest.shape}")
-        if rest.size and (rest.min() < 0 or rest.max() >= self.size()):
-            raise ValueError(f"index outside [0, {self.size()}) for space {self.name}")
-        return rest
+        """``index`` as a 1-D array of :meth:`index_dtype`; a ValueError names the first value
+        that is not an integer in ``[0, size())``."""
+        array = np.asarray(index)
+        if array.ndim != 1:
+            raise ValueError(f"{self.name}: index must be 1-D, got shape {array.shape}")
+        size = self.size()
+        allowed = f"allowed indices are 0 to {size - 1} (the space holds {size:,})"
+        if array.dtype.kind in "iu":  # vectorised: the sampler decodes large batches
+            outside = (array < 0) | (array >= min(size, np.iinfo(np.int64).max))
+            if outside.any():
+                raise ValueError(f"{self.name}: index {int(array[outside.argmax()])} is "
+                                 f"outside the space; {allowed}")
+            return array.astype(self.index_dtype())
+        values = array.tolist()
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"{self.name}: index {value!r} is not an integer; {allowed}")
+            if not 0 <= value < size:
+                raise ValueError(f"{self.name}: index {value} is outside the space; {allowed}")
+        out: np.ndarray = np.empty(len(values), dtype=self.index_dtype())
+        out[:] = [int(v) for v in values]
+        return out
+
+    def check_positions(self, positions: np.ndarray) -> np.ndarray:
+        """``positions`` as ``(n, num_variables)`` int64; a ValueError names the first
+        variable whose position is outside ``[0, radix)``, its value and the range."""
+        pos = np.asarray(positions)
+        width = len(self.variables)
+        if pos.ndim != 2 or pos.shape[1] != width:
+            raise ValueError(f"{self.name}: positions must have shape (n, {width}), got "
+                             f"{pos.shape}")
+        if pos.size and pos.dtype.kind not in "iu":
+            raise ValueError(f"{self.name}: positions must be integers, got dtype {pos.dtype}")
+        radices = self.radices()
+        bad = (pos < 0) | (pos >= radices)
+        if bad.any():
+            row, column = (int(v[0]) for v in np.nonzero(bad))
+            raise ValueError(f"{self.name}: position {int(pos[row, column])} of variable "
+                             f"{self.position_names()[column]!r} is outside its range 0 to "
+                             f"{radices[column] - 1}")
+        return pos.astype(np.int64)
 
     # -- single architectures ----------------------------------------------------------
     @abstractmethod

@@ -122,13 +122,14 @@ def count_cmd(
     """Print id, MACs (M) and params (M) of each architecture, benchmark-compatible."""
     spec = cli_space(space)
     lines = archs or [line.strip() for line in sys.stdin if line.strip()]
+    try:  # every architecture and the options checked before anything is printed
+        parsed = [spec.arch(text) for text in lines]
+        tables = [spec.cost_table(spec.to_choices([arch]), resolution, num_classes)
+                  for arch in parsed]
+    except ValueError as err:
+        fail(err)
     typer.echo("arch_id,arch,macs,params")
-    for text in lines:
-        try:
-            arch = spec.arch(text)
-        except ValueError as err:
-            fail(err)
-        table = spec.cost_table(spec.to_choices([arch]), resolution, num_classes)
+    for arch, table in zip(parsed, tables, strict=True):
         macs, params = int(table.total("macs")[0]), int(table.total("params")[0])
         text = str(arch)
         quoted = f'"{text}"' if "," in text else text  # OFA-MBv3 strings hold commas

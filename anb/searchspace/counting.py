@@ -3,8 +3,13 @@
 ``macs`` follows the benchmark's profiler convention (thop 0.1.1): convolutions and linear
 layers count multiply-accumulates, BatchNorm counts 4 per element, adaptive average pooling
 ``(H*W + 1)`` per channel, activations and element-wise ops nothing. ``true_macs`` counts only
-convolution and linear multiply-accumulates. ``activations`` counts the feature-map elements
-each layer reads and writes (a proxy for memory traffic).
+convolution and linear multiply-accumulates. ``activations`` counts the elements
+each layer reads and writes (a proxy for memory traffic), in every space: the input plus the
+output of each convolution, linear layer, pooling layer (global pooling included) and channel
+shuffle; BatchNorm and activation functions (fused into the convolution on a device),
+element-wise adds and identities count nothing, and neither does squeeze-excite's path (its
+pool, two 1x1 convolutions and gate). ``tests/test_space_originals.py`` checks it against
+forward hooks on every space's built network.
 """
 from __future__ import annotations
 
@@ -115,7 +120,9 @@ def cost_table(
     head["macs"] += linear
     head["true_macs"] += linear
     head["params"] += linear + num_classes
-    head["activations"] = last * area + 2 * space.head_channels * area + num_classes
+    # head conv in + out, pool in + out, classifier in + out
+    head["activations"] = (last * area + 2 * space.head_channels * area
+                           + 2 * space.head_channels + num_classes)
     return CostTable(per_stage, stem, head)
 
 

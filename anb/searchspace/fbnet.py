@@ -10,6 +10,10 @@ ReLU). Definitions follow HW-NAS-Bench's ``hw_nas_bench_api/fbnet_models/model_i
 
 A choices row is the 22 op indices (0-8, in :data:`OPS` order); the canonical string is the op
 names joined by ``-``, as in HELP's FBNet latency table.
+
+Extent: each of the 22 layers any of the 9 ops: ``9**22`` = 984,770,902,183,611,232,881
+architectures; CIFAR-100, 32 px, 100 classes by default. Costs and the network take any
+positive input size (odd ones too: a stride-2 layer's map is ``ceil(size / 2)``).
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from anb.searchspace.base import (
     OpSpace,
     Task,
     Variable,
+    check_resolution,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -154,7 +159,8 @@ def _head_cost(resolution: int, num_classes: int) -> dict[str, int]:
         size = out_size(size, layer.stride)
     area, last = size * size, LAYERS[-1].out_channels
     cost = _sum(_conv(last, HEAD_CHANNELS, 1, area), _bn(HEAD_CHANNELS, area),
-                activations=last * area + 2 * HEAD_CHANNELS * area + num_classes)
+                activations=last * area + 2 * HEAD_CHANNELS * area + 2 * HEAD_CHANNELS
+                + num_classes)  # head conv, pool and classifier: each one's input and output
     linear = HEAD_CHANNELS * num_classes
     cost["macs"] += (area + 1) * HEAD_CHANNELS + linear  # adaptive avg pool, linear
     cost["true_macs"] += linear
@@ -197,7 +203,8 @@ class FBNetSpace(OpSpace):
                    num_classes: int | None = None, in_channels: int | None = None) -> CostTable:
         """Exact costs of each searchable layer (a table lookup per layer and op)."""
         choices = self.positions(choices)
-        resolution = resolution or self.task.resolution
+        resolution = (self.task.resolution if resolution is None
+                      else check_resolution(self.name, resolution))
         table = layer_costs(resolution)
         rows = np.arange(len(LAYERS))
         per_stage = {name: table[name][rows, choices] for name in COST_NAMES}

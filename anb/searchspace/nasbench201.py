@@ -7,6 +7,11 @@ Edges are ordered as in NAS-Bench-201's string ``|op~0|+|op~0|op~1|+|op~0|op~1|o
 :mod:`anb.searchspace.nasbench201_model`) repeats the one cell 5 times at each of the widths
 16, 32, 64, with a residual reduction block between the groups.
 
+Extent: every one of the 5**6 = 15,625 cells (all of NAS-Bench-201's, each once); CIFAR-10,
+32 px, 10 classes by default. Resolutions: positive multiples of 4 only (16 for
+ImageNet16-120): the reduction block's 2x2 average pool rounds an odd map down while its
+stride-2 conv rounds up, so the original network cannot run at other sizes.
+
 Costs follow thop 0.1.1 (see :mod:`anb.searchspace.counting`); thop counts an
 ``AvgPool2d`` as one op per output element. NAS-Bench-201's own ``flop`` figure counts only
 convolution and linear multiply-accumulates plus the classifier bias, i.e.
@@ -158,8 +163,8 @@ class NASBench201Space(OpSpace):
         linear = last * classes
         head_parts += [
             _cost(macs=4 * last * area, params=2 * last),  # lastact BN (+ ReLU)
-            _cost(macs=(area + 1) * last, activations=last * area),  # global average pool
-            _cost(linear, linear, linear + classes, classes),  # classifier
+            _cost(macs=(area + 1) * last, activations=last * area + last),  # global pool
+            _cost(linear, linear, linear + classes, last + classes),  # classifier
         ]
         return CostTable(per_stage, _fixed(stem), _fixed(_sum(*head_parts)))
 

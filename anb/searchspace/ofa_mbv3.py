@@ -9,12 +9,12 @@ off, on, off, on, on; a final 1x1 expand 160 -> 960 (BN, h_swish), global averag
 An MBConv layer expands to ``make_divisible(in * e, 8)`` channels and its SE squeezes to
 ``make_divisible(mid // 4, 8)`` (ReLU inside, hard-sigmoid gate), as OFA's ``MBConvLayer``.
 
-Decisions (a *conditional* space): the input resolution ``r`` in OFA's search list
-:data:`RESOLUTIONS`; per stage a depth ``d`` in {2, 3, 4}; per layer (4 per stage, 20 in all)
-a kernel ``ks`` in {3, 5, 7} and an expansion ``e`` in {3, 4, 6}. Layers beyond their stage's
-depth are inactive and take the first values (k3, e3). Variables, in the order of a choices
-row (46 ints): ``r``, then per stage ``d{s}`` followed by ``ks{i}``, ``e{i}`` of its layers
-(``i`` = OFA's global layer index 0..19).
+Decisions (a *conditional* space): the input resolution ``r`` in :data:`RESOLUTIONS`; per
+stage a depth ``d`` in {2, 3, 4}; per layer (4 per stage, 20 in all) a kernel ``ks`` in
+{3, 5, 7} and an expansion ``e`` in {3, 4, 6}. Layers beyond their stage's depth are inactive
+and take the first values (k3, e3). Variables, in the order of a choices row (46 ints): ``r``,
+then per stage ``d{s}`` followed by ``ks{i}``, ``e{i}`` of its layers (``i`` = OFA's global
+layer index 0..19).
 
 String form (canonical)::
 
@@ -25,14 +25,27 @@ by its active layers ``k<kernel>e<expansion>`` separated by ``,`` (exactly ``dep
 OFA's native dict ``{"ks": [20], "e": [20], "d": [5], "r": 224}`` is read too
 (:meth:`OFAMobileNetV3Space.from_native`).
 
+Extent: resolutions 128, 132, ..., 224 (25 values, every multiple of 4 in [128, 224]: the
+image sizes OFA trains its subnets at, ``train_ofa_net.py``'s ``image_size = "128,160,192,224"``
+with ``continuous_size`` and ``MyRandomResizedCrop.IMAGE_SIZE_SEG = 4``; OFA's evolution finder
+and latency/FLOPs look-up tables use the subset 160, 176, 192, 208, 224, its accuracy dataset
+128, 160, 192, 224); depths {2, 3, 4}, kernels {3, 5, 7}, expansions {3, 4, 6}, every layer
+independently, as ``OFAMobileNetV3.sample_active_subnet`` draws them. Other resolutions are
+not in the space: :meth:`OFAMobileNetV3Space.cost_table` and the built network still take any
+input size (``resolution=``), e.g. an odd one.
+
 The index is a bijection onto the *distinct* architectures: resolution, then the five stages
 as digits of radix :data:`STAGE_SIZE` (per stage: an offset by depth plus a mixed-radix number
-over the active layers' (kernel, expansion) pairs). There are ``5 * 7371**5`` (about 1.1e20)
-architectures, more than 64 bits hold, so indices are exact Python ints in object arrays.
+over the active layers' (kernel, expansion) pairs). There are ``25 * 7371**5`` =
+543,966,387,314,312,146,275 (about 5.4e20) architectures, more than 64 bits hold, so indices
+are exact Python ints in object arrays.
+
+Version 2 (version 1 had the five resolutions 160-224 in steps of 16): strings, records and
+OFA's dicts of version 1 read unchanged (same text, same id); indices and ordinal / one-hot
+encodings of the resolution differ, so a surrogate fitted on version 1 is refused.
 """
 from __future__ import annotations
 
-import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,15 +53,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anb.searchspace.base import COST_NAMES, CostTable, CostUnits, Space, Task, UnitCosts, Variable
+from anb.searchspace.base import (
+    COST_NAMES,
+    CostTable,
+    CostUnits,
+    Space,
+    Task,
+    UnitCosts,
+    Variable,
+    check_resolution,
+)
 from anb.searchspace.counting import _add, _bn, _conv, _out
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
 
-#: OFA's search resolutions: ``ArchManager.resolutions`` in ``ofa/tutorial/evolution_finder.py``
-#: (also the resolutions of ``FLOPsTable.build_lut`` in ``ofa/tutorial/flops_table.py``)
-RESOLUTIONS = (160, 176, 192, 208, 224)
+#: OFA's training image sizes: every multiple of ``MyRandomResizedCrop.IMAGE_SIZE_SEG`` (4)
+#: from 128 to 224 (``train_ofa_net.py``: ``image_size = "128,160,192,224"``,
+#: ``continuous_size = True``; ``ofa/utils/my_dataloader/my_random_resize_crop.py``)
+RESOLUTIONS = tuple(range(128, 224 + 1, 4))
 KERNELS = (3, 5, 7)
 EXPANSIONS = (3, 4, 6)
 DEPTHS = (2, 3, 4)
@@ -120,10 +143,10 @@ class OFAMobileNetV3Space(Space):
     """The OFA MobileNetV3 space (see the module docstring)."""
 
     name = "ofa-mbv3"
-    version = "1"
+    version = "2"
     task = Task("imagenet", 224, 1000)
-    summary = ("Once-for-All MobileNetV3 (w1.0): resolution, per stage depth 2-4, per layer "
-               "kernel 3/5/7 and expansion 3/4/6")
+    summary = ("Once-for-All MobileNetV3 (w1.0): resolution 128-224 step 4, per stage depth "
+               "2-4, per layer kernel 3/5/7 and expansion 3/4/6")
 
     # -- variables ---------------------------------------------------------------------
     @property
@@ -162,16 +185,7 @@ class OFAMobileNetV3Space(Space):
         return np.where(self.active(pos), pos, 0)
 
     def from_positions(self, positions: np.ndarray) -> np.ndarray:
-        pos = np.asarray(positions, dtype=np.int64)
-        if pos.ndim != 2 or pos.shape[1] != len(self.variables):
-            raise ValueError(f"{self.name}: positions must have shape (n, "
-                             f"{len(self.variables)}), got {pos.shape}")
-        radices = self.radices()
-        bad = (pos < 0) | (pos >= radices)
-        if bad.any():
-            row, c = (int(v[0]) for v in np.nonzero(bad))
-            raise ValueError(f"{self.name}: position {int(pos[row, c])} of variable "
-                             f"{self.variables[c].name!r} is outside [0, {radices[c]})")
+        pos = self.check_positions(positions)
         pos = np.where(self.active(pos), pos, 0)
         out = np.empty_like(pos)
         for c, variable in enumerate(self.variables):
@@ -225,22 +239,6 @@ class OFAMobileNetV3Space(Space):
             rest = rest // STAGE_SIZE
         pos[:, 0] = rest.astype(np.int64)
         return self.from_positions(pos)
-
-    def _check_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
-        array = np.asarray(index, dtype=object)
-        if array.ndim != 1:
-            raise ValueError(f"index must be 1-D, got shape {array.shape}")
-        try:
-            values = [operator.index(v) for v in array.tolist()]
-        except TypeError:
-            raise ValueError(f"{self.name}: indices must be integers") from None
-        size = self.size()
-        outside = [v for v in values if not 0 <= v < size]
-        if outside:
-            raise ValueError(f"{self.name}: index {outside[0]} outside [0, {size})")
-        out = np.empty(len(values), dtype=object)
-        out[:] = values
-        return out
 
     @staticmethod
     def _units(pos: np.ndarray, s: int, j: int) -> np.ndarray:
@@ -396,8 +394,9 @@ class OFAMobileNetV3Space(Space):
         choices = np.asarray(choices)
         pos = self.positions(choices)
         n = len(pos)
-        size: Any = (np.full(n, resolution, dtype=np.int64) if resolution is not None
-                else np.asarray(RESOLUTIONS, dtype=np.int64)[pos[:, 0]])
+        size: Any = (np.full(n, check_resolution(self.name, resolution), dtype=np.int64)
+                     if resolution is not None
+                     else np.asarray(RESOLUTIONS, dtype=np.int64)[pos[:, 0]])
         num_classes = num_classes or self.task.num_classes
         in_channels = in_channels or self.task.in_channels
         zero = np.zeros(n, dtype=np.int64)
@@ -440,25 +439,28 @@ class OFAMobileNetV3Space(Space):
 
     def cost_units(self, choices: np.ndarray) -> CostUnits:
         """One slot per layer (20): its (kernel, expansion) pair, one of 9, counted once when
-        the layer is active, scaled by ``(r / 224)**2``: a layer's cost grows with the image
-        area (exactly so up to the rounding of odd feature-map sizes and the SE pool's +1)."""
+        the layer is active, scaled by the ratio of its output map's area at ``r`` to that at
+        224 px: a layer's cost grows with its map (exactly so for all but a stride-2 layer's
+        expand conv, which runs on the input map, and the SE pool's +1)."""
         pos = self.positions(choices)
-        scale = (np.asarray(RESOLUTIONS, dtype=np.float64)[pos[:, 0]]
-                 / self.task.resolution) ** 2
+        resolution = np.asarray(RESOLUTIONS, dtype=np.int64)[pos[:, 0]]
+        size, native = _out(_out(resolution, 2), 1), _out(_out(self.task.resolution, 2), 1)
         active = self.active(pos)
         units, counts, names = [], [], []
-        for s in range(NUM_STAGES):
+        for s, stage in enumerate(STAGES):
             for j in range(MAX_DEPTH):
+                stride = stage.stride if j == 0 else 1
+                size, native = _out(size, stride), _out(native, stride)
                 units.append(self._units(pos, s, j))
-                counts.append(active[:, _column(s, j, "ks")] * scale)
+                counts.append(active[:, _column(s, j, "ks")] * (size / native) ** 2)
                 names.append(f"s{s}_l{j}")
         return CostUnits(np.stack(units, 1), np.stack(counts, 1), (UNIT_RADIX,) * NUM_LAYERS,
                          tuple(names))
 
     def unit_costs(self) -> UnitCosts:
         """Each layer's ``COST_NAMES`` costs (plus 1 per instance) of its 9 (kernel,
-        expansion) units at the task's resolution (``cost_units`` scales counts by area), and
-        each unit's two parts."""
+        expansion) units at the task's resolution (``cost_units`` scales counts by each
+        layer's map area), and each unit's two parts."""
         units = np.arange(UNIT_RADIX)
         k = np.asarray(KERNELS)[units // len(EXPANSIONS)]
         e = np.asarray(EXPANSIONS)[units % len(EXPANSIONS)]

@@ -4,6 +4,17 @@ A :class:`SearchSpace` is a list of :class:`StageSpec` (channels, stride, allowe
 and implements :class:`~anb.searchspace.base.Space`: a batch of architectures is a
 ``(n, num_stages, 4)`` integer array of raw choice values ``(e, k, l, se)``; every
 architecture has a unique mixed-radix *index* in ``[0, size())``.
+
+Extents:
+
+- ``anb-mnasnet`` (Accel-NASBench's space; skeleton of EfficientNet-B0: stem 3x3 stride 2 of
+  32, stages 16, 24, 40, 80, 112, 192, 320 at strides 1, 2, 2, 2, 1, 2, 1, head 1280): per
+  stage ``e`` in {1, 4, 6}, ``k`` in {3, 5}, ``l`` in {1, 2, 3} ({1, 2, 3, 4} in stage 5) and
+  ``se`` on/off: ``36**6 * 48`` = 104,485,552,128 architectures; ImageNet, 224 px by default
+  (costs and the network take any input size, odd ones included), 1000 classes.
+- ``anb-seq1d``: five stride-1 1-D stages (16, 24, 40, 80, 112), ``e`` in {1, 4, 6}, ``k`` in
+  {3, 5}, ``l`` in {1, 2, 3}, no SE: ``18**5`` = 1,889,568 architectures; sequences of 1000
+  (any length), one channel, 10 classes.
 """
 from __future__ import annotations
 
@@ -14,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from anb.searchspace.base import CostTable, CostUnits, Space, Task, UnitCosts, Variable
+from anb.searchspace.base import (
+    CostTable,
+    CostUnits,
+    Space,
+    Task,
+    UnitCosts,
+    Variable,
+    check_resolution,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -88,7 +107,7 @@ class SearchSpace(Space):
         return [f"b{s}_{f}" for s in range(self.num_stages) for f in FIELDS]
 
     def from_positions(self, positions: np.ndarray) -> np.ndarray:
-        pos = np.asarray(positions, dtype=np.int64).reshape(-1, self.num_stages, len(FIELDS))
+        pos = self.check_positions(positions).reshape(-1, self.num_stages, len(FIELDS))
         out = np.empty_like(pos)
         for s, stage in enumerate(self._value_tables()):
             for f, table in enumerate(stage):
@@ -165,7 +184,9 @@ class SearchSpace(Space):
                    num_classes: int | None = None, in_channels: int | None = None) -> CostTable:
         from anb.searchspace.counting import cost_table
 
-        return cost_table(choices, self, resolution or self.task.resolution,
+        size = (self.task.resolution if resolution is None
+                else check_resolution(self.name, resolution))
+        return cost_table(choices, self, size,
                           num_classes or self.task.num_classes, in_channels)
 
     def cost_units(self, choices: np.ndarray) -> CostUnits:
@@ -282,11 +303,7 @@ class SearchSpace(Space):
 
     def choices_from_index(self, index: np.ndarray | Sequence[int]) -> np.ndarray:
         """Decode indices into a ``(n, num_stages, 4)`` array of raw values (se as 0/1)."""
-        rest = np.asarray(index, dtype=np.int64).copy()
-        if rest.ndim != 1:
-            raise ValueError(f"index must be 1-D, got shape {rest.shape}")
-        if rest.size and (rest.min() < 0 or rest.max() >= self.size()):
-            raise ValueError(f"index outside [0, {self.size()}) for space {self.name}")
+        rest = self._check_index(index).copy()
         out = np.empty((rest.size, self.num_stages, len(FIELDS)), dtype=np.int64)
         tables = self._value_tables()
         for s in reversed(range(self.num_stages)):
