@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         kind, _, base = name.partition("/")
         try:
             path = resources.config_path(kind, base)
-        except FileNotFoundError as err:
+        except (FileNotFoundError, ValueError) as err:
             typer.echo(f"error: config {name!r}: {err}; list them with `anb config`", err=True)
             raise typer.Exit(code=2) from None
         typer.echo(path.read_text(), nl=False)

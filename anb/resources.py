@@ -34,8 +34,18 @@ SHIPPED_DIR = _ROOT / "data" / "packaged" / PACKAGED_BENCHMARK
 
 
 def config_path(kind: str, name: str) -> Path:
-    """A shipped config: ``config_path("devices", "a100.toml")``; a clear error if absent."""
+    """A shipped config: ``config_path("devices", "a100.toml")``; a clear error if absent.
+
+    ``kind`` and ``name`` are names inside the package's config folder, never paths out of
+    it: ``..``, an absolute path or a link leading outside is refused (ValueError)."""
+    for label, value, parts in (("kind", kind, (kind,)), ("name", name, Path(name).parts)):
+        if not value or Path(value).is_absolute() or any(p in ("..", ".") or "/" in p
+                                                         for p in parts):
+            raise ValueError(f"config {label} {value!r} is not a name inside the shipped "
+                             "configs; allowed: <kind>/<name> as `anb config` lists them")
     path = CONFIG_DIR / kind / name
+    if not path.resolve().is_relative_to(CONFIG_DIR.resolve()):
+        raise ValueError(f"config {kind}/{name!r} leads outside the shipped configs")
     if not path.is_file():
         folder = CONFIG_DIR / kind
         shipped = sorted(p.name for p in folder.glob("*")) if folder.is_dir() else []

@@ -86,3 +86,24 @@ def test_version_stamp_in_accuracy_records():
               "dataloader": {"kind": "digits", "train_path": "", "val_path": ""}}
     prov = base_provenance(EFFICIENTNET_B0, config, "hash", 0, 1, torch.device("cpu"))
     assert prov["anb_version"] == anb.__version__ == prov["versions"]["anb"]
+
+
+@pytest.mark.parametrize("name", ["../../../../etc/passwd", "devices/../../../etc/passwd",
+                                  "/etc/passwd", "devices//etc/passwd", "devices/../version.py"])
+def test_config_names_are_names_never_paths_out_of_the_package(name):
+    """Every form of a path out of the shipped configs is refused, and nothing is printed."""
+    result = runner.invoke(app, ["config", name])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert "is not a name inside the shipped configs" in result.stderr
+
+
+def test_a_link_out_of_the_configs_is_refused(tmp_path, monkeypatch):
+    configs = tmp_path / "configs"
+    (configs / "devices").mkdir(parents=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not a config")
+    (configs / "devices" / "leak.toml").symlink_to(secret)
+    monkeypatch.setattr(resources, "CONFIG_DIR", configs)
+    with pytest.raises(ValueError, match="leads outside the shipped configs"):
+        resources.config_path("devices", "leak.toml")
