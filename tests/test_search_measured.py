@@ -70,7 +70,7 @@ def test_hours_budget_and_failed_measurement(tmp_path):
         ev(archs_to_choices(Sampler(4).sample(2)), [KEY])
     assert ev.measured == 0 and not list(tmp_path.glob("*/*.json"))
     measurer.close()
-    with pytest.raises(ValueError, match="max_measurements=0 is invalid"):
+    with pytest.raises(ValueError, match=r"max_measurements \(--max-measurements\) 0 is invalid"):
         MeasuredEvaluator(measurer, analytic_evaluator(32), max_measurements=0)
 
 
@@ -217,3 +217,43 @@ def test_failed_measurement_is_the_worst_value_and_stays_off_the_front(tmp_path)
     assert archs[1].id in s["failed"] and archs[1].id not in {p["arch_id"] for p in s["pareto"]}
     history = pd.read_csv(tmp_path / "report" / "history.csv")
     assert not history.loc[history["arch_id"] == archs[1].id, "measured"].any()
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--max-hours", "-1"], "max_hours (--max-hours) -1 is invalid; allowed: > 0"),
+    (["--max-measurements", "0"],
+     "max_measurements (--max-measurements) 0 is invalid; allowed: >= 1"),
+    (["-o", "nonsense:min"], "metric(s) ['nonsense'] need a surrogate benchmark"),
+])
+def test_search_measure_refuses_before_any_thread_folder_or_measurement(tmp_path, extra,
+                                                                         message):
+    """These hung (the measuring thread was never stopped) or measured a batch first."""
+    out = tmp_path / "out"
+    before = {t.name for t in threading.enumerate()}
+    result = CliRunner().invoke(app, ["search", "--measure", str(DEVICE), "-o", f"{KEY}:max",
+                                      "--budget", "4", "--out", str(out), *extra])
+    assert result.exit_code == 2 and message in result.stderr
+    assert not out.exists()
+    assert {t.name for t in threading.enumerate()} - before == set()
+
+
+def test_measured_search_stops_its_thread_on_any_error(tmp_path):
+    """An error inside the search (here a metric the other evaluator refuses mid-run) ends the
+    measuring thread instead of leaving the process hanging."""
+    from anb.nas.measured import search_measured
+
+    def failing(choices, metrics):
+        raise RuntimeError("evaluator broke")
+
+    def other(choices, metrics):  # answers the up-front check, then fails inside the search
+        other.calls += 1
+        if other.calls > 1:
+            failing(choices, metrics)
+        return {m: np.zeros(len(choices)) for m in metrics}
+
+    other.calls = 0
+    with pytest.raises(RuntimeError, match="evaluator broke"):
+        search_measured(functools.partial(regularized_evolution, population=4, sample=2,
+                                          batch=2), other, str(DEVICE), None,
+                        [f"{KEY}:max", "params:min"], [], 8, 0, tmp_path)
+    assert not [t for t in threading.enumerate() if t.name == "anb-measure"]

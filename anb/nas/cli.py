@@ -85,13 +85,17 @@ def search(
                                  f"(estimated from {PILOT_EVALUATIONS} evaluations); runs over "
                                  f"{describe(MAX_SECONDS)} need --yes, or lower --budget")
             typer.echo(f"estimated run time {describe(seconds)}", err=True)
+        if measure is not None:  # all of it checked before the folder or a measurement
+            from anb.nas.measured import check_measured
+
+            if in_space.name != "anb-mnasnet":
+                raise ValueError(f"--measure searches anb-mnasnet only; space "
+                                 f"{in_space.name!r} is searched on a benchmark")
+            check_measured(evaluator(), measure, objective, constraint or [], max_measurements,
+                           max_hours)
         with exclusive(prepare_folder(out, SEARCH), "anb search"):
             if measure is not None:
                 from anb.nas.measured import SearchInterrupted, search_measured
-
-                if in_space.name != "anb-mnasnet":
-                    raise ValueError(f"--measure searches anb-mnasnet only; space "
-                                     f"{in_space.name!r} is searched on a benchmark")
 
                 try:
                     s = search_measured(run, evaluator(), measure, queue, objective,

@@ -34,9 +34,11 @@ import numpy as np
 import pandas as pd
 
 from anb.io import atomic_write, atomic_write_json, read_json
+from anb.nas.mutation import random_choices
 from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import pareto_mask
 from anb.searchspace.arch import Arch, archs_from_choices
+from anb.searchspace.space import ANB_SPACE
 from anb.sigint import deferred_sigint
 from anb.version import __version__
 
@@ -221,16 +223,23 @@ class QueueMeasurer(Measurer):
         self.queue.close()
 
 
+def check_limits(max_measurements: int | None, max_hours: float | None) -> None:
+    """ValueError naming the limit unless each is None or positive (checked before any
+    measurement starts)."""
+    if max_measurements is not None and max_measurements < 1:
+        raise ValueError(f"max_measurements (--max-measurements) {max_measurements} is "
+                         "invalid; allowed: >= 1")
+    if max_hours is not None and not max_hours > 0:
+        raise ValueError(f"max_hours (--max-hours) {max_hours:g} is invalid; allowed: > 0")
+
+
 class MeasuredEvaluator:
     """An evaluator (see module docstring). ``other`` answers every metric the measurer does
     not (a surrogate or the analytic counters, :func:`anb.nas.evaluators.combined`)."""
 
     def __init__(self, measurer: Measurer, other: Evaluator, max_measurements: int | None = None,
                  max_hours: float | None = None):
-        if max_measurements is not None and max_measurements < 1:
-            raise ValueError(f"max_measurements={max_measurements} is invalid; allowed: >= 1")
-        if max_hours is not None and not max_hours > 0:
-            raise ValueError(f"max_hours={max_hours} is invalid; allowed: > 0")
+        check_limits(max_measurements, max_hours)
         self.measurer, self.other = measurer, other
         self.max_measurements, self.max_hours = max_measurements, max_hours
         self.cache: dict[tuple[str, str], dict[str, float]] = {
@@ -343,6 +352,31 @@ class MeasuredEvaluator:
         return summary
 
 
+def check_measured(other: Evaluator, device: str, objectives: Sequence[str],
+                   constraints: Sequence[str], max_measurements: int | None = None,
+                   max_hours: float | None = None) -> tuple[list[Objective], list[Constraint], Any]:
+    """Everything a measured search is given, checked before any measurement or output: the
+    objectives and constraints parse, the limits are positive, the device's config loads and
+    measures one of their metrics, and ``other`` answers the rest (an unknown metric is a
+    ValueError here, not after a batch was measured). Returns them parsed, and the target."""
+    from anb.collect_throughput.devices import load_target
+
+    objs = [Objective.parse(o) for o in objectives]
+    check_objectives(objs)
+    cons = [Constraint.parse(c) for c in constraints]
+    check_limits(max_measurements, max_hours)
+    target = load_target(device)
+    keys = tuple(target.keys)
+    wanted = list(dict.fromkeys([o.metric for o in objs] + [c.metric for c in cons]))
+    if not set(wanted) & set(keys):
+        raise ValueError(f"--measure {device}: no objective or constraint uses its metrics "
+                         f"{list(keys)}")
+    rest = [m for m in wanted if m not in keys]
+    if rest:
+        other(random_choices(1, np.random.default_rng(0), ANB_SPACE), rest)
+    return objs, cons, target
+
+
 def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | None,
                     objectives: Sequence[str], constraints: Sequence[str], budget: int,
                     seed: int, out: str | Path, max_measurements: int | None = None,
@@ -351,22 +385,29 @@ def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | 
     measured in the loop (here, or through the job queue at ``queue``); write the report into
     ``out`` (records of local measurements under ``out/measurements``). ``supported_only``: as
     :class:`anb.nas.search.Problem`'s (architectures the surrogate flags are infeasible)."""
-    from anb.collect_throughput.devices import load_target
-    from anb.nas.search import Problem
-
-    objs = [Objective.parse(o) for o in objectives]
-    check_objectives(objs)
-    cons = [Constraint.parse(c) for c in constraints]
+    objs, cons, target = check_measured(other, device, objectives, constraints,
+                                        max_measurements, max_hours)
+    keys = tuple(target.keys)
     if queue is None:
         measurer: Measurer = LocalMeasurer(device, Path(out) / "measurements")
     else:
-        target = load_target(device)
-        measurer = QueueMeasurer(queue, target.name, target.keys)
-    if not any(o.metric in measurer.metrics for o in objs) and \
-            not any(c.metric in measurer.metrics for c in cons):
-        measurer.close()
-        raise ValueError(f"--measure {device}: no objective or constraint uses its metrics "
-                         f"{list(measurer.metrics)}")
+        measurer = QueueMeasurer(queue, target.name, keys)
+    try:
+        return _run_measured(algorithm, measurer, other, objs, cons, budget, seed, out,
+                             max_measurements, max_hours, supported_only, queue)
+    except SearchInterrupted:
+        raise  # stopped already, the front so far written
+    except BaseException:
+        measurer.stop()  # the measuring thread ends on every error, not only Ctrl-C
+        raise
+
+
+def _run_measured(algorithm: Any, measurer: Measurer, other: Evaluator,
+                  objs: list[Objective], cons: list[Constraint], budget: int, seed: int,
+                  out: str | Path, max_measurements: int | None, max_hours: float | None,
+                  supported_only: bool, queue: str | None) -> dict:
+    from anb.nas.search import Problem
+
     evaluator = MeasuredEvaluator(measurer, other, max_measurements, max_hours)
     name = getattr(getattr(algorithm, "func", algorithm), "__name__", str(algorithm))
     info = {"algorithm": name, "seed": seed, "budget_evaluations": budget,
