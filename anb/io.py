@@ -22,6 +22,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Pa
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    tmp_path.chmod(0o666 & ~current_umask())  # mkstemp's 0600 would keep colleagues out
     try:
         write(tmp_path)
         with open(tmp_path, "rb") as handle:
@@ -31,6 +32,20 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], object]) -> Pa
         tmp_path.unlink(missing_ok=True)
         raise
     return path
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it (``/proc/self/status`` on Linux; the
+    set-and-restore fallback elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from anb.cli_support import UserError
-from anb.io import atomic_write_json
+from anb.io import atomic_write_json, current_umask
 from anb.version import __version__
 
 #: The marker anb writes into every output folder: ``{"kind", "what", "anb_version"}``.
@@ -142,6 +142,7 @@ def replace_folder(path: str | os.PathLike, kind: Kind, overwrite: bool = False,
     path = check_folder(path, kind, overwrite, option)
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.new.", dir=path.parent))
+    staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would keep colleagues out
     old: Path | None = None
     try:
         yield staging

@@ -359,3 +359,23 @@ def test_a_kinds_companion_files_do_not_make_a_folder_foreign(tmp_path):
                        match="holds 1 file that is not a demo output: notes.txt"):
         outputs.check_folder(tmp_path, kind)
 
+
+
+@pytest.mark.parametrize(("umask", "file_mode", "folder_mode"),
+                         [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750), (0o077, 0o600, 0o700)])
+def test_outputs_follow_the_umask(tmp_path, umask, file_mode, folder_mode):
+    """Files and output folders were 0600 / 0700 whatever the umask: on a shared cluster
+    colleagues could not read the results. Now they get what the umask allows."""
+    from anb.io import atomic_write_text, current_umask
+
+    previous = os.umask(umask)
+    try:
+        assert current_umask() == umask
+        written = atomic_write_text(tmp_path / "record.json", "{}")
+        with outputs.replace_folder(tmp_path / "out", outputs.Kind("artifact", "test")) as stage:
+            atomic_write_text(stage / "manifest.json", "{}")
+    finally:
+        os.umask(previous)
+    assert written.stat().st_mode & 0o777 == file_mode
+    assert (tmp_path / "out").stat().st_mode & 0o777 == folder_mode
+    assert (tmp_path / "out" / "manifest.json").stat().st_mode & 0o777 == file_mode
