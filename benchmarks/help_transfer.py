@@ -44,11 +44,12 @@ from scipy.stats import kendalltau, spearmanr
 
 from anb.searchspace import get_space
 from anb.surrogates import help_tables as ht
+from anb.surrogates import intervals
 from anb.surrogates.adapt import AdaptedModel, BenchmarkKnown, op_components
 from anb.surrogates.adapt_select import design_features, select
 from anb.surrogates.fit import FitConfig, fit_benchmark, prepare
 
-Z90 = 1.6448536269514722
+Z90 = intervals.z_value(0.9)  # the one interval definition
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "help"
 #: HELP's published Spearman at 20 measurements (SOURCE.md: paper Tables 2 and 3)
 PUBLISHED = {

@@ -45,6 +45,7 @@ from scipy.stats import kendalltau
 
 from anb import resources
 from anb.records import is_perf_metric
+from anb.surrogates import intervals
 from anb.surrogates.adapt import (
     STD_FACTOR,
     AdaptedModel,
@@ -57,7 +58,7 @@ from anb.surrogates.adapt_select import design_features, select
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
 from anb.surrogates.fit import prepare
 
-Z90 = 1.6448536269514722
+Z90 = intervals.z_value(0.9)  # the one interval definition
 
 
 def fit_device(X: np.ndarray, base: np.ndarray, y: np.ndarray, train: np.ndarray,

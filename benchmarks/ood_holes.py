@@ -34,10 +34,9 @@ import numpy as np
 import pandas as pd
 
 from anb.searchspace.registry import get_space
-from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare
+from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, prepare
 from anb.surrogates import support as support_module
 from anb.surrogates.fit import Prepared, to_model_space
-from anb.surrogates.metrics import interval_coverage
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "anb" / "anb_dataset_jsons.tar.gz"
@@ -66,12 +65,12 @@ def score(bench, prepared: Prepared, hole: np.ndarray) -> list[dict]:
         err = np.abs(y - mean[ok])
         rows.append({"target": target, "n": int(ok.sum()), "flagged": float(frame["ood"].mean()),
                      "hole_std": bench.support.hole_std_.get(target, 0.0),
-                     "coverage90": interval_coverage(y, mean[ok], std[ok]),
+                     "coverage90": intervals.coverage(y, mean[ok], std[ok], log=False),
                      "sharpness": float(np.median(std[ok]) / np.median(err)),
-                     "coverage90_no_widening": interval_coverage(y, mean[ok], std0[ok]),
+                     "coverage90_no_widening": intervals.coverage(y, mean[ok], std0[ok], log=False),
                      "sharpness_no_widening": float(np.median(std0[ok]) / np.median(err)),
                      "unit_std": bench.support.unit_std_.get(target, 0.0),
-                     "coverage90_no_unit": interval_coverage(y, mean[ok], std_unit[ok]),
+                     "coverage90_no_unit": intervals.coverage(y, mean[ok], std_unit[ok], log=False),
                      "example": frame["ood_reason"][frame["ood"]].iloc[0]
                      if frame["ood"].any() else ""})
     return rows

@@ -48,10 +48,9 @@ from scipy.stats import kendalltau
 
 from anb import resources
 from anb.searchspace.space import SearchSpace
-from anb.surrogates import FitConfig, fit_benchmark, prepare
+from anb.surrogates import FitConfig, fit_benchmark, intervals, prepare
 from anb.surrogates.data import transform_for
 from anb.surrogates.fit import Prepared
-from anb.surrogates.metrics import interval_coverage
 
 FAMILIES = ("stage", "top", "cost", "size", "no_se")
 SIZES = (250, 500, 1000)
@@ -143,8 +142,10 @@ def scores(frame: pd.DataFrame, prepared: Prepared, rows: np.ndarray, target: st
            "tau": float(kendalltau(y, pred)[0]) if ok.sum() > 1 else float("nan"),
            "err": float(100 * np.mean(error / y) if device else np.mean(error)),
            "shared": float(abs(signed.mean()) / max(np.abs(signed).mean(), 1e-12)),
-           "cov90": interval_coverage(y, pred, std),
-           "sharp": float(np.median(std) / max(np.median(error), 1e-12)),
+           "cov90": intervals.coverage(y, pred, std, log=device),
+           "crps": intervals.crps(y, pred, std, log=device),
+           "sharp": intervals.sharpness(y, pred, std, log=device)[0],
+           "sharp_mean": intervals.sharpness(y, pred, std, log=device)[1],
            "flag": float(frame["ood"].to_numpy()[ok].mean()) if "ood" in frame else float("nan")}
     if "ood_reason" in frame:
         reasons = frame["ood_reason"].to_numpy()[ok]

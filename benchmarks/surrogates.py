@@ -29,14 +29,13 @@ import pandas as pd
 
 from anb.searchspace import Sampler
 from anb.searchspace.encoding import encode
-from anb.surrogates import FitConfig, evaluate, fit_benchmark, load, prepare, save
+from anb.surrogates import FitConfig, evaluate, fit_benchmark, intervals, load, prepare, save
 from anb.surrogates.baseline import (
     REFERENCE_BASELINES,
     TAU_GOALS,
     comparison_table,
     evaluate_baselines,
 )
-from anb.surrogates.metrics import interval_coverage
 from anb.surrogates.report import parity_plots, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,9 +87,10 @@ def extrapolation_check(prepared, config) -> pd.DataFrame:
         std_out = out[f"{target}_std"] / (out[target] if rel else 1)
         std_in = inside[f"{target}_std"] / (inside[target] if rel else 1)
         rows.append({"target": target, "n_out": int(ok.sum()),
-                     "coverage90_out": interval_coverage(lab.values[high][ok],
-                                                         out[target].to_numpy()[ok],
-                                                         out[f"{target}_std"].to_numpy()[ok]),
+                     "coverage90_out": intervals.coverage(
+                         lab.values[high][ok], out[target].to_numpy()[ok],
+                         out[f"{target}_std"].to_numpy()[ok],
+                         log=bench.transforms[target] == "log"),
                      "median_std_out": float(std_out.median()),
                      "median_std_in": float(std_in.median()),
                      "flagged_out": float(out["ood"].mean()),
@@ -110,9 +110,10 @@ def quartile_coverage(bench, prepared, split: str) -> pd.DataFrame:
         y = lab.values[rows][ok]
         y = np.log(y) if bench.transforms[target] == "log" else y
         quartile = np.searchsorted(np.quantile(y, [0.25, 0.5, 0.75]), y, side="right")
-        out[target] = {f"Q{q + 1}": interval_coverage(y[quartile == q], mean[ok][quartile == q],
-                                                      std[ok][quartile == q]) for q in range(4)}
-        out[target]["all"] = interval_coverage(y, mean[ok], std[ok])
+        out[target] = {f"Q{q + 1}": intervals.coverage(
+            y[quartile == q], mean[ok][quartile == q], std[ok][quartile == q], log=False)
+            for q in range(4)}
+        out[target]["all"] = intervals.coverage(y, mean[ok], std[ok], log=False)
     return pd.DataFrame(out).T
 
 
@@ -174,9 +175,9 @@ def main() -> None:
         mean, spread = model.predict_members(X[ok])
         rows.append({"target": target, "noise_std": model.noise_std_,
                      "median_spread": float(np.median(spread)),
-                     "coverage90_spread_only": interval_coverage(y, mean, spread),
-                     "coverage90_ours": interval_coverage(
-                         y, mean, np.sqrt(spread**2 + model.noise_at(mean) ** 2))})
+                     "coverage90_spread_only": intervals.coverage(y, mean, spread, log=False),
+                     "coverage90_ours": intervals.coverage(
+                         y, mean, np.sqrt(spread**2 + model.noise_at(mean) ** 2), log=False)})
     print("\n== uncertainty on test (model space: log for device metrics, pp for accuracy) ==")
     print(pd.DataFrame(rows).set_index("target").round(4).to_string())
     print("\n== 90 % coverage per quartile of the true value on test (model space; Q1: the "

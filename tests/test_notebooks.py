@@ -103,6 +103,7 @@ def test_surrogates_notebook(monkeypatch, tmp_path):
              for name in ("train", "val", "test")}
     assert {k: probe["split_sizes"][k] for k in sizes} == sizes
     from anb.surrogates import prepare
+    from anb.surrogates.data import transform_for
 
     prepared = prepare(SHARED_DATA / "anb_dataset_jsons.tar.gz", split_dir=split)
     test = prepared.masks["test"]
@@ -115,7 +116,11 @@ def test_surrogates_notebook(monkeypatch, tmp_path):
         sd = np.asarray(probe["std"][target])[ok]
         assert row["n"] == int(ok.sum())
         assert row["kendall_tau"] == pytest.approx(kendalltau(y, mu)[0], abs=1e-9), target
-        inside = np.abs(y - mu) <= 1.6448536269514722 * sd
+        if transform_for(target) == "log":  # the predictive distribution's log-space quantiles
+            sigma = np.sqrt(np.log1p((sd / mu) ** 2))
+            inside = np.abs(np.log(y) - np.log(mu)) <= 1.6448536269514722 * sigma
+        else:
+            inside = np.abs(y - mu) <= 1.6448536269514722 * sd
         assert row["coverage90"] == pytest.approx(inside.mean(), abs=1e-9), target
     draws = probe["draws"]
     assert len(set(draws)) == 5  # seeded noisy draws differ from each other

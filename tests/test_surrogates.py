@@ -24,6 +24,7 @@ from anb.surrogates import (
     evaluate,
     fit,
     fit_benchmark,
+    intervals,
     load,
     load_ensemble,
     make_family,
@@ -33,7 +34,7 @@ from anb.surrogates import (
 )
 from anb.surrogates.benchmark import label_std
 from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
-from anb.surrogates.metrics import interval_coverage, regression_metrics
+from anb.surrogates.metrics import regression_metrics
 from anb.surrogates.noise import standard_normal
 from tests.conftest import DATASET_TARBALL as TARBALL
 
@@ -128,8 +129,8 @@ def test_metrics_values():
     # labels 1.00 / 1.04 rounded would tie; the field keeps them apart
     labels_apart = regression_metrics(np.array([1.0, 1.04, 2.0]), np.array([1.0, 1.3, 2.0]))
     assert labels_apart["sparse_kendall_tau"] == pytest.approx(1.0)
-    assert interval_coverage(y, y + 1, np.full(4, 1.0)) == 1.0
-    assert interval_coverage(y, y + 2, np.full(4, 1.0)) == 0.0
+    assert intervals.coverage(y, y + 1, np.full(4, 1.0), log=False) == 1.0
+    assert intervals.coverage(y, y + 2, np.full(4, 1.0), log=False) == 0.0
 
 
 # ------------------------------------------------------------------ model families
@@ -366,12 +367,12 @@ def test_heavy_tailed_noise_is_calibrated_at_the_interval_level():
     model = TargetSurrogate("xgboost", params, 2).fit(X[:1500], y[:1500], X[1500:2000],
                                                       y[1500:2000])
     mean, std = model.predict_dist(X[2000:])
-    assert 0.86 <= interval_coverage(y[2000:], mean, std) <= 0.92
+    assert 0.86 <= intervals.coverage(y[2000:], mean, std, log=False) <= 0.92
     spread = model.predict_members(X[1500:2000])[1]
     resid = y[1500:2000] - model.predict_members(X[1500:2000])[0]
     rms = np.sqrt(max(np.mean(resid**2) - np.mean(spread**2), 0.0))
     wide = np.sqrt(std**2 - model.noise_at(mean) ** 2 + rms**2)
-    assert interval_coverage(y[2000:], mean, wide) > 0.95
+    assert intervals.coverage(y[2000:], mean, wide, log=False) > 0.95
 
 
 def test_noise_draws_are_keyed_by_metric():

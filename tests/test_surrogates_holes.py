@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from anb.searchspace import get_space
-from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, load, prepare, save
+from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, load, prepare, save
 from anb.surrogates import help_tables as ht
 from anb.surrogates.benchmark import flag_extrapolation, learned_std
 from anb.surrogates.ensemble import TargetSurrogate
@@ -24,7 +24,6 @@ from anb.surrogates.holes import (
     hole_std,
     unit_folds,
 )
-from anb.surrogates.metrics import interval_coverage
 from anb.surrogates.support import MIN_COUNT, Support
 from tests.conftest import DATASET_TARBALL as TARBALL
 from tests.conftest import REPO
@@ -52,7 +51,8 @@ def _scores(bench, prepared: Prepared, rows: np.ndarray, target: str) -> tuple[f
     mean, std = (a[ok] for a in bench.predict_transformed(choices, [target], ood)[target])
     _, plain = bench.predict_transformed(choices, [target], {**ood, "ood_hole": 0 * std})[target]
     sharp = float(np.median(std) / np.median(np.abs(y - mean)))
-    return interval_coverage(y, mean, std), sharp, interval_coverage(y, mean, plain[ok])
+    return (intervals.coverage(y, mean, std, log=False), sharp,
+            intervals.coverage(y, mean, plain[ok], log=False))
 
 
 @pytest.fixture(scope="module")
@@ -221,8 +221,8 @@ def test_own_top_decile_is_covered_by_the_edge_std():
     model.edge_std_ = learned
     np.testing.assert_allclose(std, np.hypot(plain, learned[1] * np.minimum(
         model.edge_excess(mean), model.edge_cap_[1])))
-    assert interval_coverage(y, mean, plain) < 0.5
-    assert interval_coverage(y, mean, std) >= 0.8
+    assert intervals.coverage(y, mean, plain, log=False) < 0.5
+    assert intervals.coverage(y, mean, std, log=False) >= 0.8
     # in distribution (the test rows up to the cut) the intervals barely move
     rest = prepared.masks["test"] & lab.present & (lab.values <= cut)
     wide = bench.predict_transformed(prepared.choices[rest], [target])[target][1]
@@ -442,8 +442,8 @@ def test_a_unit_unseen_in_every_slot_widens_by_its_share_of_the_layers(no_se):
     alone = {**ood, "ood_unmeasured": 0 * ood["ood_unmeasured"]}
     _, unit_only = bench.predict_transformed(choices, [target], alone)[target]
     _, narrow = bench.predict_transformed(choices, [target], {**alone, "ood_unit": 0 * std})[target]
-    assert interval_coverage(y, mean, unit_only) >= 0.85
-    assert interval_coverage(y, mean, narrow) < 0.6
+    assert intervals.coverage(y, mean, unit_only, log=False) >= 0.85
+    assert intervals.coverage(y, mean, narrow, log=False) < 0.6
 
 
 @pytest.mark.slow
@@ -461,8 +461,8 @@ def test_work_no_training_architecture_had_is_priced_and_covered(no_se, drop_idl
     mean, std = bench.predict_transformed(choices, [target], ood)[target]
     plain = {**ood, "ood_unmeasured": 0 * ood["ood_unmeasured"]}
     _, narrow = bench.predict_transformed(choices, [target], plain)[target]
-    assert interval_coverage(y, mean, std) >= 0.75
-    assert interval_coverage(y, mean, narrow) < 0.45
+    assert intervals.coverage(y, mean, std, log=False) >= 0.75
+    assert intervals.coverage(y, mean, narrow, log=False) < 0.45
     drop_idle_prior()
     before, _, _ = _fit_without_se(no_se, target)
     old = before.predict_transformed(choices, [target])[target][0]

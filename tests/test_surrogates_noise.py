@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from anb.surrogates import intervals
 from anb.surrogates.ensemble import NOISE_BINS, TargetSurrogate
-from anb.surrogates.metrics import interval_coverage
 
 
 def _data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -32,11 +32,11 @@ def test_noise_follows_the_predicted_value_and_covers_every_quartile():
     quartile = np.searchsorted([0.25, 0.5, 0.75], X[:, 0], side="right")
     for q in range(4):
         rows = quartile == q
-        assert 0.85 <= interval_coverage(y[rows], mean[rows], std[rows]) <= 0.95, q
+        assert 0.85 <= intervals.coverage(y[rows], mean[rows], std[rows], log=False) <= 0.95, q
     constant = np.sqrt(std**2 - model.noise_at(mean) ** 2 + model.noise_std_**2)
     bottom, top = quartile == 0, quartile == 3
-    assert interval_coverage(y[bottom], mean[bottom], constant[bottom]) > 0.97
-    assert interval_coverage(y[top], mean[top], constant[top]) < 0.85
+    assert intervals.coverage(y[bottom], mean[bottom], constant[bottom], log=False) > 0.97
+    assert intervals.coverage(y[top], mean[top], constant[top], log=False) < 0.85
 
 
 def test_noise_curve_is_saved_and_an_old_spec_keeps_a_constant_noise(tmp_path):

@@ -443,21 +443,24 @@ class AdaptedBenchmark:
         return model.predict(known.log_costs(choices), op_components(choices, self.space), own)
 
     def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,
-              seed: int | None = None) -> Any:
+              seed: int | None = None, level: float | None = None) -> Any:
         """Like ``SurrogateBenchmark.query`` (``arch``, ``<metric>``, ``<metric>_std``, then
         ``ood``, ``ood_distance``, ``ood_cost``), with ``<adapted>_ood`` after each adapted
         metric (its known-device costs lie outside the measured range); ``ood`` is also set
         where a queried adapted metric is flagged. With ``noise`` an adapted metric's draw
-        uses its leave-one-out error as the observation noise."""
+        uses its leave-one-out error as the observation noise; ``level``: ``<metric>_lo`` /
+        ``_hi`` as the base's."""
         from anb.surrogates.benchmark import OOD_COLUMNS
         from anb.surrogates.identity import IDENTITY, identity
+        from anb.surrogates.intervals import bounds
         from anb.surrogates.noise import standard_normal
 
         names = self.resolve(metrics)
         choices = self.choices(archs)
         if noise and seed is None:
             seed = int(np.random.default_rng().integers(2**63))
-        frame = self.base.query(choices, [m for m in names if m not in self.models], noise, seed)
+        frame = self.base.query(choices, [m for m in names if m not in self.models], noise, seed,
+                                level)
         for name in [m for m in names if m in self.models]:
             mu, sigma, flag = self.predict_adapted(choices, name)
             draw = mu
@@ -467,9 +470,12 @@ class AdaptedBenchmark:
                                                                          self.space)
             frame[name] = np.exp(draw)
             frame[f"{name}_std"] = np.exp(mu) * np.sqrt(np.expm1(sigma**2))
+            if level is not None:
+                frame[f"{name}_lo"], frame[f"{name}_hi"] = bounds(mu, sigma, True, level)
             frame[f"{name}_ood"] = flag
             frame["ood"] = frame["ood"].to_numpy(dtype=bool) | flag
-        order = ["arch"] + [c for m in names for c in (m, f"{m}_std", f"{m}_ood")
+        order = ["arch"] + [c for m in names for c in (m, f"{m}_std", f"{m}_lo", f"{m}_hi",
+                                                       f"{m}_ood")
                             if c in frame.columns] + list(OOD_COLUMNS)
         frame = frame[order]
         frame.attrs[IDENTITY] = identity(self)

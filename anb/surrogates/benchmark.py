@@ -25,6 +25,7 @@ from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import XGBoostFamily
 from anb.surrogates.features import UNMEASURED_STD, FeatureBuilder
 from anb.surrogates.identity import IDENTITY, identity
+from anb.surrogates.intervals import bounds, z_value
 from anb.surrogates.noise import standard_normal
 from anb.surrogates.support import Support
 
@@ -305,7 +306,7 @@ class SurrogateBenchmark:
         return result, excess
 
     def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,
-              seed: int | None = None) -> pd.DataFrame:
+              seed: int | None = None, level: float | None = None) -> pd.DataFrame:
         """Predict ``metrics`` (default: all) for one or many architectures.
 
         Returns a DataFrame with ``arch`` (the architecture string) first, then ``<metric>``
@@ -313,9 +314,13 @@ class SurrogateBenchmark:
         plus observation noise drawn per (seed, architecture, metric)) and ``<metric>_std``
         (predictive std: model + noise, wider out of distribution) per metric, then ``ood``
         (flag), ``ood_distance``, ``ood_cost`` and ``ood_reason`` (why it is flagged, e.g.
-        ``block5_e=6 with block5_k=5 unseen in training``; empty when it is not). Its
+        ``block5_e=6 with block5_k=5 unseen in training``; empty when it is not). With a
+        ``level`` (e.g. 0.9), ``<metric>_lo`` / ``<metric>_hi`` follow each std: the central
+        interval of the predictive distribution (:mod:`anb.surrogates.intervals`). Its
         ``attrs["anb"]`` holds :attr:`identity`: which data answered.
         """
+        if level is not None:
+            z_value(level)  # checked before any work
         names = self.resolve(metrics)
         choices = self.choices(archs)
         ood = self.ood(choices)
@@ -334,6 +339,8 @@ class SurrogateBenchmark:
             log = self.transforms[name] == "log"
             columns[name] = np.exp(draw) if log else draw
             columns[f"{name}_std"] = label_std(mu, sigma) if log else sigma
+            if level is not None:
+                columns[f"{name}_lo"], columns[f"{name}_hi"] = bounds(mu, sigma, log, level)
         columns.update({column: ood[column] for column in OOD_COLUMNS})
         frame = pd.DataFrame(columns)  # built once: inserting column by column cost 1 ms
         frame.attrs[IDENTITY] = identity(self)

@@ -118,6 +118,9 @@ def register(app: typer.Typer) -> None:
         metrics: str | None = typer.Option(None, help="comma-separated metrics (default all)"),
         noise: bool = typer.Option(False, help="sample plausible observed values"),
         seed: int | None = typer.Option(None),
+        level: float | None = typer.Option(None, help="add <metric>_lo/_hi: the central "
+                                                       "interval of the predictive "
+                                                       "distribution at this level, e.g. 0.9"),
         out: Path | None = typer.Option(None, "--out", "-o", help="CSV file (default stdout)"),
         space: str | None = space_option("search space; must be the benchmark's (default: it)"),
     ) -> None:
@@ -135,7 +138,8 @@ def register(app: typer.Typer) -> None:
                                      f"benchmark {str(model)!r}")
             items = read_archs(text, "stdin" if archs == "-" else archs, in_space)
             bench = load(model)
-            frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed)
+            frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed,
+                                level=level)
         except (ValueError, FileNotFoundError) as err:
             fail(err)
         typer.echo(f"anb: answered by {describe(frame.attrs[IDENTITY])}", err=True)

@@ -30,7 +30,8 @@ from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import FAMILIES
 from anb.surrogates.features import FeatureBuilder, LayerCostModel
 from anb.surrogates.holes import Refit, learn_edge_std, learn_hole_std, learn_unit_std
-from anb.surrogates.metrics import interval_coverage, regression_metrics
+from anb.surrogates.intervals import scores
+from anb.surrogates.metrics import regression_metrics
 from anb.surrogates.noise import observation_std
 from anb.surrogates.support import Support, trend
 
@@ -291,7 +292,8 @@ def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
 
 def evaluate(bench: SurrogateBenchmark, prepared: Prepared, split: str = "test"
              ) -> pd.DataFrame:
-    """Per-target metrics on one split in original units, plus 90 % interval coverage."""
+    """Per-target metrics on one split in original units, plus the coverage of the central
+    90 % interval and the proper scores (:func:`anb.surrogates.intervals.scores`)."""
     mask = prepared.masks[split]
     rows = []
     names = [t for t in bench.metrics if t in prepared.labels]
@@ -307,5 +309,5 @@ def evaluate(bench: SurrogateBenchmark, prepared: Prepared, split: str = "test"
         std = frame[f"{target}_std"].to_numpy()[present]
         rows.append({"target": target, "n": int(present.sum()),
                      "n_missing": int((~present).sum()), **regression_metrics(y, pred),
-                     "coverage90": interval_coverage(y, pred, std)})
+                     **scores(y, pred, std, bench.transforms[target] == "log")})
     return pd.DataFrame(rows, columns=None if rows else ["target"]).set_index("target")

@@ -29,13 +29,3 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, floa
         "mae": float(np.mean(np.abs(residual))),
         "rmse": float(np.sqrt(np.mean(residual**2))),
     }
-
-
-def interval_coverage(y_true: np.ndarray, mean: np.ndarray, std: np.ndarray,
-                      level: float = 0.9) -> float:
-    """Share of labels inside the central Gaussian ``level`` interval ``mean +- z * std``."""
-    from scipy.stats import norm
-
-    z = norm.ppf(0.5 + level / 2)
-    inside = np.abs(np.asarray(y_true) - np.asarray(mean)) <= z * np.asarray(std)
-    return float(np.mean(inside))
