@@ -25,7 +25,7 @@ def _lognormal(rng, n=4000, mu=1.0, sigma=0.5, bias=0.0):
 def test_the_interval_is_the_lognormal_quantiles_and_covers_its_level():
     rng = np.random.default_rng(0)
     y, median, std = _lognormal(rng)
-    _, mu, sigma = intervals.fitted_space(None, median, std, log=True)
+    mu, sigma = intervals.fitted_params(median, std, log=True)
     np.testing.assert_allclose(sigma, 0.5, rtol=1e-12)
     lo, hi = intervals.bounds(mu, sigma, log=True, level=0.9)
     dist = stats.lognorm(s=0.5, scale=np.exp(1.0))
@@ -54,7 +54,7 @@ def test_crps_nll_and_interval_score_match_independent_computations():
     y = rng.normal(0.3, 1.2, 50)
     pred, std = np.full(50, 0.1), np.full(50, 0.8)
     cdf = stats.norm(0.1, 0.8).cdf
-    numeric = np.mean([integrate.quad(lambda x: (cdf(x) - (x >= t)) ** 2, -12, 12,
+    numeric = np.mean([integrate.quad(lambda x, t=t: (cdf(x) - (x >= t)) ** 2, -12, 12,
                                       points=[t], limit=200)[0] for t in y])
     assert intervals.crps(y, pred, std, log=False) == pytest.approx(numeric, rel=1e-6)
     assert intervals.nll(y, pred, std, log=False) == pytest.approx(

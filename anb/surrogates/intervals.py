@@ -15,7 +15,7 @@ too, so that they are comparable across targets of any unit:
   calibrated Gaussian: robust to heavy tails), and the mean ratio beside it.
 
 Every function takes what a query returns in value space (``<metric>`` and ``<metric>_std``)
-and whether the target is log-modelled; :func:`fitted_space` inverts the query's value-space
+and whether the target is log-modelled; :func:`fitted_params` inverts the query's value-space
 std exactly (``std = exp(mu) sqrt(exp(sigma^2) - 1)``). The rule this replaces counted a log
 target covered when ``|y - median| <= 1.645 std`` in value space, which overstates coverage for
 skewed errors (the decisions page "How the numbers were chosen" has the old and new figures).
@@ -39,18 +39,24 @@ def z_value(level: float = LEVEL) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2)
 
 
-def fitted_space(y: np.ndarray | None, pred: np.ndarray, std: np.ndarray, log: bool
-                 ) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
-    """Labels, means and stds in the fitted space from a query's value-space ``pred`` (the
-    median for a log target) and ``std``: for a log target ``log y``, ``log pred`` and
-    ``sqrt(log1p((std / pred)^2))``."""
+def fitted_params(pred: np.ndarray, std: np.ndarray, log: bool
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """The fitted-space mean and std from a query's value-space ``pred`` (the median for a log
+    target) and ``std``: for a log target ``log pred`` and ``sqrt(log1p((std / pred)^2))``."""
     pred, std = np.asarray(pred, dtype=np.float64), np.asarray(std, dtype=np.float64)
-    y_arr = None if y is None else np.asarray(y, dtype=np.float64)
     if not log:
-        return y_arr, pred, std
+        return pred, std
     with np.errstate(divide="ignore", invalid="ignore"):
-        sigma = np.sqrt(np.log1p(np.square(std / pred)))
-        return (None if y_arr is None else np.log(y_arr)), np.log(pred), sigma
+        return np.log(pred), np.sqrt(np.log1p(np.square(std / pred)))
+
+
+def fitted_space(y: np.ndarray, pred: np.ndarray, std: np.ndarray, log: bool
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Labels (``log y`` for a log target), means and stds in the fitted space."""
+    mu, sigma = fitted_params(pred, std, log)
+    y = np.asarray(y, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (np.log(y) if log else y), mu, sigma
 
 
 def bounds(mu: np.ndarray, sigma: np.ndarray, log: bool, level: float = LEVEL
@@ -124,4 +130,5 @@ def scores(y: np.ndarray, pred: np.ndarray, std: np.ndarray, log: bool,
 
 def _erf(x: np.ndarray) -> np.ndarray:
     """Vectorised ``math.erf`` (scipy stays out of the query path)."""
-    return np.frompyfunc(math.erf, 1, 1)(np.asarray(x, dtype=np.float64)).astype(np.float64)
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(np.asarray(x, dtype=np.float64)),
+                      dtype=np.float64)
