@@ -145,6 +145,19 @@ def cache_path(name: str = resources.PACKAGED_BENCHMARK,
     return cache_root() / name / f"{__version__}-{digest.hexdigest()[:16]}"
 
 
+def packaged_folder(name: str = resources.PACKAGED_BENCHMARK) -> Path:
+    """The folder :func:`load` reads the packaged benchmark ``name`` (default config) from:
+    the shipped one, or the cache folder, fitted into it first if it is not there yet."""
+    _check_name(name)
+    ready = shipped(FitConfig())
+    if ready is not None:
+        return ready
+    path = cache_path(name)
+    if not (path / artifact.MANIFEST).is_file():
+        _load_packaged(name, None, None, quiet=False)
+    return path
+
+
 def _check_name(name: str) -> None:
     if name not in PACKAGED:
         raise ValueError(f"unknown packaged benchmark {name!r} and no folder of that name; "
