@@ -34,6 +34,7 @@ from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, get_space
 from anb.surrogates import artifact
 from anb.surrogates.adapt import AdaptedBenchmark, is_adapted, load_adapted
+from anb.surrogates.adapt_base import resolve_base
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import FitConfig
 from anb.version import __version__
@@ -244,7 +245,8 @@ def benchmark_space(name_or_path: str | Path | Any) -> Space:
     try:
         manifest = read_json(path / artifact.MANIFEST)
         if is_adapted(path):
-            return benchmark_space(path.parent / manifest["base"]["path"])
+            base = manifest["base"]
+            return benchmark_space(base.get("packaged") or resolve_base(path, base))
         return get_space(manifest["space"]["name"])
     except (ValueError, OSError, KeyError, TypeError):
         return get_space(DEFAULT_SPACE)
