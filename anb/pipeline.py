@@ -6,18 +6,24 @@ whole run is a small, inspectable benchmark build:
 1. ``space``: sample architectures, count MACs/params, export the first to ONNX;
 2. ``accuracy``: train those architectures with the trainer (digits smoke recipe by default)
    and export the records to ``accuracy/accuracy.csv``;
-3. ``throughput``: measure them on this machine's CPU (onnxruntime) and merge accuracy and
-   speed into one dataset in the released JSON shape (``dataset/records/*.json``);
-4. ``surrogates``: fit the benchmark's surrogates on the released dataset, score them on the
-   published test split against the reference baselines;
-5. ``search``: multi-objective NAS (NSGA-II) on the fitted surrogates.
+3. ``throughput``: measure them and more (``--num-measured``; the trained ones first) on this
+   machine's CPU (onnxruntime) and merge accuracy and speed into one dataset in the released
+   JSON shape (``dataset/records/*.json``);
+4. ``surrogates``: the base benchmark (the packaged one for the packaged data and config, else
+   fitted on ``--released``), scored on the published test split against the baselines;
+5. ``adapt``: the base adapted to the measured device from this run's latency measurements;
+6. ``search``: multi-objective NAS (NSGA-II) on the adapted benchmark, accuracy against the
+   measured device's latency;
+7. ``report.html``: measured vs predicted (with intervals), the Pareto front, the OOD flags.
 
-Every stage is resumable: trained and measured architectures are skipped on a rerun and a
-saved surrogate is reused. ``SUMMARY.json`` lists what each stage produced.
+Every input is checked before any work. Every stage is resumable: trained and measured
+architectures are skipped on a rerun and a fitted base is reused. ``SUMMARY.json`` lists what
+each stage produced.
 """
 from __future__ import annotations
 
 import json
+import tarfile
 import time
 from pathlib import Path
 
@@ -25,6 +31,7 @@ import typer
 from rich.console import Console
 
 from anb import resources
+from anb.cli_support import fail
 from anb.io import atomic_write_json, atomic_write_text
 from anb.outputs import Kind, exclusive, prepare_folder
 from anb.searchspace import ANB_SPACE, Arch, Sampler, count
@@ -39,7 +46,6 @@ TRAIN_DEFAULTS = {"trainval.epochs": "3", "trainval.eval_epochs": "3", "trainval
                   "trainval.min_res": "32", "trainval.max_res": "32", "trainval.val_res": "32",
                   "dataloader.image_size": "32"}
 _TRAIN_DEFAULTS_TEXT = " ".join(f"{k}={v}" for k, v in TRAIN_DEFAULTS.items())  # for --help
-SEARCH_OBJECTIVES = ("val_top1:max", "throughput_zcu102:max")
 #: The folder ``anb pipeline`` writes and resumes (see :mod:`anb.outputs`).
 OUTPUT = Kind("pipeline", "an anb pipeline folder",
               lambda folder: (folder / "SUMMARY.json").is_file()
@@ -126,47 +132,83 @@ def stage_throughput(out: Path, archs: list[Arch], accuracy_csv: Path, device: s
             "merge": report.as_dict()}
 
 
-def stage_surrogates(out: Path, released: Path, config: Path, baseline: bool) -> Path | None:
-    """Fit (or reuse) the surrogates on the released dataset and score them on its test split."""
+def is_packaged(released: Path, config: Path) -> bool:
+    """Whether ``released`` and ``config`` are the packaged benchmark's own inputs (then the
+    packaged benchmark is the base, fitted already)."""
+    from anb.surrogates.fit import FitConfig
+
+    return released.resolve() == RELEASED.resolve() and FitConfig.from_file(config) == FitConfig()
+
+
+def stage_surrogates(out: Path, released: Path, config: Path, baseline: bool) -> str | Path:
+    """The base benchmark the device is adapted on, scored on the released test split: the
+    packaged one for the packaged inputs, else fitted (or reused) on ``released``."""
     from anb.surrogates import load
     from anb.surrogates.api import evaluate_artifact, fit
+    from anb.surrogates.packaged import packaged_folder
 
     folder = out / "surrogates"
-    if not released.exists():
-        console.print(f"[yellow]surrogates: skipped[/]: the released dataset {released} is not "
-                      "there (pass --released PATH)")
-        return None
-    model, fitted_with = folder / "model", folder / "fitted_with.json"
-    wanted = {"released": str(released.resolve()), "config": json.loads(config.read_text())}
-    if (model / "manifest.json").exists() and fitted_with.exists() \
-            and json.loads(fitted_with.read_text()) == wanted:
-        load(model)  # checks the manifest and checksums before it is reused
-        console.print(f"[bold]surrogates[/]: reusing {model} (same data and config)")
+    model: str | Path
+    if is_packaged(released, config):
+        model = resources.PACKAGED_BENCHMARK
+        console.print(f"[bold]surrogates[/]: the packaged benchmark {model!r} (fitted on "
+                      f"{released.name} with {config.name})")
     else:
-        console.print(f"[bold]surrogates[/]: fitting {config.name} on {released.name} -> {model}")
-        start = time.perf_counter()
-        _, text = fit(released, model, config, progress=True)
-        atomic_write_text(folder / "fit.md", text + "\n")
-        atomic_write_json(fitted_with, wanted)
-        console.print(f"  fitted in {time.perf_counter() - start:.0f} s")
-    text = evaluate_artifact(model, released, report=folder / "report", baseline=baseline)
+        model, fitted_with = folder / "model", folder / "fitted_with.json"
+        wanted = {"released": str(released.resolve()), "config": json.loads(config.read_text())}
+        if (model / "manifest.json").exists() and fitted_with.exists() \
+                and json.loads(fitted_with.read_text()) == wanted:
+            load(model)  # checks the manifest and checksums before it is reused
+            console.print(f"[bold]surrogates[/]: reusing {model} (same data and config)")
+        else:
+            console.print(f"[bold]surrogates[/]: fitting {config.name} on {released.name} -> "
+                          f"{model}")
+            start = time.perf_counter()
+            _, text = fit(released, model, config, progress=True)
+            atomic_write_text(folder / "fit.md", text + "\n")
+            atomic_write_json(fitted_with, wanted)
+            console.print(f"  fitted in {time.perf_counter() - start:.0f} s")
+    scored = packaged_folder(model) if isinstance(model, str) else model
+    text = evaluate_artifact(scored, released, report=folder / "report", baseline=baseline)
     atomic_write_text(folder / "evaluation.md", text + "\n")
     console.print(text)
     return model
 
 
-def stage_search(out: Path, model: Path, budget: int, seed: int) -> dict:
-    """NSGA-II on the surrogates: accuracy against FPGA throughput."""
+def stage_adapt(out: Path, base: str | Path, device: str) -> dict:
+    """Adapt ``base`` to ``device`` from this run's latency measurements (every measured
+    architecture; replaced whole on a rerun, it takes seconds)."""
+    from anb.surrogates.adapt_api import adapt
+
+    folder = out / "adapted"
+    bench, model = adapt(device, out / "throughput", base, folder, metric="latency")
+    assert bench is not None  # adapt returns the benchmark whenever out is given
+    console.print(f"[bold]adapt[/]: {model.target} from {model.n_points} measured "
+                  f"architectures on {len(model.known)} known devices of {base}; leave-one-out "
+                  f"log error {model.loo_rmse:.4f} -> {folder}")
+    return {"target": model.target, "n_points": model.n_points, "loo_rmse": model.loo_rmse,
+            "base": str(base), "folder": str(folder)}
+
+
+def search_objectives(target: str) -> list[str]:
+    """Accuracy against the measured device's adapted metric."""
+    kind = target.split("_", 1)[0]
+    return ["val_top1:max", f"{target}:{'min' if kind == 'latency' else 'max'}"]
+
+
+def stage_search(out: Path, model: Path, target: str, budget: int, seed: int) -> dict:
+    """NSGA-II on the adapted benchmark: accuracy against the measured device's latency."""
     from anb.nas.evaluators import combined, surrogate_evaluator
     from anb.nas.objectives import Objective
     from anb.nas.report import headline, write_report
     from anb.nas.search import Problem, nsga2
     from anb.surrogates import load
 
+    objectives = search_objectives(target)
     problem = Problem(combined(surrogate_evaluator(load(model), seed=seed)),
-                      [Objective.parse(o) for o in SEARCH_OBJECTIVES], [])
-    console.print(f"[bold]search[/]: NSGA-II, {budget} surrogate queries, "
-                  f"objectives {', '.join(SEARCH_OBJECTIVES)} -> {out / 'search'}")
+                      [Objective.parse(o) for o in objectives], [])
+    console.print(f"[bold]search[/]: NSGA-II, {budget} queries of {model}, "
+                  f"objectives {', '.join(objectives)} -> {out / 'search'}")
     summary = write_report(nsga2(problem, budget, seed=seed, progress=True), out / "search")
     console.print(f"  Pareto front of {summary['pareto_size']} architectures")
     for line in headline(summary, problem.metrics):
@@ -174,9 +216,77 @@ def stage_search(out: Path, model: Path, budget: int, seed: int) -> dict:
     return summary
 
 
+def stage_report(out: Path, adapted: dict, search: dict, trained: int) -> Path:
+    """``report.html``: measured vs predicted, the Pareto front and its flags."""
+    import pandas as pd
+
+    from anb.pipeline_report import measured_vs_predicted, write_report
+    from anb.records import load_dataset
+    from anb.surrogates import load
+
+    target = adapted["target"]
+    measured = load_dataset(out / "throughput").groupby("arch", as_index=False, sort=False)[
+        target].mean()
+    predicted = load(Path(adapted["folder"])).query(measured["arch"].tolist(), [target])
+    table = measured_vs_predicted(measured, predicted, target)
+    device = target.split("_", 1)[1]
+    notes = [f"{trained} architectures trained on the bundled digits (accuracy/), "
+             f"{len(measured)} measured on {device} (throughput/).",
+             f"{target} adapted from those measurements on the base benchmark "
+             f"{adapted['base']} (adapted/).",
+             f"Search: {search['evaluations']} queries of the adapted benchmark, objectives "
+             f"{', '.join(search['objectives'])} (search/)."]
+    path = write_report(out / "report.html", device, target, table, adapted["loo_rmse"],
+                        pd.read_csv(out / "search" / "pareto.csv"), out / "search" / "search.png",
+                        search["objectives"], notes)
+    console.print(f"[bold]report[/]: {int(table['inside'].sum())} of {len(table)} measured "
+                  f"inside the 90% interval -> {path}")
+    return path
+
+
+def check_inputs(accuracy_config: Path, settings: dict[str, str], device: str,
+                 released: Path, surrogate_config: Path, num_archs: int, num_measured: int
+                 ) -> str:
+    """Every input checked before any work: a ValueError naming the option; returns the
+    device's name."""
+    from anb.collect_accuracy.config import load_config
+    from anb.collect_throughput.protocol import load_device
+    from anb.records import load_dataset
+    from anb.surrogates.adapt import MIN_POINTS
+    from anb.surrogates.fit import FitConfig
+
+    if num_measured < max(num_archs, MIN_POINTS):
+        raise ValueError(f"--num-measured {num_measured} is too small; allowed: at least "
+                         f"--num-archs ({num_archs}) and at least {MIN_POINTS} (adapting needs "
+                         f"{MIN_POINTS} measured architectures)")
+    for option, path in (("--accuracy-config", accuracy_config),
+                         ("--surrogate-config", surrogate_config), ("--released", released)):
+        if not path.exists():
+            raise ValueError(f"{option} {str(path)!r}: no such file")
+    load_config(accuracy_config, [part for key, value in {**TRAIN_DEFAULTS, **settings}.items()
+                                  for part in (f"--{key}", value)])
+    try:
+        FitConfig.from_file(surrogate_config)
+    except ValueError as err:
+        raise ValueError(f"--surrogate-config {str(surrogate_config)!r}: {err}") from None
+    try:
+        if load_dataset(released).empty:
+            raise ValueError("it holds no records")
+    except (ValueError, OSError, EOFError, tarfile.TarError) as err:
+        raise ValueError(f"--released {str(released)!r} is not a readable dataset: {err}"
+                         ) from None
+    try:
+        return load_device(device).name
+    except ValueError as err:
+        raise ValueError(f"--device: {err}") from None
+
+
 def pipeline(
     out: Path = typer.Option(Path("outputs/pipeline"), help="Folder for every stage's results."),
-    num_archs: int = typer.Option(4, min=1, help="Architectures to sample, train and measure."),
+    num_archs: int = typer.Option(4, min=1, help="Architectures to sample and train."),
+    num_measured: int = typer.Option(
+        24, min=1, help="Architectures measured on --device (the trained ones first): the "
+        "device model is adapted from these; measuring is cheap next to training."),
     seed: int = typer.Option(0, help="Sampler and search seed."),
     accuracy_config: Path = typer.Option(CONFIGS / "accuracy" / "digits_tiny.ini",
                                          help="Training recipe (INI) of the accuracy stage."),
@@ -186,35 +296,40 @@ def pipeline(
     device: str = typer.Option("cpu-ort", help="Device config of the throughput stage."),
     measure_budget: float = typer.Option(2.0, min=0.01, help="Seconds of timed repetitions per "
                                          "architecture and protocol (and of warm-up at most)."),
-    released: Path = typer.Option(RELEASED, help="Released dataset the surrogates are fitted on."),
+    released: Path = typer.Option(RELEASED, help="Released dataset of the base benchmark (the "
+                                  "packaged one for the packaged data and config)."),
     surrogate_config: Path = typer.Option(CONFIGS / "surrogates" / "default.json",
-                                          help="Surrogate fit config (JSON)."),
+                                          help="Surrogate fit config (JSON) of the base."),
     baseline: bool = typer.Option(True, help="Re-fit the reference baselines to compare with."),
     search_budget: int = typer.Option(2000, min=1, help="Surrogate queries of the search."),
 ) -> None:
-    """Run every stage on embedded defaults (small sizes that finish on a laptop CPU)."""
+    """Sample, train, measure this CPU, adapt the benchmark to it, search on it, report."""
     started = time.perf_counter()
     try:
         settings = parse_settings(train_set or [], "--train-set")
-        for option, path in (("--accuracy-config", accuracy_config),
-                             ("--surrogate-config", surrogate_config)):
-            if not path.is_file():
-                raise ValueError(f"{option} {str(path)!r}: no such file")
+        device_name = check_inputs(accuracy_config, settings, device, released,
+                                   surrogate_config, num_archs, num_measured)
+    except ValueError as err:
+        fail(err)
+    try:
         with exclusive(prepare_folder(out, OUTPUT), "anb pipeline"):
-            archs = stage_space(out, num_archs, seed)
-            summary: dict = {"archs": [str(a) for a in archs]}
-            summary["accuracy"] = stage_accuracy(out, archs, accuracy_config, settings)
+            measured = stage_space(out, num_measured, seed)
+            trained = measured[:num_archs]
+            summary: dict = {"archs": [str(a) for a in trained],
+                             "measured_archs": [str(a) for a in measured]}
+            summary["accuracy"] = stage_accuracy(out, trained, accuracy_config, settings)
             summary["throughput"] = stage_throughput(
-                out, archs, out / "accuracy" / "accuracy.csv", device, measure_budget)
-            model = stage_surrogates(out, released, surrogate_config, baseline)
-            summary["surrogates"] = str(model) if model else None
-            if model is not None:
-                search = stage_search(out, model, search_budget, seed)
-                summary["search"] = {k: search[k] for k in ("evaluations", "pareto_size",
-                                                            "best")}
+                out, measured, out / "accuracy" / "accuracy.csv", device, measure_budget)
+            base = stage_surrogates(out, released, surrogate_config, baseline)
+            summary["surrogates"] = str(base)
+            summary["adapted"] = stage_adapt(out, base, device_name)
+            search = stage_search(out, out / "adapted", summary["adapted"]["target"],
+                                  search_budget, seed)
+            summary["search"] = {k: search[k] for k in ("evaluations", "objectives",
+                                                        "pareto_size", "best")}
+            summary["report"] = str(stage_report(out, summary["adapted"], search, len(trained)))
     except (ValueError, FileNotFoundError, RuntimeError) as err:
-        console.print(f"[red]error[/]: {err}")
-        raise typer.Exit(2) from None
+        fail(err)
     summary["seconds"] = round(time.perf_counter() - started, 1)
     summary["anb_version"] = __version__
     atomic_write_text(out / "SUMMARY.json", json.dumps(summary, indent=2) + "\n")

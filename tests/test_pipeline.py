@@ -1,22 +1,69 @@
 """``anb pipeline`` end to end at small sizes: every stage runs for real (trainer, onnxruntime
-timing, merge, surrogate fit on the released dataset, NSGA-II) and a rerun resumes."""
+timing, merge, surrogate fit on the released dataset, adaptation to the measured CPU, NSGA-II on
+it, the HTML report), a rerun resumes, and bad input stops it before any work."""
+import base64
+import html.parser
 import json
 import os
+import re
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
 import pytest
 
-from anb.records import load_records
+from anb.pipeline_report import Z90
+from anb.records import load_dataset, load_records
 from anb.surrogates import load
+from anb.surrogates.adapt import AdaptedBenchmark
 from tests.conftest import DATASET_TARBALL
 
-SMALL = ["--num-archs", "2", "--train-set", "trainval.epochs=1",
+SMALL = ["--num-archs", "2", "--num-measured", "6", "--train-set", "trainval.epochs=1",
          "--train-set", "trainval.eval_epochs=1", "--train-set", "trainval.max_steps=2",
          "--measure-budget", "0.1", "--no-baseline", "--search-budget", "150"]
 SURROGATE_CONFIG = {"targets": ["val_top1", "throughput_zcu102"],
                     "default": {"family": "xgboost", "n_members": 2,
                                 "params": {"n_estimators": 40, "max_depth": 3}}}
+
+
+class Tables(html.parser.HTMLParser):
+    """Every <table>'s cells (stdlib parser: the page is plain HTML)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables: list[list[list[str]]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.tables[-1][-1].append("".join(self.cell))
+            self.cell = None
+
+
+def first_table(page: str) -> pd.DataFrame:
+    """The page's first table, numbers and True/False parsed."""
+    parser = Tables()
+    parser.feed(page)
+    head, *rows = parser.tables[0]
+    frame = pd.DataFrame(rows, columns=head)
+    for column in ("measured", "predicted", "lo", "hi"):
+        frame[column] = frame[column].astype(float)
+    for column in ("inside", "ood"):
+        frame[column] = frame[column].map({"True": True, "False": False})
+    return frame
 
 
 def run_pipeline(*args: str) -> subprocess.CompletedProcess:
@@ -40,56 +87,100 @@ def test_pipeline_builds_a_benchmark_and_resumes(tmp_path, surrogate_config):
     first = run_pipeline(*args)
     assert first.returncode == 0, first.stdout + first.stderr
     summary = json.loads((out / "SUMMARY.json").read_text())
-    archs = summary["archs"]
-    assert len(archs) == 2 and (out / "space" / "archs.txt").read_text().split() == archs
+    archs, measured = summary["archs"], summary["measured_archs"]
+    assert len(archs) == 2 and len(measured) == 6 and measured[:2] == archs
+    assert (out / "space" / "archs.txt").read_text().split() == measured
 
     # one dataset, in the released records' shape, joins accuracy and this CPU's speed
-    records = load_records(out / "dataset" / "records")
-    assert sorted(r["provenance"]["arch"] for r in records) == sorted(archs)
-    for record in records:
-        assert 0 <= record["metrics"]["val_top1"] <= 100
-        for key in ("latency_cpu-ort", "throughput_cpu-ort"):
-            kind = key.split("_")[0]
-            assert record["platform_perf"][key][f"{kind}_mean"] > 0
+    dataset = load_dataset(out / "dataset" / "records")
+    assert sorted(dataset["arch"]) == sorted(measured)
+    assert sorted(dataset.dropna(subset=["val_top1"])["arch"]) == sorted(archs)
+    assert dataset["val_top1"].dropna().between(0, 100).all()
+    assert (dataset["latency_cpu-ort"] > 0).all() and (dataset["throughput_cpu-ort"] > 0).all()
     assert summary["throughput"]["merge"]["gaps"] == {}
+    assert len(summary["throughput"]["merge"]["device_only"]) == 4
+    assert len(load_records(out / "dataset" / "records")) == 6
 
-    bench = load(out / "surrogates" / "model")
-    assert set(bench.metrics) == {"val_top1", "throughput_zcu102"}
+    base = load(out / "surrogates" / "model")
+    assert set(base.metrics) == {"val_top1", "throughput_zcu102"}
     assert "kendall_tau" in (out / "surrogates" / "evaluation.md").read_text()
     assert (out / "surrogates" / "report").is_dir()
+
+    # the adapted benchmark is built from this run's measurements, on the fitted base
+    adapted = load(out / "adapted")
+    assert isinstance(adapted, AdaptedBenchmark)
+    assert adapted.metrics == ["val_top1", "throughput_zcu102", "latency_cpu-ort"]
+    assert adapted.info["measured"]["n"] == 6 and adapted.info["measured"]["file"] == "throughput"
+    assert summary["adapted"] == {**summary["adapted"], "target": "latency_cpu-ort",
+                                  "n_points": 6}
+    mine = load_dataset(out / "throughput").groupby("arch")["latency_cpu-ort"].mean()
+    assert sorted(mine.index) == sorted(measured)
+
+    # the search ran on the adapted benchmark for the measured device
+    assert summary["search"]["objectives"] == ["val_top1:max", "latency_cpu-ort:min"]
     assert summary["search"]["evaluations"] == 150 and summary["search"]["pareto_size"] >= 1
-    front = (out / "search" / "pareto.csv").read_text().splitlines()
-    assert len(front) == summary["search"]["pareto_size"] + 1
+    front = pd.read_csv(out / "search" / "pareto.csv")
+    assert len(front) == summary["search"]["pareto_size"]
+    again = adapted.query(front["arch"].tolist())
+    np.testing.assert_allclose(front["latency_cpu-ort"], again["latency_cpu-ort"], rtol=1e-9)
+
+    # the report: measured vs predicted with intervals, a Pareto plot, the OOD flags
+    page = (out / "report.html").read_text()
+    assert "<script" not in page and "http" not in page
+    table = first_table(page)
+    assert sorted(table["arch"]) == sorted(measured)
+    table = table.set_index("arch").loc[mine.index]
+    np.testing.assert_allclose(table["measured"], mine.to_numpy(), rtol=1e-3)
+    predicted = adapted.query(mine.index.tolist())
+    mean, std = predicted["latency_cpu-ort"], predicted["latency_cpu-ort_std"]
+    np.testing.assert_allclose(table["predicted"], mean, rtol=1e-3)
+    np.testing.assert_allclose(table["hi"], mean + Z90 * std, rtol=1e-3)
+    np.testing.assert_allclose(table["lo"], np.maximum(mean - Z90 * std, 0), rtol=1e-3, atol=1e-3)
+    assert list(table["ood"]) == list(predicted["latency_cpu-ort_ood"])
+    image = re.search(r'<img alt="Pareto front on cpu-ort" src="data:image/png;base64,([^"]+)"',
+                      page)
+    assert image and base64.b64decode(image.group(1)) == (out / "search" / "search.png"
+                                                         ).read_bytes()
+    assert f"Front ({len(front)} architectures, {int(front['ood'].sum())} flagged" in page
 
     manifest_time = (out / "surrogates" / "model" / "manifest.json").stat().st_mtime_ns
     second = run_pipeline(*args)
     assert second.returncode == 0, second.stdout + second.stderr
-    again = json.loads((out / "SUMMARY.json").read_text())
-    assert again["throughput"]["measured"] == [] and len(again["throughput"]["reused"]) == 2
+    again_summary = json.loads((out / "SUMMARY.json").read_text())
+    assert again_summary["throughput"]["measured"] == []
+    assert len(again_summary["throughput"]["reused"]) == 6
     assert "'done': 2" in second.stdout and "'trained': 0" in second.stdout
     assert "reusing" in second.stdout
     assert (out / "surrogates" / "model" / "manifest.json").stat().st_mtime_ns == manifest_time
 
 
-@pytest.mark.slow
-def test_pipeline_without_the_released_dataset_stops_after_the_dataset(tmp_path):
-    out = tmp_path / "out"
-    result = run_pipeline("--out", str(out), "--released", str(tmp_path / "absent.tar.gz"),
-                          *SMALL)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "surrogates: skipped" in result.stdout
-    summary = json.loads((out / "SUMMARY.json").read_text())
-    assert summary["surrogates"] is None and "search" not in summary
-    assert len(load_records(out / "dataset" / "records")) == 2
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bad")
+    (folder / "garbage.json").write_text("{not json")
+    (folder / "unknown.json").write_text(json.dumps({"colour": "blue"}))
+    (folder / "corrupt.tar.gz").write_bytes(DATASET_TARBALL.read_bytes()[:5000])
+    return folder
 
 
 @pytest.mark.parametrize("args, message", [
     (["--train-set", "epochs3"], "--train-set 'epochs3' is malformed"),
     (["--surrogate-config", "nope.json"], "--surrogate-config 'nope.json': no such file"),
+    (["--surrogate-config", "{bad}/garbage.json"], "garbage.json: not valid JSON"),
+    (["--surrogate-config", "{bad}/unknown.json"], "unknown config field(s) ['colour']"),
     (["--train-set", "trainval.epochs=0"], "trainval.epochs"),
+    (["--device", "no-such-board"], "--device: device='no-such-board' is invalid"),
+    (["--released", "{bad}/absent.tar.gz"], "absent.tar.gz': no such file"),
+    (["--released", "{bad}/corrupt.tar.gz"], "corrupt.tar.gz' is not a readable dataset"),
+    (["--num-measured", "4"], "--num-measured 4 is too small"),
 ])
-@pytest.mark.slow
-def test_pipeline_bad_input_is_a_clear_error(tmp_path, args, message):
-    result = run_pipeline("--out", str(tmp_path / "out"), *SMALL, *args)
-    assert result.returncode == 2
-    assert message in " ".join((result.stdout + result.stderr).split())
+def test_pipeline_bad_input_is_one_error_line_before_any_work(tmp_path, bad_files, args,
+                                                              message):
+    out = tmp_path / "out"
+    args = [a.replace("{bad}", str(bad_files)) for a in args]
+    result = run_pipeline("--out", str(out), *SMALL, *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert not out.exists()

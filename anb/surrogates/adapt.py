@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -499,14 +498,17 @@ def is_adapted(path: str | Path) -> bool:
         return False  # the artifact loader reports what is wrong with it
 
 
-def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, AdaptedModel],
+def save_adapted(path: str | Path, base: str | Path, models: dict[str, AdaptedModel],
                  info: dict[str, Any] | None = None, overwrite: bool = False) -> Path:
     """Write ``<path>/`` (``adapted.npz`` + checksummed ``manifest.json``), replacing an adapted
     artifact there once the new one is complete (:func:`anb.outputs.replace_folder`: a folder
-    holding anything else is refused unless ``overwrite``)."""
+    holding anything else is refused unless ``overwrite``). ``base``: a packaged name or a
+    folder, recorded so that the folder can be moved (:mod:`anb.surrogates.adapt_base`)."""
+    from anb.surrogates.adapt_base import base_reference
     from anb.surrogates.artifact import read_manifest
 
-    path, base_path = Path(path), Path(base_path)
+    path = Path(path)
+    base_path, reference = base_reference(base, path)
     base_manifest = read_manifest(base_path)
     with replace_folder(path, OUTPUT, overwrite) as tmp:
         arrays = {f"{name}.{key}": value for name, model in models.items()
@@ -514,8 +516,7 @@ def save_adapted(path: str | Path, base_path: str | Path, models: dict[str, Adap
         np.savez(tmp / WEIGHTS_FILE, **arrays)  # type: ignore[arg-type]  # no key is allow_pickle
         manifest = {**(info or {}), "format": FORMAT, "format_version": FORMAT_VERSION,
                     "anb_version": __version__,
-                    "base": {"path": os.path.relpath(base_path.resolve(), path.parent.resolve()),
-                             "manifest_sha256": base_manifest["manifest_sha256"]},
+                    "base": {**reference, "manifest_sha256": base_manifest["manifest_sha256"]},
                     "targets": {name: model.scalars() for name, model in models.items()},
                     "files": {WEIGHTS_FILE: sha256_file(tmp / WEIGHTS_FILE)}}
         manifest["manifest_sha256"] = _digest(manifest)
@@ -527,6 +528,7 @@ def load_adapted(path: str | Path, base: str | Path | None = None,
                  n_jobs: int | None = None) -> AdaptedBenchmark:
     """Load an adapted artifact (checksums verified) with its base surrogate benchmark
     (``base``: another copy of it; ``n_jobs``: as :func:`anb.surrogates.artifact.load`)."""
+    from anb.surrogates.adapt_base import resolve_base
     from anb.surrogates.artifact import load, read_manifest
 
     path = Path(path)
@@ -543,10 +545,11 @@ def load_adapted(path: str | Path, base: str | Path | None = None,
     for name, expected in manifest["files"].items():
         if sha256_file(path / name) != expected:
             raise ValueError(f"artifact file {name!r} is corrupted or tampered with")
-    base_path = Path(base) if base is not None else path.parent / manifest["base"]["path"]
+    base_path = Path(base) if base is not None else resolve_base(path, manifest["base"])
     if read_manifest(base_path)["manifest_sha256"] != manifest["base"]["manifest_sha256"]:
         raise ValueError(f"base surrogate {str(base_path)!r} is not the one this model was "
-                         "adapted on (manifest checksum differs)")
+                         "adapted on (manifest checksum differs; a packaged base changes "
+                         "with the anb version: adapt again)")
     models = {}
     with np.load(path / WEIGHTS_FILE, allow_pickle=False) as data:
         for name, scalars in manifest["targets"].items():

@@ -129,17 +129,8 @@ def _load_base(base: str | Path | Any) -> Any:
     bench = load(base) if isinstance(base, (str, Path)) else base
     if isinstance(bench, AdaptedBenchmark):
         raise ValueError(f"base {str(base)!r} is an adapted surrogate; adapt on the surrogate "
-                         "it was adapted on (its manifest's base.path), every device at once")
+                         "it was adapted on (its manifest's base), every device at once")
     return bench
-
-
-def _base_folder(base: str | Path) -> Path:
-    """The artifact folder behind ``base`` (a packaged name resolves to its cache folder)."""
-    from anb.surrogates.packaged import PACKAGED, cache_path
-
-    if str(base) in PACKAGED and not Path(base).exists():
-        return cache_path(str(base))
-    return Path(base)
 
 
 def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAGED_BENCHMARK,
@@ -168,7 +159,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     if out is None:
         return None, model
     info = {"measured": {"file": Path(measured).name, **data.summary(bench.space)}}
-    save_adapted(out, _base_folder(base), {data.target: model}, info, overwrite)
+    save_adapted(out, base, {data.target: model}, info, overwrite)
     return load_adapted(out), model
 
 

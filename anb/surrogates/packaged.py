@@ -34,6 +34,7 @@ from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, get_space
 from anb.surrogates import artifact
 from anb.surrogates.adapt import AdaptedBenchmark, is_adapted, load_adapted
+from anb.surrogates.adapt_base import resolve_base
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import FitConfig
 from anb.version import __version__
@@ -143,6 +144,19 @@ def cache_path(name: str = resources.PACKAGED_BENCHMARK,
     _check_name(name)
     digest = hashlib.sha256(json.dumps(cache_key(fit_config(config)), sort_keys=True).encode())
     return cache_root() / name / f"{__version__}-{digest.hexdigest()[:16]}"
+
+
+def packaged_folder(name: str = resources.PACKAGED_BENCHMARK) -> Path:
+    """The folder :func:`load` reads the packaged benchmark ``name`` (default config) from:
+    the shipped one, or the cache folder, fitted into it first if it is not there yet."""
+    _check_name(name)
+    ready = shipped(FitConfig())
+    if ready is not None:
+        return ready
+    path = cache_path(name)
+    if not (path / artifact.MANIFEST).is_file():
+        _load_packaged(name, None, None, quiet=False)
+    return path
 
 
 def _check_name(name: str) -> None:
@@ -255,7 +269,8 @@ def benchmark_space(name_or_path: str | Path | Any) -> Space:
     try:
         manifest = read_json(path / artifact.MANIFEST)
         if is_adapted(path):
-            return benchmark_space(path.parent / manifest["base"]["path"])
+            base = manifest["base"]
+            return benchmark_space(base.get("packaged") or resolve_base(path, base))
         return get_space(manifest["space"]["name"])
     except (ValueError, OSError, KeyError, TypeError):
         return get_space(DEFAULT_SPACE)
