@@ -220,14 +220,15 @@ def stage_report(out: Path, adapted: dict, search: dict, trained: int) -> Path:
     """``report.html``: measured vs predicted, the Pareto front and its flags."""
     import pandas as pd
 
-    from anb.pipeline_report import measured_vs_predicted, write_report
+    from anb.pipeline_report import LEVEL, measured_vs_predicted, write_report
     from anb.records import load_dataset
     from anb.surrogates import load
 
     target = adapted["target"]
     measured = load_dataset(out / "throughput").groupby("arch", as_index=False, sort=False)[
         target].mean()
-    predicted = load(Path(adapted["folder"])).query(measured["arch"].tolist(), [target])
+    predicted = load(Path(adapted["folder"])).query(measured["arch"].tolist(), [target],
+                                                    level=LEVEL)
     table = measured_vs_predicted(measured, predicted, target)
     device = target.split("_", 1)[1]
     notes = [f"{trained} architectures trained on the bundled digits (accuracy/), "

@@ -13,19 +13,14 @@ import pandas as pd
 
 from anb.io import atomic_write_text
 
-#: Two-sided 90% normal interval: mean +- Z90 * std.
-Z90 = 1.6448536269514722
+#: The interval level the report shows (``query(level=LEVEL)``'s ``_lo`` / ``_hi``).
+LEVEL = 0.9
 
 
 def interval(frame: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """The 90% interval of ``metric`` in a benchmark query: its ``_lo``/``_hi`` columns where
-    the benchmark gives them, else mean +- Z90 * std (clipped at 0: costs are positive)."""
-    if f"{metric}_lo" in frame and f"{metric}_hi" in frame:
-        return (frame[f"{metric}_lo"].to_numpy(dtype=float),
-                frame[f"{metric}_hi"].to_numpy(dtype=float))
-    mean = frame[metric].to_numpy(dtype=float)
-    std = frame[f"{metric}_std"].to_numpy(dtype=float)
-    return np.maximum(mean - Z90 * std, 0.0), mean + Z90 * std
+    """The central interval of ``metric`` in a query made with ``level=LEVEL``."""
+    return (frame[f"{metric}_lo"].to_numpy(dtype=float),
+            frame[f"{metric}_hi"].to_numpy(dtype=float))
 
 
 def measured_vs_predicted(measured: pd.DataFrame, predicted: pd.DataFrame, metric: str
@@ -66,8 +61,9 @@ def write_report(path: Path, device: str, metric: str, table: pd.DataFrame, loo_
         f"<h1>anb pipeline: {html.escape(device)}</h1>",
         "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>",
         f"<h2>Measured vs predicted: {html.escape(metric)}</h2>",
-        f"<p>{covered} of {len(table)} measured values inside the 90% interval (mean &plusmn; "
-        f"{Z90:.3f} std). These architectures are the ones the device model was adapted on, "
+        f"<p>{covered} of {len(table)} measured values inside the central {LEVEL:.0%} interval "
+        "of the predictive distribution (log-normal: asymmetric around the median). These "
+        "architectures are the ones the device model was adapted on, "
         f"so this is in-sample; its leave-one-out log error is {loo_rmse:.4f}. "
         f"<code>ood</code>: the architecture is outside the measured range.</p>",
         _table(table),

@@ -416,7 +416,7 @@ def test_adapted_folder_is_a_benchmark_everywhere(adapted, base, data, tmp_path)
 
     result = runner.invoke(app, ["query", str(out), "-"], input="\n".join(archs) + "\n")
     assert result.exit_code == 0, result.output
-    printed = pd.read_csv(__import__("io").StringIO(result.output))
+    printed = pd.read_csv(__import__("io").StringIO(result.stdout))
     assert list(printed.columns) == list(reference.columns)
     np.testing.assert_allclose(printed[HIDDEN], reference[HIDDEN], rtol=1e-5)
 

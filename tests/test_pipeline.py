@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from anb.pipeline_report import Z90
+from anb.pipeline_report import LEVEL
 from anb.records import load_dataset, load_records
 from anb.surrogates import load
 from anb.surrogates.adapt import AdaptedBenchmark
@@ -134,8 +134,11 @@ def test_pipeline_builds_a_benchmark_and_resumes(tmp_path, surrogate_config):
     predicted = adapted.query(mine.index.tolist())
     mean, std = predicted["latency_cpu-ort"], predicted["latency_cpu-ort_std"]
     np.testing.assert_allclose(table["predicted"], mean, rtol=1e-3)
-    np.testing.assert_allclose(table["hi"], mean + Z90 * std, rtol=1e-3)
-    np.testing.assert_allclose(table["lo"], np.maximum(mean - Z90 * std, 0), rtol=1e-3, atol=1e-3)
+    sigma = np.sqrt(np.log1p((std / mean) ** 2))  # the log-normal's own 5 % / 95 % quantiles
+    z = 1.6448536269514722
+    assert LEVEL == 0.9
+    np.testing.assert_allclose(table["hi"], mean * np.exp(z * sigma), rtol=1e-3)
+    np.testing.assert_allclose(table["lo"], mean * np.exp(-z * sigma), rtol=1e-3)
     assert list(table["ood"]) == list(predicted["latency_cpu-ort_ood"])
     image = re.search(r'<img alt="Pareto front on cpu-ort" src="data:image/png;base64,([^"]+)"',
                       page)

@@ -50,7 +50,7 @@ def test_query_from_stdin_and_file_writes_csv(fitted, tmp_path):
     archs = [str(a) for a in Sampler(seed=4).sample(5)]
     result = runner.invoke(app, ["query", str(out), "-"], input="\n".join(archs) + "\n")
     assert result.exit_code == 0, result.output
-    frame = pd.read_csv(io.StringIO(result.output))
+    frame = pd.read_csv(io.StringIO(result.stdout))
     assert list(frame.columns) == ["arch", "throughput_a100", "throughput_a100_std",
                                    "latency_vck190", "latency_vck190_std", "ood", "ood_distance",
                                    "ood_cost", "ood_reason"]

@@ -70,7 +70,7 @@ def test_query_cli_lists_train_time(fitted):
     archs = [str(a) for a in Sampler(seed=4).sample(3)]
     result = runner.invoke(app, ["query", str(fitted), "-"], input="\n".join(archs) + "\n")
     assert result.exit_code == 0, result.output
-    frame = pd.read_csv(io.StringIO(result.output))
+    frame = pd.read_csv(io.StringIO(result.stdout))
     assert {"train_time", "train_time_std"} <= set(frame.columns)
 
 

@@ -155,7 +155,7 @@ def packaged_folder(name: str = resources.PACKAGED_BENCHMARK) -> Path:
         return ready
     path = cache_path(name)
     if not (path / artifact.MANIFEST).is_file():
-        _load_packaged(name, None, None, quiet=False)
+        _load_packaged(name, None, None, quiet=False, started=time.perf_counter())
     return path
 
 
