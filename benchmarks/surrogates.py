@@ -65,6 +65,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from anb.resources import RELEASED_DATASET as DATA
 from anb.searchspace import Sampler
 from anb.searchspace.encoding import encode
 from anb.surrogates import FitConfig, evaluate, fit_benchmark, load, prepare, save
@@ -78,7 +79,6 @@ from anb.surrogates.metrics import interval_coverage
 from anb.surrogates.report import parity_plots, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "anb" / "anb_dataset_jsons.tar.gz"
 
 
 def median_time(fn, repeats: int) -> float:

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from anb.records import load_records
+from anb.resources import RELEASED_DATASET as DATASET_TARBALL
 from anb.surrogates import load
-from tests.conftest import DATASET_TARBALL
 
 SMALL = ["--num-archs", "2", "--train-set", "trainval.epochs=1",
          "--train-set", "trainval.eval_epochs=1", "--train-set", "trainval.max_steps=2",

@@ -1,7 +1,7 @@
 """The FBNet space of HW-NAS-Bench (Li et al., ICLR 2021), CIFAR-100 setting.
 
 External references: HW-NAS-Bench's ``hw_nas_bench_api/fbnet_models/model_infer.py`` (skeleton
-and ops) and HELP's FBNet latency table (``../shared/data/help/fbnet_latency.csv.gz``, 5,000
+and ops) and HELP's FBNet latency table (``anb/data/help/fbnet_latency.csv.gz``, 5,000
 architectures with HW-NAS-Bench's op indices and per-device latencies). HW-NAS-Bench publishes
 no FLOPs figure for this space, so the fixed parts are checked against hand-derived counts.
 """
@@ -12,14 +12,14 @@ import pandas as pd
 import pytest
 import torch
 
+from anb.resources import HELP_DIR
 from anb.searchspace.base import COST_NAMES
 from anb.searchspace.fbnet import LAYERS, OPS, SPACE
 from anb.searchspace.fbnet_model import ChannelShuffle
 from anb.searchspace.registry import get_space
 from anb.searchspace.sampler import Sampler
-from tests.conftest import SHARED_DATA
 
-HELP_TABLE = SHARED_DATA.parent / "help" / "fbnet_latency.csv.gz"
+HELP_TABLE = HELP_DIR / "fbnet_latency.csv.gz"
 ALL_SKIP = "-".join(["skip"] * 22)
 ALL_K5_E6 = "-".join(["k5_e6"] * 22)
 

@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 import torch
 
+from anb.resources import HELP_DIR
 from anb.searchspace.nasbench201 import OPS, SPACE
 from anb.searchspace.nasbench201_model import InferCell, ResNetBasicblock
 from anb.searchspace.onnx_export import export_onnx, run_onnx
 from anb.searchspace.registry import get_space
 from anb.searchspace.sampler import Sampler
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import REPO
 
-LATENCY_CSV = SHARED_DATA.parent / "help" / "nasbench201_latency.csv.gz"
+LATENCY_CSV = HELP_DIR / "nasbench201_latency.csv.gz"
 NONE = "|none~0|+|none~0|none~1|+|none~0|none~1|none~2|"
 CONV3 = ("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+"
          "|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|")
