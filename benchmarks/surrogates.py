@@ -6,9 +6,10 @@
 
 Fits the full benchmark from the released dataset on the published split, re-measures the
 reference's baselines (XGBoost and LightGBM on the ordinal encoding with its tuned settings,
-REFERENCE.md section 8) in the same run, and prints our
-test metrics beside both and beside the REFERENCE.md numbers, the distance to each Kendall-tau
-goal, interval coverage, and query timings (medians) against the baseline's models.
+docs/background/accel-nasbench.md, "Baseline hyper-parameters") in the same run, and prints our
+test metrics beside both and beside the published numbers ("Published scores" there), the
+distance to each Kendall-tau goal, interval coverage, and query timings (medians) against the
+baseline's models.
 
 Measured (2 busy CPU cores; packaged default config: layer_cost_trim 2.0, layer-cost back-off,
 hole_folds 2, label noise per bin of the predicted value): test R^2 / Kendall tau, ours vs the
