@@ -1,11 +1,11 @@
 """HELP's new-device protocol: how well does ``anb adapt`` know an unseen device from 20 latencies?
 
     .venv/bin/python benchmarks/help_transfer.py [--spaces nasbench201,fbnet] [--on test|valid]
-        [--n 5,10,20] [--draws 10] [--data ../shared/data/help] [--select random|active]
+        [--n 5,10,20] [--draws 10] [--data anb/data/help] [--select random|active]
         (--on valid: meta-valid unseen; --on lomo: each meta-train device left out in turn)
 
 The external yardstick of HELP (Lee et al., NeurIPS 2021) on its own tables and protocol
-(``../shared/data/help/SOURCE.md``, :mod:`anb.surrogates.help_tables`): per space
+(``docs/background/help.md``, :mod:`anb.surrogates.help_tables`): per space
 (NAS-Bench-201, FBNet) the known devices are HELP's meta-train and meta-valid columns; anb fits
 its base surrogate benchmark on those columns only (``fit_benchmark``, default config, all
 rows: HELP's known devices are fully measured). For each unseen (meta-test) device ``anb adapt``'s
@@ -15,9 +15,9 @@ measurements only: n = 20 (HELP's 10 reference architectures plus 10 drawn from 
 training pool, 10 draws), n = 10 (the reference architectures) and n = 5 (the first 5). Scores on
 the device's 800-row query set: Spearman rho (HELP's metric), Kendall tau and the fraction of
 measured latencies inside the adapted 90 % interval. Beside it, in the same run: the ridge
-baseline of SOURCE.md (ridge of the log latency on the known devices' measured log latencies,
-fitted on the same measurements; shrinkage by scikit-learn's ``RidgeCV`` default, leave-one-out
-among 0.1, 1, 10) and HELP's published Spearman (20 measurements).
+baseline of docs/background/help.md (ridge of the log latency on the known devices' measured
+log latencies, fitted on the same measurements; shrinkage by scikit-learn's ``RidgeCV`` default,
+leave-one-out among 0.1, 1, 10) and HELP's published Spearman (20 measurements).
 
 Every setting of the adapted model is anb's default, chosen on anb's own data; the settings
 tried for this benchmark (the known devices' source, finer operation totals per space) were
@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau, spearmanr
 
+from anb.resources import HELP_DIR
 from anb.searchspace import get_space
 from anb.surrogates import help_tables as ht
 from anb.surrogates import intervals
@@ -50,8 +51,7 @@ from anb.surrogates.adapt_select import design_features, select
 from anb.surrogates.fit import FitConfig, fit_benchmark, prepare
 
 Z90 = intervals.z_value(0.9)  # the one interval definition
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "help"
-#: HELP's published Spearman at 20 measurements (SOURCE.md: paper Tables 2 and 3)
+#: HELP's published Spearman at 20 measurements (docs/background/help.md, "Published results")
 PUBLISHED = {
     "nasbench201": {"titan_rtx_256": 0.987, "gold_6226": 0.989, "fpga": 0.985, "pixel2": 0.802,
                     "raspi4": 0.890, "eyeriss": 0.940, "mean": 0.932},
@@ -61,7 +61,8 @@ GOAL = {"nasbench201": 0.96, "fbnet": 0.95}
 
 
 def ridge_baseline(known_log: np.ndarray, y: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """SOURCE.md's ridge: log latency on the known devices' log latencies, fitted on ``rows``."""
+    """The ridge of docs/background/help.md: log latency on the known devices' log latencies,
+    fitted on ``rows``."""
     from sklearn.linear_model import RidgeCV
 
     return RidgeCV().fit(known_log[rows], y[rows]).predict(known_log)
@@ -177,7 +178,7 @@ def main() -> None:
     parser.add_argument("--on", choices=ht.SPLITS, default="test")
     parser.add_argument("--n", default="5,10,20")
     parser.add_argument("--draws", type=int, default=10)
-    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--data", type=Path, default=HELP_DIR)
     parser.add_argument("--select", choices=("random", "active"), default="random",
                         help="how the measurements beyond HELP's 10 reference architectures "
                              "are chosen: drawn (HELP's protocol) or by anb adapt --suggest")

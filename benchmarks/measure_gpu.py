@@ -5,9 +5,9 @@
 
 Draws ``--n`` architectures of the released Accel-NASBench dataset (seeded, spread over its
 throughput_a100 range), measures them twice with the device config's reference protocol
-(REFERENCE.md section 4: batch 128 at 256 px, fp16 inputs, channels_last, CUDA events; batch 1
-replaying a CUDA graph per request for latency; ``--eager-latency``: eager launches instead),
-only the timing budget shortened, and prints per key the
+(docs/background/devices.md, "GPU": batch 128 at 256 px, fp16 inputs, channels_last, CUDA
+events; batch 1 replaying a CUDA graph per request for latency; ``--eager-latency``: eager
+launches instead), only the timing budget shortened, and prints per key the
 Kendall tau between the passes, the median coefficient of variation of the repetitions, the
 median |pass 1 - pass 2| / pass 1, and the Kendall tau of pass 1 against the released
 throughput_a100 and throughput_3090 columns. The environment of the first record (GPU, driver,

@@ -28,19 +28,17 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from anb.resources import HELP_DIR as HELP
+from anb.resources import RELEASED_DATASET as DATA
 from anb.searchspace.registry import get_space
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, prepare
 from anb.surrogates import support as support_module
 from anb.surrogates.fit import Prepared, to_model_space
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "anb" / "anb_dataset_jsons.tar.gz"
-HELP = ROOT.parent / "shared" / "data" / "help"
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 2)
 #: HELP devices of the ``nb201-op`` family: GPUs at batch 1 and 256, server CPU, phones,
 #: a Raspberry Pi, and the two simulated accelerators (FPGA, Eyeriss).

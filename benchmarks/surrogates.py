@@ -6,9 +6,10 @@
 
 Fits the full benchmark from the released dataset on the published split, re-measures the
 reference's baselines (XGBoost and LightGBM on the ordinal encoding with its tuned settings,
-REFERENCE.md section 8) in the same run, and prints our
-test metrics beside both and beside the REFERENCE.md numbers, the distance to each Kendall-tau
-goal, interval coverage, and query timings (medians) against the baseline's models.
+docs/background/accel-nasbench.md, "Baseline hyper-parameters") in the same run, and prints our
+test metrics beside both and beside the published numbers ("Published scores" there), the
+distance to each Kendall-tau goal, interval coverage, and query timings (medians) against the
+baseline's models.
 
 What was tried and measured to choose these settings:
 docs/decisions/surrogates.md (the site's "How the numbers were chosen").
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from anb.resources import RELEASED_DATASET as DATA
 from anb.searchspace import Sampler
 from anb.searchspace.encoding import encode
 from anb.surrogates import FitConfig, evaluate, fit_benchmark, intervals, load, prepare, save
@@ -39,7 +41,6 @@ from anb.surrogates.baseline import (
 from anb.surrogates.report import parity_plots, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "anb" / "anb_dataset_jsons.tar.gz"
 
 
 def median_time(fn, repeats: int) -> float:

@@ -1,4 +1,5 @@
-"""Shared fixtures: the released dataset (read in place from ../shared) and thread pinning."""
+"""Shared fixtures: the released dataset (the copy packaged in ``anb.resources``) and thread
+pinning."""
 from __future__ import annotations
 
 import os
@@ -14,9 +15,6 @@ import sys
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("ANB_SHARED_DATA", REPO.parent / "shared" / "data" / "anb"))
-DATASET_TARBALL = SHARED_DATA / "anb_dataset_jsons.tar.gz"
-SPLITS_DIR = SHARED_DATA / "splits"
 SNPE_STANDINS = Path(__file__).parent / "standins" / "snpe"
 
 
@@ -44,10 +42,9 @@ def _pin_torch_threads():
 
 @pytest.fixture(scope="session")
 def dataset_tarball() -> Path:
-    if not DATASET_TARBALL.exists():
-        pytest.fail(f"released dataset not found at {DATASET_TARBALL}; "
-                    "the tests read ../shared/data/anb/ in place")
-    return DATASET_TARBALL
+    from anb.resources import RELEASED_DATASET
+
+    return RELEASED_DATASET
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 
 from anb.nas.pareto import hypervolume
+from anb.resources import HELP_DIR, RELEASED_DATASET
 from anb.searchspace.registry import get_space
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare
 from anb.surrogates import help_tables as ht
-from tests.conftest import DATASET_TARBALL, SHARED_DATA
 
-HELP_NB201 = SHARED_DATA.parent / "help" / "nasbench201_latency.csv.gz"
+HELP_NB201 = HELP_DIR / "nasbench201_latency.csv.gz"
 RELEASED_TARGETS = ["val_top1", "latency_zcu102", "train_time"]
 NB201_TARGETS = ["latency_eyeriss", "latency_titan-rtx-1"]
 SMALL = FitConfig(hole_folds=0, layer_cost_trim=None, per_target={}, default=TargetConfig(
@@ -20,7 +20,7 @@ SMALL = FitConfig(hole_folds=0, layer_cost_trim=None, per_target={}, default=Tar
 
 
 def released_bench():
-    prepared = prepare(DATASET_TARBALL, RELEASED_TARGETS)
+    prepared = prepare(RELEASED_DATASET, RELEASED_TARGETS)
     return fit_benchmark(prepared, SMALL, progress=False)
 
 

@@ -185,7 +185,8 @@ def test_full_recipe_keys_are_checked(override, message):
 @pytest.mark.slow
 def test_trainer_feeds_each_epoch_the_resolution_of_the_rule(tmp_path, monkeypatch):
     """Catches: the trainer switching resolution one epoch early (or late): the images each
-    epoch's steps receive follow REFERENCE.md's rule, ``min_res`` up to and including
+    epoch's steps receive follow the recipe's rule (docs/background/accel-nasbench.md,
+    "Data and schedule"), ``min_res`` up to and including
     ``start_ramp``, linear in between (rounded to ``res_step``), ``max_res`` from ``end_ramp``.
     With 32 -> 64 over epochs 1 -> 3 in steps of 16: 32, 32, 48, 64."""
     from anb.collect_accuracy import train

@@ -31,7 +31,8 @@ TINY = ["--progress", "false", "--epochs", "2", "--eval_epochs", "1", "--max_ste
 
 
 def test_global_batch_and_peak_lr_are_in_the_recipe_identity():
-    """REFERENCE.md section 3: 4 GPUs x 512 at peak lr 0.425, scaled with the global batch."""
+    """docs/background/accel-nasbench.md, "Data and schedule": 4 GPUs x 512 at peak lr 0.425, scaled
+    with the global batch."""
     config = load_config(IMAGENET)
     ident4 = recipe_identity(config, 4)
     assert ident4["global_batch"] == 2048 and ident4["peak_lr"] == pytest.approx(0.425)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATASET_TARBALL
+from anb.resources import RELEASED_DATASET as DATASET_TARBALL
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCH = "e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1"

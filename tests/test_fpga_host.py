@@ -1,9 +1,9 @@
 """``fpga_code`` runs inside the Vitis AI 2.5 container and on board images (issue 12 item 4).
 
-The floor (REFERENCE.md section 6): Python 3.7, torch 1.10, no import of ``anb``. Checked here
-by ``vermin --target=3.7`` on the sources, by importing and running every host and board module
-in a subprocess where ``anb`` and post-1.10 torch modules/functions are blocked, and by
-comparing each copy of ``anb`` logic kept in ``fpga_code`` with the original.
+The floor (docs/background/devices.md, "Toolchain floors"): Python 3.7, torch 1.10, no import of
+``anb``. Checked here by ``vermin --target=3.7`` on the sources, by importing and running every host
+and board module in a subprocess where ``anb`` and post-1.10 torch modules/functions are blocked,
+and by comparing each copy of ``anb`` logic kept in ``fpga_code`` with the original.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """HELP's new-device protocol (``benchmarks/help_transfer.py``) on HELP's own tables: the splits
-and reference rows are SOURCE.md's, the ridge baseline reproduces its figure, and anb's adapted
-model beats that baseline on an unseen NAS-Bench-201 device."""
+and reference rows are HELP's (docs/background/help.md), the ridge baseline reproduces its figure,
+and anb's adapted model beats that baseline on an unseen NAS-Bench-201 device."""
 from __future__ import annotations
 
 import importlib.util
@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from anb.resources import HELP_DIR as DATA
 from anb.searchspace import get_space
 from anb.surrogates import help_tables as ht
 from anb.surrogates.adapt import AdaptedModel, op_components
 from tests.conftest import REPO
-
-DATA = REPO.parent / "shared" / "data" / "help"
 
 
 def _script():
@@ -31,8 +30,6 @@ def _script():
 
 @pytest.fixture(scope="module")
 def nb201():
-    if not (DATA / "nasbench201_latency.csv.gz").exists():
-        pytest.fail(f"HELP tables not found at {DATA}; the tests read ../shared/data/help/")
     return ht.read_table(DATA, "nasbench201")
 
 
@@ -82,7 +79,8 @@ def test_to_frame_maps_help_columns_to_anb_devices(nb201):
 
 
 def test_ridge_baseline_reproduces_source_md(nb201):
-    """SOURCE.md: titan_rtx_256 0.980, mean over 5 draws of the 10 random measurements."""
+    """docs/background/help.md, "Published results": titan_rtx_256 0.980, mean over 5 draws of
+    the 10 random measurements."""
     proto = ht.protocol("nasbench201")
     known = np.log(nb201[list(proto.known)].to_numpy(np.float64))
     latency = nb201["titan_rtx_256"].to_numpy()

@@ -215,8 +215,8 @@ def test_bad_queue_urls_are_clear(tmp_path):
 
 
 def test_stage_priorities_are_the_reference_practice():
-    # REFERENCE.md section 7 (Archai's remote benchmarking): conversion + quantization 20,
-    # device benchmark 30, onnxruntime accuracy 60, priority 0 jumps the queue.
+    # docs/background/devices.md, "Remote benchmarking queue (Archai)": conversion +
+    # quantization 20, device benchmark 30, onnxruntime accuracy 60, priority 0 jumps the queue.
     assert (PRIORITY_CONVERT, PRIORITY_MEASURE, PRIORITY_ACCURACY) == (20, 30, 60)
     assert get_stage("convert").priority == 20 and get_stage("measure").priority == 30
     assert not get_stage("convert").needs_device and get_stage("measure").needs_device

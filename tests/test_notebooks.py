@@ -18,7 +18,8 @@ import pytest
 from nbclient import NotebookClient
 from scipy.stats import kendalltau
 
-from tests.conftest import REPO, SHARED_DATA
+from anb import resources
+from tests.conftest import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 PROBES = {
@@ -53,7 +54,6 @@ json.dump({"floor": floor,
 
 def execute(path: Path, tmp_path: Path, monkeypatch) -> tuple[nbformat.NotebookNode, dict]:
     """Run the notebook plus its probe cell; return the notebook and what the probe wrote."""
-    monkeypatch.setenv("ANB_SHARED_DATA", str(SHARED_DATA))
     monkeypatch.setenv("ANB_CACHE_DIR", str(tmp_path / "cache"))  # anb.load() caches here
     notebook = nbformat.read(path, as_version=4)
     out = tmp_path / "probe.json"
@@ -83,7 +83,7 @@ def test_searchspace_notebook(monkeypatch, tmp_path):
     from anb.records import load_dataset
 
     notebook, probe = execute(REPO / "notebooks" / "searchspace.ipynb", tmp_path, monkeypatch)
-    frame = load_dataset(SHARED_DATA / "anb_dataset_jsons.tar.gz")
+    frame = load_dataset(resources.RELEASED_DATASET)
     text = printed(notebook)
     assert f"{len(frame)} records, {frame.arch_id.nunique()} unique architectures" in text
     assert f"Kendall tau MACs vs top-1: {kendalltau(frame.macs, frame.val_top1)[0]:.3f}" in text
@@ -98,14 +98,14 @@ def test_searchspace_notebook(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_surrogates_notebook(monkeypatch, tmp_path):
     notebook, probe = execute(REPO / "notebooks" / "surrogates.ipynb", tmp_path, monkeypatch)
-    split = SHARED_DATA / "splits"
+    split = resources.RELEASED_SPLIT_DIR
     sizes = {name: len(json.loads((split / f"{name}_paths.json").read_text()))
              for name in ("train", "val", "test")}
     assert {k: probe["split_sizes"][k] for k in sizes} == sizes
     from anb.surrogates import prepare
     from anb.surrogates.data import transform_for
 
-    prepared = prepare(SHARED_DATA / "anb_dataset_jsons.tar.gz", split_dir=split)
+    prepared = prepare(resources.RELEASED_DATASET, split_dir=split)
     test = prepared.masks["test"]
     assert probe["test_rows"] == np.flatnonzero(test).tolist()
     for target, row in probe["table"].items():
@@ -130,7 +130,6 @@ def test_surrogates_notebook(monkeypatch, tmp_path):
 def test_search_notebook(monkeypatch, tmp_path):
     from pymoo.indicators.hv import HV
 
-    from anb import resources
     from anb.records import load_dataset
 
     _, probe = execute(REPO / "notebooks" / "search.ipynb", tmp_path, monkeypatch)

@@ -15,9 +15,9 @@ import pytest
 
 from anb.pipeline_report import LEVEL
 from anb.records import load_dataset, load_records
+from anb.resources import RELEASED_DATASET as DATASET_TARBALL
 from anb.surrogates import load
 from anb.surrogates.adapt import AdaptedBenchmark
-from tests.conftest import DATASET_TARBALL
 
 SMALL = ["--num-archs", "2", "--num-measured", "6", "--train-set", "trainval.epochs=1",
          "--train-set", "trainval.eval_epochs=1", "--train-set", "trainval.max_steps=2",

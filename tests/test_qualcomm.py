@@ -1,4 +1,5 @@
-"""Qualcomm SNPE back-end up to the SDK boundary (REFERENCE.md section 7).
+"""Qualcomm SNPE back-end up to the SDK boundary (docs/background/devices.md,
+"Qualcomm SNPE and QNN").
 
 The SDK tools are STAND-INS (tests/standins/snpe/): executables named like the SDK's that
 accept its documented flags and print its documented formats; the "DLC" they handle is the

@@ -16,7 +16,7 @@ from anb.records import (
     table_archs,
     write_record,
 )
-from tests.conftest import SPLITS_DIR
+from anb.resources import RELEASED_SPLIT_DIR as SPLITS_DIR
 
 
 def test_released_dataset_loads_without_conversion(released_frame):

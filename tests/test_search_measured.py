@@ -18,9 +18,9 @@ from anb.cli import app
 from anb.nas.evaluators import analytic_evaluator, combined
 from anb.nas.measured import BudgetExhausted, LocalMeasurer, MeasuredEvaluator, QueueMeasurer
 from anb.nas.search import regularized_evolution
+from anb.resources import RELEASED_DATASET as DATASET_TARBALL
 from anb.searchspace.arch import archs_to_choices
 from anb.searchspace.sampler import Sampler
-from tests.conftest import DATASET_TARBALL
 
 DEVICE = Path(__file__).parent / "data" / "cpu-ort-32.toml"
 KEY = "throughput_cpu-ort-32"

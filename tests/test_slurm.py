@@ -186,7 +186,8 @@ def test_template_requests_cpus_memory_a_free_port_and_allocated_gpus():
 
 
 def test_readme_slurm_example_trains_the_published_recipe():
-    """REFERENCE.md section 3: 4 GPUs x 512 images at peak lr 0.425."""
+    """docs/background/accel-nasbench.md, "Data and schedule": 4 GPUs x 512 images at peak lr
+    0.425."""
     readme = (REPO / "README.md").read_text()
     line = readme[readme.index("- **SLURM**"):readme.index("- **SLURM**") + 400]
     assert "--nodes 1 --gpus-per-node 4" in line and "imagenet_proxy.ini" in line

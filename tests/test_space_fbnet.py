@@ -1,7 +1,7 @@
 """The FBNet space of HW-NAS-Bench (Li et al., ICLR 2021), CIFAR-100 setting.
 
 External references: HW-NAS-Bench's ``hw_nas_bench_api/fbnet_models/model_infer.py`` (skeleton
-and ops) and HELP's FBNet latency table (packaged: ``anb/data/help/fbnet_latency.csv.gz``, 5,000
+and ops) and HELP's FBNet latency table (``anb/data/help/fbnet_latency.csv.gz``, 5,000
 architectures with HW-NAS-Bench's op indices and per-device latencies). HW-NAS-Bench publishes
 no FLOPs figure for this space, so the fixed parts are checked against hand-derived counts.
 """

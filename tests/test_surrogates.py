@@ -14,6 +14,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from anb.outputs import MARKER
+from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import EFFICIENTNET_B0, Sampler
 from anb.searchspace.encoding import encode
 from anb.searchspace.space import ANB_SPACE
@@ -36,7 +37,6 @@ from anb.surrogates.benchmark import label_std
 from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
 from anb.surrogates.metrics import regression_metrics
 from anb.surrogates.noise import standard_normal
-from tests.conftest import DATASET_TARBALL as TARBALL
 
 SMALL_TARGETS = ["val_top1", "throughput_a100", "throughput_tpuv3", "latency_zcu102"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 3)

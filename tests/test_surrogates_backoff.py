@@ -8,11 +8,11 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from anb.resources import HELP_DIR as HELP
 from anb.searchspace import Sampler, get_space
 from anb.searchspace.base import COST_NAMES
 from anb.searchspace.space import ANB_SPACE
@@ -21,7 +21,6 @@ from anb.surrogates.features import UNMEASURED_STD, LayerCostModel
 from anb.surrogates.fit import Prepared
 
 SPACES = ("anb-mnasnet", "anb-seq1d", "nasbench201", "fbnet", "ofa-mbv3")
-HELP = Path(__file__).resolve().parents[2] / "shared" / "data" / "help"
 
 
 def _sample(space, n: int = 300) -> np.ndarray:
@@ -180,8 +179,6 @@ def test_nasbench201_edge_op_holdout_on_help_latencies():
     """A generic space: NB201 with conv 3x3 never seen on edge 0, HELP's 1080 Ti latencies."""
     from anb.surrogates import help_tables
 
-    if not (HELP / "nasbench201_latency.csv.gz").exists():
-        pytest.fail(f"HELP tables not found at {HELP}; the test reads ../shared/data/help/")
     table = help_tables.read_table(HELP, "nasbench201").iloc[:6000]
     space = get_space("nasbench201")
     choices = help_tables.choices(table, "nasbench201")

@@ -1,22 +1,32 @@
-"""The re-measured baselines are the reference's own tuned settings (REFERENCE.md section 8)."""
+"""The re-measured baselines are the reference's own tuned settings
+(docs/background/accel-nasbench.md, "Baseline hyper-parameters")."""
 from __future__ import annotations
+
+import hashlib
+import re
 
 import pytest
 
+from anb.resources import RELEASED_DATASET as TARBALL
+from anb.resources import RELEASED_DIR
 from anb.surrogates import prepare
 from anb.surrogates.baseline import evaluate_baselines, reference_settings, settings_file
-from tests.conftest import DATASET_TARBALL as TARBALL
 
 
 def test_settings_ship_in_the_package_and_match_the_reference_files():
-    """REFERENCE.md section 8: data/anb/baseline_configs, each parameter's default."""
-    shared = TARBALL.parent / "baseline_configs"
+    """docs/background/accel-nasbench.md, "Baseline hyper-parameters": the benchmark's own files
+    (byte for byte: the sha256 the released data's SOURCE.md lists), each parameter's default."""
+    source = (RELEASED_DIR / "SOURCE.md").read_text().split("## baseline_configs/")[1]
+    listed = dict(re.findall(r"^\| `([^`]+\.json)` \| `([0-9a-f]{64})` \|$", source, re.M))
+    assert len(listed) == 18
     for target in ("val_top1", "throughput_a100", "latency_zcu102", "throughput_tpuv3"):
         for family in ("xgboost", "lightgbm"):
             ours = settings_file(target, family)
             assert "anb/configs/surrogates/baselines" in ours.as_posix()
-            if shared.is_dir():
-                assert ours.read_bytes() == (shared / ours.name).read_bytes()
+    shipped = sorted(settings_file("val_top1", "xgboost").parent.glob("*.json"))
+    assert {path.name for path in shipped} == set(listed)
+    for path in shipped:
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[path.name], path.name
     acc = reference_settings("val_top1", "xgboost")
     assert acc["max_depth"] == 3 and acc["learning_rate"] == pytest.approx(0.0937280205)
     assert acc["num_rounds"] == 20000 and acc["early_stopping_rounds"] == 100
@@ -30,7 +40,8 @@ def test_settings_ship_in_the_package_and_match_the_reference_files():
 
 @pytest.mark.slow
 def test_accuracy_xgboost_baseline_lands_on_the_reference_figures():
-    """REFERENCE.md section 8: accuracy XGBoost R^2 0.9819 / tau 0.9179 (table: 0.9822/0.9208)."""
+    """docs/background/accel-nasbench.md, "Baseline hyper-parameters": accuracy XGBoost R^2
+    0.9819 / tau 0.9179 (the published table: 0.9822 / 0.9208)."""
     prepared = prepare(TARBALL, ["val_top1"])
     scores = evaluate_baselines(prepared, ["val_top1"], families=("xgboost",))
     row = scores.loc[("val_top1", "xgboost")]

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
+from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import EFFICIENTNET_B0, Sampler
 from anb.surrogates import read_manifest
-from tests.conftest import DATASET_TARBALL as TARBALL
 
 runner = CliRunner()
 

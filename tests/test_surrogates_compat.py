@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import anb.surrogates.compat as anb  # was: import accelnb as anb
+from anb.resources import RELEASED_DATASET as TARBALL
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare, save
 from anb.surrogates.compat import EfficientNetSS as ss  # was: configurationspaces.searchspaces
-from tests.conftest import DATASET_TARBALL as TARBALL
 
 TARGETS = ["val_top1", "throughput_tpuv2", "latency_zcu102"]
 

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
+from anb.resources import HELP_DIR as HELP
+from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import get_space
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, load, prepare, save
 from anb.surrogates import help_tables as ht
@@ -25,12 +27,9 @@ from anb.surrogates.holes import (
     unit_folds,
 )
 from anb.surrogates.support import MIN_COUNT, Support
-from tests.conftest import DATASET_TARBALL as TARBALL
-from tests.conftest import REPO
 
 TARGETS = ["val_top1", "throughput_a100"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 2)
-HELP = REPO.parent / "shared" / "data" / "help"
 
 
 def _without(prepared: Prepared, hole: np.ndarray) -> Prepared:
@@ -99,8 +98,6 @@ def test_mnasnet_stage6_e6k5_hole_is_flagged_named_and_covered(mnasnet):
 
 def _help_nb201(device: str) -> Prepared:
     """HELP's NAS-Bench-201 latencies on one device, split at random."""
-    if not (HELP / "nasbench201_latency.csv.gz").exists():
-        pytest.fail(f"HELP tables not found at {HELP}; the tests read ../shared/data/help/")
     space = get_space("nasbench201")
     frame = ht.to_frame(ht.read_table(HELP, "nasbench201"), space, [device])
     return prepare(frame, space=space, split="random")

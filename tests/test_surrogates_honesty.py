@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import Sampler
 from anb.searchspace.counting import cost_table
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, load, prepare, save
 from anb.surrogates.artifact import _digest
-from tests.conftest import DATASET_TARBALL as TARBALL
 
 TARGETS = ["val_top1", "throughput_a100"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 2)

@@ -107,9 +107,9 @@ def test_cuda_event_clock_synchronises_before_reading(monkeypatch):
 
 
 def test_gpu_latency_replays_a_cuda_graph_throughput_stays_eager():
-    """The released GPU columns are throughput (eager, REFERENCE.md section 4); anb's own batch-1
-    latency replays a CUDA graph per request (eager latency on an H100 was launch-bound: retest
-    Kendall tau 0.51 over 20 designs, pass-to-pass median change 40 %)."""
+    """The released GPU columns are throughput (eager; docs/background/devices.md, "GPU"); anb's
+    own batch-1 latency replays a CUDA graph per request (eager latency on an H100 was
+    launch-bound: retest Kendall tau 0.51 over 20 designs, pass-to-pass median change 40 %)."""
     for gpu in ("a100", "3090", "h100"):
         kinds = {p.kind: p for p in load_device(gpu).protocols}
         assert kinds["latency"].cuda_graphs and not kinds["throughput"].cuda_graphs

@@ -1,7 +1,8 @@
-"""Every constant REFERENCE.md fixes for a device, checked against what ships (issue 12 item 2).
+"""Every constant the reference protocols fix for a device (docs/background/devices.md), checked
+against what ships (issue 12 item 2).
 
 One row per (device config, setting): the value the reference measured with and the section of
-``REFERENCE.md`` that states it. The values are read from the shipped configs
+``docs/background/devices.md`` that states it. The values are read from the shipped configs
 (``anb/configs/devices/*.toml``) and, for the boards, from the self-contained FPGA scripts.
 Settings the reference gives as a floor (1 warm-up pass + 3 timed passes) are checked as such:
 the shipped rules warm up and repeat at least that much.
@@ -18,9 +19,9 @@ from anb.collect_throughput.protocol import load_device
 from anb.searchspace.arch import EFFICIENTNET_B0
 from tests.conftest import REPO
 
-S4 = "REFERENCE.md section 4 (GPU)"
-S4T = "REFERENCE.md section 4 (TPU)"
-S4F = "REFERENCE.md section 4 (FPGA)"
+S4 = 'docs/background/devices.md, "GPU"'
+S4T = 'docs/background/devices.md, "TPU"'
+S4F = 'docs/background/devices.md, "FPGA"'
 
 # (config, kind, setting, value, section)
 EXACT = [
@@ -90,14 +91,14 @@ def test_config_comments_state_the_batch_and_resolution_measured(config):
 
 
 def test_tpu_runs_one_core():
-    """REFERENCE.md section 4 (TPU): one core: the back-end uses the process's one device."""
+    """docs/background/devices.md, "TPU": one core: the back-end uses the process's one device."""
     source = (REPO / "anb/collect_throughput/backends/xla.py").read_text()
     assert "torch_xla.device()" in source and "xla_device_hw" in source
 
 
 def test_cuda_inputs_are_built_at_the_reference_shape_without_a_gpu():
     """The CUDA back-end's input path runs here: batch 128 of 256 px fp16, channels_last
-    (REFERENCE.md section 4); only the copy to the GPU waits for one."""
+    (docs/background/devices.md, "GPU"); only the copy to the GPU waits for one."""
     from anb.collect_throughput.backends.cuda import CudaBackend
     from anb.collect_throughput.backends.torch_backend import input_tensors
 
@@ -108,7 +109,7 @@ def test_cuda_inputs_are_built_at_the_reference_shape_without_a_gpu():
 
 
 def test_imagenet_inputs_are_fed_at_the_protocol_resolution(tmp_path):
-    """REFERENCE.md section 4 (GPU): ImageNet-val at 256 px: resize + centre crop to 256."""
+    """docs/background/devices.md, "GPU": ImageNet-val at 256 px: resize + centre crop to 256."""
     from PIL import Image
 
     from anb.collect_throughput.inputs import preprocess_image
@@ -153,7 +154,7 @@ def test_fpga_board_constants_match_reference(board, name, value, section):
 
 
 def test_fpga_host_and_round_constants_match_reference():
-    """REFERENCE.md section 4 (FPGA): ~150 calibration images, ~1000 images per throughput
+    """docs/background/devices.md, "FPGA": ~150 calibration images, ~1000 images per throughput
     measurement, the compiler's arch.json per DPU, int8 inputs pre-scaled by fix_point."""
     dpu_timing, compile_xmodel, quantize_nndct = _fpga_modules()
     assert dpu_timing.IMAGES_PER_ROUND == 1000

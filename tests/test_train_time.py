@@ -13,12 +13,12 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.nas.objectives import Objective
+from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import Sampler
 from anb.surrogates import load, prepare, read_manifest
 from anb.surrogates.baseline import evaluate_baselines
 from anb.surrogates.data import target_columns, transform_for
 from anb.surrogates.fit import evaluate
-from tests.conftest import DATASET_TARBALL as TARBALL
 
 pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
 

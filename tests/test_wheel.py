@@ -52,7 +52,7 @@ def installed():
     root = Path(tempfile.mkdtemp(prefix="anb-wheel-"))
     assert not root.resolve().is_relative_to(REPO.resolve())
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME", "ANB_SHARED_DATA")}
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="offline",
                ANB_CACHE_DIR=str(root / "cache"))
     try:

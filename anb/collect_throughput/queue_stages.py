@@ -1,10 +1,11 @@
 """The queue's stages for device measurement: export -> convert -> measure -> accuracy.
 
 Host-only stages (export, convert) run on any worker; ``measure`` and ``accuracy`` run where the
-device is. Default priorities are the reference practice's (REFERENCE.md section 7: conversion +
-quantization 20, device benchmark 30, accuracy 60 scaled by the model's measured latency so
-quicker models go first); export, which the reference folds into conversion, shares its 20.
-:func:`register_stages` adds them to the queue's registry (:mod:`anb.jobs.stages`).
+device is. Default priorities are the reference practice's (docs/background/devices.md, "Remote
+benchmarking queue (Archai)": conversion + quantization 20, device benchmark 30, accuracy 60 scaled
+by the model's measured latency so quicker models go first); export, which the reference folds into
+conversion, shares its 20. :func:`register_stages` adds them to the queue's registry
+(:mod:`anb.jobs.stages`).
 
 Models travel through the *store*, a folder every worker of a stage chain can read (the same
 host, or a shared filesystem): each stage prepares what the next needs there under the names

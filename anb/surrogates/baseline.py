@@ -1,9 +1,10 @@
 """The reference benchmark's surrogate baselines, re-measured with its own tuned settings.
 
 One XGBoost and one LightGBM model per target on the 28-value ordinal encoding, raw labels, the
-tuned hyper-parameters of ``configs/surrogates/baselines/`` (REFERENCE.md section 8: each
-ConfigSpace parameter's ``default``, ``num_rounds`` with ``early_stopping_rounds`` on validation),
-trained with the libraries' native ``train`` as the reference does.
+tuned hyper-parameters of ``configs/surrogates/baselines/`` (docs/background/accel-nasbench.md,
+"Baseline hyper-parameters": each ConfigSpace parameter's ``default``, ``num_rounds`` with
+``early_stopping_rounds`` on validation), trained with the libraries' native ``train`` as the
+reference does.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from anb.searchspace.encoding import encode
 from anb.surrogates.fit import Prepared
 from anb.surrogates.metrics import regression_metrics
 
-#: REFERENCE.md section 5: (R^2, Kendall tau) on the published test split.
+#: docs/background/accel-nasbench.md, "Published scores": (R^2, Kendall tau) on the published test
+#: split.
 REFERENCE_BASELINES: dict[str, dict[str, tuple[float, float]]] = {
     "val_top1": {"xgboost": (0.9822, 0.9208), "lightgbm": (0.9841, 0.9237)},
     "throughput_3090": {"xgboost": (0.9946, 0.9628), "lightgbm": (0.9958, 0.9653)},
@@ -32,7 +34,8 @@ REFERENCE_BASELINES: dict[str, dict[str, tuple[float, float]]] = {
     "latency_vck190": {"xgboost": (0.9986, 0.9776), "lightgbm": (0.9990, 0.9801)},
 }
 
-#: Kendall-tau goals from the measurement-noise ceilings (REFERENCE.md section 5, issue 5).
+#: Kendall-tau goals from the measurement-noise ceilings (issue 5;
+#: docs/background/accel-nasbench.md, "Noise ceilings").
 TAU_GOALS = {"val_top1": 0.93, "throughput_a100": 0.99, "throughput_3090": 0.99,
              "throughput_tpuv2": 0.958, "throughput_tpuv3": 0.921, "throughput_zcu102": 0.98,
              "throughput_vck190": 0.98, "latency_zcu102": 0.99, "latency_vck190": 0.99}

@@ -6,14 +6,14 @@ Works with anything that has the ``vart.Runner`` interface: ``get_input_tensors(
 ``vart.Runner`` (see ``run_dpu.py``); in tests and host emulation it is the onnxruntime-backed
 ``ort_runner.OrtStandInRunner``.
 
-Latency (REFERENCE.md section 4): one thread, one runner, native batch (1 on ZCU102, 6 on
-VCK190), one job at a time, under the shared warm-up and stopping rule. Throughput: a fixed
-thread count per board (5 on ZCU102, 6 on VCK190, the reference's best), one runner per thread,
-each thread keeping ``in_flight`` jobs queued on its runner until the round's ~1000 images are
-done; a round is one timed step. A thread sweep (best count reported, the sweep kept) is an
-option. Both return ``platform_perf`` entries (:func:`board_core.perf_entry`) with the peak RSS
-and CPU use of this process sampled while the timing loop ran (``peak_rss_bytes``,
-``utilisation``: :class:`utilisation.Sampler`, as the board runner of every other board).
+Latency (docs/background/devices.md, "FPGA"): one thread, one runner, native batch (1 on ZCU102, 6
+on VCK190), one job at a time, under the shared warm-up and stopping rule. Throughput: a fixed
+thread count per board (5 on ZCU102, 6 on VCK190, the reference's best), one runner per thread, each
+thread keeping ``in_flight`` jobs queued on its runner until the round's ~1000 images are done; a
+round is one timed step. A thread sweep (best count reported, the sweep kept) is an option. Both
+return ``platform_perf`` entries (:func:`board_core.perf_entry`) with the peak RSS and CPU use of
+this process sampled while the timing loop ran (``peak_rss_bytes``, ``utilisation``:
+:class:`utilisation.Sampler`, as the board runner of every other board).
 """
 from __future__ import annotations
 

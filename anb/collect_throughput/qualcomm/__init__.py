@@ -1,4 +1,4 @@
-"""Qualcomm SNPE / QNN back-end (REFERENCE.md section 7).
+"""Qualcomm SNPE / QNN back-end (docs/background/devices.md, "Qualcomm SNPE and QNN").
 
 - :mod:`.config`: ``configs/devices/qualcomm/*.toml`` (SDK, runtime, duration, perf profile,
   quantizer options, transport).

@@ -1,6 +1,6 @@
 """Qualcomm device configs: ``configs/devices/qualcomm/<name>.toml`` (or a path).
 
-Fields (REFERENCE.md section 7 for the values in use)::
+Fields (docs/background/devices.md, "Qualcomm SNPE and QNN", for the values in use)::
 
     name = "snpe-dsp"            # records get throughput_<name> / latency_<name>
     sdk = "snpe"                 # snpe | qnn

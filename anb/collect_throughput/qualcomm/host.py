@@ -69,7 +69,8 @@ def _quant_flags(q: Quantization, qnn: bool = False) -> list[str]:
 
 
 def quantize_argv(dlc: Path, input_list: Path, out_path: Path, q: Quantization) -> list[str]:
-    """``snpe-dlc-quantize`` with the config's options (REFERENCE.md section 7)."""
+    """``snpe-dlc-quantize`` with the config's options
+    (docs/background/devices.md, "Conversion and quantisation on the host")."""
     return [find_tool("snpe", "quantize"), "--input_dlc", str(dlc), "--input_list",
             str(input_list), "--output_dlc", str(out_path)] + _quant_flags(q)
 

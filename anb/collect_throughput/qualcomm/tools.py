@@ -8,7 +8,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-#: Tool per role and SDK (REFERENCE.md section 7).
+#: Tool per role and SDK (docs/background/devices.md, "Running on the device").
 TOOLS = {
     "snpe": {"convert": "snpe-onnx-to-dlc", "quantize": "snpe-dlc-quantize",
              "info": "snpe-dlc-info", "throughput": "snpe-throughput-net-run",
