@@ -288,7 +288,7 @@ def pipeline(
     num_measured: int = typer.Option(
         24, min=1, help="Architectures measured on --device (the trained ones first): the "
         "device model is adapted from these; measuring is cheap next to training."),
-    seed: int = typer.Option(0, help="Sampler and search seed."),
+    seed: int = typer.Option(0, min=0, help="Sampler and search seed."),
     accuracy_config: Path = typer.Option(CONFIGS / "accuracy" / "digits_tiny.ini",
                                          help="Training recipe (INI) of the accuracy stage."),
     train_set: list[str] | None = typer.Option(

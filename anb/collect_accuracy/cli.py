@@ -68,11 +68,12 @@ def register(app: typer.Typer) -> None:
     def write_ffcv_cmd(
         source: Path = typer.Argument(..., help="ImageNet-style folder: <class>/<image>."),
         out: Path = typer.Argument(..., help="Output .beton file."),
-        max_side: int = typer.Option(400, help="Longest side after resizing."),
-        quality: int = typer.Option(90, help="JPEG quality."),
-        workers: int = typer.Option(8, help="Writer processes."),
+        max_side: int = typer.Option(400, min=1, help="Longest side after resizing."),
+        quality: int = typer.Option(90, min=1, max=100, help="JPEG quality."),
+        workers: int = typer.Option(8, min=1, help="Writer processes."),
         compress_probability: float = typer.Option(
-            1.0, help="Share of images stored as JPEG, the rest raw (the reference's "
+            1.0, min=0.0, max=1.0,
+            help="Share of images stored as JPEG, the rest raw (the reference's "
                       "train_400_0.50_90: 0.5)."),
     ) -> None:
         """Write an image folder as an FFCV file (max side 400, JPEG quality 90)."""

@@ -30,16 +30,17 @@ def measure_cmd(
                               "strings, 'sample:N[:seed]' or comma-separated strings."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
     shard: str = typer.Option("0/1", "--shard", help="Shard 'i/k' of the architecture list."),
-    resolution: int | None = typer.Option(None, help="Override the input resolution (default: "
+    resolution: int | None = typer.Option(None, min=1,
+                                          help="Override the input resolution (default: "
                                           "the config's for anb-mnasnet, else each "
                                           "architecture's own, e.g. 32 for nasbench201)."),
-    batch: int | None = typer.Option(None, help="Override the throughput batch size."),
-    threads: int | None = typer.Option(None, help="Override the pinned thread count."),
+    batch: int | None = typer.Option(None, min=1, help="Override the throughput batch size."),
+    threads: int | None = typer.Option(None, min=1, help="Override the pinned thread count."),
     clock: str | None = typer.Option(None, help="Override the clock: wall | cpu."),
-    budget: float | None = typer.Option(None, help="Override the timing budget (s)."),
+    budget: float | None = typer.Option(None, min=1e-3, help="Override the timing budget (s)."),
     workdir: Path | None = typer.Option(None, help="Cache for exported models."),
     keep_going: bool = typer.Option(False, help="Record failing architectures and go on."),
-    interleave: int = typer.Option(1, help="Time blocks of this many architectures "
+    interleave: int = typer.Option(1, min=1, help="Time blocks of this many architectures "
                                    "round-robin (robust ranks on a shared machine)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
     keep_work: bool = typer.Option(False, "--keep-work", help="Keep each architecture's "
@@ -50,7 +51,7 @@ def measure_cmd(
                                 "(anb-mnasnet: EfficientNet-B0, smallest, largest; another "
                                 "space: all-first and all-last choices), 'none' or "
                                 "comma-separated strings."),
-    anchor_every: int = typer.Option(500, help="Architectures between anchor sessions."),
+    anchor_every: int = typer.Option(500, min=1, help="Architectures between anchor sessions."),
     space: str | None = space_option("search space (default: the one an --archs dataset "
                                      "names, else anb-mnasnet)"),
     report: bool = typer.Option(False, "--report", help="Also write a report of each "
@@ -68,7 +69,8 @@ def measure_cmd(
                                         "folder of <arch_id>.pt checkpoints."),
     onnx: Path | None = typer.Option(None, "--onnx", help="--quality: a trained ONNX model "
                                      "instead of --weights."),
-    quality_images: int = typer.Option(500, help="--quality: images scored (class-stratified "
+    quality_images: int = typer.Option(500, min=1,
+                                       help="--quality: images scored (class-stratified "
                                        "sample of --images)."),
 ) -> None:
     """Measure latency/throughput of architectures of a search space on a device of any kind
@@ -195,12 +197,15 @@ def quant_report_cmd(
     target: str = typer.Option("fpga", help="fpga (DPU scheme: per-tensor power-of-two scales) "
                                "| cpu (the cpu-int8 device's u8s8: uint8 activations, "
                                "per-channel int8 weights)."),
-    resolution: int | None = typer.Option(None, help="Input size (default 224 with --images, "
+    resolution: int | None = typer.Option(None, min=1,
+                                          help="Input size (default 224 with --images, "
                                              "32 on the digits)."),
-    calibration: int = typer.Option(150, help="Calibration images (the reference used ~150)."),
-    eval_images: int = typer.Option(100, help="Test images for the accuracy change."),
-    seed: int = typer.Option(0, help="Seed of the class-stratified image sample."),
-    cos_threshold: float = typer.Option(0.99, help="Flag layers with cosine below this."),
+    calibration: int = typer.Option(150, min=1,
+                                    help="Calibration images (the reference used ~150)."),
+    eval_images: int = typer.Option(100, min=1, help="Test images for the accuracy change."),
+    seed: int = typer.Option(0, min=0, help="Seed of the class-stratified image sample."),
+    cos_threshold: float = typer.Option(0.99, min=-1.0, max=1.0,
+                                        help="Flag layers with cosine below this."),
     sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb quant-report."),

@@ -40,15 +40,19 @@ def quant_layers_cmd(
                                            "images directly in the folder (unlabelled)."),
     keep_float: str = typer.Option("", "--keep-float", help="Mixed precision sweep: keep the "
                                    "K worst layers float, for each K given (e.g. 1,2,4)."),
-    resolution: int | None = typer.Option(None, help="Image size (>= 32; default 32, an ONNX "
+    resolution: int | None = typer.Option(None, min=32,
+                                          help="Image size (>= 32; default 32, an ONNX "
                                           "model's own input size)."),
-    calibration: int = typer.Option(64, help="Calibration images."),
-    images: int = typer.Option(16, "--compare-images", help="Images compared layer by layer."),
-    eval_images: int = typer.Option(200, help="Images scored per model of the mixed-precision "
+    calibration: int = typer.Option(64, min=1, help="Calibration images."),
+    images: int = typer.Option(16, "--compare-images", min=1,
+                               help="Images compared layer by layer."),
+    eval_images: int = typer.Option(200, min=1,
+                                    help="Images scored per model of the mixed-precision "
                                     "sweep (with --weights/--onnx)."),
-    cos_threshold: float = typer.Option(0.99, help="Flag layers with cosine below this."),
+    cos_threshold: float = typer.Option(0.99, min=-1.0, max=1.0,
+                                        help="Flag layers with cosine below this."),
     sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
-    worst: int = typer.Option(5, help="Flag this many layers that lose most SQNR."),
+    worst: int = typer.Option(5, min=1, help="Flag this many layers that lose most SQNR."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb quant-layers report."),
 ) -> None:

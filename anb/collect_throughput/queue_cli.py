@@ -77,9 +77,9 @@ def submit_cmd(
                                       "(repeat for several)."),
     stages: str = typer.Option("measure", help="Comma-separated: export,convert,measure,accuracy "
                                "(run in that order; each queued when the one before is done)."),
-    priority: int | None = typer.Option(None, help="Priority (lower first; 0 jumps the "
+    priority: int | None = typer.Option(None, min=0, help="Priority (lower first; 0 jumps the "
                                            "queue). Default: the first stage's."),
-    max_attempts: int = typer.Option(3, help="Attempts before a job is failed."),
+    max_attempts: int = typer.Option(3, min=1, help="Attempts before a job is failed."),
     space: str | None = space_option("search space (default: the one an --archs dataset or "
                                      "search output names, else anb-mnasnet)"),
     images: Path | None = typer.Option(None, "--images", help="accuracy stage: labelled image "
@@ -89,9 +89,9 @@ def submit_cmd(
                                         "folder of <arch_id>.pt checkpoints."),
     onnx: Path | None = typer.Option(None, "--onnx", help="accuracy stage: a trained ONNX "
                                      "model instead of --weights."),
-    quality_images: int = typer.Option(500, help="accuracy stage: images scored (class-"
+    quality_images: int = typer.Option(500, min=1, help="accuracy stage: images scored (class-"
                                        "stratified sample of --images)."),
-    quality_resolution: int | None = typer.Option(None, help="accuracy stage: input size "
+    quality_resolution: int | None = typer.Option(None, min=1, help="accuracy stage: input size "
                                                   "(default: the device's)."),
     queue: str = QUEUE,
 ) -> None:
@@ -162,8 +162,9 @@ def _status_text(q, failed: int) -> str:
 @app.command("status")
 def status_cmd(
     queue: str = QUEUE,
-    watch: float = typer.Option(0, help="Refresh every N seconds (a live view; Ctrl-C stops)."),
-    failed: int = typer.Option(10, help="Show up to N failed jobs with their errors."),
+    watch: float = typer.Option(0, min=0.0,
+                                help="Refresh every N seconds (a live view; Ctrl-C stops)."),
+    failed: int = typer.Option(10, min=0, help="Show up to N failed jobs with their errors."),
     as_json: bool = typer.Option(False, "--json", help="Counts and running jobs as JSON."),
 ) -> None:
     """Counts per device and stage, who is running what, the last errors."""
@@ -217,7 +218,7 @@ def cancel_cmd(ids: list[int] = typer.Argument(None, help="Job ids."),
 
 @app.command("bump")
 def bump_cmd(ids: list[int] = typer.Argument(..., help="Job ids."),
-             priority: int = typer.Option(0, help="New priority (0 jumps the queue)."),
+             priority: int = typer.Option(0, min=0, help="New priority (0 jumps the queue)."),
              queue: str = QUEUE) -> None:
     """Change the priority of open jobs."""
     with _open(queue) as q:
@@ -262,9 +263,9 @@ def worker_cmd(
     store: Path = typer.Option(Path("anb-store"), help="Model store shared by the stages."),
     out: Path | None = typer.Option(None, help="Results folder (<out>/<device>/<arch_id>"
                                        ".json, as 'anb measure' writes)."),
-    lease: float = typer.Option(60.0, help="Lease seconds (renewed every third)."),
-    poll: float = typer.Option(2.0, help="Seconds between claims when idle."),
-    max_jobs: int | None = typer.Option(None, help="Stop after N jobs."),
+    lease: float = typer.Option(60.0, min=1.0, help="Lease seconds (renewed every third)."),
+    poll: float = typer.Option(2.0, min=0.01, help="Seconds between claims when idle."),
+    max_jobs: int | None = typer.Option(None, min=1, help="Stop after N jobs."),
     idle_exit: bool = typer.Option(False, help="Stop when nothing is left to claim."),
     name: str | None = typer.Option(None, help="Worker name (default host:pid)."),
     queue: str = QUEUE,

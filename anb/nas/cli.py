@@ -22,7 +22,7 @@ def search(
                                "time (from a pilot of 256 evaluations) exceeds 1 hour is "
                                "refused unless --yes is given."),
     yes: bool = typer.Option(False, "--yes", help="Run a budget estimated to take over 1 hour."),
-    seed: int = typer.Option(0),
+    seed: int = typer.Option(0, min=0),
     noise: bool = typer.Option(False, help="Query plausible noisy observations, not means."),
     out: Path = typer.Option(Path("outputs/search"), help="Results folder."),
     measure: str | None = typer.Option(None, help="Measure this device's metrics in the "
@@ -30,9 +30,9 @@ def search(
                                           "Qualcomm SNPE config such as snpe-dsp)."),
     queue: str | None = typer.Option(None, help="With --measure: submit measurements to "
                                         "this job queue instead of measuring here."),
-    max_measurements: int | None = typer.Option(None, help="With --measure: at most this "
+    max_measurements: int | None = typer.Option(None, min=1, help="With --measure: at most this "
                                                    "many new measurements."),
-    max_hours: float | None = typer.Option(None, help="With --measure: stop after this "
+    max_hours: float | None = typer.Option(None, min=1e-6, help="With --measure: stop after this "
                                               "many hours."),
     supported_only: bool = typer.Option(False, help="Treat architectures the surrogate flags "
                                         "as out of distribution as infeasible."),

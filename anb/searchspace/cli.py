@@ -82,7 +82,7 @@ def info(space: str = SPACE_OPTION) -> None:
 @app.command("sample")
 def sample_cmd(
     n: int = typer.Option(10, "-n", "--num", min=0, help="How many architectures."),
-    seed: int = typer.Option(0, help="Stream seed."),
+    seed: int = typer.Option(0, min=0, help="Stream seed."),
     shard: str = typer.Option("0/1", help="Shard 'i/k' of the stream (disjoint across i)."),
     fmt: str = typer.Option("string", "--format", help="string | json | id"),
     space: str = SPACE_OPTION,
@@ -113,9 +113,9 @@ def sample_cmd(
 @app.command("count")
 def count_cmd(
     archs: list[str] | None = typer.Argument(None, help="Architecture strings (or stdin)."),
-    resolution: int | None = typer.Option(None, help="Input resolution (default: the "
+    resolution: int | None = typer.Option(None, min=1, help="Input resolution (default: the "
                                           "architecture's own, e.g. 224 for anb-mnasnet)."),
-    num_classes: int | None = typer.Option(None, help="Classifier width (default: the "
+    num_classes: int | None = typer.Option(None, min=1, help="Classifier width (default: the "
                                            "space's task, e.g. 1000)."),
     space: str = SPACE_OPTION,
 ) -> None:
@@ -140,9 +140,9 @@ def count_cmd(
 def onnx_cmd(
     arch: str = typer.Argument(..., help="Architecture string."),
     out: Path = typer.Argument(..., help="Output .onnx file."),
-    resolution: int | None = typer.Option(None, help="Example input resolution (axes stay "
+    resolution: int | None = typer.Option(None, min=1, help="Example input resolution (axes stay "
                                           "dynamic; default: the architecture's own)."),
-    num_classes: int | None = typer.Option(None, help="Classifier width (default: the "
+    num_classes: int | None = typer.Option(None, min=1, help="Classifier width (default: the "
                                            "space's task)."),
     activation: str | None = typer.Option(None, help="MnasNet spaces: relu (the default; "
                                           "benchmark, FPGA-safe) | silu"),

@@ -23,10 +23,11 @@ def adapt_cmd(
                                    "holds something other than an adapted surrogate."),
     metric: str | None = typer.Option(None, "--metric", help="throughput | latency (when "
                                          "the file has both)."),
-    suggest: int = typer.Option(0, "--suggest", help="Print the K most informative "
+    suggest: int = typer.Option(0, "--suggest", min=0, help="Print the K most informative "
                                 "architectures to measure next (none already measured)."),
-    candidates: int = typer.Option(5000, help="Sampled candidates --suggest chooses from."),
-    seed: int = typer.Option(0, help="Seed of the candidate sample."),
+    candidates: int = typer.Option(5000, min=1, max=1_000_000,
+                                   help="Sampled candidates --suggest chooses from."),
+    seed: int = typer.Option(0, min=0, help="Seed of the candidate sample."),
     submit: bool = typer.Option(False, "--submit", help="Queue a measure job per suggested "
                                 "architecture (--device is then a device config name or TOML)."),
     queue: str = queue_option("Measurement queue for --submit: SQLite file or postgresql:// "

@@ -56,11 +56,13 @@ def register(app: typer.Typer) -> None:
         split: str | None = typer.Option(None, help="published | random | kfold:<k>:<i> "
                                          "(default: the config's, published)"),
         split_dir: Path | None = typer.Option(None, help="folder of {train,val,test}_paths.json"),
-        members: int | None = typer.Option(None, help="ensemble members per target"),
-        hpo_seconds: float = typer.Option(0.0, help="Optuna budget per target on val (0: none)"),
-        seed: int | None = typer.Option(None, help="split and model seed (default: the "
+        members: int | None = typer.Option(None, min=1, max=100,
+                                           help="ensemble members per target"),
+        hpo_seconds: float = typer.Option(0.0, min=0.0,
+                                          help="Optuna budget per target on val (0: none)"),
+        seed: int | None = typer.Option(None, min=0, help="split and model seed (default: the "
                                         "config's, 0)"),
-        jobs: int = typer.Option(1, help="threads per model"),
+        jobs: int = typer.Option(1, min=1, help="threads per model"),
         overwrite: bool = typer.Option(False, "--overwrite", help="replace --out even when it "
                                        "holds something other than an anb surrogate artifact"),
         space: str | None = space_option(),
@@ -92,7 +94,7 @@ def register(app: typer.Typer) -> None:
         report: Path | None = typer.Option(None, help="folder for tables and parity plots"),
         baseline: bool = typer.Option(False, help="also fit the reference XGBoost/LightGBM recipe "
                                                   "and print the comparison table"),
-        jobs: int = typer.Option(1),
+        jobs: int = typer.Option(1, min=1),
         overwrite: bool = typer.Option(False, "--overwrite", help="replace --report even when "
                                        "it holds something other than an anb evaluate report"),
         space: str | None = space_option("search space; must be the benchmark's (default: it)"),
@@ -117,7 +119,7 @@ def register(app: typer.Typer) -> None:
                                               "stdin"),
         metrics: str | None = typer.Option(None, help="comma-separated metrics (default all)"),
         noise: bool = typer.Option(False, help="sample plausible observed values"),
-        seed: int | None = typer.Option(None),
+        seed: int | None = typer.Option(None, min=0),
         level: float | None = typer.Option(None, help="add <metric>_lo/_hi: the central "
                                                        "interval of the predictive "
                                                        "distribution at this level, e.g. 0.9"),

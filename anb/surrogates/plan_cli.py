@@ -20,8 +20,9 @@ def plan_cmd(
         None, help="collected records (any dataset form: tarball, folder of JSON, CSV, "
                    "Parquet); left out: nothing collected yet (a space-filling first batch)"),
     out: Path = typer.Option(..., "--out", "-o", help="plan folder to write"),
-    batch: int = typer.Option(100, help="architectures in the batch (at most)"),
-    gpu_hours: float | None = typer.Option(None, "--gpu-hours", help="training budget of the "
+    batch: int = typer.Option(100, min=1, help="architectures in the batch (at most)"),
+    gpu_hours: float | None = typer.Option(None, "--gpu-hours", min=1e-6,
+                                           help="training budget of the "
                                            "batch in GPU-hours (predicted from train_time)"),
     targets: str | None = typer.Option(None, help="comma-separated targets to learn: val_top1 "
                                        "(training) and/or device metrics such as "
@@ -29,9 +30,10 @@ def plan_cmd(
     candidates: Path | None = typer.Option(None, help="file of candidate architectures "
                                            "(strings, JSON, or a CSV with 'arch'); default: "
                                            "--pool sampled from the space"),
-    pool: int = typer.Option(5000, help="candidates sampled when --candidates is left out"),
+    pool: int = typer.Option(5000, min=1, max=1_000_000,
+                             help="candidates sampled when --candidates is left out"),
     acquisition: str = typer.Option("kmeans", help="kmeans | penalised | coverage"),
-    seed: int = typer.Option(0, help="seed of the candidate sample and the planner model"),
+    seed: int = typer.Option(0, min=0, help="seed of the candidate sample and the planner model"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace --out even when it "
                                    "holds something other than an anb plan"),
     space: str | None = space_option(),
