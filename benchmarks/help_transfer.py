@@ -2,7 +2,13 @@
 
     .venv/bin/python benchmarks/help_transfer.py [--spaces nasbench201,fbnet] [--on test|valid]
         [--n 5,10,20] [--draws 10] [--data ../shared/data/help] [--select random|active]
-        (--on valid: meta-valid unseen; --on lomo: each meta-train device left out in turn)
+        (--on valid: meta-valid unseen; --on lomo: each meta-train device left out in turn;
+        --on mobile_cpu-gpu|gpu-mobile_cpu|cpu_gpu-accelerator: a device family none of the
+        known devices belongs to, family_valid the one of them to choose settings on; device
+        lists in help_tables.FAMILIES / CROSS_FAMILY)
+
+"proxy rho" is the best single analytic proxy (MACs, true MACs, params, activations, layer
+count; fitted log-log on the n measurements, chosen by leave-one-out error: adapt_proxy.py).
 
 The external yardstick of HELP (Lee et al., NeurIPS 2021) on its own tables and protocol
 (``../shared/data/help/SOURCE.md``, :mod:`anb.surrogates.help_tables`): per space
