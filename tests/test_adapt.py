@@ -663,3 +663,27 @@ def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
     np.testing.assert_allclose(mean, expected[0], rtol=1e-12)
     np.testing.assert_allclose(std, expected[1], rtol=1e-12)
     np.testing.assert_allclose(bench.query(data.choices[test], [HIDDEN])[HIDDEN], np.exp(mean))
+
+
+def test_best_proxy_picks_the_cost_the_device_follows_out_of_fold():
+    from anb.searchspace.registry import get_space
+    from anb.surrogates.adapt_proxy import PROXY_NAMES, analytic_proxies, best_proxy, loo_error
+
+    space = get_space("nasbench201")
+    choices = space.choices_from_index(np.arange(0, 15625, 125))
+    proxies = analytic_proxies(space, choices)
+    assert tuple(proxies) == PROXY_NAMES
+    # layer count: blocks with MACs (conv or pool), at most the six edges (stem/head are fixed)
+    assert proxies["layers"].max() <= 6 and proxies["layers"].min() == 0
+    rng = np.random.default_rng(0)
+    y = 0.5 + 0.7 * np.log(np.maximum(proxies["activations"], 1)) + rng.normal(0, 0.01, 125)
+    rows = np.arange(20)
+    name, fitted = best_proxy(proxies, rows, y[rows])
+    assert name == "activations"
+    assert np.abs(fitted - y).max() < 0.05
+    # the closed-form leave-one-out error equals refitting without each point
+    x = np.log(proxies["macs"][rows])
+    refits = [np.polyval(np.polyfit(np.delete(x, i), np.delete(y[rows], i), 1), x[i]) - y[i]
+              for i in range(20)]
+    assert loo_error(x, y[rows]) == pytest.approx(np.mean(np.square(refits)))
+    assert loo_error(np.ones(5), np.arange(5.0)) == float("inf")

@@ -116,3 +116,28 @@ def test_adapted_beats_ridge_and_needs_both_parts(nb201):
     assert full > ridge + 0.01
     assert adapted(np.zeros((len(K), 1))) < ridge  # op totals only
     assert adapted(K[:, :1]) < ridge  # one known device
+
+
+def test_cross_family_splits_keep_a_family_unseen(nb201):
+    device_columns = [c for c in nb201.columns if c not in ("index", "arch")]
+    assert ht.TABLE_COLUMNS["nasbench201"] == tuple(device_columns)
+    assert ht.family("titanx_32") == "gpu_valid" and ht.family("titanxp_32") == "gpu"
+    assert ht.family("essential_ph_1") == "mobile" and ht.family("eyeriss") == "accelerator"
+    with pytest.raises(ValueError, match="'tpu_1' has no device family"):
+        ht.family("tpu_1")
+    proto = ht.protocol("nasbench201")
+    [(known, unseen)] = proto.splits("mobile_cpu-gpu")
+    assert unseen == ("1080ti_1", "1080ti_256", "1080ti_32", "2080ti_1", "2080ti_256",
+                      "2080ti_32", "titan_rtx_1", "titan_rtx_256", "titan_rtx_32", "titanxp_1",
+                      "titanxp_256", "titanxp_32")
+    assert "raspi4" in known and "gold_6240" in known and "fpga" not in known
+    [(known, unseen)] = proto.splits("cpu_gpu-accelerator")
+    assert unseen == ("eyeriss", "fpga") and len(known) == 16
+    reported = {d for name in ht.CROSS_FAMILY if name != "family_valid"
+                for d in proto.splits(name)[0][1]}
+    [(_, valid_unseen)] = proto.splits("family_valid")
+    assert valid_unseen == ("titanx_1", "titanx_256", "titanx_32")
+    assert not reported & set(valid_unseen)  # settings are never chosen on a reported device
+    for name in ht.CROSS_FAMILY:
+        [(known, unseen)] = proto.splits(name)
+        assert not {ht.family(c) for c in known} & {ht.family(c) for c in unseen}

@@ -51,6 +51,11 @@ class Protocol:
             return self.meta_train, self.meta_valid
         raise ValueError(f"unknown split {on!r}; allowed: 'test', 'valid'")
 
+    def columns(self, families: tuple[str, ...]) -> tuple[str, ...]:
+        """This space's table columns of the device ``families`` (keys of :data:`FAMILIES`),
+        in table order."""
+        return tuple(c for c in TABLE_COLUMNS[self.space] if family(c) in families)
+
     def splits(self, on: str) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
         """``(known, unseen)`` pairs: :meth:`split`'s one for ``"test"`` / ``"valid"``; for
         ``"lomo"`` (the second split to choose settings on) one per meta-train device, unseen,
@@ -58,13 +63,48 @@ class Protocol:
         if on == "lomo":
             return [(tuple(d for d in self.known if d != left), (left,))
                     for left in self.meta_train]
+        if on in CROSS_FAMILY:
+            known, unseen = CROSS_FAMILY[on]
+            return [(self.columns(known), self.columns(unseen))]
         if on not in SPLITS:
             raise ValueError(f"unknown split {on!r}; allowed: {', '.join(map(repr, SPLITS))}")
         return [self.split(on)]
 
 
-#: What :meth:`Protocol.splits` accepts: HELP's evaluation, then the two to choose settings on.
-SPLITS = ("test", "valid", "lomo")
+#: Device families of HELP's columns (a column is a name below, or a name plus ``_<batch>``).
+#: The Titan X GPUs are a family of their own: the unseen devices of the split that settings
+#: are chosen on (``family_valid``), never unseen in a reported cross-family split.
+FAMILIES = {
+    "gpu": ("1080ti", "2080ti", "titan_rtx", "titanxp"),
+    "gpu_valid": ("titanx",),
+    "cpu": ("gold_6226", "gold_6240", "silver_4114", "silver_4210r"),
+    "mobile": ("essential_ph_1", "pixel2", "pixel3", "samsung_a50", "samsung_s7", "raspi4"),
+    "accelerator": ("fpga", "eyeriss"),
+}
+#: Cross-family splits, name -> (known families, unseen families): a new device of a family
+#: none of the known devices belongs to. ``family_valid`` is the one to choose settings on.
+CROSS_FAMILY = {
+    "mobile_cpu-gpu": (("mobile", "cpu"), ("gpu",)),
+    "gpu-mobile_cpu": (("gpu",), ("mobile", "cpu")),
+    "cpu_gpu-accelerator": (("cpu", "gpu"), ("accelerator",)),
+    "family_valid": (("mobile", "cpu"), ("gpu_valid",)),
+}
+#: What :meth:`Protocol.splits` accepts: HELP's evaluation, the two to choose settings on, then
+#: the cross-family splits.
+SPLITS = ("test", "valid", "lomo", *CROSS_FAMILY)
+#: The device columns of HELP's tables, in file order.
+TABLE_COLUMNS = {
+    "nasbench201": ("1080ti_1", "1080ti_256", "1080ti_32", "2080ti_1", "2080ti_256", "2080ti_32",
+                    "essential_ph_1", "eyeriss", "fpga", "gold_6226", "gold_6240", "pixel2",
+                    "pixel3", "raspi4", "samsung_a50", "samsung_s7", "silver_4114",
+                    "silver_4210r", "titan_rtx_1", "titan_rtx_256", "titan_rtx_32", "titanx_1",
+                    "titanx_256", "titanx_32", "titanxp_1", "titanxp_256", "titanxp_32"),
+    "fbnet": ("1080ti_1", "1080ti_32", "1080ti_64", "2080ti_1", "2080ti_32", "2080ti_64",
+              "essential_ph_1", "eyeriss", "fpga", "gold_6226", "gold_6240", "pixel2", "pixel3",
+              "raspi4", "samsung_a50", "samsung_s7", "silver_4114", "silver_4210r",
+              "titan_rtx_1", "titan_rtx_32", "titan_rtx_64", "titanx_1", "titanx_32",
+              "titanx_64", "titanxp_1", "titanxp_32", "titanxp_64"),
+}
 _GPU_CPU = ("1080ti_1", "1080ti_32", "silver_4114", "silver_4210r", "samsung_a50", "pixel3",
             "essential_ph_1", "samsung_s7")
 PROTOCOLS = {
@@ -88,6 +128,15 @@ def protocol(space: str) -> Protocol:
     if space not in PROTOCOLS:
         raise ValueError(f"HELP has no table of space {space!r}; allowed: {sorted(PROTOCOLS)}")
     return PROTOCOLS[space]
+
+
+def family(column: str) -> str:
+    """The :data:`FAMILIES` key of a HELP column (``titanx_32`` -> ``gpu_valid``)."""
+    for name, devices in FAMILIES.items():
+        if any(column == device or column.startswith(device + "_") for device in devices):
+            return name
+    raise ValueError(f"HELP column {column!r} has no device family; known devices: "
+                     f"{sorted(d for ds in FAMILIES.values() for d in ds)}")
 
 
 def device_name(column: str) -> str:
