@@ -111,8 +111,15 @@ class Sampler:
     (given as Arch, strings, dicts or 16-hex-digit ids).
     """
 
-    def __init__(self, seed: int = 0, space: Space = ANB_SPACE, chunk: int = 65536):
+    def __init__(self, seed: int = 0, space: Space | str = ANB_SPACE, chunk: int = 65536):
         self.seed = int(seed)
+        if isinstance(space, str):  # a registered name (unknown ones are refused, named)
+            from anb.searchspace.registry import get_space
+
+            space = get_space(space)
+        if not isinstance(space, Space):
+            raise TypeError(f"space {space!r} is not a search space; allowed: a Space or the "
+                            "name of a registered one (`anb space list`)")
         self.space = space
         self.chunk = chunk
         self.permutation = Permutation(space.size(), self.seed)

@@ -449,11 +449,12 @@ class AdaptedBenchmark:
         where a queried adapted metric is flagged. With ``noise`` an adapted metric's draw
         uses its leave-one-out error as the observation noise; ``level``: ``<metric>_lo`` /
         ``_hi`` as the base's."""
-        from anb.surrogates.benchmark import OOD_COLUMNS
+        from anb.surrogates.benchmark import OOD_COLUMNS, check_query_args
         from anb.surrogates.identity import IDENTITY, identity
         from anb.surrogates.intervals import bounds
         from anb.surrogates.noise import standard_normal
 
+        check_query_args(archs, noise, seed, level)
         names = self.resolve(metrics)
         choices = self.choices(archs)
         if noise and seed is None:

@@ -319,8 +319,7 @@ class SurrogateBenchmark:
         interval of the predictive distribution (:mod:`anb.surrogates.intervals`). Its
         ``attrs["anb"]`` holds :attr:`identity`: which data answered.
         """
-        if level is not None:
-            z_value(level)  # checked before any work
+        check_query_args(archs, noise, seed, level)
         names = self.resolve(metrics)
         choices = self.choices(archs)
         ood = self.ood(choices)
@@ -358,6 +357,22 @@ class SurrogateBenchmark:
 
     def __repr__(self) -> str:
         return f"SurrogateBenchmark(metrics={self.metrics})"
+
+
+def check_query_args(archs: Any, noise: Any, seed: Any, level: Any) -> None:
+    """TypeError / ValueError naming the argument, the value and what is allowed, before any
+    work: ``query(123)``, ``query(None)``, ``noise="no"`` (which added noise) or ``seed="x"``
+    failed deep inside, or did the wrong thing."""
+    if archs is None or isinstance(archs, (bool, int, float, complex, np.number)):
+        raise TypeError(f"archs {archs!r} is not architectures; allowed: an architecture "
+                        "string, record or array, or a sequence, array or DataFrame of them")
+    if not isinstance(noise, (bool, np.bool_)):
+        raise TypeError(f"noise {noise!r} is not a bool; allowed: True or False")
+    if seed is not None and (isinstance(seed, (bool, np.bool_))
+                             or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"seed {seed!r} is not an integer; allowed: an int or None")
+    if level is not None:
+        z_value(level)
 
 
 def label_std(mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:

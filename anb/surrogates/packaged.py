@@ -290,6 +290,10 @@ def load(name_or_path: str | Path = resources.PACKAGED_BENCHMARK,
     ``started``: the ``time.perf_counter()`` the caller started at (:func:`anb.load` passes
     it, so the time reported counts the imports too).
     """
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise TypeError(f"name_or_path {name_or_path!r} is not a benchmark; allowed: a packaged "
+                        f"name {list(PACKAGED)} or the folder of an `anb fit` / `anb adapt` "
+                        "benchmark (str or Path)")
     if not Path(name_or_path).exists():
         _check_name(str(name_or_path))
         bench = _load_packaged(str(name_or_path), config, n_jobs, quiet,
