@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+#: Where the page checks keep their screenshots (test artifacts).
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "build" / "screenshots"
 CHROMIUM = Path(os.environ.get("ANB_CHROMIUM", "/usr/bin/chromium"))
 #: Headless, sandbox-free (CI runs as root), and nothing that reaches beyond localhost.
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
@@ -43,8 +45,27 @@ class PageCheck:
     screenshot: Path | None = None
 
 
+def browser_available() -> bool:
+    """Whether Chromium and Playwright are here (with ``ANB_REQUIRE_BROWSER`` set, their absence
+    fails the test instead): for a test that checks a page as one part of a longer run."""
+    reason = _missing()
+    if reason and os.environ.get("ANB_REQUIRE_BROWSER"):
+        pytest.fail(f"ANB_REQUIRE_BROWSER is set but {reason}")
+    return not reason
+
+
 def require_browser() -> None:
     """Skip (or, with ``ANB_REQUIRE_BROWSER`` set, fail) when Chromium or Playwright is absent."""
+    reason = _missing()
+    if not reason:
+        return
+    if os.environ.get("ANB_REQUIRE_BROWSER"):
+        pytest.fail(f"ANB_REQUIRE_BROWSER is set but {reason}")
+    pytest.skip(reason)
+
+
+def _missing() -> str:
+    """Why the browser check cannot run here ("" when it can)."""
     missing = []
     if not CHROMIUM.is_file():
         missing.append(f"no Chromium at {CHROMIUM} (apt-get install -y chromium; "
@@ -53,12 +74,7 @@ def require_browser() -> None:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         missing.append("Playwright for Python is not installed (pip install playwright)")
-    if not missing:
-        return
-    reason = "; ".join(missing)
-    if os.environ.get("ANB_REQUIRE_BROWSER"):
-        pytest.fail(f"ANB_REQUIRE_BROWSER is set but {reason}")
-    pytest.skip(reason)
+    return "; ".join(missing)
 
 
 @contextmanager

@@ -15,10 +15,9 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.searchspace import EFFICIENTNET_B0
-from tests.browser import open_page, require_browser, serve
+from tests.browser import SCREENSHOTS, open_page, require_browser, serve
 
 REPO = Path(__file__).resolve().parents[1]
-SCREENSHOTS = REPO / "build" / "screenshots"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 DEVICE = "pages-cpu"
 

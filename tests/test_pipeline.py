@@ -18,6 +18,7 @@ from anb.records import load_dataset, load_records
 from anb.resources import RELEASED_DATASET as DATASET_TARBALL
 from anb.surrogates import load
 from anb.surrogates.adapt import AdaptedBenchmark
+from tests.browser import SCREENSHOTS, browser_available, open_page, serve
 
 SMALL = ["--num-archs", "2", "--num-measured", "6", "--train-set", "trainval.epochs=1",
          "--train-set", "trainval.eval_epochs=1", "--train-set", "trainval.max_steps=2",
@@ -145,6 +146,13 @@ def test_pipeline_builds_a_benchmark_and_resumes(tmp_path, surrogate_config):
     assert image and base64.b64decode(image.group(1)) == (out / "search" / "search.png"
                                                          ).read_bytes()
     assert f"Front ({len(front)} architectures, {int(front['ood'].sum())} flagged" in page
+    # as a person sees it: rendered in Chromium, its plot loads, no console error
+    if browser_available():
+        with serve(out) as base:
+            check = open_page(base + "report.html", SCREENSHOTS / "pipeline-report.png")
+        assert "anb pipeline" in check.main_text and "Measured vs predicted" in check.main_text
+        assert check.images >= 1 and check.broken_images == [], check.broken_images
+        assert check.console_errors == [], check.console_errors
 
     manifest_time = (out / "surrogates" / "model" / "manifest.json").stat().st_mtime_ns
     second = run_pipeline(*args)
