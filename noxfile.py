@@ -13,8 +13,10 @@ range declared is the range tested.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nox
@@ -63,8 +65,15 @@ def wheel() -> Path:
     if not _BUILT:
         for old in WHEEL_DIR.glob("anb-*.whl"):
             old.unlink()
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                        "--no-build-isolation", "-w", str(WHEEL_DIR), str(ROOT)], check=True)
+        with tempfile.TemporaryDirectory(prefix="anb-matrix-") as tmp:
+            # built from a copy: setuptools' build/ and egg-info stay out of the checkout,
+            # which the test suite reads at the same time
+            src = Path(tmp) / "src"
+            shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+                ".venv", ".git", "build", "dist", "outputs", "site", "*.egg-info",
+                "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"))
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                            "--no-build-isolation", "-w", str(WHEEL_DIR), str(src)], check=True)
         _BUILT.extend(sorted(WHEEL_DIR.glob("anb-*.whl")))
     return _BUILT[-1]
 
