@@ -172,3 +172,21 @@ def test_search_budget_over_an_hour_is_refused_without_yes(tmp_path, monkeypatch
     assert ran.exit_code == 0, ran.output
     assert "estimated run time" in ran.output
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["evaluations"] == 300
+
+
+def test_a_metric_given_twice_through_an_alias_is_refused():
+    """``-o val_top1 -o accuracy`` is one metric twice (the README says so); both adapters
+    refuse a repeated objective too."""
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+    from anb.integrations.common import check_metrics
+
+    with pytest.raises(ValueError, match=r"objective metric 'val_top1' is given twice "
+                                         r"\(val_top1:max and accuracy:max\)"):
+        Problem(analytic_evaluator(), [Objective.parse("val_top1"), Objective.parse("accuracy")])
+    result = CliRunner().invoke(app, ["search", "-o", "val_top1", "-o", "accuracy",
+                                      "--benchmark", "accel-nasbench", "--budget", "4"])
+    assert result.exit_code == 2 and "'val_top1' is given twice" in result.stderr
+    with pytest.raises(ValueError, match=r"objective\(s\) \['val_top1'\] given twice"):
+        check_metrics(["val_top1", "latency_zcu102", "val_top1"], ["val_top1", "latency_zcu102"])

@@ -44,14 +44,18 @@ class Objective:
 
 
 def check_objectives(objectives: Sequence[Objective]) -> None:
-    """Refuse a metric given as more than one objective (``-o m -o m:min``)."""
+    """Refuse a metric given as more than one objective (``-o m -o m:min``), also through an
+    alias (``-o val_top1 -o accuracy``)."""
+    from anb.surrogates.benchmark import ALIASES
+
     seen: dict[str, Objective] = {}
     for objective in objectives:
-        if objective.metric in seen:
-            raise ValueError(f"objective metric {objective.metric!r} is given twice "
-                             f"({seen[objective.metric]} and {objective}); each metric may be "
+        metric = ALIASES.get(objective.metric, objective.metric)
+        if metric in seen:
+            raise ValueError(f"objective metric {metric!r} is given twice "
+                             f"({seen[metric]} and {objective}); each metric may be "
                              "one objective")
-        seen[objective.metric] = objective
+        seen[metric] = objective
 
 
 @dataclass(frozen=True)
