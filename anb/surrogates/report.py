@@ -11,6 +11,7 @@ from anb.io import atomic_write, atomic_write_text
 from anb.outputs import Kind, has_files
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import Prepared
+from anb.surrogates.intervals import LEVEL
 
 #: The folder ``anb evaluate --report`` writes (see :mod:`anb.outputs`).
 REPORT = Kind("evaluate-report", "an anb evaluate report", has_files("metrics.csv"),
@@ -29,7 +30,8 @@ def markdown_table(frame: pd.DataFrame, digits: int = 4) -> str:
 
 def parity_plots(bench: SurrogateBenchmark, prepared: Prepared, folder: Path,
                  split: str = "test") -> list[Path]:
-    """One PNG per target: predicted vs measured with 90 % error bars."""
+    """One PNG per target: predicted vs measured with the central 90 % interval as error
+    bars (:mod:`anb.surrogates.intervals`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -37,15 +39,17 @@ def parity_plots(bench: SurrogateBenchmark, prepared: Prepared, folder: Path,
 
     mask = prepared.masks[split]
     names = [t for t in bench.metrics if t in prepared.labels]
-    pred = bench.query(prepared.choices[mask], names)
+    pred = bench.query(prepared.choices[mask], names, level=LEVEL)
     paths = []
     for target in names:
         lab = prepared.labels[target]
         ok = lab.present[mask]
         y, mu = lab.values[mask][ok], pred[target].to_numpy()[ok]
-        sd = pred[f"{target}_std"].to_numpy()[ok]
+        below = mu - pred[f"{target}_lo"].to_numpy()[ok]  # the central interval: asymmetric
+        above = pred[f"{target}_hi"].to_numpy()[ok] - mu  # for a log target
         fig, ax = plt.subplots(figsize=(4.2, 4.2), dpi=110)
-        ax.errorbar(y, mu, yerr=1.645 * sd, fmt=".", ms=3, alpha=0.5, elinewidth=0.5)
+        ax.errorbar(y, mu, yerr=np.stack([below, above]), fmt=".", ms=3, alpha=0.5,
+                    elinewidth=0.5)
         lo, hi = float(min(y.min(), mu.min())), float(max(y.max(), mu.max()))
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
         ax.set_xlabel(f"measured {target}")
