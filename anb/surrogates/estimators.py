@@ -7,7 +7,6 @@ native, code-free format: XGBoost / LightGBM model files, or ``.npz`` arrays rea
 """
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -191,14 +190,21 @@ def native_booster(raw: bytes) -> Any:
     3.x's base score as 0.5, every packaged prediction off by a factor e^0.5); the caller
     predicts from the model's tree table then, which reads any version."""
     xgb = optional("xgboost")
-    if xgb is None:
-        return None
-    written = tuple(json.loads(raw).get("version", ()))
-    if installed_version(xgb.__version__) < written:
+    if xgb is None or installed_version(xgb.__version__) < written_version(raw):
         return None
     booster = xgb.Booster()
     booster.load_model(bytearray(raw))
     return booster
+
+
+def written_version(raw: bytes) -> tuple[int, ...]:
+    """The xgboost version an XGBoost JSON model records (its top-level ``"version"``, written
+    last), read without parsing the whole model; ``()`` if it records none."""
+    found = _VERSION.findall(raw[-256:]) or _VERSION.findall(raw)
+    return tuple(int(part) for part in found[-1]) if found else ()
+
+
+_VERSION = re.compile(rb'"version"\s*:\s*\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]')
 
 
 def installed_version(text: str) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ renamed, so a reader never sees half of it).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -197,8 +198,17 @@ def packaged_identity(name: str = resources.PACKAGED_BENCHMARK) -> dict[str, Any
 
 def released_key() -> dict[str, Any]:
     """The hashes of the released data and split a packaged benchmark is fitted on."""
-    split = {p.name: sha256_file(p) for p in sorted(resources.RELEASED_SPLIT_DIR.glob("*.json"))}
-    return {"data_sha256": sha256_file(resources.RELEASED_DATASET), "split_sha256": split}
+    data, split = _released_hashes()
+    return {"data_sha256": data, "split_sha256": dict(split)}
+
+
+@functools.cache
+def _released_hashes() -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The package's released files, hashed once per process (a load needs them twice: the
+    shipped artifact's key and the identity)."""
+    split = tuple((p.name, sha256_file(p))
+                  for p in sorted(resources.RELEASED_SPLIT_DIR.glob("*.json")))
+    return sha256_file(resources.RELEASED_DATASET), split
 
 
 def _load_or_fit(name: str, config: FitConfig, n_jobs: int | None, quiet: bool,
