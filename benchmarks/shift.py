@@ -138,14 +138,14 @@ def scores(frame: pd.DataFrame, prepared: Prepared, rows: np.ndarray, target: st
     error = np.abs(pred - y)
     device = transform_for(target) == "log"
     signed = (pred - y) / y if device else pred - y
+    sharp, sharp_mean = intervals.sharpness(y, pred, std, log=device)
     out = {"n": int(ok.sum()),
            "tau": float(kendalltau(y, pred)[0]) if ok.sum() > 1 else float("nan"),
            "err": float(100 * np.mean(error / y) if device else np.mean(error)),
            "shared": float(abs(signed.mean()) / max(np.abs(signed).mean(), 1e-12)),
            "cov90": intervals.coverage(y, pred, std, log=device),
            "crps": intervals.crps(y, pred, std, log=device),
-           "sharp": intervals.sharpness(y, pred, std, log=device)[0],
-           "sharp_mean": intervals.sharpness(y, pred, std, log=device)[1],
+           "sharp": sharp, "sharp_mean": sharp_mean,
            "flag": float(frame["ood"].to_numpy()[ok].mean()) if "ood" in frame else float("nan")}
     if "ood_reason" in frame:
         reasons = frame["ood_reason"].to_numpy()[ok]

@@ -63,19 +63,10 @@ def search_answers(work: Path) -> dict:
 
 
 def _read_csv(path: Path) -> dict[str, list]:
-    """A CSV's columns, numbers as floats (so that they compare within a tolerance)."""
-    import csv
+    """A CSV's columns (numbers as numbers, so that they compare within a tolerance)."""
+    import pandas as pd
 
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return {k: [_number(r[k]) for r in rows] for k in (rows[0] if rows else {})}
-
-
-def _number(text: str) -> float | str:
-    try:
-        return float(text)
-    except ValueError:
-        return text
+    return _columns(pd.read_csv(path))
 
 
 def _configs(bench) -> list[dict]:

@@ -18,7 +18,7 @@ Every function takes what a query returns in value space (``<metric>`` and ``<me
 and whether the target is log-modelled; :func:`fitted_params` inverts the query's value-space
 std exactly (``std = exp(mu) sqrt(exp(sigma^2) - 1)``). The rule this replaces counted a log
 target covered when ``|y - median| <= 1.645 std`` in value space, which overstates coverage for
-skewed errors (the decisions page "How the numbers were chosen" has the old and new figures).
+skewed errors (docs/use/uncertainty.md, "One interval definition", has an example).
 """
 from __future__ import annotations
 
