@@ -3,7 +3,10 @@ one of three schemes (:data:`SCHEMES`):
 
 - ``u8s8``: what onnxruntime's x86 int8 kernels run fast (the ``cpu-int8`` device's scheme):
   uint8 activations (asymmetric, one float scale and zero point per tensor) times symmetric
-  int8 weights (one float scale per output channel). onnxruntime fuses every QDQ group of this
+  int8 weights (one float scale per output channel) on 7 bits (``reduce_range``: x86 CPUs
+  without VNNI add uint8 x int8 products pairwise in saturating int16, which corrupts full
+  8-bit weights; onnxruntime's quantization guide, "When and why do I need to try U8U8?"; the
+  int8 top-1 then moved 0 to 12 points with the CPU). onnxruntime fuses every QDQ group of this
   graph (Conv+Relu, Add, SE Mul, pooling) into QLinear kernels;
 - ``per-channel``: as ``u8s8`` but with symmetric int8 activations (S8S8). On x86 onnxruntime
   fuses less of it: Relu, the residual Adds, the SE Muls and the convolutions next to the Adds
@@ -58,7 +61,8 @@ def preprocess_float(float_path: str | Path, out_path: str | Path) -> Path:
 
 
 SCHEMES = {
-    "u8s8": {"format": "QDQ", "weights": "int8 symmetric per-channel, float scales",
+    "u8s8": {"format": "QDQ",
+             "weights": "int8 symmetric per-channel on 7 bits (reduce_range), float scales",
              "activations": "uint8 asymmetric per-tensor, float scales and zero points",
              "calibration": "MinMax"},
     "per-channel": {"format": "QDQ", "weights": "int8 symmetric per-channel, float scales",
@@ -120,7 +124,8 @@ def quantize_int8(float_path: str | Path, out_path: str | Path, calibration: np.
         reader = ArrayReader(calibration, batch=1 if fixed else 16, input_name=first.name)
         quantize_static(
             str(prepared), str(staged), reader, quant_format=QuantFormat.QDQ,
-            per_channel=per_channel, nodes_to_exclude=list(exclude),
+            per_channel=per_channel, reduce_range=scheme == "u8s8",
+            nodes_to_exclude=list(exclude),
             activation_type=QuantType.QUInt8 if unsigned else QuantType.QInt8,
             weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
             extra_options={"ActivationSymmetric": not unsigned, "WeightSymmetric": True})
