@@ -1,7 +1,7 @@
 """The supported range, tested: the built wheel in fresh environments at the dependency floor
 and at the newest releases, on the oldest and newest Python anb supports.
 
-    .venv/bin/nox -r --envdir build/nox      (-r: reuse the environments of an earlier run)
+    .venv/bin/nox -r --envdir ~/.cache/anb/nox      (-r: reuse the environments of an earlier run)
     .venv/bin/python scripts/compare_answers.py build/answers
 
 Each session installs the wheel (built once into ``build/wheel``) and writes the query path's

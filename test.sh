@@ -3,10 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh
-# The TPU back-end's tests need their own torch-xla environment (build/venv-xla, ~4 GB download
-# once); tests/test_xla_env.py runs them there. ANB_SKIP_XLA=1 skips both. It builds beside the
-# suite (about 2 minutes of mostly I/O on a fresh machine) and writes its exit status to
-# build/setup_xla.status, which tests/test_xla_env.py waits for.
+# The TPU back-end's tests need their own torch-xla environment (~/.cache/anb/venv-xla, ~4 GB
+# download once per machine, reused by every clone); tests/test_xla_env.py runs them there.
+# ANB_SKIP_XLA=1 skips both. It builds beside the suite (about 2 minutes of mostly I/O on a
+# fresh machine, seconds once cached) and writes its exit status to build/setup_xla.status,
+# which tests/test_xla_env.py waits for.
 if [ "${ANB_SKIP_XLA:-0}" != 1 ]; then
   mkdir -p build
   export ANB_XLA_SETUP_STATUS="$PWD/build/setup_xla.status"

@@ -2,6 +2,7 @@
 pinning."""
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,17 +19,23 @@ REPO = Path(__file__).resolve().parents[1]
 SNPE_STANDINS = Path(__file__).parent / "standins" / "snpe"
 
 
-#: Test files that take minutes (``--durations``, two workers), longest first. pytest-xdist's
-#: ``--dist loadfile`` hands files to idle workers in collection order, so these start first
-#: and the suite does not end on one long file while the other worker sits idle.
-SLOW_FILES = ("test_readme.py", "test_wheel.py", "test_space_chain.py", "test_notebooks.py",
-              "test_help_transfer.py", "test_integrations_syne_tune.py",
-              "test_board_runtimes.py", "test_surrogates.py", "test_slurm.py", "test_ffcv.py")
+#: Seconds each test file took in the last full run (``scripts/update_durations.py`` writes it
+#: from a JUnit report). pytest-xdist's ``--dist loadfile`` hands files to idle workers in
+#: collection order, so the longest start first and the suite does not end on one long file
+#: while the other worker sits idle.
+FILE_SECONDS = REPO / "tests" / "durations.json"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(SLOW_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: order kept within
+    seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
+    items.sort(key=lambda item: -seconds.get(item.path.name, 0.0))  # stable: order kept within
+
+
+@pytest.fixture(scope="session")
+def statistical_seed() -> int:
+    """The seed of the ``statistical`` tests' random draws: 0, or ``ANB_TEST_SEED``
+    (``scripts/statistical_seeds.sh`` reruns them over several)."""
+    return int(os.environ.get("ANB_TEST_SEED", "0"))
 
 
 @pytest.fixture(scope="session", autouse=True)

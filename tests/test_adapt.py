@@ -66,9 +66,9 @@ def _write_csv(path: Path, data, rows: np.ndarray) -> Path:
 
 
 @pytest.fixture(scope="module")
-def adapted(tmp_path_factory, data, base):
+def adapted(tmp_path_factory, data, base, statistical_seed):
     folder = tmp_path_factory.mktemp("adapted")
-    csv = _write_csv(folder / "my.csv", data, _rows(data, "train", 20, 0))
+    csv = _write_csv(folder / "my.csv", data, _rows(data, "train", 20, statistical_seed))
     out = folder / "model"
     result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
                                  "--base", str(base), "--out", str(out)])
@@ -77,7 +77,8 @@ def adapted(tmp_path_factory, data, base):
 
 
 @pytest.mark.slow
-def test_adapt_beats_from_scratch_on_held_out_device(adapted, data):
+@pytest.mark.statistical
+def test_adapt_beats_from_scratch_on_held_out_device(adapted, data, statistical_seed):
     """Transfer is what makes 20 points enough: XGBoost on the same 20 points ranks far worse
     (the base's throughput_zcu102, the same board, is not transferred from: tau 0.911)."""
     import xgboost as xgb
@@ -90,7 +91,7 @@ def test_adapt_beats_from_scratch_on_held_out_device(adapted, data):
     truth = data.labels[HIDDEN].values[test]
     pred = bench.query(data.choices[test], [HIDDEN])[HIDDEN].to_numpy()
     tau = kendalltau(pred, truth)[0]
-    train = _rows(data, "train", 20, 0)
+    train = _rows(data, "train", 20, statistical_seed)
     X = FeatureBuilder("features").transform(data.choices)
     scratch = xgb.XGBRegressor(n_estimators=300, max_depth=3, learning_rate=0.05, n_jobs=1).fit(
         X[train], np.log(data.labels[HIDDEN].values[train])).predict(X[test])
@@ -98,6 +99,7 @@ def test_adapt_beats_from_scratch_on_held_out_device(adapted, data):
     assert tau > 0.9 and tau > scratch_tau + 0.3, (tau, scratch_tau)
 
 
+@pytest.mark.statistical
 def test_interval_covers_about_90_percent_of_test_labels(adapted, data):
     _, out = adapted
     test = _rows(data, "test", 0, 0)
@@ -316,9 +318,9 @@ THROUGHPUT = "throughput_a100"
 
 
 @pytest.fixture(scope="module")
-def throughput_csv(tmp_path_factory, data):
+def throughput_csv(tmp_path_factory, data, statistical_seed):
     """20 train architectures of throughput_a100, beside a latency_a100 column (both kinds)."""
-    rows = np.random.default_rng(3).choice(
+    rows = np.random.default_rng(3 + statistical_seed).choice(
         np.flatnonzero(data.labels[THROUGHPUT].present & data.masks["train"]), 20, replace=False)
     values = data.labels[THROUGHPUT].values[rows]
     csv = tmp_path_factory.mktemp("a100") / "a100.csv"
@@ -349,6 +351,7 @@ def test_file_with_both_kinds_needs_metric(throughput_csv, base, tmp_path):
     assert list(manifest["targets"]) == [THROUGHPUT]
 
 
+@pytest.mark.statistical
 def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, base, data):
     """throughput_a100 adapted from 20 train points (--metric throughput through the Python API):
     test-split tau well above XGBoost from scratch on the same points, and the direction is

@@ -60,6 +60,7 @@ def mnasnet():
 
 
 @pytest.mark.slow
+@pytest.mark.statistical
 def test_mnasnet_stage6_e6k5_hole_is_flagged_named_and_covered(mnasnet):
     """Every architecture whose stage 6 is e6 k5 (876) left out of the fit: each is flagged,
     the reason names block 6's e6 with k5, top-1 is predicted within the issue's 1 pp (measured
@@ -104,6 +105,7 @@ def _help_nb201(device: str) -> Prepared:
 
 
 @pytest.mark.slow
+@pytest.mark.statistical
 def test_nb201_edge_op_hole_is_flagged_named_and_covered():
     """HELP's NAS-Bench-201 latencies with edge 2<-1's skip_connect left out: flagged, named,
     covered; the rest of the space stays in distribution."""

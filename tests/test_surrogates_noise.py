@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from anb.surrogates import intervals
 from anb.surrogates.ensemble import NOISE_BINS, TargetSurrogate
@@ -14,20 +15,21 @@ def _data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return x[:, None], x + (0.05 + x) * rng.standard_normal(n)
 
 
-def _fitted() -> TargetSurrogate:
-    X, y = _data(2000, 0)
-    X_val, y_val = _data(1000, 1)
+def _fitted(seed: int = 0) -> TargetSurrogate:
+    X, y = _data(2000, 3 * seed)
+    X_val, y_val = _data(1000, 3 * seed + 1)
     params = {"n_estimators": 50, "max_depth": 2, "learning_rate": 0.1, "n_jobs": 1}
     return TargetSurrogate("xgboost", params, 2).fit(X, y, X_val, y_val)
 
 
-def test_noise_follows_the_predicted_value_and_covers_every_quartile():
+@pytest.mark.statistical
+def test_noise_follows_the_predicted_value_and_covers_every_quartile(statistical_seed):
     """A constant noise term over-covers the quiet low end and under-covers the loud high end;
     the binned one is right in each quartile of the noise-free value on fresh data."""
-    model = _fitted()
+    model = _fitted(statistical_seed)
     low, high = model.noise_at(np.array([0.05, 0.95]))
     assert low < 0.3 < 0.8 < high, (low, high)
-    X, y = _data(4000, 2)
+    X, y = _data(4000, 3 * statistical_seed + 2)
     mean, std = model.predict_dist(X)
     quartile = np.searchsorted([0.25, 0.5, 0.75], X[:, 0], side="right")
     for q in range(4):
