@@ -183,3 +183,23 @@ def test_only_a_missing_optional_module_is_explained():
     assert extras.optional("json") is json and extras.optional("no_such_module_xyz") is None
     with pytest.raises(extras.MissingExtra, match=r"^X needs no_such_module_xyz, .*'anb\[fit\]'"):
         extras.require("no_such_module_xyz", "fit", what="X")
+
+
+def test_every_shipped_space_builds_or_names_the_extra_without_torch(tmp_path):
+    """``space.build`` without torch: one line naming the ``measure`` extra, in every space
+    (NAS-Bench-201's was a raw ModuleNotFoundError)."""
+    proc = _child("""
+        from anb.extras import MissingExtra
+        from anb.searchspace import get_space, space_names
+        for name in space_names():
+            space = get_space(name)
+            try:
+                space.build(space.archs_from_choices(space.choices_from_index([0]))[0])
+            except MissingExtra as err:
+                print(name, "|", err)
+        """, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" | ") for line in proc.stdout.strip().splitlines())
+    assert set(lines) >= {"anb-mnasnet", "nasbench201", "fbnet", "ofa-mbv3", "anb-seq1d"}, lines
+    for name, message in lines.items():
+        assert "needs torch, which is not installed: pip install 'anb[measure]'" in message, name

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-from torch import nn
+from anb.extras import missing
+
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as err:
+    raise missing(err, "measure",
+                  "the PyTorch model builder (anb.searchspace.fbnet_model)") from None
 
 from anb.searchspace.fbnet import (
     BLOCKS,

@@ -9,8 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-from torch import nn
+from anb.extras import missing
+
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as err:
+    raise missing(err, "measure",
+                  "the PyTorch model builder (anb.searchspace.nasbench201_model)") from None
 
 from anb.searchspace.nasbench201 import CELLS_PER_STAGE, EDGES, STAGES, STEM_CHANNELS
 

@@ -7,8 +7,14 @@ costs do; the function computed is the same.
 """
 from __future__ import annotations
 
-import torch
-from torch import nn
+from anb.extras import missing
+
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as err:
+    raise missing(err, "measure",
+                  "the PyTorch model builder (anb.searchspace.ofa_mbv3_model)") from None
 
 from anb.searchspace.model import SqueezeExcite
 from anb.searchspace.ofa_mbv3 import (
