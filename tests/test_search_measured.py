@@ -21,6 +21,7 @@ from anb.nas.search import regularized_evolution
 from anb.resources import RELEASED_DATASET as DATASET_TARBALL
 from anb.searchspace.arch import archs_to_choices
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
 DEVICE = Path(__file__).parent / "data" / "cpu-ort-32.toml"
 KEY = "throughput_cpu-ort-32"
@@ -86,7 +87,7 @@ def test_queue_measurer_with_a_real_worker(tmp_path):
                     name="test-worker", poll_seconds=0.1)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
-    measurer = QueueMeasurer(url, "cpu-ort-32", [KEY], poll_seconds=0.1)
+    measurer = QueueMeasurer(url, str(DEVICE), [KEY], ANB_SPACE, poll_seconds=0.1)
     try:
         ev = MeasuredEvaluator(measurer, analytic_evaluator(32))
         archs = Sampler(5).sample(2)

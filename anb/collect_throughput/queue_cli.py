@@ -59,16 +59,6 @@ def _archs(spec: str, space: Space) -> list[str]:
     return [str(a) for a in read_arch_list(spec, space)]
 
 
-def check_queue_space(q, space: Space) -> None:
-    """Refuse to add ``space``'s jobs to a queue holding another space's: every submit checks,
-    so one stored job tells the queue's space."""
-    from anb.collect_throughput.queue_stages import job_space_name
-    from anb.searchspace.registry import check_same_space
-
-    for job in q.jobs(limit=1):
-        check_same_space(space.name, job_space_name(job), f"the queue's job #{job.id}")
-
-
 @app.command("submit")
 def submit_cmd(
     archs: str = typer.Option(..., "--archs", help="Text file, dataset, search output folder "
@@ -97,17 +87,12 @@ def submit_cmd(
 ) -> None:
     """Queue jobs for every architecture (of --space) x device (the accuracy stage scores a
     trained network, --weights or --onnx, on --images)."""
-    from anb.collect_throughput.devices import device_table
-    from anb.collect_throughput.queue_stages import job_payload, quality_payload, register_stages
-    from anb.jobs.queue import JobSpec
-    from anb.jobs.stages import chain
+    from anb.collect_throughput.queue_stages import job_specs, quality_payload, submit_jobs
     from anb.records import detect_space
 
-    register_stages()
     spec = cli_space(space, detect_space(_archs_path(archs)), f"--archs {archs!r}")
     try:
         names = [s.strip() for s in stages.split(",") if s.strip()]
-        tables = [device_table(d) for d in devices]
         arch_list = _archs(archs, spec)
         quality = None
         if "accuracy" in names:
@@ -115,21 +100,18 @@ def submit_cmd(
                 raise ValueError("the accuracy stage needs --images DIR (a labelled image "
                                  "folder) and --weights PATH or --onnx FILE")
             quality = quality_payload(images, weights, onnx, quality_images, quality_resolution)
-        specs: list[JobSpec] = [chain(a, name, names, priority, max_attempts,
-                                      job_payload(spec, table, quality))
-                                for name, table in tables for a in arch_list]
+        specs = job_specs(arch_list, devices, spec, names, priority, max_attempts, quality)
     except (ValueError, FileNotFoundError) as err:
         fail(err)
     if specs:
         names = [specs[0].stage, *specs[0].next_stages]
     with _open(queue, create=True) as q:
         try:
-            check_queue_space(q, spec)
+            added = submit_jobs(q, specs)
         except ValueError as err:
             fail(err)
-        added = q.submit(specs)
     typer.echo(f"queued {len(added)} job(s) ({len(specs) - len(added)} already in the queue) "
-               f"for {len(arch_list)} architecture(s) x {len(tables)} device(s), stages "
+               f"for {len(arch_list)} architecture(s) x {len(devices)} device(s), stages "
                f"{'->'.join(names)} -> {queue}")
 
 

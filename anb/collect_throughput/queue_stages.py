@@ -25,20 +25,23 @@ protocol configs; ``accuracy`` scores a trained network on an image folder on an
 (:mod:`.quality`; the job's ``payload["quality"]``) and publishes the ``quality`` entry into
 the same record.
 
-A job of a search space other than ``anb-mnasnet`` names it in its payload (``"space"``,
-:func:`job_payload`); every stage reads the architecture in that space (:func:`job_arch`) and
-measures ``space.build(arch)`` on its task's input (:mod:`.network`). A Qualcomm device runs
-``anb-mnasnet`` only; its job of another space fails with an error naming the space.
+Every job anb queues is built by :func:`job_specs` (``anb queue submit``, ``anb adapt --submit``,
+a measured search's queue) and queued by :func:`submit_jobs`. A job of a search space other
+than ``anb-mnasnet`` names it in its payload (``"space"``); every stage reads the architecture
+in that space (:func:`job_arch`) and measures ``space.build(arch)`` on its task's input
+(:mod:`.network`). A Qualcomm device runs ``anb-mnasnet`` only; its job of another space
+fails with an error naming the space.
 """
 from __future__ import annotations
 
 import functools
 import logging
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anb.collect_throughput.devices import as_target, load_any_device
+from anb.collect_throughput.devices import as_target, device_table, load_any_device
 from anb.collect_throughput.driver import (
     check_results_space,
     read_result,
@@ -48,11 +51,11 @@ from anb.collect_throughput.network import require_images
 from anb.collect_throughput.protocol import DeviceConfig, for_space
 from anb.collect_throughput.target import MeasureTarget
 from anb.io import atomic_write, atomic_write_json
-from anb.jobs.queue import Job
-from anb.jobs.stages import Stage, StageContext, register_stage
+from anb.jobs.queue import Job, JobQueue, JobSpec
+from anb.jobs.stages import Stage, StageContext, chain, register_stage
 from anb.plugins import entry_point_targets, import_target
 from anb.searchspace.base import Space
-from anb.searchspace.registry import DEFAULT_SPACE, get_space
+from anb.searchspace.registry import DEFAULT_SPACE, check_same_space, get_space
 
 log = logging.getLogger(__name__)
 
@@ -94,20 +97,53 @@ def make_context(store: str | Path, out: str | Path | None, devices: list[str]) 
     return StageContext(store=Path(store), out=Path(out) if out else None, devices=configs)
 
 
-def job_payload(space: Space, device_table: dict[str, Any],
-                quality: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What a submitted job carries: its device's table, its space unless the default, and
-    for the accuracy stage its ``quality`` spec (:func:`quality_payload`)."""
-    payload: dict[str, Any] = {"device_config": device_table}
-    if space.name != DEFAULT_SPACE:
-        payload["space"] = space.name
+def job_specs(archs: Sequence[Any], devices: Sequence[str], space: Space,
+              stages: Sequence[str] = ("measure",), priority: int | None = None,
+              max_attempts: int = 3, quality: dict[str, Any] | None = None) -> list[JobSpec]:
+    """The jobs that run ``stages`` (in the registry's order) on every architecture of
+    ``space`` (strings or archs, checked to be of ``space``) x device (a config name or TOML
+    path). Each job carries its device's table (any worker can load the device), ``space``
+    unless the default, and for the accuracy stage ``quality`` (:func:`quality_payload`)."""
+    register_stages()
+    if not stages:
+        raise ValueError(f"stages={list(stages)!r} is invalid; allowed: one or more of "
+                         f"{[s.name for s in STAGES]}")
+    if "accuracy" in stages and quality is None:
+        raise ValueError("the accuracy stage needs what to score (quality_payload: an image "
+                         "folder and a trained network)")
+    payload: dict[str, Any] = {} if space.name == DEFAULT_SPACE else {"space": space.name}
     if quality is not None:
         payload["quality"] = quality
-    return payload
+    texts = []
+    for arch in archs:
+        try:
+            texts.append(str(space.arch(arch)))
+        except ValueError as err:
+            raise ValueError(f"architecture {str(arch)!r} is not of search space "
+                             f"{space.name!r}: {err}") from None
+    tables = [device_table(d) for d in devices]
+    return [chain(text, name, list(stages), priority, max_attempts,
+                  {"device_config": table, **payload})
+            for name, table in tables for text in texts]
+
+
+def submit_jobs(q: JobQueue, specs: Sequence[JobSpec]) -> list[int]:
+    """Queue ``specs`` (:func:`job_specs`); returns the ids added (a job already queued for
+    the same architecture, device and stage is kept). A queue holds one space's jobs: specs of
+    another space than its stored jobs' are refused, naming both."""
+    for job in q.jobs(limit=1):
+        for space in dict.fromkeys(payload_space(spec.payload) for spec in specs):
+            check_same_space(space, job_space_name(job), f"the queue's job #{job.id}")
+    return q.submit(specs)
+
+
+def payload_space(payload: dict[str, Any]) -> str:
+    """The search space a job's payload names (the default when it names none)."""
+    return str(payload.get("space", DEFAULT_SPACE))
 
 
 def job_space_name(job: Job) -> str:
-    return str(job.payload.get("space", DEFAULT_SPACE))
+    return payload_space(job.payload)
 
 
 def job_space(job: Job) -> Space:

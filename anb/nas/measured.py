@@ -38,6 +38,7 @@ from anb.nas.mutation import random_choices
 from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import pareto_mask
 from anb.searchspace.arch import Arch, archs_from_choices
+from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
 from anb.sigint import deferred_sigint
 from anb.version import __version__
@@ -169,15 +170,18 @@ class LocalMeasurer(Measurer):
 
 
 class QueueMeasurer(Measurer):
-    """``measure`` jobs on the job queue at ``url`` for ``device``; a thread polls the queue and
-    resolves the futures as workers finish (a failed job fails its future)."""
+    """``measure`` jobs of ``space``'s architectures on the job queue at ``url`` for ``device``
+    (a device config name or TOML path; the jobs carry its table); a thread polls the queue
+    and resolves the futures as workers finish (a failed job fails its future)."""
 
-    def __init__(self, url: str, device: str, metrics: Sequence[str], priority: int | None = None,
-                 poll_seconds: float = 0.5):
+    def __init__(self, url: str, device: str, metrics: Sequence[str], space: Space,
+                 priority: int | None = None, poll_seconds: float = 0.5):
+        from anb.collect_throughput.devices import device_table
         from anb.jobs.queue import open_queue
 
+        self.device_spec, self.space = device, space
+        self.device, self.metrics = device_table(device)[0], tuple(metrics)
         self.queue = open_queue(url)
-        self.device, self.metrics = device, tuple(metrics)
         self.priority, self.poll = priority, poll_seconds
         self._pending: dict[int, Future] = {}
         self._lock = threading.Lock()
@@ -186,14 +190,12 @@ class QueueMeasurer(Measurer):
         self._thread.start()
 
     def submit(self, archs: Sequence[Arch]) -> list[Future]:
-        from anb.collect_throughput.queue_stages import register_stages
-        from anb.jobs.stages import chain
+        from anb.collect_throughput.queue_stages import job_specs, submit_jobs
 
-        register_stages()
-        specs = [chain(str(a), self.device, ["measure"], priority=self.priority) for a in archs]
+        specs = job_specs(archs, [self.device_spec], self.space, ["measure"], self.priority)
         futures: list[Future] = [Future() for _ in archs]
         with self._lock:
-            self.queue.submit(specs)  # returns new ids only; lookup gives every spec's job
+            submit_jobs(self.queue, specs)  # returns new ids only; lookup gives every spec's job
             for spec, job_id, fut in zip(specs, self.queue.lookup(specs), futures, strict=True):
                 if job_id is None:
                     raise RuntimeError(f"the job queue has no job for {spec.arch} "
@@ -391,7 +393,7 @@ def search_measured(algorithm: Any, other: Evaluator, device: str, queue: str | 
     if queue is None:
         measurer: Measurer = LocalMeasurer(device, Path(out) / "measurements")
     else:
-        measurer = QueueMeasurer(queue, target.name, keys)
+        measurer = QueueMeasurer(queue, device, keys, ANB_SPACE)
     try:
         return _run_measured(algorithm, measurer, other, objs, cons, budget, seed, out,
                              max_measurements, max_hours, supported_only, queue)

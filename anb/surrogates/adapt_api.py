@@ -133,6 +133,14 @@ def _load_base(base: str | Path | Any) -> Any:
     return bench
 
 
+def base_space(base: str | Path | Any, space: str | Space | None = None) -> Space:
+    """The search space of the base benchmark ``base`` (read from its manifest, nothing
+    loaded); ``space``, when given, must be it."""
+    from anb.surrogates.packaged import benchmark_space
+
+    return resolve_space(space, benchmark_space(base).name, f"base benchmark {str(base)!r}")
+
+
 def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAGED_BENCHMARK,
           out: str | Path | None = None, metric: str | None = None, overwrite: bool = False,
           space: str | Space | None = None) -> tuple[AdaptedBenchmark | None, AdaptedModel]:
@@ -146,9 +154,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     ``space``, when given, must be the base's."""
     if out is not None:
         check_folder(out, OUTPUT, overwrite)
-    from anb.surrogates.packaged import benchmark_space
-
-    in_space = resolve_space(space, benchmark_space(base).name, f"base benchmark {str(base)!r}")
+    in_space = base_space(base, space)
     data = read_measured(measured, device, metric, in_space)  # checked before the base loads
     bench = _load_base(base)
     known = BenchmarkKnown(bench, exclude=device_metrics(data.target))
@@ -184,19 +190,14 @@ def suggest(base: str | Path | Any = resources.PACKAGED_BENCHMARK, k: int = 10,
     return [str(a) for a in bench.space.archs_from_choices(picked)]
 
 
-def submit(archs: Sequence[str], device: str, queue: str, priority: int | None = None
-           ) -> tuple[int, int]:
-    """Queue a ``measure`` job per architecture on ``device`` (a device config name or TOML
-    path) in the measurement queue ``queue``; returns (added, already queued)."""
-    from anb.collect_throughput.devices import device_table
-    from anb.collect_throughput.queue_stages import register_stages
+def submit(archs: Sequence[str], device: str, queue: str, space: Space,
+           priority: int | None = None) -> tuple[int, int]:
+    """Queue a ``measure`` job per architecture of ``space`` on ``device`` (a device config
+    name or TOML path) in the measurement queue ``queue``; returns (added, already queued)."""
+    from anb.collect_throughput.queue_stages import job_specs, submit_jobs
     from anb.jobs.queue import open_queue
-    from anb.jobs.stages import chain
 
-    register_stages()
-    name, table = device_table(device)
-    specs = [chain(a, name, ["measure"], priority, payload={"device_config": table})
-             for a in archs]
+    specs = job_specs(archs, [device], space, ["measure"], priority)
     with open_queue(queue) as q:
-        added = q.submit(specs)
+        added = submit_jobs(q, specs)
     return len(added), len(specs) - len(added)

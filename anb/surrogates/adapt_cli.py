@@ -36,7 +36,7 @@ def adapt_cmd(
                                      "it)"),
 ) -> None:
     """Adapt a surrogate to a new device from measured architectures; suggest what to measure."""
-    from anb.surrogates.adapt_api import adapt
+    from anb.surrogates.adapt_api import adapt, base_space
     from anb.surrogates.adapt_api import submit as submit_jobs
     from anb.surrogates.adapt_api import suggest as suggest_archs
 
@@ -60,7 +60,7 @@ def adapt_cmd(
             for arch in archs:
                 typer.echo(arch)
             if submit:
-                added, queued = submit_jobs(archs, device, queue)
+                added, queued = submit_jobs(archs, device, queue, base_space(base, space))
                 typer.echo(f"queued {added} measure job(s) on {device} ({queued} already "
                            f"in the queue) -> {queue}", err=True)
     except (ValueError, FileNotFoundError, RuntimeError) as err:

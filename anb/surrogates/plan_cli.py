@@ -10,7 +10,8 @@ from anb.cli_support import fail, space_option
 from anb.outputs import Kind, has_files
 
 #: The folder ``anb plan`` writes: ``archs.csv`` (what ``anb train --model.archs`` and
-#: ``anb queue submit --archs`` read) and ``plan.json`` (how the plan was made).
+#: ``anb queue submit --archs`` read; its ``space`` column names the search space, so the
+#: queued jobs carry it) and ``plan.json`` (how the plan was made).
 OUTPUT = Kind("plan", "an anb plan", has_files("plan.json", "archs.csv"), replaceable=True)
 ARCHS_FILE, PLAN_FILE = "archs.csv", "plan.json"
 
@@ -89,7 +90,8 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
 
     b = result.batch
     table = pd.DataFrame({"arch": [str(a) for a in space.archs_from_choices(result.choices)],
-                          "rank": range(1, len(result.choices) + 1), "score": b.score,
+                          "space": space.name, "rank": range(1, len(result.choices) + 1),
+                          "score": b.score,
                           "uncertainty": b.uncertainty, "gpu_hours": b.gpu_hours,
                           **{f"pred_{t}": v for t, v in b.predictions.items()}})
     info = {"format": "anb-plan/1", "anb_version": __version__, "space": space.name,
