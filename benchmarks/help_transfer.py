@@ -154,7 +154,7 @@ def _run_split(space_name: str, on: str, ns: list[int], draws: int, table: pd.Da
                                          latency[rows], known_source=base.source,
                                          choices=choices[rows], space=space)
                 mean, std, _ = model.predict_log_cost(K[query], ops[query],
-                                                      model.own_log_cost(choices[query], space))
+                                                      **model.design_inputs(choices[query], space))
                 rho, tau = score(mean, y[query])
                 res["rho"].append(rho)
                 res["tau"].append(tau)

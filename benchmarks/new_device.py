@@ -180,7 +180,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
                                                  std_factor=args.std_factor,
                                                  choices=choices[idx])
                         mean, std, _ = model.predict_log_cost(
-                            KL[ev], ops[ev], model.own_log_cost(choices[ev]))
+                            KL[ev], ops[ev], **model.design_inputs(choices[ev]))
                         res[mode].append(tau(mean, y[ev]))
                         res["cov_" + mode[0]].append(float(np.mean(np.abs(mean - y[ev])
                                                                    <= Z90 * std)))
@@ -277,7 +277,7 @@ def real_device(args: argparse.Namespace) -> None:
                                      values[fit_rows], known_source=known.source,
                                      choices=choices[fit_rows], space=space)
             mean, std, ood = model.predict_log_cost(K[test], ops[test],
-                                                    model.own_log_cost(choices[test], space))
+                                                    **model.design_inputs(choices[test], space))
             scores.append((tau(mean, y[test]), np.mean(np.abs(mean - y[test]) <= Z90 * std),
                            ood.sum(), tau(ridge_baseline(K_pred, y, fit_rows)[test], y[test]),
                            tau(scratch_xgb(X, y, fit_rows, 0)[test], y[test]),

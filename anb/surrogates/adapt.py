@@ -22,6 +22,12 @@ Given the measured architectures themselves (``choices``), a third model joins t
   FPGA or a TPU whose whole board is new), it is what lifts the blend above the transfer
   ceiling as measurements come in (``benchmarks/new_device.py --protocol board``).
 
+Never worse than simple: given ``choices``, the best single analytic proxy of the device's cost
+(MACs, parameters, activation traffic or layer count, a log-log line fitted on the measured rows,
+:mod:`anb.surrogates.adapt_proxy`) competes with the transfer blend on the same out-of-fold
+error, and the one with the lower error predicts; its error is the std, and ``proxy`` says which
+won.
+
 It joins from :data:`OWN_MIN_POINTS` measured rows. The blend weights (multiples of 1/4 summing
 to 1) are those of lowest leave-one-out error (the own model: :data:`OWN_FOLDS`-fold beyond
 that many rows). The std is that error combined with the disagreement of the models (their
@@ -45,13 +51,16 @@ from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
+from anb.surrogates.adapt_proxy import fit_proxy, log_proxy
 from anb.surrogates.features import LayerCostModel
 from anb.version import __version__
 
 FORMAT = "anb-adapted-surrogate"
-#: 2: the own per-layer model (``own_blend``, ``own_weights``, ``own_floor``); 1 still reads
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: 3: the analytic proxy that can win over the transfer (``proxy``, ``proxy_coef``,
+#: ``proxy_range``, ``transfer_rmse``, ``proxy_rmse``); 2: the own per-layer model
+#: (``own_blend``, ``own_weights``, ``own_floor``); 1 and 2 still read
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 #: The output folder ``anb adapt`` writes (see :mod:`anb.outputs`).
 OUTPUT = Kind("adapted", "an anb adapted surrogate", has_manifest_format(FORMAT),
               replaceable=True)
@@ -124,6 +133,16 @@ class AdaptedModel:
     #: its cost floor (:class:`LayerCostModel`'s ``weights_`` and ``floors_`` row)
     own_weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     own_floor: float = 0.0
+    #: the analytic proxy that won the out-of-fold choice over the transfer ("": the transfer
+    #: won, or no ``choices`` were given), its log-log line ``(intercept, slope)`` and the range
+    #: of its log over the measured rows
+    proxy: str = ""
+    proxy_coef: np.ndarray = field(default_factory=lambda: np.zeros(2))
+    proxy_range: np.ndarray = field(default_factory=lambda: np.zeros(2))
+    #: the out-of-fold RMSE of the transfer blend and of the best proxy (what the choice
+    #: compared; ``loo_rmse`` is the winner's); nan where not compared
+    transfer_rmse: float = float("nan")
+    proxy_rmse: float = float("nan")
 
     # ---------------------------------------------------------------- fitting
     @classmethod
@@ -135,7 +154,8 @@ class AdaptedModel:
             space: Space = ANB_SPACE) -> AdaptedModel:
         """Fit on ``n`` measured rows: known-device log costs ``(n, m)``, op totals, values;
         with the rows' ``choices`` (of ``space``) also the own per-layer model, from
-        :data:`OWN_MIN_POINTS` rows.
+        :data:`OWN_MIN_POINTS` rows, and the best analytic proxy, which replaces the transfer
+        where its leave-one-out error is lower.
 
         The blend weights and ``loo_rmse`` come from the leave-one-out errors (O(n^2));
         ``leave_one_out=False`` uses the in-sample errors instead, for fits on thousands of
@@ -174,10 +194,20 @@ class AdaptedModel:
         errors = {(r, o): float(np.sqrt(np.mean((residuals @ [r, 1 - r - o, o]) ** 2)))
                   for r, o in grid}
         blend, own_blend = min(errors, key=errors.__getitem__)
+        transfer_rmse = errors[(blend, own_blend)]
+        proxy, proxy_coef, proxy_rmse = "", np.zeros(2), float("nan")
+        proxy_range = np.zeros(2)
+        if choices is not None:
+            name, line, proxy_rmse = fit_proxy(space, choices, y)
+            if proxy_rmse < transfer_rmse:
+                x = log_proxy(space, choices, name)
+                proxy, proxy_coef, proxy_range = name, line, np.array([x.min(), x.max()])
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
                    np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),
-                   level, errors[(blend, own_blend)], known_log.min(0), known_log.max(0),
-                   len(y), std_factor, known_source, blend, own_blend, own_weights, own_floor)
+                   level, proxy_rmse if proxy else transfer_rmse, known_log.min(0),
+                   known_log.max(0), len(y), std_factor, known_source, blend, own_blend,
+                   own_weights, own_floor, proxy, proxy_coef, proxy_range,
+                   float(transfer_rmse) if choices is not None else float("nan"), proxy_rmse)
 
     # ---------------------------------------------------------------- prediction
     @property
@@ -194,12 +224,33 @@ class AdaptedModel:
                                           np.array([self.own_floor]))
         return _log_cost_sign(self.target) * model.transform(choices, space)[:, 0]
 
+    def proxy_log(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray | None:
+        """The log of the winning proxy of ``choices`` (what :meth:`predict_log_cost` takes as
+        ``proxy``); None where the transfer won."""
+        return log_proxy(space, choices, self.proxy) if self.proxy else None
+
+    def design_inputs(self, choices: np.ndarray, space: Space = ANB_SPACE
+                      ) -> dict[str, np.ndarray | None]:
+        """What :meth:`predict_log_cost` needs of the architectures themselves (``own``,
+        ``proxy``): ``model.predict_log_cost(K, ops, **model.design_inputs(choices, space))``."""
+        return {"own": self.own_log_cost(choices, space), "proxy": self.proxy_log(choices, space)}
+
     def predict_log_cost(self, known_log: np.ndarray, ops: np.ndarray,
-                         own: np.ndarray | None = None
+                         own: np.ndarray | None = None, proxy: np.ndarray | None = None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and std of the log cost, and the out-of-range flag, per row (``own``: the rows'
-        :meth:`own_log_cost`, needed when the model has one). The std widens by the parts'
-        spread about the mean, each weighted as in the blend."""
+        :meth:`own_log_cost`, needed when the model has one; ``proxy``: their
+        :meth:`proxy_log`, needed when a proxy won). The std widens by the parts' spread about
+        the mean, each weighted as in the blend; a proxy's by how far the rows lie beyond the
+        measured range of the proxy."""
+        if self.proxy:
+            if proxy is None:
+                raise ValueError(f"adapted target {self.target!r} predicts from its "
+                                 f"{self.proxy!r} proxy: pass proxy_log(choices)")
+            lo, hi = self.proxy_range
+            excess = np.maximum(np.maximum(lo - proxy, proxy - hi) / max(hi - lo, 1e-9), 0)
+            std = self.std_factor * self.loo_rmse * (1.0 + excess)
+            return self.proxy_coef[0] + self.proxy_coef[1] * proxy, std, excess > 0.1
         ridge = known_log @ self.ridge_coef + self.ridge_intercept
         additive = _additive(known_log, ops, self.known_scale, self.op_scale,
                              self.nnls_weights, self.level)
@@ -218,24 +269,28 @@ class AdaptedModel:
         std = self.std_factor * np.sqrt(self.loo_rmse**2 + spread**2)
         return mean, std * (1.0 + excess), excess > 0.1
 
-    def predict(self, known_log: np.ndarray, ops: np.ndarray, own: np.ndarray | None = None
+    def predict(self, known_log: np.ndarray, ops: np.ndarray, own: np.ndarray | None = None,
+                proxy: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and std in the target's model space (``log`` of its value), and the flag."""
-        mean, std, ood = self.predict_log_cost(known_log, ops, own)
+        mean, std, ood = self.predict_log_cost(known_log, ops, own, proxy)
         return _log_cost_sign(self.target) * mean, std, ood
 
     # ---------------------------------------------------------------- persistence
     def arrays(self) -> dict[str, np.ndarray]:
         return {"ridge_coef": self.ridge_coef, "nnls_weights": self.nnls_weights,
                 "known_scale": self.known_scale, "op_scale": self.op_scale, "lo": self.lo,
-                "hi": self.hi, "own_weights": self.own_weights}
+                "hi": self.hi, "own_weights": self.own_weights, "proxy_coef": self.proxy_coef,
+                "proxy_range": self.proxy_range}
 
     def scalars(self) -> dict[str, Any]:
         return {"target": self.target, "known": self.known,
                 "ridge_intercept": self.ridge_intercept, "ridge_alpha": self.ridge_alpha,
                 "level": self.level, "loo_rmse": self.loo_rmse, "n_points": self.n_points,
                 "std_factor": self.std_factor, "known_source": self.known_source,
-                "blend": self.blend, "own_blend": self.own_blend, "own_floor": self.own_floor}
+                "blend": self.blend, "own_blend": self.own_blend, "own_floor": self.own_floor,
+                "proxy": self.proxy, "transfer_rmse": _json_float(self.transfer_rmse),
+                "proxy_rmse": _json_float(self.proxy_rmse)}
 
 
 def device_metrics(target: str) -> list[str]:
@@ -438,8 +493,8 @@ class AdaptedBenchmark:
         if missing:
             raise ValueError(f"adapted target {name!r} needs base metrics {missing}")
         known.targets = model.known
-        own = model.own_log_cost(choices, self.space)
-        return model.predict(known.log_costs(choices), op_components(choices, self.space), own)
+        return model.predict(known.log_costs(choices), op_components(choices, self.space),
+                             **model.design_inputs(choices, self.space))
 
     def query(self, archs: Any, metrics: str | Sequence[str] | None = None, noise: bool = False,
               seed: int | None = None, level: float | None = None) -> Any:
@@ -556,10 +611,17 @@ def load_adapted(path: str | Path, base: str | Path | None = None,
         for name, scalars in manifest["targets"].items():
             arrays = {k: data[f"{name}.{k}"] for k in ("ridge_coef", "nnls_weights",
                                                       "known_scale", "op_scale", "lo", "hi",
-                                                      "own_weights")
-                      if f"{name}.{k}" in data.files}  # v1: no own model
-            models[name] = AdaptedModel(**{**scalars, **arrays})
+                                                      "own_weights", "proxy_coef", "proxy_range")
+                      if f"{name}.{k}" in data.files}  # v1: no own model; v1-2: no proxy
+            floats = {k: float("nan") if scalars.get(k) is None else scalars[k]
+                      for k in ("transfer_rmse", "proxy_rmse") if k in scalars}
+            models[name] = AdaptedModel(**{**scalars, **floats, **arrays})
     return AdaptedBenchmark(load(base_path, n_jobs=n_jobs), models, manifest)
+
+
+def _json_float(value: float) -> float | None:
+    """``value`` as strict JSON holds it (``None`` for nan and inf)."""
+    return float(value) if np.isfinite(value) else None
 
 
 def _digest(manifest: dict[str, Any]) -> str:

@@ -54,6 +54,10 @@ def adapt_cmd(
             typer.echo(f"{model.target}: adapted from {model.n_points} measured architectures"
                        f"{repeats} on {len(model.known)} known devices; leave-one-out log error "
                        f"{model.loo_rmse:.4f} -> {out}")
+            if model.proxy:
+                typer.echo(f"{model.target}: the {model.proxy} proxy predicts (leave-one-out "
+                           f"{model.proxy_rmse:.4f}), not the transfer "
+                           f"({model.transfer_rmse:.4f})")
         if suggest:
             archs = suggest_archs(base, suggest, measured, device, metric,
                                   n_candidates=candidates, seed=seed, space=space)

@@ -32,6 +32,29 @@ def loo_error(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean((residual / (1 - np.diag(hat))) ** 2))
 
 
+def log_proxy(space: Space, choices: np.ndarray, name: str) -> np.ndarray:
+    """``log`` of proxy ``name`` (one of :data:`PROXY_NAMES`) of each architecture, floored at
+    ``log 1`` as :func:`best_proxy` fits it."""
+    if name not in PROXY_NAMES:
+        raise ValueError(f"proxy {name!r} is unknown; allowed: {list(PROXY_NAMES)}")
+    return np.log(np.maximum(analytic_proxies(space, choices)[name], 1.0))
+
+
+def fit_proxy(space: Space, choices: np.ndarray, y: np.ndarray
+              ) -> tuple[str, np.ndarray, float]:
+    """The proxy whose log-log line fits ``y`` (log costs of ``choices``) with the least
+    leave-one-out error: its name, the line ``(intercept, slope)`` and that error's RMSE
+    (``inf`` where no proxy varies over ``choices``)."""
+    logs = {name: np.log(np.maximum(values, 1.0))
+            for name, values in analytic_proxies(space, choices).items()}
+    errors = {name: loo_error(x, y) for name, x in logs.items()}
+    name = min(errors, key=errors.__getitem__)
+    if not np.isfinite(errors[name]):
+        return name, np.zeros(2), float("inf")
+    X = np.column_stack([np.ones(len(y)), logs[name]])
+    return name, np.linalg.lstsq(X, y, rcond=None)[0], float(np.sqrt(errors[name]))
+
+
 def best_proxy(proxies: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray
                ) -> tuple[str, np.ndarray]:
     """The proxy with the least leave-one-out error of ``log y ~ log proxy`` on ``rows``
