@@ -638,7 +638,8 @@ def test_an_adapted_folder_of_format_1_still_reads(adapted, tmp_path):
 def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
     """From OWN_MIN_POINTS measurements the folder ``anb adapt`` writes holds the own model
     (format 2): loaded back, it predicts exactly what the fitted model did."""
-    from anb.surrogates.adapt import FORMAT_VERSION, OWN_MIN_POINTS
+    from anb.formats import current
+    from anb.surrogates.adapt import OWN_MIN_POINTS
 
     csv = _write_csv(tmp_path / "many.csv", data, _rows(data, "train", OWN_MIN_POINTS, 7))
     result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
@@ -647,7 +648,7 @@ def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
     bench = load_adapted(tmp_path / "model")
     model = bench.models[HIDDEN]
     manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
-    assert manifest["format_version"] == FORMAT_VERSION == 2 and model.has_own
+    assert manifest["format_version"] == current("adapted") == 2 and model.has_own
     fitted = adapt("zcu102", csv, base)[1]
     np.testing.assert_array_equal(model.own_weights, fitted.own_weights)
     assert (model.own_floor, model.own_blend, model.blend) == (

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from anb.formats import VERSION_FIELD, check, stamp
 from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
@@ -49,9 +50,6 @@ from anb.surrogates.features import LayerCostModel
 from anb.version import __version__
 
 FORMAT = "anb-adapted-surrogate"
-#: 2: the own per-layer model (``own_blend``, ``own_weights``, ``own_floor``); 1 still reads
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
 #: The output folder ``anb adapt`` writes (see :mod:`anb.outputs`).
 OUTPUT = Kind("adapted", "an anb adapted surrogate", has_manifest_format(FORMAT),
               replaceable=True)
@@ -515,7 +513,7 @@ def save_adapted(path: str | Path, base: str | Path, models: dict[str, AdaptedMo
         arrays = {f"{name}.{key}": value for name, model in models.items()
                   for key, value in model.arrays().items()}
         np.savez(tmp / WEIGHTS_FILE, **arrays)  # type: ignore[arg-type]  # no key is allow_pickle
-        manifest = {**(info or {}), "format": FORMAT, "format_version": FORMAT_VERSION,
+        manifest = {**(info or {}), "format": FORMAT, **stamp("adapted"),
                     "anb_version": __version__,
                     "base": {**reference, "manifest_sha256": base_manifest["manifest_sha256"]},
                     "targets": {name: model.scalars() for name, model in models.items()},
@@ -537,10 +535,9 @@ def load_adapted(path: str | Path, base: str | Path | None = None,
     if not file.is_file():
         raise ValueError(f"{str(path)!r} is not an adapted surrogate: no {MANIFEST}")
     manifest = json.loads(file.read_text())
-    if manifest.get("format") != FORMAT or manifest.get("format_version") \
-            not in READABLE_VERSIONS:
-        raise ValueError(f"{str(file)!r} is not an {FORMAT} manifest of a version this anb "
-                         f"reads ({', '.join(f'v{v}' for v in READABLE_VERSIONS)})")
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"{str(file)!r} is not an {FORMAT} manifest")
+    check("adapted", manifest.get(VERSION_FIELD), str(file))
     if manifest.get("manifest_sha256") != _digest(manifest):
         raise ValueError(f"{str(file)!r} was modified after it was written (checksum mismatch)")
     for name, expected in manifest["files"].items():
