@@ -523,14 +523,9 @@ def save_adapted(path: str | Path, base: str | Path, models: dict[str, AdaptedMo
     return path
 
 
-def load_adapted(path: str | Path, base: str | Path | None = None,
-                 n_jobs: int | None = None) -> AdaptedBenchmark:
-    """Load an adapted artifact (checksums verified) with its base surrogate benchmark
-    (``base``: another copy of it; ``n_jobs``: as :func:`anb.surrogates.artifact.load`)."""
-    from anb.surrogates.adapt_base import resolve_base
-    from anb.surrogates.artifact import load, read_manifest
-
-    path = Path(path)
+def read_adapted_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the adapted folder ``path``: its format, format version and every
+    checksum verified (version 1 reads: no own model)."""
     file = path / MANIFEST
     if not file.is_file():
         raise ValueError(f"{str(path)!r} is not an adapted surrogate: no {MANIFEST}")
@@ -543,6 +538,18 @@ def load_adapted(path: str | Path, base: str | Path | None = None,
     for name, expected in manifest["files"].items():
         if sha256_file(path / name) != expected:
             raise ValueError(f"artifact file {name!r} is corrupted or tampered with")
+    return manifest
+
+
+def load_adapted(path: str | Path, base: str | Path | None = None,
+                 n_jobs: int | None = None) -> AdaptedBenchmark:
+    """Load an adapted artifact (checksums verified) with its base surrogate benchmark
+    (``base``: another copy of it; ``n_jobs``: as :func:`anb.surrogates.artifact.load`)."""
+    from anb.surrogates.adapt_base import resolve_base
+    from anb.surrogates.artifact import load, read_manifest
+
+    path = Path(path)
+    manifest = read_adapted_manifest(path)
     base_path = Path(base) if base is not None else resolve_base(path, manifest["base"])
     if read_manifest(base_path)["manifest_sha256"] != manifest["base"]["manifest_sha256"]:
         raise ValueError(f"base surrogate {str(base_path)!r} is not the one this model was "
