@@ -179,6 +179,18 @@ def test_a_new_queue_records_the_current_version(tmp_path):
     assert schema_rows(tmp_path / "q.db") == [("queue", current("queue"))]
 
 
+def test_a_queue_made_before_versions_is_not_labelled_with_a_later_one(tmp_path, monkeypatch):
+    """Once the schema is version 2, a queue created before versions still records 1 (what
+    it holds) while a new one records 2."""
+    from anb.jobs.queue import open_queue
+
+    monkeypatch.setitem(FORMATS, "queue", Format("queue database", 2))
+    open_queue(str(queue_from("unversioned", tmp_path / "old.db"))).close()
+    open_queue(str(tmp_path / "new.db")).close()
+    assert schema_rows(tmp_path / "old.db") == [("queue", 1)]
+    assert schema_rows(tmp_path / "new.db") == [("queue", 2)]
+
+
 def test_a_newer_queue_is_refused_by_the_library_and_the_cli(tmp_path):
     from anb.jobs.queue import open_queue
 
