@@ -8,7 +8,10 @@ A record has the released dataset's JSON shape plus optional provenance::
      "platform_perf": {"throughput_a100": {"throughput_mean": 11102.8, "throughput_std": 1.7},
                        "latency_zcu102": {"latency_mean": 4.96, "latency_std": null}, ...},
      "quality": {"cpu-int8": {"top1": 92.9, "top5": 100.0, "top1_agreement": 0.993, ...}},
-     "provenance": {...}}
+     "provenance": {...}, "format_version": 1}
+
+``format_version`` (:mod:`anb.formats`) is the version of this shape; records written before
+it (the released dataset's) hold none and read as version 1.
 
 ``quality`` (optional) is the trained network's quality on a device, by device name
 (:mod:`anb.collect_throughput.quality`): ``top1`` / ``top5`` (%) against the labels of an image
@@ -47,6 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from anb.formats import VERSION_FIELD, NewerFormat, check, stamp
 from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text
 from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, SpaceMismatch, check_same_space
@@ -64,7 +68,8 @@ _PERF_KEY = re.compile(r"(throughput|latency)_([A-Za-z0-9.\-]+)")
 CURVE_PREFIX = "val_top1_epoch_"
 _CURVE_KEY = re.compile(r"val_top1_epoch_([1-9][0-9]*)")
 #: JSON files anb writes beside records (reports, manifests): a folder's are not records.
-NOT_RECORDS = frozenset({"merge_report.json", "manifest.json", "summary.json"})
+MERGE_REPORT = "merge_report.json"
+NOT_RECORDS = frozenset({MERGE_REPORT, "manifest.json", "summary.json"})
 #: Flat-table column prefix -> field of a ``quality`` entry (column ``<prefix>_<device>``).
 QUALITY_COLUMNS = {"val_top1": "top1", "val_top5": "top5", "top1_agreement": "top1_agreement"}
 _QUALITY_COLUMN = re.compile(r"(val_top1|val_top5|top1_agreement)_([A-Za-z0-9.\-]+)")
@@ -91,6 +96,7 @@ def validate_record(record: Mapping[str, Any], where: str = "record",
     """Check a record's shape; return its architecture. Errors name the field and value."""
     if not isinstance(record, Mapping):
         raise ValueError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
+    check("record", record.get(VERSION_FIELD), where)
     check_same_space(space.name, str(record.get("space", DEFAULT_SPACE)), where)
     if "architecture" not in record:
         raise ValueError(f"{where}: missing field 'architecture'")
@@ -134,11 +140,11 @@ def model_info(arch: Any, space: Space = ANB_SPACE) -> dict[str, float]:
 
 
 def new_record(arch: Any, space: Space = ANB_SPACE) -> dict[str, Any]:
-    """A record skeleton for ``arch``: its architecture mapping, and its space when it is not
-    the default (released-format records stay as they were)."""
+    """A record skeleton for ``arch``: its architecture mapping, its space when it is not
+    the default (released-format records stay as they were) and its format version."""
     record: dict[str, Any] = {} if space.name == DEFAULT_SPACE else {"space": space.name}
     record["architecture"] = space.to_record(arch)
-    return record
+    return {**record, **stamp("record")}
 
 
 def detect_space(data: str | Path | pd.DataFrame) -> str | None:
@@ -190,11 +196,13 @@ def read_records(path: str | Path, space: Space = ANB_SPACE
     """Read records like :func:`load_records`, keeping going past bad ones: returns the valid
     records and ``(where, why)`` for each file or record that is unreadable (not UTF-8, not
     JSON) or invalid. An input that cannot be read at all (missing, unknown form, a damaged
-    archive or table) raises ValueError / FileNotFoundError naming it, and a record of another
-    search space :class:`~anb.searchspace.registry.SpaceMismatch` (spaces are never mixed)."""
+    archive or table) raises ValueError / FileNotFoundError naming it, a record of another
+    search space :class:`~anb.searchspace.registry.SpaceMismatch` (spaces are never mixed),
+    and a record or merge output of a newer format :class:`~anb.formats.NewerFormat`."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"dataset path {str(path)!r} does not exist")
+    check_merge_report(path if path.is_dir() else path.parent)
     named: list[tuple[str, str, Any]] = []  # (record name, where for errors, parsed JSON)
     bad: list[tuple[str, str]] = []
 
@@ -242,7 +250,7 @@ def read_records(path: str | Path, space: Space = ANB_SPACE
     for name, where, record in named:
         try:
             validate_record(record, where=where, space=space)
-        except SpaceMismatch:
+        except (SpaceMismatch, NewerFormat):
             raise
         except ValueError as err:
             bad.append((where, str(err).removeprefix(f"{where}: ")))
@@ -265,6 +273,16 @@ def load_records(path: str | Path, space: Space = ANB_SPACE) -> list[dict]:
         more = f" (and {len(bad) - 1} more bad record(s))" if len(bad) > 1 else ""
         raise ValueError(f"{where}: {why}{more}")
     return records
+
+
+def check_merge_report(folder: Path) -> None:
+    """Check the format version of the merge output ``folder`` (its ``merge_report.json``,
+    which also versions the tables beside it); a folder without one is not a merge output."""
+    report = folder / MERGE_REPORT
+    if report.is_file():
+        data = read_json(report)
+        check("merge", data.get(VERSION_FIELD) if isinstance(data, Mapping) else None,
+              str(report))
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
@@ -435,6 +453,6 @@ def load_dataset(path: str | Path, space: Space = ANB_SPACE) -> pd.DataFrame:
 
 def write_record(record: Mapping[str, Any], path: str | Path,
                  space: Space = ANB_SPACE) -> Path:
-    """Validate and atomically write one record as JSON."""
+    """Validate and atomically write one record as JSON (in the current format version)."""
     validate_record(record, where=str(path), space=space)
-    return atomic_write_json(path, dict(record))
+    return atomic_write_json(path, {**record, **stamp("record")})

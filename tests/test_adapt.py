@@ -641,7 +641,8 @@ def test_an_adapted_folder_of_format_1_still_reads(adapted, tmp_path):
 def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
     """From OWN_MIN_POINTS measurements the folder ``anb adapt`` writes holds the own model
     (format 2): loaded back, it predicts exactly what the fitted model did."""
-    from anb.surrogates.adapt import FORMAT_VERSION, OWN_MIN_POINTS
+    from anb.formats import current
+    from anb.surrogates.adapt import OWN_MIN_POINTS
 
     csv = _write_csv(tmp_path / "many.csv", data, _rows(data, "train", OWN_MIN_POINTS, 7))
     result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
@@ -650,7 +651,7 @@ def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
     bench = load_adapted(tmp_path / "model")
     model = bench.models[HIDDEN]
     manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
-    assert manifest["format_version"] == FORMAT_VERSION == 3 and model.has_own
+    assert manifest["format_version"] == current("adapted") == 3 and model.has_own
     fitted = adapt("zcu102", csv, base)[1]
     np.testing.assert_array_equal(model.own_weights, fitted.own_weights)
     assert (model.own_floor, model.own_blend, model.blend) == (
@@ -693,10 +694,10 @@ def test_best_proxy_picks_the_cost_the_device_follows_out_of_fold():
 
 
 def test_a_proxy_that_beats_the_transfer_out_of_fold_predicts(base, data, tmp_path):
-    """Never worse than simple: a device whose latency follows the parameter count (times 2 %
-    noise: weight-streaming bound, unlike every known device) is predicted by that line, chosen on the leave-one-out error, with that error as its std;
-    the transfer alone ranks it worse. On latency_zcu102 the transfer wins (the adapted
-    fixture)."""
+    """Never worse than simple: a device whose latency follows the parameter count (times
+    2 % noise: weight-streaming bound, unlike every known device) is predicted by that line,
+    chosen on the leave-one-out error, with that error as its std; the transfer alone ranks
+    it worse. On latency_zcu102 the transfer wins (the adapted fixture)."""
     from dataclasses import replace
 
     from anb.searchspace.space import ANB_SPACE

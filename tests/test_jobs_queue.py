@@ -2,6 +2,7 @@
 interface: priority order, leases and expiry, exactly-once results, attempts, retry/cancel/bump."""
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 
@@ -198,6 +199,38 @@ def test_concurrent_claims_hand_out_each_job_once(url):
     assert sorted(flat) == list(range(1, n + 1))  # every job claimed exactly once
     with open_queue(url) as q:
         assert q.counts() == {("board-a", "measure", "done"): n}
+
+
+def _sql(url, statement, params=()):
+    """Run one statement on the queue's database, outside anb; its rows (if any)."""
+    if url.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            cur = conn.execute(statement.replace("?", "%s"), params)
+            return cur.fetchall() if cur.description else []
+    with sqlite3.connect(url) as conn:
+        rows = conn.execute(statement, params).fetchall()
+    conn.close()
+    return rows
+
+
+def test_the_schema_version_is_recorded_read_from_older_queues_and_a_newer_one_refused(url):
+    """A new queue records its schema version; one made before versions (no anb_schema
+    table) opens as version 1 and gets the row; one of a newer version is refused."""
+    from anb.formats import NewerFormat, current
+
+    with open_queue(url) as q:
+        q.submit(_specs(2))
+    assert _sql(url, "SELECT name, version FROM anb_schema") == [("queue", current("queue"))]
+    _sql(url, "DROP TABLE anb_schema")
+    with open_queue(url) as q:
+        assert len(q.jobs()) == 2
+    assert _sql(url, "SELECT name, version FROM anb_schema") == [("queue", 1)]
+    _sql(url, "UPDATE anb_schema SET version = ?", (current("queue") + 1,))
+    with pytest.raises(NewerFormat, match=f"format version {current('queue') + 1}, newer than "
+                                          f"version {current('queue')} this anb reads"):
+        open_queue(url)
 
 
 def test_bad_queue_urls_are_clear(tmp_path):

@@ -37,9 +37,11 @@ from typing import Any
 
 from anb.collect_throughput.anchors import ANCHOR_FILE, anchor_drift, read_anchor_rows
 from anb.collect_throughput.protocol import entry_fingerprint, protocol_difference
+from anb.formats import stamp
 from anb.io import atomic_write_json
 from anb.outputs import Kind, check_folder, has_files, replace_folder
 from anb.records import (
+    MERGE_REPORT,
     load_records,
     model_info,
     new_record,
@@ -53,7 +55,7 @@ from anb.version import __version__
 
 ON_CONFLICT = ("keep-existing", "replace", "error")
 #: The output folder ``anb merge`` writes (see :mod:`anb.outputs`).
-OUTPUT = Kind("merge", "an anb merge output", has_files("merge_report.json"), replaceable=True)
+OUTPUT = Kind("merge", "an anb merge output", has_files(MERGE_REPORT), replaceable=True)
 
 
 @dataclass
@@ -256,7 +258,8 @@ def load_results(paths: Iterable[str | Path],
 def write_merged(records: list[dict], report: MergeReport, out: str | Path,
                  overwrite: bool = False, space: Space = ANB_SPACE) -> Path:
     """Write ``out/records/*.json``, ``out/dataset.csv``, ``out/dataset.parquet`` and
-    ``out/merge_report.json``; a merge output there is replaced once the new one is complete
+    ``out/merge_report.json`` (whose ``format_version`` versions the folder and its tables;
+    each record carries its own); a merge output there is replaced once the new one is complete
     (:func:`anb.outputs.replace_folder`: anything else is refused unless ``overwrite``)."""
     with replace_folder(out, OUTPUT, overwrite) as tmp:
         folder = tmp / "records"
@@ -267,15 +270,15 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path,
             if name in names or not name.endswith(".json"):
                 name = f"{_arch_id(record, space)}_{len(names)}.json"
             names.add(name)
-            body = {k: v for k, v in record.items() if k != "source"}
+            body = {**{k: v for k, v in record.items() if k != "source"}, **stamp("record")}
             body["provenance"] = {**(body.get("provenance") or {}),
                                   "merge": {"anb_version": __version__}}
             (folder / name).write_text(json.dumps(body) + "\n")
         frame = records_to_frame(records, space)
         frame.to_csv(tmp / "dataset.csv", index=False)
         frame.to_parquet(tmp / "dataset.parquet", index=False)
-        atomic_write_json(tmp / "merge_report.json",
-                          {"anb_version": __version__, **report.as_dict()})
+        atomic_write_json(tmp / MERGE_REPORT, {"format": "anb-merge", **stamp("merge"),
+                                               "anb_version": __version__, **report.as_dict()})
     return Path(out)
 
 

@@ -44,6 +44,10 @@ class PostgresQueue(SqlQueue):
                 cur.execute(f"ANALYZE {TABLE}")
         return added
 
+    def _tables(self, cur: Any) -> set[str]:
+        cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+        return {row[0] for row in cur.fetchall()}
+
     def _sql(self, text: str) -> str:
         return text.replace("?", "%s")
 

@@ -1,5 +1,10 @@
-"""The SQL both engines share; an engine supplies its connection, clock, placeholders and the
-claim's row-locking clause (see :mod:`anb.jobs.sqlite`, :mod:`anb.jobs.postgres`)."""
+"""The SQL both engines share; an engine supplies its connection, clock, placeholders, the
+claim's row-locking clause and how it lists tables (see :mod:`anb.jobs.sqlite`,
+:mod:`anb.jobs.postgres`).
+
+The schema's version (:mod:`anb.formats`, format ``queue``) is a row of the table
+``anb_schema``, written when the queue is created and checked whenever it is opened; a queue
+created before it (a lone ``anb_jobs`` table) is version 1 and gets the row."""
 from __future__ import annotations
 
 import json
@@ -10,9 +15,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from anb.formats import UNVERSIONED, check, current
 from anb.jobs.queue import STATES, Capability, Job, JobQueue, JobSpec
 
 TABLE = "anb_jobs"
+#: ``(name, version)`` rows: the version of each format the database holds (``queue``).
+SCHEMA_TABLE = "anb_schema"
 COLUMNS = ("id", "arch", "device", "stage", "priority", "state", "attempts", "max_attempts",
            "payload", "next_stages", "worker", "lease_token", "lease_until", "last_error",
            "result", "created_at", "updated_at")
@@ -61,6 +69,10 @@ class SqlQueue(JobQueue):
     def _transaction(self) -> Iterator[Any]:
         """A cursor inside a write transaction (committed on exit, rolled back on error)."""
 
+    @abstractmethod
+    def _tables(self, cur: Any) -> set[str]:
+        """The names of the tables in the queue's database (schema)."""
+
     def _sql(self, text: str) -> str:
         return text
 
@@ -69,6 +81,18 @@ class SqlQueue(JobQueue):
             self._create_in(cur)
 
     def _create_in(self, cur: Any) -> None:
+        existing = self._tables(cur)
+        version = current("queue") if TABLE not in existing else UNVERSIONED
+        if SCHEMA_TABLE in existing:
+            cur.execute(self._sql(f"SELECT version FROM {SCHEMA_TABLE} WHERE name = ?"),
+                        ("queue",))
+            row = cur.fetchone()
+            version = row[0] if row else version
+        check("queue", version, self.url)
+        cur.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} (name TEXT PRIMARY KEY, "
+                    "version INTEGER NOT NULL)")
+        cur.execute(self._sql(f"INSERT INTO {SCHEMA_TABLE} (name, version) VALUES (?, ?) "
+                              "ON CONFLICT (name) DO NOTHING"), ("queue", version))
         cur.execute(self._sql(f"""
             CREATE TABLE IF NOT EXISTS {TABLE} (
                 id {self.ID_TYPE} PRIMARY KEY,

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from anb.formats import NewerFormat
 from anb.jobs.sql import TABLE, SqlQueue
 
 
@@ -41,8 +42,14 @@ class SqliteQueue(SqlQueue):
             self._create()
         except (sqlite3.DatabaseError, ValueError) as err:
             self._conn.close()
+            if isinstance(err, NewerFormat):
+                raise
             raise ValueError(f"{path} is not an anb queue database ({err}); give the file "
                              "'anb queue submit' created, or a new path") from None
+
+    def _tables(self, cur: Any) -> set[str]:
+        cur.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {row[0] for row in cur.fetchall()}
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:

@@ -23,6 +23,7 @@ from anb.io import atomic_write, atomic_write_json, read_csv, read_json
 from anb.nas.evaluators import ANALYTIC_METRICS
 from anb.nas.objectives import Objective
 from anb.nas.pareto import pareto_mask
+from anb.nas.report import read_summary
 from anb.outputs import Kind, has_files, prepare_folder
 
 DEFAULT_RECIPE = "imagenet_full.ini"
@@ -95,7 +96,7 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
                                 "'anb search'")
     front = read_csv(search / "pareto.csv")
     objectives = [Objective.parse(o) for o in
-                  read_json(search / "summary.json")["objectives"]]
+                  read_summary(search)["objectives"]]
     if len(objectives) != 2:
         raise ValueError(f"the report needs a two-objective search; {search} has "
                          f"{[str(o) for o in objectives]}")

@@ -37,11 +37,11 @@ from anb.io import atomic_write, atomic_write_json, read_json
 from anb.nas.mutation import random_choices
 from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import pareto_mask
+from anb.nas.report import summary_header
 from anb.searchspace.arch import Arch, archs_from_choices
 from anb.searchspace.base import Space
 from anb.searchspace.space import ANB_SPACE
 from anb.sigint import deferred_sigint
-from anb.version import __version__
 
 
 class BudgetExhausted(RuntimeError):
@@ -342,7 +342,7 @@ class MeasuredEvaluator:
                                          ascending=not objectives[0].maximise)
         atomic_write(out / "history.csv", lambda t: history.to_csv(t, index=False))
         atomic_write(out / "pareto.csv", lambda t: front.to_csv(t, index=False))
-        summary = {"anb_version": __version__, "device": self.measurer.device,
+        summary = {**summary_header(), "device": self.measurer.device,
                    "evaluations": len(history),
                    "unique_architectures": len(unique), "measurements": self.measured,
                    "failed": self.failed, "cache_hits": len(history) - self.measured,

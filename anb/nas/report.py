@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from anb.extras import optional
-from anb.io import atomic_write, atomic_write_json
+from anb.formats import VERSION_FIELD, check, stamp
+from anb.io import atomic_write, atomic_write_json, read_json
 from anb.nas.search import SearchResult
 from anb.outputs import Kind, has_files
 from anb.version import __version__
@@ -15,6 +16,25 @@ from anb.version import __version__
 #: The results folder ``anb search`` writes and resumes (in-loop measurements are kept there;
 #: see :mod:`anb.outputs`).
 SEARCH = Kind("search", "anb search results", has_files("summary.json", "history.csv"))
+#: ``summary.json``'s ``format``; with its ``format_version`` it versions the results folder.
+SEARCH_FORMAT = "anb-search"
+
+
+def summary_header() -> dict:
+    """What every search's ``summary.json`` starts with: its format, version and anb's."""
+    return {"format": SEARCH_FORMAT, **stamp("search"), "anb_version": __version__}
+
+
+def read_summary(folder: Path) -> dict:
+    """A search results folder's ``summary.json``, its format version checked (results of a
+    newer anb are refused, :class:`anb.formats.NewerFormat`; those written before versions
+    hold none and read as version 1)."""
+    file = folder / "summary.json"
+    summary = read_json(file)
+    if not isinstance(summary, dict) or summary.get("format", SEARCH_FORMAT) != SEARCH_FORMAT:
+        raise ValueError(f"{file}: not the summary.json of 'anb search' results")
+    check("search", summary.get(VERSION_FIELD), str(file))
+    return summary
 
 
 def headline(summary: dict, metrics: list[str]) -> list[str]:
@@ -52,7 +72,7 @@ def write_report(result: SearchResult, out: Path) -> dict:
     best = result.best()
     objectives = result.problem.objectives
     summary = {
-        "anb_version": __version__, "space": {"name": result.problem.space.name,
+        **summary_header(), "space": {"name": result.problem.space.name,
                                               "version": result.problem.space.version},
         "algorithm": result.algorithm, "seed": result.seed,
         "evaluations": len(history),

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from anb.formats import VERSION_FIELD, check, stamp
 from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
@@ -56,11 +57,6 @@ from anb.surrogates.features import LayerCostModel
 from anb.version import __version__
 
 FORMAT = "anb-adapted-surrogate"
-#: 3: the analytic proxy that can win over the transfer (``proxy``, ``proxy_coef``,
-#: ``proxy_range``, ``transfer_rmse``, ``proxy_rmse``); 2: the own per-layer model
-#: (``own_blend``, ``own_weights``, ``own_floor``); 1 and 2 still read
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
 #: The output folder ``anb adapt`` writes (see :mod:`anb.outputs`).
 OUTPUT = Kind("adapted", "an anb adapted surrogate", has_manifest_format(FORMAT),
               replaceable=True)
@@ -570,7 +566,7 @@ def save_adapted(path: str | Path, base: str | Path, models: dict[str, AdaptedMo
         arrays = {f"{name}.{key}": value for name, model in models.items()
                   for key, value in model.arrays().items()}
         np.savez(tmp / WEIGHTS_FILE, **arrays)  # type: ignore[arg-type]  # no key is allow_pickle
-        manifest = {**(info or {}), "format": FORMAT, "format_version": FORMAT_VERSION,
+        manifest = {**(info or {}), "format": FORMAT, **stamp("adapted"),
                     "anb_version": __version__,
                     "base": {**reference, "manifest_sha256": base_manifest["manifest_sha256"]},
                     "targets": {name: model.scalars() for name, model in models.items()},
@@ -578,6 +574,24 @@ def save_adapted(path: str | Path, base: str | Path, models: dict[str, AdaptedMo
         manifest["manifest_sha256"] = _digest(manifest)
         atomic_write_json(tmp / MANIFEST, manifest)
     return path
+
+
+def read_adapted_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the adapted folder ``path``: its format, format version and every
+    checksum verified (version 1 reads: no own model)."""
+    file = path / MANIFEST
+    if not file.is_file():
+        raise ValueError(f"{str(path)!r} is not an adapted surrogate: no {MANIFEST}")
+    manifest = json.loads(file.read_text())
+    if manifest.get("format") != FORMAT:
+        raise ValueError(f"{str(file)!r} is not an {FORMAT} manifest")
+    check("adapted", manifest.get(VERSION_FIELD), str(file))
+    if manifest.get("manifest_sha256") != _digest(manifest):
+        raise ValueError(f"{str(file)!r} was modified after it was written (checksum mismatch)")
+    for name, expected in manifest["files"].items():
+        if sha256_file(path / name) != expected:
+            raise ValueError(f"artifact file {name!r} is corrupted or tampered with")
+    return manifest
 
 
 def load_adapted(path: str | Path, base: str | Path | None = None,
@@ -588,19 +602,7 @@ def load_adapted(path: str | Path, base: str | Path | None = None,
     from anb.surrogates.artifact import load, read_manifest
 
     path = Path(path)
-    file = path / MANIFEST
-    if not file.is_file():
-        raise ValueError(f"{str(path)!r} is not an adapted surrogate: no {MANIFEST}")
-    manifest = json.loads(file.read_text())
-    if manifest.get("format") != FORMAT or manifest.get("format_version") \
-            not in READABLE_VERSIONS:
-        raise ValueError(f"{str(file)!r} is not an {FORMAT} manifest of a version this anb "
-                         f"reads ({', '.join(f'v{v}' for v in READABLE_VERSIONS)})")
-    if manifest.get("manifest_sha256") != _digest(manifest):
-        raise ValueError(f"{str(file)!r} was modified after it was written (checksum mismatch)")
-    for name, expected in manifest["files"].items():
-        if sha256_file(path / name) != expected:
-            raise ValueError(f"artifact file {name!r} is corrupted or tampered with")
+    manifest = read_adapted_manifest(path)
     base_path = Path(base) if base is not None else resolve_base(path, manifest["base"])
     if read_manifest(base_path)["manifest_sha256"] != manifest["base"]["manifest_sha256"]:
         raise ValueError(f"base surrogate {str(base_path)!r} is not the one this model was "

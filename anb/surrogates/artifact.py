@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from anb.extras import MissingExtra, message
+from anb.formats import VERSION_FIELD, check, stamp
 from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.searchspace.registry import get_space
@@ -24,7 +25,6 @@ from anb.surrogates.features import FeatureBuilder, LayerCostModel
 from anb.version import __version__
 
 FORMAT = "anb-surrogate"
-FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 LAYER_COST_FILE = "layer_cost.npz"
 SUPPORT_FILE = "support.npz"
@@ -73,7 +73,7 @@ def save(bench: SurrogateBenchmark, path: str | Path, overwrite: bool = False,
                              "files": [p.name for p in paths]}
         manifest = {
             **{k: v for k, v in bench.info.items() if k not in ("targets", "manifest_sha256")},
-            "format": FORMAT, "format_version": FORMAT_VERSION, "anb_version": __version__,
+            "format": FORMAT, **stamp("surrogate"), "anb_version": __version__,
             "space": {"name": bench.space.name, "version": bench.space.version},
             "feature_schema": {"feature_set": bench.builder.feature_set,
                                "names": bench.builder.names(),
@@ -103,9 +103,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{str(file)!r} is corrupted: not valid JSON ({err})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ValueError(f"{str(file)!r} is not an {FORMAT} manifest")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"artifact format_version {manifest.get('format_version')!r} is not "
-                         f"supported; this anb reads version {FORMAT_VERSION}")
+    check("surrogate", manifest.get(VERSION_FIELD), str(file))
     if manifest.get("manifest_sha256") != _digest(manifest):
         raise ValueError(f"{str(file)!r} was modified after it was written "
                          "(manifest checksum mismatch)")

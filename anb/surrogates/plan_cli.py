@@ -14,6 +14,8 @@ from anb.outputs import Kind, has_files
 #: queued jobs carry it) and ``plan.json`` (how the plan was made).
 OUTPUT = Kind("plan", "an anb plan", has_files("plan.json", "archs.csv"), replaceable=True)
 ARCHS_FILE, PLAN_FILE = "archs.csv", "plan.json"
+#: ``plan.json``'s ``format`` (before its ``format_version`` it was ``anb-plan/1``: version 1).
+PLAN_FORMAT = "anb-plan"
 
 
 def plan_cmd(
@@ -83,6 +85,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
            dataset: Path | None, candidates: Path | None) -> None:
     import pandas as pd
 
+    from anb.formats import stamp
     from anb.io import atomic_write_json
     from anb.outputs import replace_folder
     from anb.surrogates.plan import ENCODING, SPACE_BASES
@@ -94,7 +97,7 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
                           "score": b.score,
                           "uncertainty": b.uncertainty, "gpu_hours": b.gpu_hours,
                           **{f"pred_{t}": v for t, v in b.predictions.items()}})
-    info = {"format": "anb-plan/1", "anb_version": __version__, "space": space.name,
+    info = {"format": PLAN_FORMAT, **stamp("plan"), "anb_version": __version__, "space": space.name,
             "seed": config.seed, "config": config.to_dict(), "acquisition": b.how,
             "model": {"family": "xgboost", "params": config.params, "members": config.members,
                       "bootstrap": True, "features": ENCODING,
@@ -110,6 +113,21 @@ def _write(out: Path, overwrite: bool, space: Any, config: Any, result: Any,
     with replace_folder(out, OUTPUT, overwrite) as folder:
         table.to_csv(folder / ARCHS_FILE, index=False)
         atomic_write_json(folder / PLAN_FILE, info)
+
+
+def read_plan(folder: str | Path) -> dict[str, Any]:
+    """``plan.json`` of the plan folder ``folder``, its format version checked (a plan of a
+    newer anb is refused, :class:`anb.formats.NewerFormat`)."""
+    from anb.formats import VERSION_FIELD, check
+    from anb.io import read_json
+
+    file = Path(folder) / PLAN_FILE
+    info = read_json(file)
+    if not isinstance(info, dict) or str(info.get("format", "")).split("/")[0] != PLAN_FORMAT:
+        raise ValueError(f"{file}: not an {PLAN_FORMAT} file; allowed: the plan.json 'anb plan' "
+                         "writes")
+    check("plan", info.get(VERSION_FIELD), str(file))
+    return info
 
 
 def _summary(result: Any, config: Any, out: Path) -> str:
