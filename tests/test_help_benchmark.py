@@ -86,6 +86,21 @@ def test_measured_architectures_give_the_table_values_exactly(name):
             assert (frame[f"{target}_std"] == 0).all()
 
 
+#: A table row of each benchmark that its surrogate flags out of distribution.
+FLAGGED_ROW = {"help-nasbench201": 1462, "help-fbnet": 112}
+
+
+@pytest.mark.parametrize("name", resources.HELP_BENCHMARKS)
+def test_a_measured_architecture_is_not_flagged_where_the_surrogate_is(name):
+    """The flag warns of an extrapolated prediction; a measured row is no prediction."""
+    arch = _table(name)["arch"][FLAGGED_ROW[name]]
+    plain = artifact.load(help_benchmark.shipped_dir(name)).query([arch], "latency_fpga")
+    frame = anb.load(name, quiet=True).query([arch], "latency_fpga")
+    assert plain["ood"][0] and plain["ood_reason"][0]
+    assert frame[MEASURED][0] and not frame["ood"][0] and frame["ood_reason"][0] == ""
+    assert frame["ood_distance"][0] == plain["ood_distance"][0]
+
+
 def test_an_unmeasured_fbnet_architecture_gets_the_surrogate_with_intervals(fbnet):
     """Outside the 5,000 the surrogate answers: its own mean and std, an interval around it,
     not marked measured; an architecture far from the table is flagged out of distribution."""
