@@ -41,6 +41,7 @@ from anb.surrogates.fit import FitConfig
 from anb.surrogates.packaged import (
     FIT_CODE,
     LOCK_TIMEOUT,
+    N_REFERENCE,
     RELEASED,
     SHIPPED_KEY,
     cache_root,
@@ -168,8 +169,6 @@ def reference(bench: SurrogateBenchmark) -> dict[str, Any]:
     """The surrogate's own query (numeric columns; no measured value put in) on the first
     :data:`~anb.surrogates.packaged.N_REFERENCE` test-split rows of ``bench``'s table: what
     its compiled copy must reproduce (:func:`anb.surrogates.packaged.reference_diff`)."""
-    from anb.surrogates.packaged import N_REFERENCE
-
     table = pd.read_csv(resources.HELP_DIR / bench.info[HELP]["table"], usecols=["arch"])
     archs = table["arch"].to_numpy()[bench.info[HELP]["split"]["test_rows"][:N_REFERENCE]]
     frame = SurrogateBenchmark.query(bench, list(archs))
@@ -265,7 +264,7 @@ class HelpBenchmark(SurrogateBenchmark):
                 frame.loc[measured, f"{name}_hi"] = value
         frame.loc[measured, "ood"] = False
         frame.loc[measured, "ood_reason"] = ""
-        frame.insert(frame.columns.get_loc(OOD_COLUMNS[0]), MEASURED, measured)
+        frame.insert(list(frame.columns).index(OOD_COLUMNS[0]), MEASURED, measured)
         return frame
 
     def __repr__(self) -> str:
