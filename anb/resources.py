@@ -10,6 +10,8 @@
 - ``data/citations/``: BibTeX of the data and of the method (``anb cite``).
 - ``data/packaged/accel-nasbench/``: the benchmark fitted on it with the default config, its
   XGBoost members compiled to numpy node tables (loads in a second, without xgboost).
+- ``data/packaged/help-nasbench201/``, ``data/packaged/help-fbnet/``: HELP's tables as latency
+  benchmarks, fitted and compiled the same way (``anb.surrogates.help_benchmark``).
 """
 from __future__ import annotations
 
@@ -28,9 +30,13 @@ HELP_DIR = _ROOT / "data" / "help"
 CITATIONS_DIR = _ROOT / "data" / "citations"
 #: The name of the benchmark fitted on the released dataset (``anb.load()``'s default).
 PACKAGED_BENCHMARK = "accel-nasbench"
+#: The fitted benchmarks that ship inside the package, one folder each.
+PACKAGED_DIR = _ROOT / "data" / "packaged"
 #: That benchmark fitted with the packaged default config, in compiled form
 #: (``scripts/build_packaged.py`` writes it).
-SHIPPED_DIR = _ROOT / "data" / "packaged" / PACKAGED_BENCHMARK
+SHIPPED_DIR = PACKAGED_DIR / PACKAGED_BENCHMARK
+#: The names of HELP's tables as packaged latency benchmarks (``anb.load("help-fbnet")``).
+HELP_BENCHMARKS = ("help-nasbench201", "help-fbnet")
 
 
 def config_path(kind: str, name: str) -> Path:

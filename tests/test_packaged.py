@@ -226,7 +226,8 @@ def test_anb_load_is_the_one_way_to_load_a_benchmark(tmp_path):
     assert "load_packaged" not in anb.surrogates.__all__
     assert not hasattr(packaged, "load_packaged")
     with pytest.raises(ValueError, match=r"unknown packaged benchmark 'no/such/folder' and no "
-                                         r"folder of that name; allowed: \['accel-nasbench'\]"):
+                                         r"folder of that name; allowed: \['accel-nasbench', "
+                                         r"'help-nasbench201', 'help-fbnet'\]"):
         anb.load("no/such/folder")
     with pytest.raises(ValueError, match="config is for a packaged benchmark"):
         anb.load(tmp_path, config=FitConfig.from_dict(SMALL))

@@ -43,7 +43,8 @@ def identity(bench: Any) -> dict[str, Any]:
     """``bench``'s identity (a loaded benchmark of either kind) as a JSON-ready dict.
 
     ``dataset.name`` / ``version`` / ``sha256`` and the split's hash are set for a packaged
-    benchmark (loaded by name); one fitted on a user's records has its records' hash only.
+    benchmark (loaded by name; a HELP one names its dataset and version in that key itself);
+    one fitted on a user's records has its records' hash only.
     """
     info = bench.info
     if hasattr(bench, "base"):  # an adapted benchmark: its base, then its own
@@ -54,7 +55,7 @@ def identity(bench: Any) -> dict[str, Any]:
     key = info.get("released") or {}  # set by anb.load on a packaged benchmark
     data = info.get("training_data") or {}
     name = key.get("name")
-    version = DATASETS[name][0] if name in DATASETS else None
+    version = key.get("version") or (DATASETS[name][0] if name in DATASETS else None)
     split_files = key.get("split_sha256")
     return {
         "benchmark": name,
@@ -62,7 +63,8 @@ def identity(bench: Any) -> dict[str, Any]:
         "format": info.get("format"), "format_version": info.get("format_version"),
         "manifest_sha256": info.get("manifest_sha256"),
         "space": info.get("space"),
-        "dataset": {"name": name, "version": version, "sha256": key.get("data_sha256"),
+        "dataset": {"name": key.get("dataset", name), "version": version,
+                    "sha256": key.get("data_sha256"),
                     "records_sha256": data.get("sha256"), "n_records": data.get("n_records")},
         "split": {"name": data.get("split"),
                   "sha256": _split_sha256(split_files) if split_files else None},

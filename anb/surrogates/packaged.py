@@ -41,7 +41,7 @@ from anb.surrogates.fit import FitConfig
 from anb.version import __version__
 
 #: Names :func:`load` resolves to a packaged benchmark (anything else is an artifact folder).
-PACKAGED = (resources.PACKAGED_BENCHMARK,)
+PACKAGED = (resources.PACKAGED_BENCHMARK, *resources.HELP_BENCHMARKS)
 #: ``info`` field of a loaded packaged benchmark: its name and the released data's hashes.
 RELEASED = "released"
 #: How long a process waits for another one's first-use fit before giving up (seconds).
@@ -151,6 +151,10 @@ def packaged_folder(name: str = resources.PACKAGED_BENCHMARK) -> Path:
     """The folder :func:`load` reads the packaged benchmark ``name`` (default config) from:
     the shipped one, or the cache folder, fitted into it first if it is not there yet."""
     _check_name(name)
+    if name in resources.HELP_BENCHMARKS:
+        from anb.surrogates import help_benchmark
+
+        return help_benchmark.folder(name)
     ready = shipped(FitConfig())
     if ready is not None:
         return ready
@@ -176,6 +180,10 @@ def _load_packaged(name: str, config: str | Path | FitConfig | None, n_jobs: int
                    quiet: bool, started: float) -> SurrogateBenchmark:
     """The packaged benchmark: the shipped one, or fitted on first use and cached (see the
     module docstring)."""
+    if name in resources.HELP_BENCHMARKS:
+        from anb.surrogates import help_benchmark
+
+        return help_benchmark.load(name, config, n_jobs, quiet, started)
     config = fit_config(config)
     cache_root()  # a bad $ANB_CACHE_DIR is reported whether or not this load needs the cache
     bench = _load_or_fit(name, config, n_jobs, quiet, started)
@@ -192,6 +200,12 @@ def packaged_identity(name: str = resources.PACKAGED_BENCHMARK) -> dict[str, Any
     from anb.surrogates.identity import identity
 
     _check_name(name)
+    if name in resources.HELP_BENCHMARKS:
+        from anb.surrogates import help_benchmark
+
+        info = read_json(help_benchmark.shipped_dir(name) / artifact.MANIFEST)
+        return identity(SimpleNamespace(info={**info,
+                                              RELEASED: help_benchmark.released(name, info)}))
     info = read_json(resources.SHIPPED_DIR / artifact.MANIFEST)
     return identity(SimpleNamespace(info={**info, RELEASED: {"name": name, **released_key()}}))
 
@@ -275,6 +289,10 @@ def benchmark_space(name_or_path: str | Path | Any) -> Space:
     path = Path(name_or_path)
     if not path.exists():
         _check_name(str(name_or_path))
+        if str(name_or_path) in resources.HELP_BENCHMARKS:
+            from anb.surrogates.help_benchmark import check_name
+
+            return get_space(check_name(str(name_or_path)))
         return get_space(DEFAULT_SPACE)
     try:
         manifest = read_json(path / artifact.MANIFEST)
