@@ -209,3 +209,7 @@ def test_adapt_a_new_device_on_the_help_fbnet_base(tmp_path):
     print(f"adapted newboard vs truth on 30 held-out archs: tau {tau:.3f}")
     assert tau > 0.75
     assert packaged.benchmark_space(tmp_path / "adapted").name == "fbnet"
+    # the base's own targets still answer HELP's measurements where the table has them
+    base = adapted.query(list(table["arch"][held[:3]]), "latency_pixel2")
+    np.testing.assert_array_equal(base["latency_pixel2"], table["pixel2"][held[:3]])
+    assert (base["latency_pixel2_std"] == 0).all()
