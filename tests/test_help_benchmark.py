@@ -213,3 +213,11 @@ def test_adapt_a_new_device_on_the_help_fbnet_base(tmp_path):
     base = adapted.query(list(table["arch"][held[:3]]), "latency_pixel2")
     np.testing.assert_array_equal(base["latency_pixel2"], table["pixel2"][held[:3]])
     assert (base["latency_pixel2_std"] == 0).all()
+
+
+def test_anb_cite_names_helps_paper_for_both():
+    from anb.surrogates.identity import citations
+
+    for name in ("help-nasbench201", "help-fbnet"):
+        text = citations(name)
+        assert "@inproceedings{lee2021help" in text and "% the method" in text

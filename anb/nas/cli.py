@@ -14,7 +14,8 @@ def search(
     constraint: list[str] | None = typer.Option(None, "--constraint", "-c",
                                                    help="e.g. 'latency_zcu102<=5'."),
     benchmark: Path | None = typer.Option(None, help="Benchmark folder (`anb fit` or `anb "
-                                             "adapt`), or accel-nasbench (packaged); without it "
+                                             "adapt`), or a packaged name (accel-nasbench, "
+                                             "help-nasbench201, help-fbnet); without it "
                                              "only macs/params/depth are known."),
     algorithm: str = typer.Option("re", help="random | re (regularized evolution) | nsga2 "
                                   "(anb's default, on pymoo) | pymoo_nsga2 (pymoo's defaults)"),

@@ -113,7 +113,8 @@ def register(app: typer.Typer) -> None:
     @app.command("query")
     def query_cmd(
         model: Path = typer.Argument(..., help="benchmark folder written by `anb fit` or "
-                                               "`anb adapt`, or accel-nasbench (packaged)"),
+                                               "`anb adapt`, or a packaged name: accel-nasbench, "
+                                               "help-nasbench201, help-fbnet"),
         archs: str = typer.Argument("-", help="file of architectures (strings, JSON, or a CSV "
                                               "with 'arch' or block{i}_* columns), or '-' for "
                                               "stdin"),

@@ -22,6 +22,7 @@ IDENTITY = "anb"
 DATASETS = {
     resources.PACKAGED_BENCHMARK: ("2023-04-12 (afzalxo/Accel-NASBench@dcd4d72)",
                                    "accel-nasbench.bib"),
+    **{name: ("HayeonLee/HELP@45f70eb", "help.bib") for name in resources.HELP_BENCHMARKS},
 }
 #: The citation of the method (this package), with ``VERSION`` replaced by the version.
 METHOD_CITATION = "anb.bib"
