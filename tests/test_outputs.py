@@ -379,3 +379,43 @@ def test_outputs_follow_the_umask(tmp_path, umask, file_mode, folder_mode):
     assert written.stat().st_mode & 0o777 == file_mode
     assert (tmp_path / "out").stat().st_mode & 0o777 == folder_mode
     assert (tmp_path / "out" / "manifest.json").stat().st_mode & 0o777 == file_mode
+
+
+def test_replace_folder_refuses_what_arrived_while_the_output_was_written(tmp_path):
+    """Bug class: the swap replacing (and deleting) files a user put into the folder after the
+    first check, while the output was being written."""
+    out = tmp_path / "out"
+    with pytest.raises(UserError, match="holds 1 file that is not an anb demo output: "
+                                        "thesis.tex; anb leaves it untouched"):
+        with outputs.replace_folder(out, KIND) as staging:
+            (staging / "demo.txt").write_text("new")
+            out.mkdir()
+            (out / "thesis.tex").write_text("mine")
+    assert [p.name for p in out.iterdir()] == ["thesis.tex"]
+    assert (out / "thesis.tex").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # the staging removed
+
+
+@pytest.mark.parametrize("failing", ["aside", "in"])
+def test_a_failed_swap_keeps_the_old_output(tmp_path, monkeypatch, failing):
+    """Bug class: a rename failing mid-swap (moving the old output aside, or the new one in)
+    losing the old output or leaving staging / old copies behind."""
+    out = tmp_path / "out"
+    with outputs.replace_folder(out, KIND) as staging:
+        (staging / "demo.txt").write_text("old")
+    before = tree(tmp_path)
+    real, failed = os.replace, []
+
+    def replace_failing_once(src, dst):
+        step = "aside" if Path(src) == out else "in" if Path(dst) == out else None
+        if step == failing and not failed:
+            failed.append(step)
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_failing_once)
+    with pytest.raises(OSError, match="No space left on device"):
+        with outputs.replace_folder(out, KIND) as staging:
+            (staging / "demo.txt").write_text("new")
+    assert failed == [failing]
+    assert tree(tmp_path) == before  # the old output in place, nothing else left
