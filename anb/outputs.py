@@ -165,11 +165,10 @@ def _swap_in(staging: Path, path: Path, kind: Kind, overwrite: bool, option: str
         os.replace(staging, path)
     except BaseException:
         if old is not None and not path.exists():
-            os.replace(old, path)
-            old = None
+            os.replace(old, path)  # the old output back where it was
         raise
     finally:
-        if old is not None:
+        if old is not None:  # gone once put back
             shutil.rmtree(old, ignore_errors=True)
 
 
