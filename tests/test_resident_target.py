@@ -448,3 +448,67 @@ def test_the_connect_timeout_bounds_the_whole_handshake():
             thread.join()
     # without the deadline the client reads on until the peer hangs up: "unreachable"
     assert (err.value.step, err.value.kind) == ("connect", "timeout")
+
+
+@contextmanager
+def _peer(answer: bytes | None):
+    """A TCP peer on 127.0.0.1 that sends ``answer`` to whoever connects and hangs up
+    (None: hangs up at once); yields its port."""
+    import threading
+
+    with socket.create_server(("127.0.0.1", 0)) as peer:
+        def serve() -> None:
+            conn, _ = peer.accept()
+            with conn:
+                if answer:
+                    conn.sendall(answer)
+                    conn.recv(1)  # until the client hangs up
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        yield peer.getsockname()[1]
+        thread.join(timeout=10)
+
+
+def _frame(header: dict) -> bytes:
+    body = json.dumps(header).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+@pytest.mark.parametrize("answer, kind, message", [
+    (None, "unreachable", "the target server at {url} went away: the peer closed the "
+                          "connection"),
+    (struct.pack(">I", 5) + b"{oops", "rejected",
+     "malformed reply: header is not JSON: Expecting property name enclosed in double quotes: "
+     "line 1 column 2 (char 1)"),
+    (_frame({"type": "HELLO"}), "rejected", "{url} is not an anb target server"),
+    (_frame({"type": "WELCOME", "nonce": "abc"}), "rejected", "{url} is not an anb target "
+                                                              "server"),
+])
+def test_the_client_names_each_handshake_failure(answer, kind, message):
+    """Bug class: a handshake failure reported under the wrong step or kind (the retry logic
+    reads the kind: only ``unreachable`` is transient)."""
+    with _peer(answer) as port, pytest.raises(TransportError) as err:
+        TargetClient("resident-a", "127.0.0.1", port, TOKEN, connect_timeout=10)
+    url = f"tcp://127.0.0.1:{port}"
+    assert (err.value.device, err.value.step, err.value.kind) == ("resident-a", "connect", kind)
+    assert err.value.message == message.format(url=url)
+
+
+def test_the_client_reports_a_closed_port_and_a_wrong_token():
+    from tests.realservers import free_port
+
+    port = free_port()
+    with pytest.raises(TransportError) as err:
+        TargetClient("resident-a", "127.0.0.1", port, TOKEN, connect_timeout=10)
+    assert (err.value.step, err.value.kind) == ("connect", "unreachable")
+    assert err.value.message.startswith(f"cannot reach tcp://127.0.0.1:{port}: ")
+    with local_server() as port:
+        with pytest.raises(TransportError) as err:
+            TargetClient("resident-a", "127.0.0.1", port, b"another token, 16+ bytes")
+        assert (err.value.step, err.value.kind) == ("connect", "auth")
+        assert err.value.message == "authentication failed: wrong token"
+        with TargetClient("resident-a", "127.0.0.1", port, TOKEN, timeout=42) as client:
+            assert client.sock.gettimeout() == 42  # the handshake's deadline is lifted
+        with TargetClient("resident-a", "127.0.0.1", port, TOKEN) as client:
+            assert client.sock.gettimeout() == 900  # the documented default

@@ -53,7 +53,6 @@ class TargetClient:
     def __init__(self, device: str, host: str, port: int, token: bytes,
                  timeout: float = 900.0, connect_timeout: float = 10.0) -> None:
         self.device, self.url = device, f"tcp://{host}:{port}"
-        self.timeout = timeout
         self.round_trips: dict[str, float] = {}
         self._deadline: float | None = time.monotonic() + connect_timeout
         try:
