@@ -304,7 +304,8 @@ def _hello(port: int) -> tuple[socket.socket, str]:
 
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     hello, _ = read_frame(sock, 0)
-    assert hello["type"] == "HELLO"
+    assert hello == {"type": "HELLO", "version": 1, "nonce": hello["nonce"], "size": 0}
+    assert len(bytes.fromhex(hello["nonce"])) == 16
     return sock, hello["nonce"]
 
 
@@ -340,8 +341,11 @@ def test_auth_refuses_a_missing_empty_or_non_string_mac(auth, problem):
         if problem:
             assert reply == {"type": "ERROR", "error": f"authentication failed: {problem}",
                              "size": 0}
+            send_frame(sock, {"type": "STATS"})  # refused: the connection is closed
+            with pytest.raises(ConnectionError):
+                _reply(sock)
         else:
-            assert reply["type"] == "OK"
+            assert reply == {"type": "OK", "version": 1, "size": 0}
         with _client(port, timeout=10) as client:
             assert client.stats() == {}
 
@@ -354,8 +358,11 @@ def test_a_pre_auth_frame_is_small_and_refused_before_it_is_read():
     with local_server() as port:
         sock, _ = _hello(port)
         sock.sendall(struct.pack(">I", MAX_AUTH_HEADER + 1))  # the header never follows
-        assert _reply(sock)["error"] == (f"malformed message: header of {MAX_AUTH_HEADER + 1} "
-                                         f"bytes exceeds the limit of {MAX_AUTH_HEADER}")
+        assert _reply(sock) == {"type": "ERROR", "size": 0, "error": (
+            f"malformed message: header of {MAX_AUTH_HEADER + 1} bytes exceeds the limit of "
+            f"{MAX_AUTH_HEADER}")}
+        with pytest.raises(ConnectionError):  # and the connection closed
+            _reply(sock)
         sock, nonce = _hello(port)
         body = json.dumps({"type": "AUTH", "mac": mac(TOKEN, nonce), "size": 10}).encode()
         sock.sendall(struct.pack(">I", len(body)) + body)  # the 10 bytes never follow
@@ -512,3 +519,49 @@ def test_the_client_reports_a_closed_port_and_a_wrong_token():
             assert client.sock.gettimeout() == 42  # the handshake's deadline is lifted
         with TargetClient("resident-a", "127.0.0.1", port, TOKEN) as client:
             assert client.sock.gettimeout() == 900  # the documented default
+
+
+def test_frames_are_checked_and_read_whole():
+    """Bug class: the framing letting a malformed header through, joining chunks wrongly,
+    or a deadline that fires early or never (read_frame on a real socket pair)."""
+    from anb.collect_throughput.board.server import ProtocolError, read_exact, read_frame
+
+    a, b = socket.socketpair()
+    with a, b:
+        a.settimeout(10)
+        for raw, error in [
+                (b"{oops", "header is not JSON: Expecting property name enclosed in double "
+                           "quotes: line 1 column 2 (char 1)"),
+                (b"[1]", "header must be an object with a string 'type'"),
+                (b'{"type": 1}', "header must be an object with a string 'type'"),
+                (b'{"type": "X", "size": -1}', "size=-1 is invalid; allowed: a byte count >= 0"),
+                (b'{"type": "X", "size": "3"}',
+                 "size='3' is invalid; allowed: a byte count >= 0")]:
+            b.sendall(struct.pack(">I", len(raw)) + raw)
+            with pytest.raises(ProtocolError) as err:
+                read_frame(a, 100)
+            assert str(err.value) == error
+        payload = os.urandom((2 << 20) + 5)  # more than one recv's worth
+        import threading
+
+        sender = threading.Thread(target=b.sendall, args=(
+            _frame({"type": "X", "size": len(payload)}) + payload + _frame({"type": "Y"}),))
+        sender.start()  # the pair's buffer is smaller than the payload
+        assert read_frame(a, len(payload), deadline=time.monotonic() + 30) == (
+            {"type": "X", "size": len(payload)}, payload)
+        assert read_frame(a, 0, deadline=time.monotonic() + 0.5) == ({"type": "Y"}, b"")
+        sender.join()
+        with pytest.raises(socket.timeout, match="^the message did not arrive in time$"):
+            read_exact(a, 1, deadline=time.monotonic() - 1)
+        b.close()
+        with pytest.raises(ConnectionError, match="^the peer closed the connection$"):
+            read_exact(a, 1)
+
+
+def test_after_the_handshake_the_idle_timeout_applies_again():
+    """Bug class: the handshake's deadline (or no timeout at all) left on an authenticated
+    connection, so a silent client is never dropped."""
+    with local_server(idle_timeout=1.0) as port:
+        sock = _raw_session(port)
+        with pytest.raises(ConnectionError):  # dropped after 1 s, well before our 10 s
+            _reply(sock)
