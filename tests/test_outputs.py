@@ -480,6 +480,8 @@ def test_prepare_folder_creates_parents_and_names_its_option(tmp_path):
     (tmp_path / "c").write_text("mine")
     with pytest.raises(UserError, match=rf"^--results {tmp_path / 'c'}: is a file"):
         outputs.prepare_folder(tmp_path / "c", KIND, option="--results")
+    with pytest.raises(UserError, match=rf"^--out {tmp_path / 'c'}: is a file"):
+        outputs.prepare_folder(tmp_path / "c", KIND)
 
 
 def test_check_file_names_the_option(tmp_path):
