@@ -70,3 +70,26 @@ def test_registering_a_built_in_name_is_refused(monkeypatch):
                               "torch_backend:TorchBackend'); allowed: another name for "
                               "'my_package:Torch'")
     assert registry._added == {} and registry.targets()["torch"].endswith(":TorchBackend")
+
+
+def test_a_registry_loads_dotted_targets_and_names_where_each_came_from():
+    """The registry and target parsing on their own (a registry built here, so mutation testing
+    reaches its constructor): dotted attributes, where a name came from, bad targets."""
+    import json
+    import os
+
+    from anb.plugins import Registry, import_target
+
+    registry = Registry("widget", "anb.test-widgets", {"dumps": "json:dumps"})
+    registry.register("join", "os:path.join")
+    assert list(registry) == ["dumps", "join"]
+    assert registry.load("dumps") is json.dumps and registry.load("join") is os.path.join
+    assert registry.where("dumps") == "widget 'dumps'" and registry.where("join") == \
+        "widget 'join'"
+    assert registry.where("other") == "entry point anb.test-widgets:other"
+    for target in ("json", ":dumps", "json:"):
+        with pytest.raises(ValueError) as err:
+            import_target(target)
+        assert str(err.value) == f"target {target!r} is invalid; allowed: 'module:attribute'"
+    with pytest.raises(AttributeError):  # the attribute is everything after the first colon
+        import_target("json:dumps:x")
