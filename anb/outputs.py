@@ -143,23 +143,32 @@ def replace_folder(path: str | os.PathLike, kind: Kind, overwrite: bool = False,
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.new.", dir=path.parent))
     staging.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 would keep colleagues out
-    old: Path | None = None
     try:
         yield staging
-        write_marker(staging, kind)
-        check_folder(path, kind, overwrite, option)  # nothing foreign arrived meanwhile
+        _swap_in(staging, path, kind, overwrite, option)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _swap_in(staging: Path, path: Path, kind: Kind, overwrite: bool, option: str) -> None:
+    """Mark the complete ``staging`` and rename it to ``path``: checked again first (something
+    foreign may have arrived while the output was written), the old output moved aside and
+    deleted only once the new one is in place, put back if the swap fails."""
+    write_marker(staging, kind)
+    check_folder(path, kind, overwrite, option)
+    old: Path | None = None
+    try:
         if path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
             os.replace(path, old)
         os.replace(staging, path)
     except BaseException:
         if old is not None and not path.exists():
-            os.replace(old, path)
-            old = None
-        shutil.rmtree(staging, ignore_errors=True)
+            os.replace(old, path)  # the old output back where it was
         raise
     finally:
-        if old is not None:
+        if old is not None:  # gone once put back
             shutil.rmtree(old, ignore_errors=True)
 
 

@@ -5,7 +5,9 @@ and those installed packages declare under an entry-point group::
     my-npu = "my_package.npu:NpuBackend"
 
 One :class:`Registry` per kind (search spaces, back-ends, board runtimes, transports, device
-configs); targets are imported only when asked for, so listing names imports nothing.
+configs); targets are imported only when asked for, so listing names imports nothing. An
+entry point named like a built-in is refused (:func:`installed_targets`): neither may shadow
+the other silently.
 """
 from __future__ import annotations
 
@@ -28,6 +30,20 @@ def _entry_point_targets(group: str, path: tuple[str, ...]) -> tuple[tuple[str, 
     return tuple((ep.name, ep.value) for ep in entry_points(group=group))
 
 
+def installed_targets(group: str, builtin: Mapping[str, str], kind: str) -> dict[str, str]:
+    """:func:`entry_point_targets` of ``group``; a ValueError when one is named like a
+    built-in ``kind``, naming both."""
+    installed = entry_point_targets(group)
+    clashes = sorted(installed.keys() & builtin.keys())
+    if clashes:
+        name = clashes[0]
+        raise ValueError(f"entry point {group}:{name} ({installed[name]!r}) has the name of "
+                         f"the built-in {kind} {name!r} ({builtin[name]!r}); allowed: a name "
+                         f"that is not built in: rename the entry point in the package that "
+                         f"declares it, or uninstall that package")
+    return installed
+
+
 def import_target(target: str) -> Any:
     """The object ``"module:attribute"`` names (``attribute`` may be dotted)."""
     module, _, attribute = target.partition(":")
@@ -41,8 +57,8 @@ def import_target(target: str) -> Any:
 
 class Registry:
     """The ``kind`` things (e.g. ``backend``) by name: ``builtin`` first, then those added with
-    :meth:`register`, then the entry points of ``group`` (a built-in name is never replaced
-    by a plug-in's)."""
+    :meth:`register`, then the entry points of ``group`` (a built-in name is never replaced:
+    registering or installing one is refused)."""
 
     def __init__(self, kind: str, group: str, builtin: Mapping[str, str]):
         self.kind, self.group = kind, group
@@ -50,13 +66,15 @@ class Registry:
         self._added: dict[str, str] = {}
 
     def register(self, name: str, target: str) -> None:
-        """Add ``name`` -> ``"module:attribute"`` for this process."""
+        """Add ``name`` -> ``"module:attribute"`` for this process (not a built-in name)."""
+        if name in self._builtin:
+            raise ValueError(f"{self.kind} {name!r} is built in ({self._builtin[name]!r}); "
+                             f"allowed: another name for {target!r}")
         self._added[name] = target
 
     def targets(self) -> dict[str, str]:
         """Every name and its target (built-in, added, installed)."""
-        plugins = {k: v for k, v in entry_point_targets(self.group).items()
-                   if k not in self._builtin}
+        plugins = installed_targets(self.group, self._builtin, self.kind)
         return {**self._builtin, **plugins, **self._added}
 
     def names(self) -> list[str]:

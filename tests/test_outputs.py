@@ -379,3 +379,123 @@ def test_outputs_follow_the_umask(tmp_path, umask, file_mode, folder_mode):
     assert written.stat().st_mode & 0o777 == file_mode
     assert (tmp_path / "out").stat().st_mode & 0o777 == folder_mode
     assert (tmp_path / "out" / "manifest.json").stat().st_mode & 0o777 == file_mode
+
+
+def test_replace_folder_refuses_what_arrived_while_the_output_was_written(tmp_path):
+    """Bug class: the swap replacing (and deleting) files a user put into the folder after the
+    first check, while the output was being written."""
+    out = tmp_path / "out"
+    with pytest.raises(UserError, match="holds 1 file that is not an anb demo output: "
+                                        "thesis.tex; anb leaves it untouched"):
+        with outputs.replace_folder(out, KIND) as staging:
+            (staging / "demo.txt").write_text("new")
+            out.mkdir()
+            (out / "thesis.tex").write_text("mine")
+    assert [p.name for p in out.iterdir()] == ["thesis.tex"]
+    assert (out / "thesis.tex").read_text() == "mine"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # the staging removed
+
+
+@pytest.mark.parametrize("failing, existed", [("aside", True), ("in", True), ("in", False)])
+def test_a_failed_swap_keeps_the_old_output(tmp_path, monkeypatch, failing, existed):
+    """Bug class: a rename failing mid-swap (moving the old output aside, or the new one in)
+    losing the old output, hiding the error, or leaving staging / old copies behind."""
+    out = tmp_path / "out"
+    if existed:
+        with outputs.replace_folder(out, KIND) as staging:
+            (staging / "demo.txt").write_text("old")
+    before = tree(tmp_path)
+    real, failed, moves = os.replace, [], []
+
+    def replace_failing_once(src, dst):
+        step = "aside" if Path(src) == out else "in" if Path(dst) == out else None
+        moves.append((step, Path(dst)))
+        if step == failing and not failed:
+            failed.append(step)
+            raise OSError(28, "No space left on device")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_failing_once)
+    with pytest.raises(OSError, match="No space left on device"):
+        with outputs.replace_folder(out, KIND) as staging:
+            (staging / "demo.txt").write_text("new")
+    assert failed == [failing]
+    assert tree(tmp_path) == before  # the old output in place, nothing else left
+    aside = [dst for step, dst in moves if step == "aside"]
+    assert len(aside) == int(existed)  # moved aside beside it: a rename on one filesystem
+    assert all(a.parent == tmp_path and a.name.startswith(".out.old.") for a in aside)
+
+
+def test_the_swap_re_checks_with_the_callers_overwrite_and_option(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(UserError, match=rf"^--to {out}: holds 1 file that is not"):
+        with outputs.replace_folder(out, KIND, option="--to"):
+            out.mkdir()
+            (out / "notes.txt").write_text("mine")
+    with outputs.replace_folder(out, KIND, overwrite=True) as staging:
+        (out / "more.txt").write_text("mine, arrived meanwhile")
+        (staging / "demo.txt").write_text("new")
+    assert sorted(p.name for p in out.iterdir()) == [outputs.MARKER, "demo.txt"]
+
+
+def test_legacy_outputs_are_recognised_by_their_files(tmp_path):
+    files, manifest = outputs.has_files("a.txt", "b.txt"), outputs.has_manifest_format("fmt-1")
+    (tmp_path / "a.txt").write_text("x")
+    assert not files(tmp_path) and not manifest(tmp_path)  # no manifest: not readable
+    (tmp_path / "b.txt").write_text("x")
+    assert files(tmp_path) is True
+    for text, held in [('{"format": "fmt-1"}', True), ('{"format": "fmt-2"}', False),
+                       ('{"fmt": "fmt-1"}', False), ("[1]", False), ("{oops", False)]:
+        (tmp_path / "manifest.json").write_text(text)
+        assert manifest(tmp_path) is held, text
+
+
+def test_the_marker_is_written_and_read_exactly(tmp_path):
+    kind = outputs.Kind("demo", "an anb demo output")
+    outputs.write_marker(tmp_path, kind)
+    marker = json.loads((tmp_path / outputs.MARKER).read_text())
+    assert marker == {"kind": "demo", "what": "an anb demo output",
+                      "anb_version": outputs.__version__}
+    assert outputs.read_marker(tmp_path) == marker
+    for text in ("[1]", '{"kind": 3}', '{"what": "x"}', "{oops"):
+        (tmp_path / outputs.MARKER).write_text(text)
+        assert outputs.read_marker(tmp_path) is None, text
+    (tmp_path / outputs.MARKER).write_text('{"kind": "other"}')  # no "what": named by kind
+    (tmp_path / "x").write_text("x")
+    with pytest.raises(UserError, match="holds other, not an anb demo output"):
+        outputs.check_folder(tmp_path, KIND)
+
+
+def test_five_foreign_files_are_all_named(tmp_path):
+    for i in range(5):
+        (tmp_path / f"f{i}").write_text("x")
+    with pytest.raises(UserError, match="files that are not an anb demo output: f0, f1, f2, "
+                                        "f3, f4; anb leaves"):
+        outputs.check_folder(tmp_path, KIND)
+
+
+def test_prepare_folder_creates_parents_and_names_its_option(tmp_path):
+    out = outputs.prepare_folder(tmp_path / "a" / "b", KIND)
+    assert out.is_dir() and outputs.holds(out, KIND)
+    (tmp_path / "c").write_text("mine")
+    with pytest.raises(UserError, match=rf"^--results {tmp_path / 'c'}: is a file"):
+        outputs.prepare_folder(tmp_path / "c", KIND, option="--results")
+    with pytest.raises(UserError, match=rf"^--out {tmp_path / 'c'}: is a file"):
+        outputs.prepare_folder(tmp_path / "c", KIND)
+
+
+def test_check_file_names_the_option(tmp_path):
+    with pytest.raises(UserError) as err:
+        outputs.check_file(tmp_path)
+    assert str(err.value) == (f"--out {tmp_path}: is a folder; a file is written there. Give a "
+                              "file path (a new file, or one to replace)")
+
+
+def test_a_holder_file_that_is_not_an_object_still_gives_a_refusal(tmp_path):
+    from filelock import FileLock
+
+    with FileLock(tmp_path / outputs.LOCK, timeout=0):
+        (tmp_path / f"{outputs.LOCK}.json").write_text("[1, 2]")
+        with pytest.raises(UserError, match=r"^another anb command \(pid \? on "):
+            with outputs.exclusive(tmp_path, "anb demo"):
+                pass

@@ -277,3 +277,291 @@ def test_resident_config_errors_are_clear():
         RemoteSpec.from_mapping("b", {"transport": "tcp://h:1", "runtime": "onnxruntime"})
     with pytest.raises(ValueError, match="exactly with runtime 'resident'"):
         RemoteSpec.from_mapping("b", {"transport": "ssh://h", "runtime": "resident"})
+
+
+# -- the handshake and the model payload, against a real server in this process ----------------
+@contextmanager
+def local_server(idle_timeout: float = 10.0):
+    """A TargetServer on 127.0.0.1 served by a thread of this process (so that mutation
+    testing sees what it runs); yields its port."""
+    import threading
+
+    from anb.collect_throughput.board.server import TargetServer
+
+    target = TargetServer(("127.0.0.1", 0), TOKEN, max_payload=1000, idle_timeout=idle_timeout)
+    thread = threading.Thread(target=target.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield target.server_address[1]
+    finally:
+        target.shutdown()
+        target.server_close()
+        thread.join()
+
+
+def _hello(port: int) -> tuple[socket.socket, str]:
+    from anb.collect_throughput.board.server import read_frame
+
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    hello, _ = read_frame(sock, 0)
+    assert hello == {"type": "HELLO", "version": 1, "nonce": hello["nonce"], "size": 0}
+    assert len(bytes.fromhex(hello["nonce"])) == 16
+    return sock, hello["nonce"]
+
+
+def _reply(sock: socket.socket) -> dict:
+    from anb.collect_throughput.board.server import read_frame
+
+    return read_frame(sock, 0)[0]
+
+
+ALLOWED = "; allowed: the hex HMAC-SHA256 of the nonce"
+
+
+@pytest.mark.parametrize("auth, problem", [
+    ({"type": "AUTH"}, "mac=None is invalid" + ALLOWED),
+    ({"type": "AUTH", "mac": ""}, "wrong token"),
+    ({"type": "AUTH", "mac": 12345}, "mac=12345 is invalid" + ALLOWED),
+    ({"type": "AUTH", "mac": ["a"]}, "mac=['a'] is invalid" + ALLOWED),
+    ({"type": "AUTH", "mac": "é" * 64}, "wrong token"),  # compare_digest raises on non-ASCII
+    ({"type": "AUTH", "mac": "right"}, ""),
+    ({"type": "LOAD_MODEL", "mac": "right"}, "type='LOAD_MODEL' before AUTH; allowed: AUTH"),
+])
+def test_auth_refuses_a_missing_empty_or_non_string_mac(auth, problem):
+    """Bug class: a handshake without a valid MAC let through, or one that crashes the
+    connection's thread instead of answering; the server keeps serving either way."""
+    from anb.collect_throughput.board.server import mac, send_frame
+
+    with local_server() as port:
+        sock, nonce = _hello(port)
+        if auth.get("mac") == "right":
+            auth = {**auth, "mac": mac(TOKEN, nonce)}
+        send_frame(sock, auth)
+        reply = _reply(sock)
+        if problem:
+            assert reply == {"type": "ERROR", "error": f"authentication failed: {problem}",
+                             "size": 0}
+            send_frame(sock, {"type": "STATS"})  # refused: the connection is closed
+            with pytest.raises(ConnectionError):
+                _reply(sock)
+        else:
+            assert reply == {"type": "OK", "version": 1, "size": 0}
+        with _client(port, timeout=10) as client:
+            assert client.stats() == {}
+
+
+def test_a_pre_auth_frame_is_small_and_refused_before_it_is_read():
+    """Bug class: an unauthenticated peer making the server read (and hold) a large header or
+    any payload. A header of exactly the limit passes."""
+    from anb.collect_throughput.board.server import MAX_AUTH_HEADER, mac, send_frame
+
+    with local_server() as port:
+        sock, _ = _hello(port)
+        sock.sendall(struct.pack(">I", MAX_AUTH_HEADER + 1))  # the header never follows
+        assert _reply(sock) == {"type": "ERROR", "size": 0, "error": (
+            f"malformed message: header of {MAX_AUTH_HEADER + 1} bytes exceeds the limit of "
+            f"{MAX_AUTH_HEADER}")}
+        with pytest.raises(ConnectionError):  # and the connection closed
+            _reply(sock)
+        sock, nonce = _hello(port)
+        body = json.dumps({"type": "AUTH", "mac": mac(TOKEN, nonce), "size": 10}).encode()
+        sock.sendall(struct.pack(">I", len(body)) + body)  # the 10 bytes never follow
+        assert _reply(sock)["error"] == \
+            "malformed message: payload of 10 bytes exceeds the limit of 0"
+        sock, nonce = _hello(port)  # exactly MAX_AUTH_HEADER bytes: accepted
+        body = json.dumps({"type": "AUTH", "mac": mac(TOKEN, nonce)}).encode()
+        sock.sendall(struct.pack(">I", MAX_AUTH_HEADER) + body.ljust(MAX_AUTH_HEADER))
+        assert _reply(sock)["type"] == "OK"
+        send_frame(sock, {"type": "BYE"})
+        assert _reply(sock)["type"] == "OK"
+
+
+def test_the_handshake_must_end_within_the_idle_timeout():
+    """Bug class: a peer that trickles its AUTH a byte at a time holding a server thread for
+    ever (each byte restarting the idle timeout)."""
+    from anb.collect_throughput.board.server import HEADER, mac
+
+    with local_server(idle_timeout=1.0) as port:
+        sock, nonce = _hello(port)
+        body = json.dumps({"type": "AUTH", "mac": mac(TOKEN, nonce)}).encode()
+        frame = HEADER.pack(len(body)) + body
+        try:
+            for i in range(len(frame)):  # ~3 s in all, each byte well within the timeout
+                sock.sendall(frame[i:i + 1])
+                time.sleep(3.0 / len(frame))
+        except OSError:
+            pass  # the server dropped us part-way
+        with pytest.raises(OSError):  # ConnectionError: no OK comes back
+            _reply(sock)
+
+
+def test_a_corrupted_model_is_refused_though_its_header_hash_is_right():
+    """Bug class: the server trusting the header's sha256 instead of hashing what arrived."""
+    import hashlib
+
+    from anb.collect_throughput.board.server import send_frame
+
+    model = b"an onnx model's bytes"
+    digest = hashlib.sha256(model).hexdigest()
+    with local_server() as port:
+        sock = _raw_session(port)
+        send_frame(sock, {"type": "LOAD_MODEL", "sha256": digest}, b"an onnx model's bytez")
+        got = hashlib.sha256(b"an onnx model's bytez").hexdigest()
+        assert _reply(sock)["error"] == (f"malformed message: model sha256 {got} does not "
+                                         f"match the header's {digest!r}")
+        sock = _raw_session(port)
+        send_frame(sock, {"type": "LOAD_MODEL", "sha256": digest}, model)
+        assert _reply(sock) == {"type": "OK", "sha256": digest, "size": 0}
+
+
+def test_the_client_gives_up_on_a_peer_that_never_answers_the_handshake():
+    """Bug class: the client waiting for ever on a port that accepts TCP and says nothing."""
+    with socket.create_server(("127.0.0.1", 0)) as peer:  # the kernel accepts; nobody answers
+        port = peer.getsockname()[1]
+        with pytest.raises(TransportError) as err:
+            TargetClient("resident-a", "127.0.0.1", port, TOKEN, connect_timeout=0.5)
+    assert (err.value.step, err.value.kind) == ("connect", "timeout")
+    assert "no reply from" in str(err.value)
+
+
+def test_the_connect_timeout_bounds_the_whole_handshake():
+    """Bug class: a peer that trickles its HELLO a byte at a time keeping the client waiting
+    past its connect timeout (each byte restarting a per-read timeout)."""
+    import threading
+
+    stop = threading.Event()
+
+    def trickle(peer: socket.socket) -> None:
+        conn, _ = peer.accept()
+        with conn:
+            conn.sendall(struct.pack(">I", 1000))  # a HELLO of 1000 bytes, sent slowly
+            for _ in range(40):  # 8 s at most
+                if stop.wait(0.2):
+                    return
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    return
+
+    with socket.create_server(("127.0.0.1", 0)) as peer:
+        thread = threading.Thread(target=trickle, args=(peer,), daemon=True)
+        thread.start()
+        try:
+            with pytest.raises(TransportError) as err:
+                TargetClient("resident-a", "127.0.0.1", peer.getsockname()[1], TOKEN,
+                             connect_timeout=1.0)
+        finally:
+            stop.set()
+            thread.join()
+    # without the deadline the client reads on until the peer hangs up: "unreachable"
+    assert (err.value.step, err.value.kind) == ("connect", "timeout")
+
+
+@contextmanager
+def _peer(answer: bytes | None):
+    """A TCP peer on 127.0.0.1 that sends ``answer`` to whoever connects and hangs up
+    (None: hangs up at once); yields its port."""
+    import threading
+
+    with socket.create_server(("127.0.0.1", 0)) as peer:
+        def serve() -> None:
+            conn, _ = peer.accept()
+            with conn:
+                if answer:
+                    conn.sendall(answer)
+                    conn.recv(1)  # until the client hangs up
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        yield peer.getsockname()[1]
+        thread.join(timeout=10)
+
+
+def _frame(header: dict) -> bytes:
+    body = json.dumps(header).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+@pytest.mark.parametrize("answer, kind, message", [
+    (None, "unreachable", "the target server at {url} went away: the peer closed the "
+                          "connection"),
+    (struct.pack(">I", 5) + b"{oops", "rejected",
+     "malformed reply: header is not JSON: Expecting property name enclosed in double quotes: "
+     "line 1 column 2 (char 1)"),
+    (_frame({"type": "HELLO"}), "rejected", "{url} is not an anb target server"),
+    (_frame({"type": "WELCOME", "nonce": "abc"}), "rejected", "{url} is not an anb target "
+                                                              "server"),
+])
+def test_the_client_names_each_handshake_failure(answer, kind, message):
+    """Bug class: a handshake failure reported under the wrong step or kind (the retry logic
+    reads the kind: only ``unreachable`` is transient)."""
+    with _peer(answer) as port, pytest.raises(TransportError) as err:
+        TargetClient("resident-a", "127.0.0.1", port, TOKEN, connect_timeout=10)
+    url = f"tcp://127.0.0.1:{port}"
+    assert (err.value.device, err.value.step, err.value.kind) == ("resident-a", "connect", kind)
+    assert err.value.message == message.format(url=url)
+
+
+def test_the_client_reports_a_closed_port_and_a_wrong_token():
+    from tests.realservers import free_port
+
+    port = free_port()
+    with pytest.raises(TransportError) as err:
+        TargetClient("resident-a", "127.0.0.1", port, TOKEN, connect_timeout=10)
+    assert (err.value.step, err.value.kind) == ("connect", "unreachable")
+    assert err.value.message.startswith(f"cannot reach tcp://127.0.0.1:{port}: ")
+    with local_server() as port:
+        with pytest.raises(TransportError) as err:
+            TargetClient("resident-a", "127.0.0.1", port, b"another token, 16+ bytes")
+        assert (err.value.step, err.value.kind) == ("connect", "auth")
+        assert err.value.message == "authentication failed: wrong token"
+        with TargetClient("resident-a", "127.0.0.1", port, TOKEN, timeout=42) as client:
+            assert client.sock.gettimeout() == 42  # the handshake's deadline is lifted
+        with TargetClient("resident-a", "127.0.0.1", port, TOKEN) as client:
+            assert client.sock.gettimeout() == 900  # the documented default
+
+
+def test_frames_are_checked_and_read_whole():
+    """Bug class: the framing letting a malformed header through, joining chunks wrongly,
+    or a deadline that fires early or never (read_frame on a real socket pair)."""
+    from anb.collect_throughput.board.server import ProtocolError, read_exact, read_frame
+
+    a, b = socket.socketpair()
+    with a, b:
+        a.settimeout(10)
+        for raw, error in [
+                (b"{oops", "header is not JSON: Expecting property name enclosed in double "
+                           "quotes: line 1 column 2 (char 1)"),
+                (b"[1]", "header must be an object with a string 'type'"),
+                (b'{"type": 1}', "header must be an object with a string 'type'"),
+                (b'{"type": "X", "size": -1}', "size=-1 is invalid; allowed: a byte count >= 0"),
+                (b'{"type": "X", "size": "3"}',
+                 "size='3' is invalid; allowed: a byte count >= 0")]:
+            b.sendall(struct.pack(">I", len(raw)) + raw)
+            with pytest.raises(ProtocolError) as err:
+                read_frame(a, 100)
+            assert str(err.value) == error
+        payload = os.urandom((2 << 20) + 5)  # more than one recv's worth
+        import threading
+
+        sender = threading.Thread(target=b.sendall, args=(
+            _frame({"type": "X", "size": len(payload)}) + payload + _frame({"type": "Y"}),))
+        sender.start()  # the pair's buffer is smaller than the payload
+        assert read_frame(a, len(payload), deadline=time.monotonic() + 30) == (
+            {"type": "X", "size": len(payload)}, payload)
+        assert read_frame(a, 0, deadline=time.monotonic() + 0.5) == ({"type": "Y"}, b"")
+        sender.join()
+        with pytest.raises(socket.timeout, match="^the message did not arrive in time$"):
+            read_exact(a, 1, deadline=time.monotonic() - 1)
+        b.close()
+        with pytest.raises(ConnectionError, match="^the peer closed the connection$"):
+            read_exact(a, 1)
+
+
+def test_after_the_handshake_the_idle_timeout_applies_again():
+    """Bug class: the handshake's deadline (or no timeout at all) left on an authenticated
+    connection, so a silent client is never dropped."""
+    with local_server(idle_timeout=1.0) as port:
+        sock = _raw_session(port)
+        with pytest.raises(ConnectionError):  # dropped after 1 s, well before our 10 s
+            _reply(sock)

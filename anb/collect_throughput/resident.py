@@ -45,24 +45,31 @@ MAX_REPLY = 1 << 30
 
 
 class TargetClient:
-    """One authenticated connection to a target server (``tcp://host:port``)."""
+    """One authenticated connection to a target server (``tcp://host:port``):
+    ``connect_timeout`` bounds connecting and the whole handshake together (a peer that
+    accepts and then falls silent, or trickles bytes, is a ``timeout``), ``timeout`` each
+    later reply."""
 
     def __init__(self, device: str, host: str, port: int, token: bytes,
                  timeout: float = 900.0, connect_timeout: float = 10.0) -> None:
         self.device, self.url = device, f"tcp://{host}:{port}"
-        self.timeout = timeout
         self.round_trips: dict[str, float] = {}
+        self._deadline: float | None = time.monotonic() + connect_timeout
         try:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as err:
             raise self.error("connect", f"cannot reach {self.url}: {err}", "unreachable") from None
-        self.sock.settimeout(connect_timeout)
-        hello = self._read("connect")
-        if hello.get("type") != "HELLO" or not isinstance(hello.get("nonce"), str):
-            self.close()
-            raise self.error("connect", f"{self.url} is not an anb target server", "rejected")
-        self._request("connect", {"type": "AUTH", "mac": mac(token, hello["nonce"])},
-                      auth=True)
+        try:
+            hello = self._read("connect")
+            if hello.get("type") != "HELLO" or not isinstance(hello.get("nonce"), str):
+                raise self.error("connect", f"{self.url} is not an anb target server",
+                                 "rejected")
+            self._request("connect", {"type": "AUTH", "mac": mac(token, hello["nonce"])},
+                          auth=True)
+        except TransportError:
+            self.sock.close()
+            raise
+        self._deadline = None
         self.sock.settimeout(timeout)
 
     def error(self, step: str, message: str, kind: str) -> TransportError:
@@ -75,7 +82,7 @@ class TargetClient:
 
     def _frame(self, step: str) -> tuple[dict[str, Any], bytes]:
         try:
-            return read_frame(self.sock, MAX_REPLY)
+            return read_frame(self.sock, MAX_REPLY, deadline=self._deadline)
         except TimeoutError:
             raise self.error(step, f"no reply from {self.url} within the timeout",
                              "timeout") from None

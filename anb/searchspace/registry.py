@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from anb.plugins import entry_point_targets, import_target
+from anb.plugins import import_target, installed_targets
 from anb.searchspace.base import Space
 
 ENTRY_POINT_GROUP = "anb.spaces"
@@ -37,8 +37,7 @@ def _load(target: str, where: str) -> Space:
 
 
 def _plugins() -> dict[str, str]:
-    return {name: target for name, target in entry_point_targets(ENTRY_POINT_GROUP).items()
-            if name not in BUILTIN_SPACES}
+    return installed_targets(ENTRY_POINT_GROUP, BUILTIN_SPACES, "search space")
 
 
 def space_names() -> list[str]:
@@ -51,9 +50,9 @@ def get_space(name: str) -> Space:
     """The space registered as ``name``; a ValueError lists the known names."""
     if isinstance(name, Space):
         return name
+    plugins = _plugins()  # first: a plug-in clashing with a built-in is refused
     if name in BUILTIN_SPACES:
         return _load(BUILTIN_SPACES[name], "built-in space")
-    plugins = _plugins()
     if name in plugins:
         return _load(plugins[name], f"entry point {ENTRY_POINT_GROUP}:{name}")
     raise ValueError(f"unknown search space {name!r}; known spaces are {space_names()}")

@@ -26,7 +26,9 @@ the network and no other host can load a model. Requests, each answered ``OK`` o
 - ``BYE``
 
 Limits: a header over 64 KiB or a payload over ``--max-payload`` is refused before it is read;
-a client silent for ``--idle-timeout`` seconds is dropped. One measurement runs at a time (a
+before ``AUTH`` succeeds a frame may hold a header of 1 KiB and no payload, and the handshake
+must end within ``--idle-timeout`` seconds; a client silent for ``--idle-timeout`` seconds is
+dropped. One measurement runs at a time (a
 lock, released when a client disconnects or dies mid-run); a malformed message gets ``ERROR``
 and its connection closes; the server keeps serving.
 """
@@ -37,11 +39,13 @@ import io
 import json
 import os
 import shutil
+import socket
 import socketserver
 import struct
 import sys
 import tempfile
 import threading
+import time
 from typing import cast
 
 try:  # on the host (tests, the client's framing imports)
@@ -51,6 +55,8 @@ except ImportError:  # on the board: the sibling file, found beside this script
 
 VERSION = 1
 MAX_HEADER = 64 * 1024
+#: Largest header before authentication (an ``AUTH`` frame is about 100 bytes; no payload).
+MAX_AUTH_HEADER = 1024
 HEADER = struct.Struct(">I")
 MODEL_SUFFIXES = (".onnx", ".so")
 
@@ -60,9 +66,16 @@ class ProtocolError(Exception):
 
 
 # -- framing (the host's client uses the same layout) -------------------------------------------
-def read_exact(sock, n):
+def read_exact(sock, n, deadline=None):
+    """``n`` bytes from ``sock``; with a ``deadline`` (``time.monotonic()``), all of them by
+    then (``socket.timeout`` otherwise), however slowly the peer trickles them."""
     chunks, left = [], n
     while left:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout("the message did not arrive in time")
+            sock.settimeout(remaining)
         chunk = sock.recv(min(left, 1 << 20))
         if not chunk:
             raise ConnectionError("the peer closed the connection")
@@ -77,12 +90,14 @@ def send_frame(sock, header, payload=b""):
     sock.sendall(HEADER.pack(len(data)) + data + payload)
 
 
-def read_frame(sock, max_payload):
-    (length,) = HEADER.unpack(read_exact(sock, HEADER.size))
-    if length > MAX_HEADER:
-        raise ProtocolError("header of %d bytes exceeds the limit of %d" % (length, MAX_HEADER))
+def read_frame(sock, max_payload, max_header=MAX_HEADER, deadline=None):
+    """One frame's (header, payload); sizes over ``max_header`` / ``max_payload`` are refused
+    before they are read (:class:`ProtocolError`); ``deadline``: see :func:`read_exact`."""
+    (length,) = HEADER.unpack(read_exact(sock, HEADER.size, deadline))
+    if length > max_header:
+        raise ProtocolError("header of %d bytes exceeds the limit of %d" % (length, max_header))
     try:
-        header = json.loads(read_exact(sock, length).decode())
+        header = json.loads(read_exact(sock, length, deadline).decode())
     except ValueError as err:
         raise ProtocolError("header is not JSON: %s" % err) from None
     if not isinstance(header, dict) or not isinstance(header.get("type"), str):
@@ -92,11 +107,25 @@ def read_frame(sock, max_payload):
         raise ProtocolError("size=%r is invalid; allowed: a byte count >= 0" % (size,))
     if size > max_payload:
         raise ProtocolError("payload of %d bytes exceeds the limit of %d" % (size, max_payload))
-    return header, read_exact(sock, size) if size else b""
+    return header, read_exact(sock, size, deadline) if size else b""
 
 
 def mac(token, nonce):
     return hmac.new(token, nonce.encode(), hashlib.sha256).hexdigest()
+
+
+def auth_problem(header, expected):
+    """What is wrong with an ``AUTH`` frame whose right ``mac`` is ``expected`` ("" if
+    nothing): compared as bytes in constant time (a non-ASCII str would make
+    ``compare_digest`` raise)."""
+    if header["type"] != "AUTH":
+        return "type=%r before AUTH; allowed: AUTH" % header["type"]
+    given = header.get("mac")
+    if not isinstance(given, str):
+        return "mac=%r is invalid; allowed: the hex HMAC-SHA256 of the nonce" % (given,)
+    if not hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+        return "wrong token"
+    return ""
 
 
 # -- the server --------------------------------------------------------------------------------
@@ -145,17 +174,21 @@ class Handler(socketserver.BaseRequestHandler):
             session.close()
 
     def authenticate(self, sock):
+        """The HELLO/AUTH handshake: True once the client proved it holds the token. Before
+        that a frame is small (:data:`MAX_AUTH_HEADER`, no payload) and the whole handshake
+        ends within the idle timeout."""
         nonce = os.urandom(16).hex()
         send_frame(sock, {"type": "HELLO", "version": VERSION, "nonce": nonce})
+        deadline = time.monotonic() + self.target.idle_timeout
         try:
-            header, _ = read_frame(sock, 0)
+            header, _ = read_frame(sock, 0, MAX_AUTH_HEADER, deadline)
         except ProtocolError as err:
             send_frame(sock, {"type": "ERROR", "error": "malformed message: %s" % err})
             return False
-        given = header.get("mac") if header["type"] == "AUTH" else None
-        if not isinstance(given, str) or not hmac.compare_digest(
-                given, mac(self.target.token, nonce)):
-            send_frame(sock, {"type": "ERROR", "error": "authentication failed: wrong token"})
+        sock.settimeout(self.target.idle_timeout)
+        problem = auth_problem(header, mac(self.target.token, nonce))
+        if problem:
+            send_frame(sock, {"type": "ERROR", "error": "authentication failed: " + problem})
             return False
         send_frame(sock, {"type": "OK", "version": VERSION})
         return True
