@@ -75,7 +75,7 @@ from anb.searchspace.arch import Arch
 from anb.searchspace.model import build_model
 from anb.searchspace.registry import get_space
 from anb.searchspace.sampler import Sampler
-from anb.searchspace.space import SearchSpace
+from anb.searchspace.space import ANB_SPACE, SearchSpace
 
 
 def _holds_runs(folder: Path) -> bool:
@@ -104,7 +104,7 @@ def _arch_texts(value: str) -> list[str]:
         if not path.is_file():
             raise ConfigError(f"config key 'model.archs': file {str(path)!r} does not exist")
         try:
-            return [str(a) for a in table_archs(read_table(path), repr(str(path)))]
+            return [str(a) for a in table_archs(read_table(path), repr(str(path)), space=ANB_SPACE)]
         except ValueError as err:
             raise ConfigError(f"config key 'model.archs': {err}") from None
     return [t.strip() for t in value.split(",") if t.strip()]
@@ -126,7 +126,7 @@ def architectures(config: Config, space: SearchSpace) -> list[Arch]:
         raise ConfigError(f"config key 'model.num_models': value {model['num_models']} must "
                           "be >= 1")
     try:
-        return Sampler(model["seed"], space).sample(model["num_models"], shard=model["shard"])
+        return Sampler(model["seed"], space=space).sample(model["num_models"], shard=model["shard"])
     except ValueError as err:
         raise ConfigError(f"config key 'model.shard': {err}") from None
 
@@ -141,7 +141,7 @@ def candidates(config: Config, space: SearchSpace, first: list[Arch]) -> Iterato
         return
     have = len(first)
     while True:
-        more = Sampler(model["seed"], space).sample(have * 2, shard=model["shard"])[have:]
+        more = Sampler(model["seed"], space=space).sample(have * 2, shard=model["shard"])[have:]
         if not more:
             return
         yield from more

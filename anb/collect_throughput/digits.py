@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from anb.searchspace.space import ANB_SPACE
+
 
 def digits_images(resolution: int = 32, split: str = "test") -> tuple[np.ndarray, np.ndarray]:
     """``(x, y)``: the train or the test (the trainer's validation) part of the digits as
@@ -35,7 +37,7 @@ def fit_digits(arch, resolution: int = 32, seed: int = 0, batch: int = 128):
 
     torch.manual_seed(seed)
     x, y = digits_images(resolution, "train")
-    model = build_model(arch, num_classes=10, dropout=0.0, drop_path=0.0)
+    model = build_model(arch, num_classes=10, dropout=0.0, drop_path=0.0, space=ANB_SPACE)
     xs = torch.from_numpy(x)
     for module in model.modules():
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from anb.cli_support import fail
+from anb.searchspace.space import ANB_SPACE
 
 
 def parse_keep_float(text: str) -> list[int]:
@@ -98,7 +99,7 @@ def quant_layers_cmd(
             else:
                 from anb.collect_throughput.driver import read_arch_list
 
-                result = layerwise(read_arch_list(str(archs)), path, tmp,
+                result = layerwise(read_arch_list(str(archs), space=ANB_SPACE), path, tmp,
                                    resolution=resolution or 32, calibration=calibration,
                                    images=images, cos_threshold=cos_threshold,
                                    sqnr_threshold=sqnr_threshold, worst=worst)
@@ -159,7 +160,7 @@ def measure_qualcomm_cmd(
         if transport is not None:
             config = dataclasses.replace(config, transport=transport)
         target = QualcommTarget(config)
-        arch_list = read_arch_list(archs)
+        arch_list = read_arch_list(archs, space=ANB_SPACE)
         with exclusive(prepare_folder(out, RESULTS), "anb measure-qualcomm", per_host=True):
             summary = target.measure(arch_list, out, workdir=workdir, keep_going=True)
     except (ValueError, FileNotFoundError) as err:
