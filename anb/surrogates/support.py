@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.space import SearchSpace
 from anb.surrogates.features import stage_cost_table
 
 COSTS = ("macs", "params")
@@ -169,7 +169,7 @@ def _value(space: Space, v: int, positions_row: np.ndarray) -> str:
 class Support:
     """The training architectures' region of the space (fit once, saved as ``.npz``)."""
 
-    def __init__(self, space: Space = ANB_SPACE, min_count: int | None = None):
+    def __init__(self, space: Space, min_count: int | None = None):
         min_count = MIN_COUNT if min_count is None else min_count
         if min_count < 1:
             raise ValueError(f"min_count must be >= 1, got {min_count}")
@@ -349,7 +349,7 @@ class Support:
                      cost_low=self.cost_low_, cost_high=self.cost_high_, **hole)
 
     @classmethod
-    def load(cls, path: Path, space: Space = ANB_SPACE) -> Support:
+    def load(cls, path: Path, space: Space) -> Support:
         """Read :meth:`save`'s file; a version-1 file (no hole tables) flags by distance and
         cost only, a version-2 file has no ``ood_unit``, as they did."""
         with np.load(path, allow_pickle=False) as data:
