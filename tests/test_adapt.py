@@ -282,7 +282,7 @@ def test_suggest_never_returns_measured_or_duplicate_candidates(base, data):
     fresh = data.choices[30:34]
     pool = np.concatenate([measured, fresh, fresh, measured])
     picked = select_next(known, 4, measured, pool=pool, space=ANB_SPACE)
-    key = lambda rows: sorted(map(str, map(Arch.from_choices, rows)))  # noqa: E731
+    key = lambda rows: sorted(map(str, ANB_SPACE.archs_from_choices(rows)))  # noqa: E731
     assert key(picked) == key(fresh)
 
 
