@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from anb.searchspace.space import ANB_SPACE
-
 
 def digits_images(resolution: int = 32, split: str = "test") -> tuple[np.ndarray, np.ndarray]:
     """``(x, y)``: the train or the test (the trainer's validation) part of the digits as
@@ -34,6 +32,7 @@ def fit_digits(arch, resolution: int = 32, seed: int = 0, batch: int = 128):
     from sklearn.linear_model import LogisticRegression
 
     from anb.searchspace.model import build_model
+    from anb.searchspace.space import ANB_SPACE
 
     torch.manual_seed(seed)
     x, y = digits_images(resolution, "train")

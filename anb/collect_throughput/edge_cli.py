@@ -8,7 +8,6 @@ from typing import Any
 import typer
 
 from anb.cli_support import fail
-from anb.searchspace.space import ANB_SPACE
 
 
 def parse_keep_float(text: str) -> list[int]:
@@ -98,6 +97,7 @@ def quant_layers_cmd(
                                       keep_float=ks)
             else:
                 from anb.collect_throughput.driver import read_arch_list
+                from anb.searchspace.space import ANB_SPACE
 
                 result = layerwise(read_arch_list(str(archs), space=ANB_SPACE), path, tmp,
                                    resolution=resolution or 32, calibration=calibration,
@@ -154,6 +154,7 @@ def measure_qualcomm_cmd(
     from anb.collect_throughput.qualcomm.config import load_qualcomm_device
     from anb.collect_throughput.qualcomm.stages import QualcommTarget
     from anb.outputs import exclusive, prepare_folder
+    from anb.searchspace.space import ANB_SPACE
 
     try:
         config = load_qualcomm_device(device)

@@ -23,7 +23,6 @@ import numpy as np
 from anb.collect_throughput.inputs import IMAGE_SUFFIXES, calibration_and_eval
 from anb.collect_throughput.quant_report import eval_inputs, load_weights
 from anb.io import atomic_write
-from anb.searchspace.space import ANB_SPACE
 
 
 @dataclass
@@ -45,6 +44,7 @@ def from_weights(weights: str | Path, arch: str | None, resolution: int, folder:
     from anb.searchspace.arch import as_arch
     from anb.searchspace.model import build_model
     from anb.searchspace.onnx_export import export_onnx
+    from anb.searchspace.space import ANB_SPACE
 
     if not Path(weights).exists():
         raise ValueError(f"--weights {str(weights)!r} does not exist; give the trainer's "
