@@ -75,7 +75,7 @@ from anb.searchspace.arch import Arch
 from anb.searchspace.model import build_model
 from anb.searchspace.registry import get_space
 from anb.searchspace.sampler import Sampler
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.space import SearchSpace
 
 
 def _holds_runs(folder: Path) -> bool:
@@ -94,9 +94,9 @@ OUTPUT = Kind("train", "anb train results", _holds_runs,
 FOLDER_OPTION = "--logging.folder"
 
 
-def _arch_texts(value: str) -> list[str]:
-    """``model.archs``: a CSV file with an ``arch`` column (a search's ``pareto.csv``) or
-    ``block{i}_*`` columns, or architecture strings separated by commas."""
+def _arch_texts(value: str, space: SearchSpace) -> list[str]:
+    """``model.archs`` (of ``space``): a CSV file with an ``arch`` column (a search's
+    ``pareto.csv``) or ``block{i}_*`` columns, or architecture strings separated by commas."""
     if value.strip().lower().endswith(".csv"):
         from anb.records import read_table, table_archs
 
@@ -104,7 +104,7 @@ def _arch_texts(value: str) -> list[str]:
         if not path.is_file():
             raise ConfigError(f"config key 'model.archs': file {str(path)!r} does not exist")
         try:
-            return [str(a) for a in table_archs(read_table(path), repr(str(path)), space=ANB_SPACE)]
+            return [str(a) for a in table_archs(read_table(path), repr(str(path)), space=space)]
         except ValueError as err:
             raise ConfigError(f"config key 'model.archs': {err}") from None
     return [t.strip() for t in value.split(",") if t.strip()]
@@ -115,7 +115,7 @@ def architectures(config: Config, space: SearchSpace) -> list[Arch]:
     model = config["model"]
     if model["archs"]:
         out = []
-        for text in _arch_texts(model["archs"]):
+        for text in _arch_texts(model["archs"], space):
             try:
                 out.append(Arch.from_string(text, space))
             except ValueError as err:
