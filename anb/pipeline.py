@@ -58,17 +58,17 @@ def stage_space(out: Path, num_archs: int, seed: int) -> list[Arch]:
     from anb.searchspace.onnx_export import export_onnx
 
     folder = out / "space"
-    archs = Sampler(seed).sample(num_archs)
+    archs = Sampler(seed, space=ANB_SPACE).sample(num_archs)
     rows = []
     for arch in archs:
-        macs, params = count(arch)
+        macs, params = count(arch, space=ANB_SPACE)
         rows.append({"arch_id": arch.id, "arch": str(arch), "macs": round(macs / 1e6, 6),
                      "params": round(params / 1e6, 6)})
     atomic_write_text(folder / "archs.txt", "".join(f"{a}\n" for a in archs))
     atomic_write_json(folder / "archs.json", {"space": ANB_SPACE.name, "seed": seed, "archs": rows})
     onnx_path = folder / f"{archs[0].id}.onnx"
     if not onnx_path.exists():
-        export_onnx(build_model(archs[0]), onnx_path)
+        export_onnx(build_model(archs[0], space=ANB_SPACE), onnx_path)
     console.print(f"[bold]space[/]: {len(archs)} architectures of {ANB_SPACE.size():,} "
                   f"(seed {seed}) -> {folder}")
     for row in rows:
@@ -107,7 +107,7 @@ def stage_accuracy(out: Path, archs: list[Arch], config: Path, settings: dict[st
     if status != 0:
         raise RuntimeError(f"the accuracy stage's trainer exited with status {status} "
                            f"(arguments: {' '.join(argv)})")
-    summary = export(folder / "accuracy.csv", local=[folder / "run"])
+    summary = export(folder / "accuracy.csv", local=[folder / "run"], space=ANB_SPACE)
     console.print(f"  exported {summary['rows']} records -> {summary['out']}")
     return summary
 
@@ -120,12 +120,12 @@ def stage_throughput(out: Path, archs: list[Arch], accuracy_csv: Path, device: s
     from anb.collect_throughput.protocol import load_device
 
     config = load_device(device, {"stopping": {"budget_seconds": budget},
-                                  "warmup": {"max_seconds": budget}})
+                                  "warmup": {"max_seconds": budget}}, space=ANB_SPACE.name)
     results = out / "throughput"
     console.print(f"[bold]throughput[/]: {config.name} "
                   f"({', '.join(p.key for p in config.protocols)}) -> {results}")
     summary = measure_archs(config, archs, results, progress=True)
-    report = merge(accuracy_csv, [results], out / "dataset")
+    report = merge(accuracy_csv, [results], out / "dataset", space=ANB_SPACE)
     console.print(f"  measured {len(summary.measured)}, reused {len(summary.skipped)}; merged "
                   f"{report.merged_records} records -> {out / 'dataset'}")
     return {"device": config.name, "measured": summary.measured, "reused": summary.skipped,
@@ -205,8 +205,9 @@ def stage_search(out: Path, model: Path, target: str, budget: int, seed: int) ->
     from anb.surrogates import load
 
     objectives = search_objectives(target)
-    problem = Problem(combined(surrogate_evaluator(load(model), seed=seed)),
-                      [Objective.parse(o) for o in objectives], [])
+    bench = load(model)
+    problem = Problem(combined(surrogate_evaluator(bench, seed=seed), space=bench.space),
+                      [Objective.parse(o) for o in objectives], [], space=bench.space)
     console.print(f"[bold]search[/]: NSGA-II, {budget} queries of {model}, "
                   f"objectives {', '.join(objectives)} -> {out / 'search'}")
     summary = write_report(nsga2(problem, budget, seed=seed, progress=True), out / "search")
@@ -225,8 +226,8 @@ def stage_report(out: Path, adapted: dict, search: dict, trained: int) -> Path:
     from anb.surrogates import load
 
     target = adapted["target"]
-    measured = load_dataset(out / "throughput").groupby("arch", as_index=False, sort=False)[
-        target].mean()
+    measured = load_dataset(out / "throughput", ANB_SPACE).groupby(
+        "arch", as_index=False, sort=False)[target].mean()
     predicted = load(Path(adapted["folder"])).query(measured["arch"].tolist(), [target],
                                                     level=LEVEL)
     table = measured_vs_predicted(measured, predicted, target)
@@ -271,13 +272,13 @@ def check_inputs(accuracy_config: Path, settings: dict[str, str], device: str,
     except ValueError as err:
         raise ValueError(f"--surrogate-config {str(surrogate_config)!r}: {err}") from None
     try:
-        if load_dataset(released).empty:
+        if load_dataset(released, ANB_SPACE).empty:
             raise ValueError("it holds no records")
     except (ValueError, OSError, EOFError, tarfile.TarError) as err:
         raise ValueError(f"--released {str(released)!r} is not a readable dataset: {err}"
                          ) from None
     try:
-        return load_device(device).name
+        return load_device(device, space=ANB_SPACE.name).name
     except ValueError as err:
         raise ValueError(f"--device: {err}") from None
 

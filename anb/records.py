@@ -54,7 +54,6 @@ from anb.formats import VERSION_FIELD, NewerFormat, check, stamp
 from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text
 from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, SpaceMismatch, check_same_space
-from anb.searchspace.space import ANB_SPACE
 
 METRIC_KEYS = ("val_top1", "val_top5", "train_time")
 MODEL_INFO_KEYS = ("macs", "params")
@@ -92,7 +91,7 @@ def perf_key(kind: str, device: str) -> str:
 
 
 def validate_record(record: Mapping[str, Any], where: str = "record",
-                    space: Space = ANB_SPACE) -> Any:
+                    *, space: Space) -> Any:
     """Check a record's shape; return its architecture. Errors name the field and value."""
     if not isinstance(record, Mapping):
         raise ValueError(f"{where}: a record must be a JSON object, got {type(record).__name__}")
@@ -131,7 +130,7 @@ def validate_record(record: Mapping[str, Any], where: str = "record",
     return arch
 
 
-def model_info(arch: Any, space: Space = ANB_SPACE) -> dict[str, float]:
+def model_info(arch: Any, space: Space) -> dict[str, float]:
     """The analytic ``model_info`` of an architecture as the released records hold it: MACs
     and params in millions on the space's task (224 px and 1000 classes for MnasNet)."""
     table = space.cost_table(space.to_choices([arch]))
@@ -139,7 +138,7 @@ def model_info(arch: Any, space: Space = ANB_SPACE) -> dict[str, float]:
             "params": round(int(table.total("params")[0]) / 1e6, 6)}
 
 
-def new_record(arch: Any, space: Space = ANB_SPACE) -> dict[str, Any]:
+def new_record(arch: Any, space: Space) -> dict[str, Any]:
     """A record skeleton for ``arch``: its architecture mapping, its space when it is not
     the default (released-format records stay as they were) and its format version."""
     record: dict[str, Any] = {} if space.name == DEFAULT_SPACE else {"space": space.name}
@@ -191,7 +190,7 @@ def _sort_key(name: str) -> tuple:
     return (int(digits[-1]) if digits else -1, name)
 
 
-def read_records(path: str | Path, space: Space = ANB_SPACE
+def read_records(path: str | Path, space: Space
                  ) -> tuple[list[dict], list[tuple[str, str]]]:
     """Read records like :func:`load_records`, keeping going past bad ones: returns the valid
     records and ``(where, why)`` for each file or record that is unreadable (not UTF-8, not
@@ -259,7 +258,7 @@ def read_records(path: str | Path, space: Space = ANB_SPACE
     return records, bad
 
 
-def load_records(path: str | Path, space: Space = ANB_SPACE) -> list[dict]:
+def load_records(path: str | Path, space: Space) -> list[dict]:
     """Read records from a ``.tar.gz`` of JSON files, a folder (searched recursively),
     a ``.json`` file (one record or a list), a ``.jsonl`` file or a flat table (``.csv`` /
     ``.parquet``, as ``anb export`` and ``anb merge`` write). Each record gets ``source`` = its
@@ -300,7 +299,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def records_to_frame(records: Iterable[Mapping[str, Any]],
-                     space: Space = ANB_SPACE) -> pd.DataFrame:
+                     space: Space) -> pd.DataFrame:
     """Flatten records into the table form (see module docstring)."""
     rows = []
     for i, record in enumerate(records):
@@ -361,14 +360,14 @@ def quality_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if _QUALITY_COLUMN.fullmatch(c)]
 
 
-def block_columns(space: Space = ANB_SPACE) -> list[str]:
+def block_columns(space: Space) -> list[str]:
     """The architecture columns of the flat table (the space's record keys; for MnasNet
     ``block{i}_{e,k,l,se}``)."""
     return space.record_keys()
 
 
 def table_archs(frame: pd.DataFrame, where: str = "table",
-                space: Space = ANB_SPACE) -> list[Any]:
+                *, space: Space) -> list[Any]:
     """The architecture of each row of a table, from its ``arch`` string column or else its
     record-key columns. Errors name ``where``, the row (1-based) and the value; a ``space``
     column naming another space is refused."""
@@ -404,12 +403,12 @@ def table_archs(frame: pd.DataFrame, where: str = "table",
     return archs
 
 
-def frame_to_records(frame: pd.DataFrame, space: Space = ANB_SPACE,
+def frame_to_records(frame: pd.DataFrame, space: Space,
                      where: str = "table") -> list[dict]:
     """Inverse of :func:`records_to_frame` (missing values become null); the architecture
     comes from either table convention (:func:`table_archs`)."""
     records = []
-    for arch, row in zip(table_archs(frame, where, space), frame.to_dict("records"),
+    for arch, row in zip(table_archs(frame, where, space=space), frame.to_dict("records"),
                          strict=True):
         record = new_record(arch, space)
         record["metrics"] = {k: _clean(row.get(k)) for k in [*METRIC_KEYS, *curve_columns(frame)]
@@ -446,13 +445,13 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def load_dataset(path: str | Path, space: Space = ANB_SPACE) -> pd.DataFrame:
+def load_dataset(path: str | Path, space: Space) -> pd.DataFrame:
     """Load any dataset form (tarball, folder, JSON, JSONL, CSV, Parquet) as the flat table."""
     return records_to_frame(load_records(path, space), space)
 
 
 def write_record(record: Mapping[str, Any], path: str | Path,
-                 space: Space = ANB_SPACE) -> Path:
+                 space: Space) -> Path:
     """Validate and atomically write one record as JSON (in the current format version)."""
     validate_record(record, where=str(path), space=space)
     return atomic_write_json(path, {**record, **stamp("record")})

@@ -28,6 +28,7 @@ from scipy.stats import kendalltau
 
 from anb import resources
 from anb.searchspace.base import Space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.data import ACCURACY_TARGET
 from anb.surrogates.fit import prepare
 from anb.surrogates.plan import (
@@ -112,7 +113,7 @@ def main() -> None:
         args.seeds, args.batches = 1, 3
         args.targets = args.targets or f"{ACCURACY_TARGET},throughput_zcu102"
     clock = time.time()
-    prep = prepare(resources.RELEASED_DATASET)
+    prep = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
     targets = args.targets.split(",") if args.targets else list(prep.labels)
     data = Collected.from_frame(prep.frame, prep.choices, targets)
     hours = np.exp(data.y[COST_COLUMN]) * GPUS / 3600

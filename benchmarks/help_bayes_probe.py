@@ -29,6 +29,7 @@ from scipy.optimize import minimize
 from scipy.stats import spearmanr
 
 from anb.searchspace import get_space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import help_tables as ht
 from anb.surrogates.adapt import AdaptedModel, op_components
 from anb.surrogates.features import layer_design
@@ -81,7 +82,7 @@ def main() -> None:
             for draw in range(args.draws):
                 rows = ht.measured_rows(proto, latency, 20, np.random.default_rng(draw))
                 old = AdaptedModel.fit(ht.target(device), list(known), K[rows], ops[rows],
-                                       latency[rows])
+                                       latency[rows], space=ANB_SPACE)
                 ks, level = old.known_scale, old.level
                 scale = np.sqrt(np.mean((weights / ks) ** 2, 1)) + 1e-6
 

@@ -81,7 +81,7 @@ def fit_known(table: pd.DataFrame, space_name: str, known: tuple[str, ...]) -> B
     space = get_space(space_name)
     frame = ht.to_frame(table, space, known)
     prepared = prepare(frame, None, split="random", seed=0, space=space)
-    return BenchmarkKnown(fit_benchmark(prepared, FitConfig(), progress=False, space=space))
+    return BenchmarkKnown(fit_benchmark(prepared, FitConfig(), progress=False))
 
 
 def save_base(space_name: str, data: Path, out: Path) -> None:
@@ -93,7 +93,7 @@ def save_base(space_name: str, data: Path, out: Path) -> None:
     columns = [c for c in table.columns if c not in ("index", "arch", "op_idx")]
     frame = ht.to_frame(table, space, columns)
     prepared = prepare(frame, None, split="random", seed=0, space=space)
-    save(fit_benchmark(prepared, FitConfig(), progress=False, space=space), out)
+    save(fit_benchmark(prepared, FitConfig(), progress=False), out)
     print(f"{space_name}: base benchmark of {len(columns)} HELP devices -> {out}")
 
 

@@ -26,6 +26,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 
+from anb.searchspace.space import ANB_SPACE
+
 B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
 BATCHES = ((1, 5), (8, 2))  # (batch, runs per round)
 
@@ -106,8 +108,9 @@ def main() -> None:
             parser.error(f"--schemes {scheme!r} is invalid; allowed: {sorted(SCHEMES)}")
     archs = []
     for item in args.archs.split(","):
-        archs += (Sampler(0).sample(int(item.split(":")[1])) if item.startswith("sample:")
-                  else [Arch.from_string(B0 if item == "B0" else item)])
+        archs += (Sampler(0, space=ANB_SPACE).sample(int(item.split(":")[1]))
+                  if item.startswith("sample:")
+                  else [Arch.from_string(B0 if item == "B0" else item, ANB_SPACE)])
     calibration = digits_images(args.resolution, "train")[0][:64]
     test = digits_images(args.resolution, "test")[0][:64]
     print(f"{cpu_model()}; threads={args.threads}; load average before "
@@ -117,7 +120,7 @@ def main() -> None:
         for arch in archs:
             work = Path(tmp) / arch.id
             work.mkdir()
-            paths = {"fp32": float_onnx(arch, work, args.resolution)}
+            paths = {"fp32": float_onnx(arch, work, args.resolution, space=ANB_SPACE)}
             for scheme in schemes:
                 paths[scheme] = quantize_int8(paths["fp32"], work / f"{scheme}.onnx",
                                               calibration, scheme)

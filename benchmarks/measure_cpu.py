@@ -32,6 +32,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 from scipy.stats import kendalltau
 
+from anb.searchspace.space import ANB_SPACE
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -61,12 +63,13 @@ def main() -> None:
 
     torch.set_num_threads(1)
     out = args.out or Path(tempfile.mkdtemp(prefix="anb-measure-cpu-"))
-    archs = Sampler(args.seed).sample(args.n)
+    archs = Sampler(args.seed, space=ANB_SPACE).sample(args.n)
     config = load_device(args.device, {"resolution": args.resolution, "batch": args.batch,
                                        "clock": args.clock,
                                        "stopping": {"budget_seconds": args.budget, **(
                                            {"min_rep_seconds": args.min_rep_seconds}
-                                           if args.min_rep_seconds is not None else {})}})
+                                           if args.min_rep_seconds is not None else {})}},
+                         space=ANB_SPACE.name)
     load_before = os.getloadavg()
     passes, seconds = [], []
     for p in range(2):

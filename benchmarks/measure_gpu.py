@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
+from anb.searchspace.space import ANB_SPACE
+
 RELEASED_GPU_COLUMNS = ("throughput_a100", "throughput_3090")
 
 
@@ -32,7 +34,7 @@ def released_sample(n: int, seed: int) -> list[dict]:
     from anb.records import load_records
     from anb.resources import RELEASED_DATASET
 
-    records = sorted(load_records(RELEASED_DATASET),
+    records = sorted(load_records(RELEASED_DATASET, space=ANB_SPACE),
                      key=lambda r: r["platform_perf"]["throughput_a100"]["throughput_mean"])
     picks = np.linspace(0, len(records) - 1, n).round().astype(int)
     chosen = [records[i] for i in picks]
@@ -57,10 +59,11 @@ def main() -> None:
 
     out = args.out or Path(tempfile.mkdtemp(prefix="anb-measure-gpu-"))
     released = released_sample(args.n, args.seed)
-    archs = [Arch.from_anb_dict(r["architecture"]) for r in released]
+    archs = [Arch.from_anb_dict(r["architecture"], ANB_SPACE) for r in released]
     overrides = {"stopping": {"budget_seconds": args.budget}}
     config = load_device(args.device, {**overrides, **({"cuda_graphs": False}
-                                                       if args.eager_latency else {})})
+                                                       if args.eager_latency else {})},
+                         space=ANB_SPACE.name)
     passes, seconds = [], []
     for p in range(2):
         began = time.perf_counter()

@@ -45,6 +45,7 @@ from scipy.stats import kendalltau
 
 from anb import resources
 from anb.records import is_perf_metric
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import intervals
 from anb.surrogates.adapt import (
     STD_FACTOR,
@@ -92,7 +93,7 @@ def transfer_ceiling(target: str, known: list[str], KL: np.ndarray, ops: np.ndar
     number of measurements gets out of a transfer from the known devices' costs and the op
     totals (log cost of every row)."""
     model = AdaptedModel.fit(target, known, KL[rows], ops[rows], _value(target, y[rows]),
-                             leave_one_out=False)
+                             leave_one_out=False, space=ANB_SPACE)
     return model.predict_log_cost(KL, ops)[0]
 
 
@@ -102,13 +103,13 @@ def tau(a: np.ndarray, b: np.ndarray) -> float:
 
 def leave_one_out(args: argparse.Namespace) -> None:
     began = time.perf_counter()
-    prepared = prepare(resources.RELEASED_DATASET)
+    prepared = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
     masks = prepared.masks
     train, val = masks["train"], masks["val"]
     score_on = masks[args.on]
     devices = [t for t in prepared.labels if is_perf_metric(t)]  # what anb adapt knows
     choices = prepared.choices
-    X = FeatureBuilder("features").transform(choices)
+    X = FeatureBuilder("features", space=ANB_SPACE).transform(choices)
     labels = {t: prepared.labels[t] for t in devices}
 
     def layer_costs(targets: list[str]) -> np.ndarray:
@@ -116,7 +117,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
         only), ``(n, len(targets))`` in model space."""
         return LayerCostModel(trim=3.0).fit(
             choices[train], {t: (labels[t].values[train], labels[t].present[train])
-                             for t in targets}).transform(choices)
+                             for t in targets}, ANB_SPACE).transform(choices)
 
     def log_model(t: str) -> np.ndarray:
         lab = labels[t]
@@ -137,7 +138,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
     y_all = {t: np.where(labels[t].present,
                          log_cost(t, np.where(labels[t].present, labels[t].values, 1.0)), np.nan)
              for t in devices}
-    ops = op_components(choices)
+    ops = op_components(choices, space=ANB_SPACE)
     print(f"reference surrogates fitted in {time.perf_counter() - began:.0f} s; scoring on "
           f"{args.on} split, {args.reps} reps, {args.protocol} protocol", flush=True)
     header = ("| hidden | device | n | full tau | transfer ceiling | xgb scratch | ridge | "
@@ -178,9 +179,9 @@ def leave_one_out(args: argparse.Namespace) -> None:
                     for mode, idx in rows.items():
                         model = AdaptedModel.fit(t, others, KL[idx], ops[idx], _value(t, y[idx]),
                                                  std_factor=args.std_factor,
-                                                 choices=choices[idx])
+                                                 choices=choices[idx], space=ANB_SPACE)
                         mean, std, _ = model.predict_log_cost(
-                            KL[ev], ops[ev], **model.design_inputs(choices[ev]))
+                            KL[ev], ops[ev], **model.design_inputs(choices[ev], ANB_SPACE))
                         res[mode].append(tau(mean, y[ev]))
                         res["cov_" + mode[0]].append(float(np.mean(np.abs(mean - y[ev])
                                                                    <= Z90 * std)))

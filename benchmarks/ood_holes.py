@@ -35,6 +35,7 @@ import pandas as pd
 from anb.resources import HELP_DIR as HELP
 from anb.resources import RELEASED_DATASET as DATA
 from anb.searchspace.registry import get_space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, prepare
 from anb.surrogates import support as support_module
 from anb.surrogates.fit import Prepared, to_model_space
@@ -142,7 +143,7 @@ def main() -> None:
     config = FitConfig(targets=targets, **small)
     rows = []
     if any(f.startswith("mnasnet") for f in families):
-        prepared = prepare(args.data, targets)
+        prepared = prepare(args.data, targets, space=ANB_SPACE)
         c = prepared.choices
         base = fit_benchmark(prepared, config, progress=False)
         flagged = {s: base.query(c[prepared.masks[s]])["ood"].mean() for s in ("val", "test")}

@@ -40,6 +40,7 @@ from anb.nas import Objective, Problem, nsga2, pymoo_nsga2, random_search, regul
 from anb.nas.evaluators import combined, surrogate_evaluator
 from anb.nas.pareto import hypervolume
 from anb.resources import RELEASED_DATASET, config_path
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, fit_benchmark, prepare
 
 
@@ -63,7 +64,7 @@ def main() -> None:
     parser.add_argument("--out", default="/tmp/anb-search.json")
     args = parser.parse_args()
 
-    prepared = prepare(RELEASED_DATASET, args.objectives)
+    prepared = prepare(RELEASED_DATASET, args.objectives, space=ANB_SPACE)
     config = FitConfig.from_file(config_path("surrogates", "default.json"))
     start = time.perf_counter()
     bench = fit_benchmark(prepared, replace(config, targets=args.objectives), progress=False)
@@ -71,17 +72,18 @@ def main() -> None:
     low = {m: float(np.nanmin(prepared.labels[m].values)) for m in args.objectives}
     high = {m: float(np.nanmax(prepared.labels[m].values)) for m in args.objectives}
     objectives = [Objective(m, True) for m in args.objectives]
-    evaluator = scaled_evaluator(combined(surrogate_evaluator(bench)), low, high)
+    evaluator = scaled_evaluator(combined(surrogate_evaluator(bench), space=ANB_SPACE), low, high)
     budget = max(args.budgets)
     runs = {
         "random": lambda p, s: random_search(p, budget, seed=s),
         "re": lambda p, s: regularized_evolution(
-            Problem(p.evaluator, [Objective("reward", True)] + list(objectives)), budget,
+            Problem(p.evaluator, [Objective("reward", True)] + list(objectives),
+                    space=ANB_SPACE), budget,
             seed=s, population=64, sample=16, batch=16),
         "pymoo_nsga2": lambda p, s: pymoo_nsga2(p, budget, seed=s),
         "anb_nsga2": lambda p, s: nsga2(p, budget, seed=s),
     }
-    problem = Problem(evaluator, objectives)
+    problem = Problem(evaluator, objectives, space=ANB_SPACE)
     rows = []
     for name in args.algorithms:
         for seed in range(args.seeds):

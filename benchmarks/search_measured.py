@@ -22,6 +22,7 @@ import time
 from anb.nas.evaluators import combined, surrogate_evaluator
 from anb.nas.measured import search_measured
 from anb.nas.search import regularized_evolution
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import load
 
 
@@ -37,7 +38,8 @@ def main() -> None:
     args = p.parse_args()
     algo = functools.partial(regularized_evolution, population=16, sample=4, batch=8)
     start = time.perf_counter()
-    s = search_measured(algo, combined(surrogate_evaluator(load(args.benchmark))), args.device,
+    s = search_measured(algo, combined(surrogate_evaluator(load(args.benchmark)),
+                                       space=ANB_SPACE), args.device,
                         None, ["val_top1:max", f"throughput_{args.device}:max"], [],
                         args.budget, args.seed, args.out, args.max_measurements, args.max_hours)
     print(json.dumps({k: s[k] for k in ("device", "evaluations", "unique_architectures",

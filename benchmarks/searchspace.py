@@ -37,7 +37,7 @@ def profiler_seconds_per_arch(archs: list[Arch]) -> float:
     times = []
     for arch in archs:
         start = time.perf_counter()
-        model = build_model(arch).eval()
+        model = build_model(arch, space=ANB_SPACE).eval()
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
             profile(model, inputs=(torch.randn(1, 3, 224, 224),), verbose=False)
@@ -53,7 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     n = args.n
-    sampler = Sampler(0)
+    sampler = Sampler(0, space=ANB_SPACE)
     choices = sampler.sample_choices(n)
     some = sampler.sample(n)
 
@@ -65,10 +65,11 @@ def main() -> None:
         ("arch.id (sha256)", median_seconds(lambda: [a.id for a in some], args.repeats), len(some)),
         ("mixed-radix index",
          median_seconds(lambda: ANB_SPACE.index_from_choices(choices), args.repeats), n),
-        ("encode ordinal", median_seconds(lambda: ordinal(choices), args.repeats), n),
-        ("encode onehot", median_seconds(lambda: onehot(choices), args.repeats), n),
-        ("encode features", median_seconds(lambda: features(choices), args.repeats), n),
-        ("analytic count", median_seconds(lambda: count_batch(choices), args.repeats), n),
+        ("encode ordinal", median_seconds(lambda: ordinal(choices, ANB_SPACE), args.repeats), n),
+        ("encode onehot", median_seconds(lambda: onehot(choices, ANB_SPACE), args.repeats), n),
+        ("encode features", median_seconds(lambda: features(choices, ANB_SPACE), args.repeats), n),
+        ("analytic count", median_seconds(lambda: count_batch(choices, ANB_SPACE), args.repeats),
+         n),
     ]
     profiled = profiler_seconds_per_arch(some[: args.profile_sample])
     baseline_rate = 1.0 / profiled

@@ -47,7 +47,7 @@ import pandas as pd
 from scipy.stats import kendalltau
 
 from anb import resources
-from anb.searchspace.space import SearchSpace
+from anb.searchspace.space import ANB_SPACE, SearchSpace
 from anb.surrogates import FitConfig, fit_benchmark, intervals, prepare
 from anb.surrogates.data import transform_for
 from anb.surrogates.fit import Prepared
@@ -311,7 +311,7 @@ def main() -> None:
     if args.from_csv:
         table = pd.read_csv(args.from_csv)
     else:
-        prepared = prepare(args.data, targets)
+        prepared = prepare(args.data, targets, space=ANB_SPACE)
         start = time.perf_counter()
         table = run(prepared, config, args.quick, args.seed, only, args.stage_rank)
         print(f"\n{len(table)} rows in {time.perf_counter() - start:.0f} s")

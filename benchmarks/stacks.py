@@ -27,6 +27,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 from scipy.stats import kendalltau
 
+from anb.searchspace.space import ANB_SPACE
+
 STACKS = "cpu-ort,cpu-int8,cpu-openvino,cpu-openvino-int8,cpu-tvm"
 
 
@@ -49,12 +51,13 @@ def main() -> None:
     from anb.searchspace.sampler import Sampler
 
     out = args.out or Path(tempfile.mkdtemp(prefix="anb-stacks-"))
-    archs = Sampler(args.seed).sample(args.n)
+    archs = Sampler(args.seed, space=ANB_SPACE).sample(args.n)
     means: dict[str, list[np.ndarray]] = {}
     rows = []
     for device in args.devices.split(","):
         config = load_device(device, {"resolution": args.resolution, "clock": "wall",
-                                      "stopping": {"budget_seconds": args.budget}})
+                                      "stopping": {"budget_seconds": args.budget}},
+                             space=ANB_SPACE.name)
         config = dataclasses.replace(config, protocols=tuple(
             p for p in config.protocols if p.kind == "latency"))
         key = config.keys[0]

@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from anb.resources import RELEASED_DATASET, RELEASED_SPLIT_DIR, config_path
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, evaluate, fit_benchmark
 from anb.surrogates.data import (
     frame_choices,
@@ -80,7 +81,7 @@ STUB = {"family": "xgboost", "params": {"n_estimators": 1, "max_depth": 1}, "n_m
 def tuning_frame(dataset: str | Path = RELEASED_DATASET,
                  split_dir: str | Path = RELEASED_SPLIT_DIR) -> pd.DataFrame:
     """The rows defaults are chosen on: the published train and val architectures only."""
-    full = load_table(dataset)
+    full = load_table(dataset, space=ANB_SPACE)
     masks = published_split(full, split_dir)
     return full[masks["train"] | masks["val"]].reset_index(drop=True)
 
@@ -94,7 +95,8 @@ def cv_folds(frame: pd.DataFrame, k: int = 5, seed: int = 0) -> list[dict[str, n
 def prepared_fold(frame: pd.DataFrame, masks: dict[str, np.ndarray],
                   targets: list[str]) -> Prepared:
     """The fit input of one fold (no published-split lookup: only the fold masks)."""
-    return Prepared(frame, frame_choices(frame), masks, {t: labels(frame, t) for t in targets})
+    return Prepared(frame, frame_choices(frame, ANB_SPACE), masks,
+                    {t: labels(frame, t) for t in targets}, ANB_SPACE)
 
 
 # ------------------------------------------------------------------ the candidates

@@ -31,6 +31,7 @@ import pandas as pd
 from anb.resources import RELEASED_DATASET as DATA
 from anb.searchspace import Sampler
 from anb.searchspace.encoding import encode
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, evaluate, fit_benchmark, intervals, load, prepare, save
 from anb.surrogates.baseline import (
     REFERENCE_BASELINES,
@@ -71,7 +72,7 @@ def extrapolation_check(prepared, config) -> pd.DataFrame:
     share. Never reads the test labels of the low-MACs rows."""
     from anb.searchspace.counting import cost_table
 
-    macs = cost_table(prepared.choices).total("macs")
+    macs = cost_table(prepared.choices, space=ANB_SPACE).total("macs")
     cut = np.quantile(macs, 0.8)
     low, high = macs <= cut, macs > cut
     masks = {"train": low & prepared.masks["train"], "val": low & prepared.masks["val"],
@@ -134,7 +135,8 @@ def main() -> None:
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
 
-    prepared = prepare(args.data, args.targets.split(",") if args.targets else None)
+    prepared = prepare(args.data, args.targets.split(",") if args.targets else None,
+                       space=ANB_SPACE)
     config = FitConfig.from_file(args.config)
     from anb.surrogates.api import _with_jobs
 
@@ -206,7 +208,7 @@ def main() -> None:
         print(extrapolation_check(prepared, config).round(4).to_string())
 
     # ---------------------------------------------------------------- speed
-    many = Sampler(seed=0).sample_choices(10_000)
+    many = Sampler(seed=0, space=ANB_SPACE).sample_choices(10_000)
     one = many[:1]
     bench.query(many)
     bench.query(one)
@@ -216,14 +218,15 @@ def main() -> None:
     print(f"ours: 10,000 archs x {len(bench.metrics)} targets with std: {t_many:.3f} s "
           f"(goal < 1 s); one arch, all targets: {1000 * t_one:.2f} ms (goal < 5 ms)")
     if fitted:
-        x1 = encode(one, "ordinal")
+        x1 = encode(one, "ordinal", space=ANB_SPACE)
         base_one, base_many = [], []
         for (_target, family), model in fitted.items():
             if family != "xgboost":
                 continue
             model.predict(x1)
             base_one.append(median_time(lambda m=model: m.predict(x1), 50))
-            base_many.append(median_time(lambda m=model: m.predict(encode(many, "ordinal")), 3))
+            base_many.append(median_time(
+                lambda m=model: m.predict(encode(many, "ordinal", space=ANB_SPACE)), 3))
         print(f"baseline (one XGBoost per target, no uncertainty): 10,000 archs all targets "
               f"{sum(base_many):.3f} s; one arch all targets {1000 * sum(base_one):.2f} ms "
               f"(per target {1000 * min(base_one):.2f}-{1000 * max(base_one):.2f} ms)")

@@ -32,6 +32,7 @@ from anb.collect_accuracy.distributed import pick_device
 from anb.collect_accuracy.train import train_step
 from anb.searchspace import Arch, Sampler
 from anb.searchspace.model import build_model
+from anb.searchspace.space import ANB_SPACE
 
 
 def synthetic_jpegs(root: Path, count: int, classes: int = 10, seed: int = 0) -> Path:
@@ -106,13 +107,13 @@ def main() -> None:
         write_beton(data, beton, max_side=400, quality=90, workers=args.workers)
         loader_overrides["ffcv"] = ["--kind", "ffcv", "--train_path", str(beton),
                                     "--val_path", str(beton)]
-    archs = ([Arch.from_string(a) for a in args.archs.split(",") if a] or
-             Sampler(args.seed).sample(args.num_archs))
+    archs = ([Arch.from_string(a, ANB_SPACE) for a in args.archs.split(",") if a] or
+             Sampler(args.seed, space=ANB_SPACE).sample(args.num_archs))
     if cuda:
         torch.backends.cudnn.benchmark = True
     results = []
     for arch in archs:
-        model = build_model(arch, num_classes=10).to(device)
+        model = build_model(arch, num_classes=10, space=ANB_SPACE).to(device)
         if cuda:
             model = model.to(memory_format=torch.channels_last)
         optimizer = recipe.make_optimizer(model, config)

@@ -57,15 +57,17 @@ def dataset_tarball() -> Path:
 @pytest.fixture(scope="session")
 def released_records(dataset_tarball):
     from anb.records import load_records
+    from anb.searchspace.space import ANB_SPACE
 
-    return load_records(dataset_tarball)
+    return load_records(dataset_tarball, space=ANB_SPACE)
 
 
 @pytest.fixture(scope="session")
 def released_frame(released_records):
     from anb.records import records_to_frame
+    from anb.searchspace.space import ANB_SPACE
 
-    return records_to_frame(released_records)
+    return records_to_frame(released_records, space=ANB_SPACE)
 
 
 @pytest.fixture

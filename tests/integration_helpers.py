@@ -9,6 +9,7 @@ import pandas as pd
 from anb.nas.pareto import hypervolume
 from anb.resources import HELP_DIR, RELEASED_DATASET
 from anb.searchspace.registry import get_space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare
 from anb.surrogates import help_tables as ht
 
@@ -20,7 +21,7 @@ SMALL = FitConfig(hole_folds=0, layer_cost_trim=None, per_target={}, default=Tar
 
 
 def released_bench():
-    prepared = prepare(RELEASED_DATASET, RELEASED_TARGETS)
+    prepared = prepare(RELEASED_DATASET, RELEASED_TARGETS, space=ANB_SPACE)
     return fit_benchmark(prepared, SMALL, progress=False)
 
 

@@ -16,7 +16,7 @@ import pytest
 from anb.collect_accuracy import claims
 from anb.collect_accuracy.config import ConfigError
 from anb.collect_accuracy.train import main
-from anb.searchspace import Arch, Sampler
+from anb.searchspace import ANB_SPACE, Arch, Sampler
 from tests.trainer_helpers import CONFIG, REPO, child_env, torchrun_cmd
 
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
@@ -61,7 +61,7 @@ def test_claim_is_exclusive_across_processes_and_dropped_when_the_holder_is_kill
 @pytest.mark.slow
 def test_trainer_passes_over_an_architecture_claimed_elsewhere(tmp_path, capsys):
     out = tmp_path / "out"
-    held = Arch.from_string(SMALL)
+    held = Arch.from_string(SMALL, ANB_SPACE)
     # another process holds the claim on SMALL for the whole run
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out), held.id],
                               env=child_env(), cwd=REPO, stdout=subprocess.PIPE, text=True)
@@ -74,14 +74,14 @@ def test_trainer_passes_over_an_architecture_claimed_elsewhere(tmp_path, capsys)
         assert f"{held.id} busy: claimed by job job-holder" in stdout
         assert f"pid {holder.pid}" in stdout and "left to it" in stdout
         assert "'trained': 1" in stdout and "'busy': 1" in stdout
-        assert sorted(_records(out)) == [Arch.from_string(OTHER).id]
+        assert sorted(_records(out)) == [Arch.from_string(OTHER, ANB_SPACE).id]
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=30)
     assert main(args) == 0  # the holder is gone: its architecture is trained now
     stdout = capsys.readouterr().out
     assert "'trained': 1" in stdout and "'done': 1" in stdout and "'busy': 0" in stdout
-    assert sorted(_records(out)) == sorted([held.id, Arch.from_string(OTHER).id])
+    assert sorted(_records(out)) == sorted([held.id, Arch.from_string(OTHER, ANB_SPACE).id])
 
 
 @pytest.mark.slow
@@ -103,7 +103,7 @@ def test_two_jobs_on_one_folder_and_shard_never_train_an_architecture_twice(tmp_
     processes, same command) runs the whole stream meanwhile; then A continues."""
     folder = tmp_path / "shared"
     num = 3
-    ids = [a.id for a in Sampler(7).sample(num)]
+    ids = [a.id for a in Sampler(7, space=ANB_SPACE).sample(num)]
     base = [sys.executable, "-m", "anb.collect_accuracy.train", "--config", str(CONFIG),
             "--folder", str(folder), "--num_models", str(num), "--seed", "7",
             "--progress", "false", "--epochs", "4", "--eval_epochs", "1", "--batch_size", "16",
@@ -213,7 +213,7 @@ def test_queue_backend_claims_through_the_shared_job_queue(tmp_path, capsys):
     from anb.collect_accuracy.config import load_config, recipe_hash
     from anb.jobs.queue import open_queue
 
-    archs = Sampler(9).sample(2)
+    archs = Sampler(9, space=ANB_SPACE).sample(2)
     url = f"sqlite:///{tmp_path / 'queue.db'}"
     args = ["--config", str(CONFIG), "--folder", str(tmp_path / "out"), "--archs",
             ",".join(str(a) for a in archs), *QUICK, "--claims.backend", "queue",

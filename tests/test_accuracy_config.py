@@ -9,6 +9,7 @@ from anb.collect_accuracy.config import ConfigError, load_config, recipe_hash, t
 from anb.collect_accuracy.train import main
 from anb.searchspace import EFFICIENTNET_B0
 from anb.searchspace.model import build_model
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import CONFIG, REPO
 
 IMAGENET = REPO / "configs" / "accuracy" / "imagenet_proxy.ini"
@@ -34,7 +35,7 @@ def test_imagenet_recipe_file_matches_the_reference():
 
 
 def test_weight_decay_only_on_weights_with_two_or_more_dims():
-    model = build_model(EFFICIENTNET_B0, num_classes=10)
+    model = build_model(EFFICIENTNET_B0, num_classes=10, space=ANB_SPACE)
     decay, no_decay = recipe.param_groups(model, 1e-4)
     assert decay["weight_decay"] == 1e-4 and no_decay["weight_decay"] == 0.0
     assert all(p.ndim >= 2 for p in decay["params"])
@@ -111,7 +112,7 @@ def test_corrupted_checkpoint_is_an_error_and_finished_work_is_untouched(tmp_pat
     assert len(finished) == 1
     from anb.searchspace import Arch
 
-    second = Arch.from_string(archs.split(",")[1])
+    second = Arch.from_string(archs.split(",")[1], space=ANB_SPACE)
     (out / "checkpoints").mkdir(exist_ok=True)
     (out / "checkpoints" / f"{second.id}.pt").write_bytes(b"\x00garbage, not a checkpoint")
     code, err = _run(tmp_path, capsys, "--archs", archs)
@@ -127,7 +128,7 @@ def test_checkpoint_of_another_recipe_is_refused(tmp_path, capsys):
     out = tmp_path / "out"
     from anb.searchspace import Arch
 
-    checkpoint.save(out / "checkpoints" / f"{Arch.from_string(arch).id}.pt",
+    checkpoint.save(out / "checkpoints" / f"{Arch.from_string(arch, ANB_SPACE).id}.pt",
                     {"arch": arch, "recipe_hash": "0" * 16, "epoch": 1})
     code, err = _run(tmp_path, capsys, "--archs", arch)
     assert code == 2 and "field 'recipe_hash'" in err and "0000000000000000" in err

@@ -10,6 +10,7 @@ from anb.collect_accuracy import ffcv_io
 from anb.collect_accuracy.export import export, from_local
 from anb.collect_accuracy.train import main
 from anb.searchspace import Arch
+from anb.searchspace.space import ANB_SPACE
 from tests.cli_helpers import range_refused
 from tests.trainer_helpers import CONFIG
 
@@ -42,7 +43,7 @@ def test_unreadable_record_is_a_clear_error_and_nothing_is_touched(tmp_path, cap
     out = tmp_path / "out"
     args = ["--config", str(CONFIG), "--folder", str(out), *QUICK, "--archs", SMALL]
     assert main(args) == 0
-    record = out / "records" / f"{Arch.from_string(SMALL).id}.json"
+    record = out / "records" / f"{Arch.from_string(SMALL, ANB_SPACE).id}.json"
     record.write_text('{"truncated": ')
     capsys.readouterr()
     assert main(args) == 2
@@ -84,7 +85,7 @@ class FailingApi:
 def test_export_names_a_wandb_project_it_cannot_read(tmp_path):
     with pytest.raises(ValueError, match="option --project: cannot list the runs of wandb "
                                          "project 'team/nope' .*Could not find project"):
-        export(tmp_path / "x.csv", api=FailingApi(), projects=["team/nope"])
+        export(tmp_path / "x.csv", api=FailingApi(), projects=["team/nope"], space=ANB_SPACE)
     assert not (tmp_path / "x.csv").exists()
 
 
@@ -99,6 +100,6 @@ def test_export_duplicate_rule_names_allowed_values(tmp_path):
 def test_export_lists_an_unreadable_skip_marker(tmp_path):
     (tmp_path / "skipped").mkdir()
     (tmp_path / "skipped" / "abc.json").write_text("{not json")
-    (entry,) = from_local(tmp_path).incomplete
+    (entry,) = from_local(tmp_path, space=ANB_SPACE).incomplete
     assert entry["arch_id"] == "abc" and entry["status"] == "skipped"
     assert "unreadable" in entry["reason"]

@@ -16,6 +16,7 @@ from anb.collect_accuracy import failures
 from anb.collect_accuracy.export import export
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import CONFIG
 
 pytestmark = pytest.mark.timeout(300)
@@ -55,7 +56,7 @@ def _records(folder) -> list[str]:
 
 @pytest.mark.slow
 def test_failing_design_is_recorded_replaced_retried_and_exported(tmp_path, oom, capsys):
-    stream = [a.id for a in Sampler(5).sample(4)]
+    stream = [a.id for a in Sampler(5, space=ANB_SPACE).sample(4)]
     oom.bad.add(stream[1])
     tried = oom.tried
     args = ["--config", str(CONFIG), "--folder", str(tmp_path), "--num_models", "3",
@@ -77,7 +78,7 @@ def test_failing_design_is_recorded_replaced_retried_and_exported(tmp_path, oom,
     assert main(args) == 0
     assert tried == [] and f"{stream[1]} already failed" in capsys.readouterr().out
     assert _records(tmp_path) == sorted([stream[0], stream[2], stream[3]])
-    summary = export(tmp_path / "acc.csv", local=[tmp_path], parquet=False)
+    summary = export(tmp_path / "acc.csv", local=[tmp_path], parquet=False, space=ANB_SPACE)
     assert summary["rows"] == 3 and summary["failed"] == 1
     incomplete = pd.read_csv(tmp_path / "acc.incomplete.csv")
     row = incomplete[incomplete["status"] == "failed"].iloc[0]
@@ -87,8 +88,8 @@ def test_failing_design_is_recorded_replaced_retried_and_exported(tmp_path, oom,
 
 @pytest.mark.slow
 def test_explicit_list_is_not_extended_and_a_success_clears_failures(tmp_path, oom):
-    stream = [a.id for a in Sampler(5).sample(2)]
-    archs = ",".join(str(a) for a in Sampler(5).sample(2))
+    stream = [a.id for a in Sampler(5, space=ANB_SPACE).sample(2)]
+    archs = ",".join(str(a) for a in Sampler(5, space=ANB_SPACE).sample(2))
     oom.bad.add(stream[0])
     args = ["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", archs, *TINY]
     assert main(args) == 0
@@ -101,7 +102,7 @@ def test_explicit_list_is_not_extended_and_a_success_clears_failures(tmp_path, o
 
 
 def test_nan_loss_is_recorded_as_a_failure(tmp_path):
-    arch = str(Sampler(5).sample(1)[0])
+    arch = str(Sampler(5, space=ANB_SPACE).sample(1)[0])
     assert main(["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch,
                  *TINY, "--lr", "1e30", "--lr_batch", "1"]) == 0
     (arch_id,) = failures.all_failed(tmp_path)
@@ -136,7 +137,7 @@ def test_failed_design_memory_is_released_before_it_is_freed(tmp_path, monkeypat
 
     monkeypatch.setattr(train, "build_model", tracked)
     monkeypatch.setattr(train, "free_memory", free)
-    arch = str(Sampler(5).sample(1)[0])
+    arch = str(Sampler(5, space=ANB_SPACE).sample(1)[0])
     assert main(["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch,
                  *TINY, "--lr", "1e30", "--lr_batch", "1"]) == 0
     assert failures.all_failed(tmp_path) and models

@@ -19,6 +19,7 @@ from anb.collect_accuracy.data import make_loaders
 from anb.collect_accuracy.distributed import DistInfo
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Arch, get_space
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import CONFIG, REPO
 
 pytestmark = pytest.mark.timeout(300)
@@ -42,7 +43,7 @@ def test_record_takes_the_best_top5_over_epochs_not_that_of_the_best_top1_epoch(
     device = torch.device("cpu")
     trainer = Trainer(config, DistInfo(0, 1, 0, device, "test"),
                       make_loaders(config, 0, 1, device), get_space("anb-mnasnet"))
-    arch = Arch.from_string(SMALL)
+    arch = Arch.from_string(SMALL, ANB_SPACE)
     record = trainer._record(arch, copy.deepcopy(HISTORY), 12.3456, 7.891, 20.0, ["job"],
                              {"arch_id": arch.id})
     metrics, prov = record["metrics"], record["provenance"]

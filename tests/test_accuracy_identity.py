@@ -21,6 +21,7 @@ from anb.collect_accuracy.config import (
 )
 from anb.collect_accuracy.train import Trainer, main
 from anb.searchspace import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import CONFIG, REPO
 
 pytestmark = pytest.mark.timeout(300)
@@ -67,7 +68,7 @@ def test_staged_dataset_keeps_its_identity(tmp_path):
 
 @pytest.mark.slow
 def test_record_holds_global_batch_and_peak_lr(tmp_path):
-    arch = str(Sampler(2).sample(1)[0])
+    arch = str(Sampler(2, space=ANB_SPACE).sample(1)[0])
     assert main(["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch,
                  *TINY, "--lr", "0.1", "--lr_batch", "64"]) == 0
     (path,) = (tmp_path / "records").glob("*.json")
@@ -93,7 +94,7 @@ def _interrupt_after_first_epoch(monkeypatch):
 
 @pytest.mark.slow
 def test_resume_under_another_global_batch_is_refused_or_kept(tmp_path, monkeypatch, capsys):
-    arch = str(Sampler(2).sample(1)[0])
+    arch = str(Sampler(2, space=ANB_SPACE).sample(1)[0])
     args = ["--config", str(CONFIG), "--folder", str(tmp_path), "--archs", arch, *TINY]
     _interrupt_after_first_epoch(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
@@ -165,7 +166,7 @@ def test_resume_restores_the_optimizer_state_and_continues_exactly(tmp_path, mon
     """Catches: a resume that drops the optimizer state (SGD momentum) and continues. An
     uninterrupted 3-epoch run and one interrupted after epoch 1 then resumed must checkpoint
     identical weights and momentum buffers after epochs 2 and 3 (CPU, seeded per epoch)."""
-    arch = str(Sampler(2).sample(1)[0])
+    arch = str(Sampler(2, space=ANB_SPACE).sample(1)[0])
     states: dict[str, list[dict]] = {"whole": [], "resumed": []}
     real_save, run = checkpoint.save, ["whole"]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from anb.collect_accuracy.train import main
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import REPO
 
 pytestmark = pytest.mark.timeout(300)
@@ -91,7 +92,7 @@ def test_full_recipe_trains_a_pareto_csv_and_resumes(tmp_path, capsys, monkeypat
     from anb.collect_accuracy.train import Trainer
     from anb.searchspace import Arch, Sampler
 
-    archs = [str(a) for a in Sampler(4).sample(2)]
+    archs = [str(a) for a in Sampler(4, space=ANB_SPACE).sample(2)]
     pareto = tmp_path / "pareto.csv"
     pd.DataFrame({"arch": archs, "val_top1": [60.0, 61.0], "macs": [300, 400]}).to_csv(
         pareto, index=False)
@@ -115,10 +116,10 @@ def test_full_recipe_trains_a_pareto_csv_and_resumes(tmp_path, capsys, monkeypat
     assert "ema" in torch.load(ckpt, weights_only=True)
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert f"{Arch.from_string(archs[0]).id} resuming from epoch 1" in out
+    assert f"{Arch.from_string(archs[0], ANB_SPACE).id} resuming from epoch 1" in out
     assert "note: only 4 training steps in all: BatchNorm running statistics" in out
     found = sorted(p.stem for p in (tmp_path / "out" / "records").glob("*.json"))
-    assert found == sorted(Arch.from_string(a).id for a in archs)
+    assert found == sorted(Arch.from_string(a, ANB_SPACE).id for a in archs)
     bad = tmp_path / "bad.csv"
     bad.write_text("name\nx\n")
     assert main([*args, "--archs", str(bad)]) == 2

@@ -11,6 +11,7 @@ import torch
 from anb.collect_accuracy import provenance
 from anb.collect_accuracy.train import main
 from anb.searchspace import Sampler, get_space
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import REPO
 
 pytestmark = pytest.mark.timeout(300)
@@ -25,7 +26,7 @@ def test_record_names_hardware_commit_and_data_file(tmp_path):
     np.savez(data, x_train=rng.normal(size=(64, 1, 100)).astype(np.float32),
              y_train=rng.integers(0, 4, 64), x_val=rng.normal(size=(16, 1, 100)).astype(np.float32),
              y_val=rng.integers(0, 4, 16))
-    arch = str(Sampler(0, get_space("anb-seq1d")).sample(1)[0])
+    arch = str(Sampler(0, space=get_space("anb-seq1d")).sample(1)[0])
     assert main(["--config", str(ECG), "--folder", str(tmp_path / "out"), "--archs", arch,
                  "--train_path", str(data), "--val_path", str(data), "--epochs", "1",
                  "--eval_epochs", "1", "--batch_size", "16", "--progress", "false",
@@ -63,7 +64,7 @@ def test_memory_is_freed_between_architectures(tmp_path, monkeypatch):
 
     calls = []
     monkeypatch.setattr(train, "free_memory", lambda device: calls.append(device.type))
-    archs = ",".join(str(a) for a in Sampler(1).sample(2))
+    archs = ",".join(str(a) for a in Sampler(1, space=ANB_SPACE).sample(2))
     assert main(["--config", str(REPO / "configs" / "accuracy" / "digits_tiny.ini"),
                  "--folder", str(tmp_path), "--archs", archs, "--progress", "false",
                  "--epochs", "1", "--eval_epochs", "1", "--max_steps", "1",

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from anb.searchspace import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import CONFIG, REPO, child_env
 
 
@@ -33,7 +34,7 @@ def test_sigterm_mid_architecture_then_rerun_resumes(tmp_path):
            "--folder", str(folder), "--num_models", "2", "--seed", "5", "--progress", "false",
            "--epochs", "4", "--eval_epochs", "1", "--batch_size", "16", "--max_steps", "3",
            "--val_batch_size", "60", "--wandb_mode", "offline"]
-    first, second = [a.id for a in Sampler(5).sample(2)]
+    first, second = [a.id for a in Sampler(5, space=ANB_SPACE).sample(2)]
     proc = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     ckpt = folder / "checkpoints" / f"{first}.pt"

@@ -52,17 +52,18 @@ def test_image_folder_loader_and_training(tmp_path):
 
 def test_memory_precheck_skips_designs_over_budget(tmp_path, capsys):
     cpu = torch.device("cpu")
-    small_fits, small = memcheck.check(Arch.from_string(SMALL), ANB_SPACE, 10, 3, 8, 48, 1e9, cpu)
-    big_fits, big = memcheck.check(Arch.from_string(BIG), ANB_SPACE, 10, 3, 8, 48, 1e9, cpu)
+    small_arch, big_arch = Arch.from_string(SMALL, ANB_SPACE), Arch.from_string(BIG, ANB_SPACE)
+    small_fits, small = memcheck.check(small_arch, ANB_SPACE, 10, 3, 8, 48, 1e9, cpu)
+    big_fits, big = memcheck.check(big_arch, ANB_SPACE, 10, 3, 8, 48, 1e9, cpu)
     assert small_fits and big_fits and 0 < small < big
-    assert memcheck.check(Arch.from_string(BIG), ANB_SPACE, 10, 3, 8, 48, 0, cpu) == (True, 0.0)
+    assert memcheck.check(big_arch, ANB_SPACE, 10, 3, 8, 48, 0, cpu) == (True, 0.0)
     budget = str((small + big) / 2)
     args = ["--config", str(CONFIG), "--folder", str(tmp_path), *QUICK, "--archs",
             f"{SMALL},{BIG}", "--mem_budget_gb", budget, "--mem_check_batch", "8",
             "--max_val_steps", "1"]
     assert main(args) == 0
     assert [r["provenance"]["arch"] for r in _records(tmp_path)] == [SMALL]
-    skipped = json.loads((tmp_path / "skipped" / f"{Arch.from_string(BIG).id}.json").read_text())
+    skipped = json.loads((tmp_path / "skipped" / f"{big_arch.id}.json").read_text())
     assert skipped["status"] == "skipped" and "budget" in skipped["reason"]
     capsys.readouterr()
     assert main(args) == 0  # a rerun neither retrains nor re-checks
@@ -139,6 +140,6 @@ def test_one_dimensional_tasks(tmp_path, monkeypatch, task, channels, labels, me
     assert (record["metrics"]["val_top1"] is None) == (task == "multilabel")
     arch = Arch.from_anb_dict(record["architecture"], SEQ1D_SPACE)
     classes = 3 if task == "multilabel" else 4
-    expected = count(arch, 64, classes, SEQ1D_SPACE, channels)
+    expected = count(arch, 64, classes, space=SEQ1D_SPACE, in_channels=channels)
     assert record["model_info"]["params"] == round(expected.params / 1e6, 6)
     assert record["provenance"]["space"] == "anb-seq1d"

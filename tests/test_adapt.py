@@ -23,6 +23,7 @@ import anb
 from anb import resources
 from anb.cli import app
 from anb.searchspace.arch import Arch
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt import BLENDS, AdaptedModel, _basis, _nnls, _ridge, load_adapted
 from anb.surrogates.adapt_api import adapt, read_measured, suggest
 from anb.surrogates.fit import prepare
@@ -33,7 +34,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def data():
-    return prepare(resources.RELEASED_DATASET)
+    return prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def test_adapt_beats_from_scratch_on_held_out_device(adapted, data, statistical_
     pred = bench.query(data.choices[test], [HIDDEN])[HIDDEN].to_numpy()
     tau = kendalltau(pred, truth)[0]
     train = _rows(data, "train", 20, statistical_seed)
-    X = FeatureBuilder("features").transform(data.choices)
+    X = FeatureBuilder("features", space=ANB_SPACE).transform(data.choices)
     scratch = xgb.XGBRegressor(n_estimators=300, max_depth=3, learning_rate=0.05, n_jobs=1).fit(
         X[train], np.log(data.labels[HIDDEN].values[train])).predict(X[test])
     scratch_tau = kendalltau(scratch, truth)[0]
@@ -116,7 +117,7 @@ def test_artifact_is_checksummed_and_queryable_beside_base_metrics(adapted, data
 
     _, out = adapted
     bench = load_adapted(out)
-    arch = str(Arch.from_choices(data.choices[0]))
+    arch = str(Arch.from_choices(data.choices[0], ANB_SPACE))
     frame = bench.query([arch])
     assert list(frame.columns[:3]) == ["arch", "latency_vck190", "latency_vck190_std"]
     assert frame["arch"].tolist() == [arch]
@@ -145,7 +146,7 @@ def test_suggest_returns_k_distinct_unmeasured_archs(adapted, base):
     lines = result.output.split()
     measured = set(pd.read_csv(csv)["arch"])
     assert len(lines) == 6 and len(set(lines)) == 6 and not set(lines) & measured
-    assert all(str(Arch.from_string(a)) == a for a in lines)
+    assert all(str(Arch.from_string(a, ANB_SPACE)) == a for a in lines)
     # the suggestion spreads over what is already known: it never repeats a measured design
     again = suggest(base, 6, csv, "zcu102", n_candidates=500)
     assert again == lines
@@ -177,9 +178,10 @@ def test_bad_measured_input_exits_with_clear_error_and_writes_nothing(tmp_path, 
 def test_fit_rejects_non_device_target_and_too_few_points():
     ops = np.ones((3, 8))
     with pytest.raises(ValueError, match="at least 5 measured architectures"):
-        AdaptedModel.fit("latency_x", ["a"], np.zeros((3, 1)), ops, np.ones(3))
+        AdaptedModel.fit("latency_x", ["a"], np.zeros((3, 1)), ops, np.ones(3), space=ANB_SPACE)
     with pytest.raises(ValueError, match="'val_top1' is not a device metric"):
-        AdaptedModel.fit("val_top1", ["a"], np.zeros((6, 1)), np.ones((6, 8)), np.ones(6))
+        AdaptedModel.fit("val_top1", ["a"], np.zeros((6, 1)), np.ones((6, 8)), np.ones(6),
+                         space=ANB_SPACE)
 
 
 def _synthetic_device(n: int, seed: int):
@@ -195,9 +197,9 @@ def test_leave_one_out_errors_set_the_blend_and_its_rmse():
     """The blend weight and ``loo_rmse`` come from leave-one-out residuals by default and from
     in-sample ones with ``leave_one_out=False``; the fitted parts are the same either way."""
     known_log, ops, latency = _synthetic_device(40, 0)
-    loo = AdaptedModel.fit("latency_x", ["a", "b", "c"], known_log, ops, latency)
+    loo = AdaptedModel.fit("latency_x", ["a", "b", "c"], known_log, ops, latency, space=ANB_SPACE)
     fast = AdaptedModel.fit("latency_x", ["a", "b", "c"], known_log, ops, latency,
-                            leave_one_out=False)
+                            leave_one_out=False, space=ANB_SPACE)
     np.testing.assert_array_equal(loo.ridge_coef, fast.ridge_coef)
     np.testing.assert_array_equal(loo.nnls_weights, fast.nnls_weights)
     in_sample = fast.predict_log_cost(known_log, ops)[0] - np.log(latency)
@@ -222,12 +224,12 @@ def test_read_measured_accepts_anb_measure_records(tmp_path, data):
     """A results folder as 'anb measure' writes it (records with platform_perf) reads too."""
     rows = _rows(data, "train", 6, 1)
     for i in rows:
-        arch = Arch.from_choices(data.choices[i])
+        arch = Arch.from_choices(data.choices[i], ANB_SPACE)
         record = {"architecture": arch.to_anb_dict(), "platform_perf": {
             "latency_myboard": {"latency_mean": float(data.labels[HIDDEN].values[i]),
                                 "latency_std": 0.0}}}
         (tmp_path / f"{arch.id}.json").write_text(json.dumps(record))
-    measured = read_measured(tmp_path, "myboard")
+    measured = read_measured(tmp_path, "myboard", space=ANB_SPACE)
     assert measured.target == "latency_myboard" and len(measured.values) == 6
     assert sorted(measured.values) == sorted(data.labels[HIDDEN].values[rows])
 
@@ -281,8 +283,8 @@ def test_suggest_never_returns_measured_or_duplicate_candidates(base, data):
     measured = data.choices[:30]
     fresh = data.choices[30:34]
     pool = np.concatenate([measured, fresh, fresh, measured])
-    picked = select_next(known, 4, measured, pool=pool)
-    key = lambda rows: sorted(map(str, map(Arch.from_choices, rows)))  # noqa: E731
+    picked = select_next(known, 4, measured, pool=pool, space=ANB_SPACE)
+    key = lambda rows: sorted(map(str, ANB_SPACE.archs_from_choices(rows)))  # noqa: E731
     assert key(picked) == key(fresh)
 
 
@@ -298,17 +300,18 @@ def test_out_of_range_architectures_are_flagged_with_wider_std(base, data):
     K_train = known.log_costs(data.choices[train])
     rows = train[np.argsort(K_train.mean(1))[:200:10]]
     model = AdaptedModel.fit(HIDDEN, known.targets, known.log_costs(data.choices[rows]),
-                             op_components(data.choices[rows]),
-                             data.labels[HIDDEN].values[rows])
+                             op_components(data.choices[rows], space=ANB_SPACE),
+                             data.labels[HIDDEN].values[rows], space=ANB_SPACE)
     mean, std, ood = model.predict(known.log_costs(data.choices[test]),
-                                   op_components(data.choices[test]))
+                                   op_components(data.choices[test], space=ANB_SPACE))
     assert 0 < ood.sum() < len(test)
     from dataclasses import replace
 
     unbounded = replace(model, lo=np.full_like(model.lo, -1e9),
                         hi=np.full_like(model.hi, 1e9))
     same_mean, plain_std, none = unbounded.predict(known.log_costs(data.choices[test]),
-                                                   op_components(data.choices[test]))
+                                                   op_components(data.choices[test],
+                                                                 space=ANB_SPACE))
     assert not none.any() and np.allclose(same_mean, mean)
     assert np.all(std[ood] >= 1.1 * plain_std[ood]) and np.allclose(std[~ood], plain_std[~ood],
                                                                       rtol=0.11)
@@ -341,7 +344,7 @@ def test_file_with_both_kinds_needs_metric(throughput_csv, base, tmp_path):
                                          "metric='latency'"):
         adapt("a100", csv, base)  # the Python API names its own argument
     with pytest.raises(ValueError, match="unknown metric 'speed'"):
-        read_measured(csv, "a100", "speed")
+        read_measured(csv, "a100", "speed", space=ANB_SPACE)
     result = runner.invoke(app, ["adapt", "--device", "a100", "--measured", str(csv),
                                  "--base", str(base), "--out", str(out), "--metric",
                                  "throughput"])
@@ -373,10 +376,10 @@ def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, b
     test = np.flatnonzero(data.labels[THROUGHPUT].present & data.masks["test"])
     truth = data.labels[THROUGHPUT].values[test]
     mean, std, _ = model.predict(known.log_costs(data.choices[test]),
-                                 op_components(data.choices[test]),
-                                 model.own_log_cost(data.choices[test]))
+                                 op_components(data.choices[test], space=ANB_SPACE),
+                                 model.own_log_cost(data.choices[test], ANB_SPACE))
     tau = kendalltau(mean, truth)[0]
-    X = FeatureBuilder("features").transform(data.choices)
+    X = FeatureBuilder("features", space=ANB_SPACE).transform(data.choices)
     scratch = xgb.XGBRegressor(n_estimators=300, max_depth=3, learning_rate=0.05, n_jobs=1).fit(
         X[rows], np.log(data.labels[THROUGHPUT].values[rows])).predict(X[test])
     scratch_tau = kendalltau(scratch, truth)[0]
@@ -390,17 +393,17 @@ def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, b
     lat_known = BenchmarkKnown(load(base), exclude=["latency_a100", THROUGHPUT])
     assert lat_known.targets == latency_model.known and len(latency_model.known) == 6
     assert model.known == latency_model.known
+    lat_own = latency_model.own_log_cost(data.choices[test], ANB_SPACE)
     lat_mean, _, _ = latency_model.predict(lat_known.log_costs(data.choices[test]),
-                                           op_components(data.choices[test]),
-                                           latency_model.own_log_cost(data.choices[test]))
+                                           op_components(data.choices[test], space=ANB_SPACE),
+                                           lat_own)
     assert kendalltau(lat_mean, truth)[0] < -0.9
-    from anb.searchspace.space import ANB_SPACE
 
     small = [[min(spec.allowed(f)) for f in ("e", "k", "l", "se")] for spec in ANB_SPACE.stages]
     large = [[max(spec.allowed(f)) for f in ("e", "k", "l", "se")] for spec in ANB_SPACE.stages]
     both = np.array([small, large], dtype=np.int64)  # the smallest and the largest design
-    fast, slow = model.predict(known.log_costs(both), op_components(both),
-                               model.own_log_cost(both))[0]
+    fast, slow = model.predict(known.log_costs(both), op_components(both, space=ANB_SPACE),
+                               model.own_log_cost(both, ANB_SPACE))[0]
     assert fast > slow + 0.5, (fast, slow)
 
 
@@ -410,7 +413,7 @@ def test_adapted_folder_is_a_benchmark_everywhere(adapted, base, data, tmp_path)
     import anb.surrogates
 
     _, out = adapted
-    archs = [str(Arch.from_choices(c)) for c in data.choices[:6]]
+    archs = [str(Arch.from_choices(c, ANB_SPACE)) for c in data.choices[:6]]
     reference = load_adapted(out).query(archs)
     for loaded in (anb.load(out), anb.surrogates.load(out), anb.load(str(out))):
         pd.testing.assert_frame_equal(loaded.query(archs), reference)
@@ -482,7 +485,7 @@ def test_repeated_measurements_of_a_design_are_averaged(base, data, tmp_path):
     with pytest.raises(ValueError,
                        match=r"holds 4 distinct measured architectures of "
                              r"'latency_zcu102' \(11 rows\); adapting needs at least 5"):
-        read_measured(tmp_path / "few.csv", "zcu102")
+        read_measured(tmp_path / "few.csv", "zcu102", space=ANB_SPACE)
 
 
 def test_known_devices_transfer_their_compute_bound_sums_not_their_floors(base, data):
@@ -500,8 +503,8 @@ def test_known_devices_transfer_their_compute_bound_sums_not_their_floors(base, 
     column = known.log_costs(fast)[:, known.targets.index("throughput_vck190")]
     vck = layer_cost.targets_.index("throughput_vck190")
     np.testing.assert_array_equal(
-        column, -layer_cost.transform(fast, bench.space, saturated=False)[:, vck])
-    assert not np.allclose(column, -layer_cost.transform(fast, bench.space)[:, vck])
+        column, -layer_cost.transform(fast, saturated=False)[:, vck])
+    assert not np.allclose(column, -layer_cost.transform(fast)[:, vck])
 
 
 def _zcu102_board(base, data, rows: np.ndarray):
@@ -510,7 +513,7 @@ def _zcu102_board(base, data, rows: np.ndarray):
     from anb.surrogates.adapt import BenchmarkKnown, device_metrics, op_components
 
     known = BenchmarkKnown(anb.load(base), exclude=device_metrics(HIDDEN))
-    return (known, known.log_costs(data.choices), op_components(data.choices),
+    return (known, known.log_costs(data.choices), op_components(data.choices, space=ANB_SPACE),
             data.labels[HIDDEN].values[rows])
 
 
@@ -531,11 +534,11 @@ def test_the_own_layer_model_is_scored_out_of_fold_and_joins_the_blend(base, dat
     rows = _rows(data, "train", OWN_MIN_POINTS, 4)
     known, K, ops, values = _zcu102_board(base, data, rows)
     model = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values,
-                             choices=data.choices[rows])
+                             choices=data.choices[rows], space=ANB_SPACE)
     assert model.has_own and len(_blend_grid(True)) == 15
     fewer = AdaptedModel.fit(HIDDEN, known.targets, K[rows[1:]], ops[rows[1:]], values[1:],
-                             choices=data.choices[rows[1:]])
-    assert not fewer.has_own and fewer.own_log_cost(data.choices[rows]) is None
+                             choices=data.choices[rows[1:]], space=ANB_SPACE)
+    assert not fewer.has_own and fewer.own_log_cost(data.choices[rows], ANB_SPACE) is None
     y = np.log(values)
     space = anb.load(base).space
     own = np.empty(len(rows))  # 20 folds: row i held out with every row j = i mod 20
@@ -553,7 +556,7 @@ def test_the_own_layer_model_is_scored_out_of_fold_and_joins_the_blend(base, dat
     ridge = K[test] @ model.ridge_coef + model.ridge_intercept
     additive = _additive(K[test], ops[test], model.known_scale, model.op_scale,
                          model.nnls_weights, model.level)
-    own_test = model.own_log_cost(data.choices[test])
+    own_test = model.own_log_cost(data.choices[test], ANB_SPACE)
     mean = model.predict_log_cost(K[test], ops[test], own_test)[0]
     np.testing.assert_allclose(mean, model.blend * ridge + model.own_blend * own_test
                                + (1 - model.blend - model.own_blend) * additive, rtol=1e-9)
@@ -572,10 +575,10 @@ def test_a_whole_new_board_ranks_better_from_its_own_layers_as_measurements_grow
     known, K, ops, values = _zcu102_board(base, data, rows)
     truth = data.labels[HIDDEN].values[test]
     with_own = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values,
-                                choices=data.choices[rows])
-    transfer = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values)
+                                choices=data.choices[rows], space=ANB_SPACE)
+    transfer = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values, space=ANB_SPACE)
     tau_own = kendalltau(with_own.predict_log_cost(
-        K[test], ops[test], with_own.own_log_cost(data.choices[test]))[0], truth)[0]
+        K[test], ops[test], with_own.own_log_cost(data.choices[test], ANB_SPACE))[0], truth)[0]
     tau_transfer = kendalltau(transfer.predict_log_cost(K[test], ops[test])[0], truth)[0]
     assert with_own.own_blend > 0
     assert tau_own > tau_transfer + 0.02, (tau_own, tau_transfer)
@@ -588,7 +591,7 @@ def test_the_std_widens_by_the_weighted_disagreement_of_the_blended_models(base,
 
     rows = _rows(data, "train", 20, 6)
     known, K, ops, values = _zcu102_board(base, data, rows)
-    model = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values)
+    model = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values, space=ANB_SPACE)
     test = _rows(data, "test", 0, 0)[:50]
     wide = replace(model, lo=np.full_like(model.lo, -1e9), hi=np.full_like(model.hi, 1e9))
     ridge = K[test] @ model.ridge_coef + model.ridge_intercept
@@ -604,7 +607,7 @@ def test_the_std_widens_by_the_weighted_disagreement_of_the_blended_models(base,
 def adapted_choices(adapted) -> list[np.ndarray]:
     """The choices of the architectures the ``adapted`` fixture measured."""
     frame = pd.read_csv(adapted[0])
-    return [Arch.from_string(a).to_choices() for a in frame["arch"][:3]]
+    return [Arch.from_string(a, ANB_SPACE).to_choices() for a in frame["arch"][:3]]
 
 
 def test_an_adapted_folder_of_format_1_still_reads(adapted, tmp_path):
@@ -633,7 +636,7 @@ def test_an_adapted_folder_of_format_1_still_reads(adapted, tmp_path):
     (old / "manifest.json").write_text(json.dumps(manifest))
     model = load_adapted(old).models[HIDDEN]
     assert not model.has_own and model.own_blend == 0.0
-    frame = load_adapted(old).query([str(Arch.from_choices(choice))
+    frame = load_adapted(old).query([str(Arch.from_choices(choice, ANB_SPACE))
                                      for choice in adapted_choices(adapted)])
     assert (frame[HIDDEN] > 0).all()
 
@@ -662,8 +665,8 @@ def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
 
     known = BenchmarkKnown(bench.base, exclude=device_metrics(HIDDEN))
     choices = data.choices[test]
-    expected = fitted.predict(known.log_costs(choices), op_components(choices),
-                              **fitted.design_inputs(choices))
+    expected = fitted.predict(known.log_costs(choices), op_components(choices, space=ANB_SPACE),
+                              **fitted.design_inputs(choices, ANB_SPACE))
     np.testing.assert_allclose(mean, expected[0], rtol=1e-12)
     np.testing.assert_allclose(std, expected[1], rtol=1e-12)
     np.testing.assert_allclose(bench.query(data.choices[test], [HIDDEN])[HIDDEN], np.exp(mean))

@@ -12,6 +12,7 @@ import pytest
 
 from anb import resources
 from anb.records import load_dataset
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import load
 from anb.surrogates.adapt_api import adapt
 
@@ -24,7 +25,7 @@ PROBE = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
 @pytest.fixture(scope="module")
 def my_csv(tmp_path_factory) -> Path:
     """20 released architectures with ZCU102 latency as a new board's ``latency_myboard``."""
-    frame = load_dataset(resources.RELEASED_DATASET)
+    frame = load_dataset(resources.RELEASED_DATASET, space=ANB_SPACE)
     rows = frame.dropna(subset=["latency_zcu102"]).sample(20, random_state=0)
     path = tmp_path_factory.mktemp("measured") / "my.csv"
     pd.DataFrame({"arch": rows["arch"], "latency_myboard": rows["latency_zcu102"]}).to_csv(

@@ -15,9 +15,10 @@ from anb.collect_throughput.board import RUNNER
 from anb.collect_throughput.protocol import device_from_mapping
 from anb.collect_throughput.remote import RemoteSpec, device_outputs, remote_spec
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.board_helpers import board_config
 
-ARCH = Sampler(0).sample(1)[0]
+ARCH = Sampler(0, space=ANB_SPACE).sample(1)[0]
 
 
 def _runner_module():
@@ -76,8 +77,8 @@ def test_anb_measure_on_an_openvino_board(tmp_path):
     assert env["runtime_version"] == env["libraries"]["openvino"] == ov.get_version()
     assert env["openvino_settings"] == {k: str(v) for k, v in cpu_config(1).items()}
     assert "onnxruntime" not in env["libraries"]
-    device = load_device(str(config))
-    model = float_onnx(ARCH, tmp_path / "models", 32)
+    device = load_device(str(config), space=ANB_SPACE.name)
+    model = float_onnx(ARCH, tmp_path / "models", 32, space=ANB_SPACE)
     images = _images()
     board = device_outputs(device, device.protocols[0], model, images)
     assert board.shape == (4, 1000)
@@ -113,8 +114,8 @@ def test_anb_measure_on_a_tvm_board(tmp_path):
     assert env["runtime_version"] == env["libraries"]["tvm"] == tvm.__version__
     assert entry["tvm_target"] == {"kind": "llvm", "mcpu": "x86-64", "num-cores": 1}
     assert entry["tvm_version"] == tvm.__version__ and entry["tvm_tuning"] == "none"
-    device = load_device(str(config))
-    model = float_onnx(ARCH, tmp_path / "models", 32)
+    device = load_device(str(config), space=ANB_SPACE.name)
+    model = float_onnx(ARCH, tmp_path / "models", 32, space=ANB_SPACE)
     images = _images(2)
     board = device_outputs(device, device.protocols[0], model, images)
     (library,) = (tmp_path / "models").glob("*_tvm_*.so")  # compiled once, for batch 1
@@ -139,7 +140,8 @@ def test_runtime_and_backend_must_match(tmp_path):
     assert not (tmp_path / "out" / "board-onnxruntime").exists()
     device = device_from_mapping({"name": "b", "backend": "tvm", "resolution": 32,
                                   "latency": {"batch": 1}, "clock": "wall",
-                                  "remote": {"transport": "local://", "runtime": "tvm"}})
+                                  "remote": {"transport": "local://", "runtime": "tvm"}},
+                                 space=ANB_SPACE.name)
     assert remote_spec(device).tvm_target is None  # the host's own target
     base = {"transport": "local://"}
     with pytest.raises(ValueError, match=r"remote.tvm_target is given with "
@@ -184,9 +186,9 @@ def test_a_resident_board_runs_openvino_for_an_openvino_device(tmp_path):
             "name": "resident-ov", "backend": "openvino", "resolution": 32, "threads": 1,
             "latency": {"batch": 1}, "stopping": {"budget_seconds": 0.3, "min_reps": 5},
             "remote": {"transport": f"tcp://127.0.0.1:{port}", "runtime": "resident",
-                       "token_file": str(tmp_path / "token")}})
+                       "token_file": str(tmp_path / "token")}}, space=ANB_SPACE.name)
         (m,) = measure_remote(device, ARCH, tmp_path / "store")
-        model = float_onnx(ARCH, tmp_path / "models", 32)
+        model = float_onnx(ARCH, tmp_path / "models", 32, space=ANB_SPACE)
         images = _images(2)
         board = device_outputs(device, device.protocols[0], model, images)
     env = m.environment

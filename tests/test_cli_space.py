@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from anb.searchspace.space import ANB_SPACE
+
 ANB = [str(Path(sys.executable).with_name("anb"))]
 
 
@@ -33,9 +35,10 @@ def test_sample_is_sharded_and_matches_the_library():
 
     out = run("space", "sample", "-n", "4", "--seed", "9", "--shard", "1/3")
     assert out.returncode == 0
-    assert out.stdout.split() == [str(a) for a in Sampler(9).sample(4, shard=(1, 3))]
+    assert out.stdout.split() == [str(a) for a in Sampler(9,
+                                                          space=ANB_SPACE).sample(4, shard=(1, 3))]
     ids = run("space", "sample", "-n", "2", "--format", "id").stdout.split()
-    assert ids == [a.id for a in Sampler(0).sample(2)]
+    assert ids == [a.id for a in Sampler(0, space=ANB_SPACE).sample(2)]
 
 
 def test_sample_beyond_the_space_is_refused_at_once():

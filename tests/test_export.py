@@ -18,6 +18,7 @@ from anb.collect_accuracy.wandb_log import project, run_id
 from anb.collect_accuracy.wandb_offline import find_runs, read_run
 from anb.records import load_dataset, records_to_frame
 from anb.searchspace import Arch
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import CONFIG
 
 ARCHS = ["e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1",
@@ -40,7 +41,7 @@ def trained(tmp_path_factory) -> Path:
 def test_wandb_offline_files_match_what_was_logged(trained):
     runs = {r.run_id: r for r in map(read_run, find_runs(trained / "wandb"))}
     records = {p.stem: json.loads(p.read_text()) for p in (trained / "records").glob("*.json")}
-    assert sorted(records) == sorted(Arch.from_string(a).id for a in ARCHS)
+    assert sorted(records) == sorted(Arch.from_string(a, ANB_SPACE).id for a in ARCHS)
     for record in records.values():
         prov = record["provenance"]
         run = runs[prov["run_id"]]
@@ -78,10 +79,11 @@ def test_export_local_round_trip_and_cli(trained, tmp_path):
     summary = json.loads(result.output)
     assert summary["rows"] == 2 and summary["duplicates"] == 0 and summary["unresolved"] == 0
     frame = pd.read_csv(tmp_path / "ds.csv")
-    assert sorted(frame["arch_id"]) == sorted(Arch.from_string(a).id for a in ARCHS)
+    assert sorted(frame["arch_id"]) == sorted(Arch.from_string(a, ANB_SPACE).id for a in ARCHS)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ds.parquet"), frame,
                                   check_dtype=False)
-    back = load_dataset(tmp_path / "ds.csv")  # loads into the surrogate stage as is
+    back = load_dataset(tmp_path / "ds.csv",
+                        space=ANB_SPACE)  # loads into the surrogate stage as is
     pd.testing.assert_frame_equal(back.drop(columns="provenance"),
                                   frame.drop(columns="provenance"), check_dtype=False)
     for column in ("val_top1", "val_top5", "train_time", "macs", "params"):
@@ -99,13 +101,14 @@ def test_duplicates_partials_and_skips_are_reported_deterministically(trained, t
     (other / "checkpoints").mkdir()
     (other / "checkpoints" / "0123456789abcdef.pt").write_bytes(b"not a checkpoint")
     (other / "skipped").mkdir()
-    big = Arch.from_string("e6k5l3se-" * 6 + "e6k5l3se")
+    big = Arch.from_string("e6k5l3se-" * 6 + "e6k5l3se", ANB_SPACE)
     (other / "skipped" / f"{big.id}.json").write_text(json.dumps(
         {"architecture": big.to_anb_dict(), "status": "skipped", "reason": "over budget"}))
 
     outputs = []
     for rule, name in (("first", "a"), ("first", "b"), ("mean", "c")):
-        summary = export(tmp_path / f"{name}.csv", local=[other, trained], rule=rule)
+        summary = export(tmp_path / f"{name}.csv", local=[other, trained], rule=rule,
+                         space=ANB_SPACE)
         # the untouched copy is the same result seen twice; the edited one is a duplicate
         assert summary["rows"] == 2 and summary["duplicates"] == 1
         outputs.append((tmp_path / f"{name}.csv").read_bytes())
@@ -124,9 +127,9 @@ def test_duplicates_partials_and_skips_are_reported_deterministically(trained, t
 
 
 def test_export_from_offline_wandb_folders(trained, tmp_path):
-    summary = export(tmp_path / "w.csv", wandb_dirs=[trained / "wandb"])
+    summary = export(tmp_path / "w.csv", wandb_dirs=[trained / "wandb"], space=ANB_SPACE)
     assert summary["rows"] == 2 and summary["unresolved"] == 0
-    local = export(tmp_path / "l.csv", local=[trained])
+    local = export(tmp_path / "l.csv", local=[trained], space=ANB_SPACE)
     a = pd.read_csv(tmp_path / "w.csv").drop(columns="source")
     b = pd.read_csv(tmp_path / "l.csv").drop(columns="source")
     pd.testing.assert_frame_equal(a, b)
@@ -139,7 +142,7 @@ def test_crashed_offline_run_is_listed(trained, tmp_path):
     shutil.copytree(run_dir, crashed)
     log = next(crashed.glob("run-*.wandb"))
     log.write_bytes(log.read_bytes()[:1500])  # the tail of a killed run is missing
-    collected = from_wandb_offline(tmp_path / "wandb")
+    collected = from_wandb_offline(tmp_path / "wandb", space=ANB_SPACE)
     assert collected.records == []
     (entry,) = collected.incomplete
     assert entry["status"] == "crashed" and "killed" in entry["reason"]
@@ -177,13 +180,13 @@ def test_export_through_the_wandb_api(trained, tmp_path):
                             config={"arch": ARCHS[0], "arch_id": "x"},
                             logged_artifacts=lambda: [])]
     api = StandInApi(runs)
-    summary = export(tmp_path / "api.csv", api=api, projects=["team/anb"])
+    summary = export(tmp_path / "api.csv", api=api, projects=["team/anb"], space=ANB_SPACE)
     assert api.paths == ["team/anb"]
     assert summary["rows"] == 2 and summary["incomplete"] == 1
     frame = pd.read_csv(tmp_path / "api.csv")
     assert all(s.startswith("wandb:team/anb/") for s in frame["source"])
-    local = records_to_frame(json.loads(p.read_text())
-                             for p in sorted((trained / "records").glob("*.json")))
+    local = records_to_frame([json.loads(p.read_text())
+                              for p in sorted((trained / "records").glob("*.json"))], ANB_SPACE)
     assert sorted(frame["val_top1"]) == sorted(local["val_top1"])
     incomplete = pd.read_csv(tmp_path / "api.incomplete.csv")
     assert incomplete.loc[0, "status"] == "crashed" and incomplete.loc[0, "run_id"] == "zz-crashed"
@@ -200,7 +203,8 @@ def test_export_errors(tmp_path):
 
 
 def test_same_result_from_several_sources_is_not_a_duplicate(trained, tmp_path):
-    summary = export(tmp_path / "both.csv", local=[trained], wandb_dirs=[trained / "wandb"])
+    summary = export(tmp_path / "both.csv", local=[trained], wandb_dirs=[trained / "wandb"],
+                     space=ANB_SPACE)
     assert summary["records"] == 4 and summary["rows"] == 2 and summary["duplicates"] == 0
     frame = pd.read_csv(tmp_path / "both.csv")
     assert all(s.startswith("local:") for s in frame["source"])  # the earliest-sorted source
@@ -227,13 +231,14 @@ def test_results_of_different_recipes_are_never_merged(trained, tmp_path):
     found = pd.read_csv(tmp_path / "x.recipes.csv")
     assert sorted(found["recipe_hash"]) == sorted(hashes)
     assert sorted(found["records"]) == [1, 2]
-    summary = export(tmp_path / "y.csv", local=[trained, smoke], recipe=main_hash[:6])
+    summary = export(tmp_path / "y.csv", local=[trained, smoke], recipe=main_hash[:6],
+                     space=ANB_SPACE)
     assert summary["rows"] == 2 and summary["duplicates"] == 0 and summary["recipe"] == main_hash
     assert len(summary["recipes"]) == 2
     records = [json.loads(p.read_text()) for f in (trained, smoke)
                for p in (f / "records").glob("*.json")]
     with pytest.raises(ValueError, match="cannot merge results of 2 recipes"):
-        merge(records)
+        merge(records, space=ANB_SPACE)
     # by default each recipe logs to its own wandb project
     assert project({"logging": {"wandb_project": ""}}, main_hash) == f"anb-{main_hash[:8]}"
 
@@ -242,12 +247,13 @@ def test_seed_replicates_are_separate_wandb_runs(trained, tmp_path):
     replicate = _train(tmp_path / "seed1", "--seed", "1")
     first = {r.run_id for r in map(read_run, find_runs(trained / "wandb"))}
     second = {r.run_id for r in map(read_run, find_runs(replicate / "wandb"))}
-    arch_id = Arch.from_string(ARCHS[0]).id
+    arch_id = Arch.from_string(ARCHS[0], ANB_SPACE).id
     record = json.loads((replicate / "records" / f"{arch_id}.json").read_text())
     recipe_hash = record["provenance"]["recipe_hash"]
     assert run_id(arch_id, recipe_hash, 0) in first
     assert second == {run_id(arch_id, recipe_hash, 1)} and not first & second
-    summary = export(tmp_path / "s.csv", wandb_dirs=[trained / "wandb", replicate / "wandb"])
+    summary = export(tmp_path / "s.csv", wandb_dirs=[trained / "wandb", replicate / "wandb"],
+                     space=ANB_SPACE)
     assert summary["rows"] == 2 and summary["duplicates"] == 1  # two results, one arch
 
 
@@ -260,7 +266,7 @@ def test_empty_and_truncated_wandb_files_are_listed(trained, tmp_path):
         log.write_bytes(log.read_bytes()[:size])
     good = tmp_path / "wandb" / run_dir.name
     shutil.copytree(run_dir, good)
-    summary = export(tmp_path / "w.csv", wandb_dirs=[tmp_path / "wandb"])
+    summary = export(tmp_path / "w.csv", wandb_dirs=[tmp_path / "wandb"], space=ANB_SPACE)
     assert summary["rows"] == 1 and summary["unreadable"] == 2
     incomplete = pd.read_csv(tmp_path / "w.incomplete.csv")
     assert sorted(incomplete["source"].str.rsplit("/", n=1).str[-1]) == [

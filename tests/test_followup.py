@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.searchspace.arch import as_arch
+from anb.searchspace.space import ANB_SPACE
 
 DEVICE = Path(__file__).parent / "data" / "cpu-ort-32.toml"
 KEY = "throughput_cpu-ort-32"
@@ -24,7 +25,7 @@ runner = CliRunner()
 def _search_folder(folder: Path) -> Path:
     """What a two-objective search leaves (pareto.csv + summary.json)."""
     folder.mkdir()
-    pd.DataFrame({"arch": ARCHS, "arch_id": [as_arch(a).id for a in ARCHS],
+    pd.DataFrame({"arch": ARCHS, "arch_id": [as_arch(a, ANB_SPACE).id for a in ARCHS],
                   "val_top1": [70.0, 75.0, 78.0], KEY: [3000.0, 1500.0, 400.0]}
                  ).to_csv(folder / "pareto.csv", index=False)
     (folder / "summary.json").write_text(json.dumps({"objectives": ["val_top1:max",
@@ -40,7 +41,7 @@ def test_retrain_measure_and_front_report(tmp_path):
                                  "--trainval.max_steps", "4"])  # passed to the trainer: a short run
     assert result.exit_code == 0, result.output
     trained = pd.read_csv(tmp_path / "rt" / "accuracy.csv").set_index("arch_id")
-    assert sorted(trained.index) == sorted(as_arch(a).id for a in ARCHS)
+    assert sorted(trained.index) == sorted(as_arch(a, ANB_SPACE).id for a in ARCHS)
     assert (tmp_path / "rt" / "archs.txt").read_text().split() == ARCHS
     result = runner.invoke(app, ["measure", str(DEVICE),
                                  "--archs", str(tmp_path / "rt" / "archs.txt"),
@@ -78,7 +79,7 @@ def test_front_report_with_an_analytic_objective(tmp_path):
     value as measured and recomputes the front on it (an IndexError traceback before)."""
     search = tmp_path / "search"
     search.mkdir()
-    ids = [as_arch(a).id for a in ARCHS]
+    ids = [as_arch(a, ANB_SPACE).id for a in ARCHS]
     pd.DataFrame({"arch": ARCHS, "arch_id": ids, KEY: [3000.0, 1500.0, 400.0],
                   "params": [1.0, 3.0, 5.0]}).to_csv(search / "pareto.csv", index=False)
     (search / "summary.json").write_text(json.dumps({"objectives": [f"{KEY}:max",

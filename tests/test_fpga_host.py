@@ -25,6 +25,7 @@ from anb.records import validate_record
 from anb.searchspace.arch import EFFICIENTNET_B0, as_arch
 from anb.searchspace.model import build_model
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
 REPO = Path(__file__).resolve().parents[1]
 HOST, BOARD = REPO / "fpga_code" / "host", REPO / "fpga_code" / "board"
@@ -36,8 +37,8 @@ import board_core  # noqa: E402
 import images as host_images  # noqa: E402
 import quantize_nndct  # noqa: E402
 
-ARCHS = [EFFICIENTNET_B0, *Sampler(12).sample(3),
-         as_arch("e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l4se-e6k5l3se")]
+ARCHS = [EFFICIENTNET_B0, *Sampler(12, space=ANB_SPACE).sample(3),
+         as_arch("e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l4se-e6k5l3se", ANB_SPACE)]
 # Modules and torch functions newer than torch 1.10 (2021-10), blocked in the import test.
 BLOCKED_MODULES = ("anb", "torch._dynamo", "torch.export", "torch.func", "torch.compiler",
                    "torch._export", "onnxscript", "tomllib", "importlib.metadata")
@@ -116,7 +117,8 @@ def test_no_post_1_10_torch_keywords_in_fpga_code():
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHS, ids=str)
 def test_host_model_builder_equals_anb(arch):
-    ours, theirs = anb_model.build_model(str(arch)).eval(), build_model(arch).eval()
+    ours = anb_model.build_model(str(arch)).eval()
+    theirs = build_model(arch, space=ANB_SPACE).eval()
     a, b = ours.state_dict(), theirs.state_dict()
     assert list(a) == list(b)
     assert all(a[k].shape == b[k].shape for k in a)
@@ -134,7 +136,7 @@ def test_host_model_builder_equals_anb(arch):
 
 @pytest.mark.slow
 def test_host_model_loads_a_trainer_checkpoint(tmp_path):
-    theirs = build_model(ARCHS[1]).eval()
+    theirs = build_model(ARCHS[1], space=ANB_SPACE).eval()
     torch.save({"format": 1, "model": {f"module.{k}": v for k, v in theirs.state_dict().items()}},
                tmp_path / "ckpt.pt")
     ours = anb_model.load_weights(anb_model.build_model(str(ARCHS[1])).eval(), tmp_path / "ckpt.pt")
@@ -165,7 +167,7 @@ def test_board_core_copies_equal_anb():
     entry = board_core.perf_entry(board_core.protocol("zcu102", "latency", 1, 1),
                                   [0.004, 0.0041, 0.0042], [0.01], 3, "converged", {}, {})
     record = board_core.arch_record(str(ARCHS[0]), {"latency_zcu102": entry})
-    assert validate_record(record).id == ARCHS[0].id
+    assert validate_record(record, space=ANB_SPACE).id == ARCHS[0].id
     assert entry["latency_mean"] == pytest.approx(4.1)
 
 

@@ -19,6 +19,7 @@ from anb.collect_throughput.merge import load_results, merge_records
 from anb.collect_throughput.quantize import quantize_int8, run_model
 from anb.records import validate_record
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "fpga_code" / "board"))
@@ -30,7 +31,7 @@ import dpu_timing  # noqa: E402
 import run_dpu  # noqa: E402
 from ort_runner import OrtStandInRunner  # noqa: E402
 
-ARCHS = Sampler(9).sample(3)
+ARCHS = Sampler(9, space=ANB_SPACE).sample(3)
 ARCH = ARCHS[0]
 RES = 64
 FAST = {"warmup": {"min_steps": 2, "window": 1, "tolerance": 0.5, "max_steps": 5,
@@ -52,7 +53,8 @@ def fast_rules(monkeypatch):
 def int8_model(tmp_path_factory):
     work = tmp_path_factory.mktemp("fpga")
     calibration, _ = digits_images(RES, "train")
-    return quantize_int8(float_onnx(ARCH, work, RES), work / "int8.onnx", calibration[:16],
+    return quantize_int8(float_onnx(ARCH, work, RES, space=ANB_SPACE), work / "int8.onnx",
+                         calibration[:16],
                          scheme="dpu")
 
 
@@ -196,7 +198,7 @@ def test_batch_mode_walks_the_folder_skips_finished_and_survives_failures(int8_m
     assert not list((out / "zcu102").glob(".*.tmp"))
     for arch in ARCHS[:2]:
         record = records[arch.id]
-        assert validate_record(record).id == arch.id
+        assert validate_record(record, space=ANB_SPACE).id == arch.id
         thr, lat = (record["platform_perf"][k] for k in ("throughput_zcu102", "latency_zcu102"))
         assert thr["threads"] == 5 and lat["threads"] == 1 and lat["in_flight"] == 1
         assert thr["unit"] == "images/s" and lat["unit"] == "ms" and lat["batch"] == 1
@@ -212,7 +214,7 @@ def test_batch_mode_walks_the_folder_skips_finished_and_survives_failures(int8_m
                         runner_factory=_stand_in_factory(1)) == 1
     again = {p.stem: json.loads(p.read_text()) for p in (out / "zcu102").glob("*.json")}
     assert all(r["platform_perf"]["throughput_zcu102"]["threads"] == 2 for r in again.values())
-    merged, report = merge_records([], load_results([out]))
+    merged, report = merge_records([], load_results([out], space=ANB_SPACE), space=ANB_SPACE)
     assert len(merged) == 2 and set(report.protocols) == {"latency_zcu102", "throughput_zcu102"}
 
 

@@ -19,8 +19,9 @@ from anb.collect_throughput.fpga import FpgaTarget
 from anb.collect_throughput.quantize import quantize_int8
 from anb.records import load_records, validate_record
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
-ARCHS = Sampler(11).sample(2)
+ARCHS = Sampler(11, space=ANB_SPACE).sample(2)
 RES = 32
 KEYS = ("latency_zcu102", "throughput_zcu102")
 
@@ -34,7 +35,8 @@ def xmodels(tmp_path_factory) -> Path:
     for i, arch in enumerate(ARCHS):
         target = root / f"{arch.id}.xmodel" if i == 0 else root / arch.id / f"{arch.id}.xmodel"
         target.parent.mkdir(parents=True, exist_ok=True)
-        quantize_int8(float_onnx(arch, work, RES), target, calibration[:8], scheme="dpu")
+        quantize_int8(float_onnx(arch, work, RES,
+                                 space=ANB_SPACE), target, calibration[:8], scheme="dpu")
     return root
 
 
@@ -74,7 +76,7 @@ def test_anb_measure_runs_the_fpga_board_runner_and_resumes(tmp_path, xmodels):
     assert "zcu102: measured 2, skipped 0 (already done), failed 0" in result.output
     for arch in ARCHS:
         record = json.loads((tmp_path / "out" / "zcu102" / f"{arch.id}.json").read_text())
-        assert validate_record(record).id == arch.id
+        assert validate_record(record, space=ANB_SPACE).id == arch.id
         for key in KEYS:
             entry = record["platform_perf"][key]
             assert entry["environment"]["transport"] == "local://"
@@ -93,12 +95,12 @@ def test_anb_measure_runs_the_fpga_board_runner_and_resumes(tmp_path, xmodels):
     assert result.exit_code == 0, result.output
     assert "measured 0, skipped 2 (already done)" in result.output
     assert (tmp_path / "out" / "zcu102" / f"{ARCHS[0].id}.json").read_text() == before
-    assert len(load_records(tmp_path / "out")) == 2  # anb merge reads them
+    assert len(load_records(tmp_path / "out", space=ANB_SPACE)) == 2  # anb merge reads them
 
 
 @pytest.mark.slow
 def test_a_missing_compiled_model_fails_that_architecture_only(tmp_path, xmodels):
-    extra = Sampler(12).sample(1)[0]
+    extra = Sampler(12, space=ANB_SPACE).sample(1)[0]
     config = _config(tmp_path, xmodels)
     result = _measure(config, tmp_path / "out", [extra, ARCHS[0]], "--keep-going")
     assert result.exit_code == 1, result.output
@@ -111,7 +113,7 @@ def test_a_missing_compiled_model_fails_that_architecture_only(tmp_path, xmodels
 
 @pytest.mark.slow
 def test_the_queue_interface_measures_one_architecture(tmp_path, xmodels):
-    target = load_target(_config(tmp_path, xmodels))
+    target = load_target(_config(tmp_path, xmodels), space=ANB_SPACE.name)
     assert isinstance(target, FpgaTarget) and target.keys == KEYS
     job = target.measure_job(ARCHS[1], tmp_path / "work")
     assert set(job["values"]) == set(KEYS)

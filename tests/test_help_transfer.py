@@ -12,6 +12,7 @@ from scipy.stats import spearmanr
 
 from anb.resources import HELP_DIR as DATA
 from anb.searchspace import get_space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import help_tables as ht
 from anb.surrogates.adapt import AdaptedModel, op_components
 from tests.conftest import REPO
@@ -109,7 +110,7 @@ def test_adapted_beats_ridge_and_needs_both_parts(nb201):
 
     def adapted(known_log: np.ndarray) -> float:
         model = AdaptedModel.fit("latency_eyeriss", [f"k{i}" for i in range(known_log.shape[1])],
-                                 known_log[rows], ops[rows], latency[rows])
+                                 known_log[rows], ops[rows], latency[rows], space=ANB_SPACE)
         return spearmanr(model.predict_log_cost(known_log[query], ops[query])[0], y[query])[0]
 
     full = adapted(K)

@@ -77,4 +77,5 @@ def test_cite_prints_the_data_and_the_method():
 def test_cite_an_unknown_benchmark_is_a_clear_error():
     result = runner.invoke(app, ["cite", "nope"])
     assert result.exit_code == 2
-    assert "benchmark 'nope': no citation known; allowed: ['accel-nasbench', 'help-fbnet', 'help-nasbench201']" in result.stderr
+    assert ("benchmark 'nope': no citation known; allowed: ['accel-nasbench', 'help-fbnet', "
+            "'help-nasbench201']") in result.stderr

@@ -23,10 +23,11 @@ from anb.jobs.stages import chain
 from anb.jobs.worker import Worker
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.realservers import free_port, missing_postgres, postgres_server
 
 REPO = Path(__file__).resolve().parents[1]
-ARCHS = [str(a) for a in Sampler(3).sample(3)]
+ARCHS = [str(a) for a in Sampler(3, space=ANB_SPACE).sample(3)]
 DEVICE = """name = "{name}"
 backend = "onnxruntime"
 resolution = 32
@@ -324,7 +325,8 @@ def _two_class_network(tmp_path, arch: str):
             pixels = rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(tmp_path / "images" / label / f"{i}.png")
     torch.manual_seed(0)
-    torch.save(build_model(as_arch(arch), num_classes=2).state_dict(), tmp_path / "w.pt")
+    torch.save(build_model(as_arch(arch, ANB_SPACE), num_classes=2,
+                           space=ANB_SPACE).state_dict(), tmp_path / "w.pt")
     return tmp_path / "images", tmp_path / "w.pt"
 
 

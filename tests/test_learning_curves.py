@@ -15,6 +15,7 @@ from anb.cli import app
 from anb.collect_accuracy.config import load_config, recipe_hash, recipe_identity
 from anb.collect_accuracy.train import main
 from anb.records import frame_to_records, load_dataset
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import load, read_manifest
 from tests.trainer_helpers import CONFIG
 
@@ -67,9 +68,9 @@ def test_records_hold_every_epoch_and_keep_the_best_of_the_last(trained):
 def test_export_writes_the_curve_and_it_round_trips(exported):
     frame = pd.read_csv(exported)
     assert set(CURVE) <= set(frame.columns) and frame[CURVE].notna().all().all()
-    back = load_dataset(exported)
+    back = load_dataset(exported, space=ANB_SPACE)
     assert np.allclose(back[CURVE].to_numpy(), frame[CURVE].to_numpy())
-    again = frame_to_records(back)
+    again = frame_to_records(back, space=ANB_SPACE)
     assert [r["metrics"][CURVE[0]] for r in again] == back[CURVE[0]].tolist()
 
 

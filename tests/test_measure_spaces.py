@@ -29,6 +29,7 @@ from anb.jobs.worker import Worker
 from anb.records import model_info
 from anb.searchspace.onnx_export import run_onnx
 from anb.searchspace.registry import get_space, space_names
+from anb.searchspace.space import ANB_SPACE
 
 SEQ1D = get_space("anb-seq1d")
 NB201 = get_space("nasbench201")
@@ -60,7 +61,8 @@ def test_measure_and_merge_another_space_for_real(tmp_path, dataset_tarball):
     archs = read_arch_list("sample:3", SEQ1D)
     records = _records(results / "cpu-ort")
     assert set(records) == {a.id for a in archs}
-    mnasnet = {p.key: p.fingerprint for p in load_device("cpu-ort", {"batch": 2}).protocols}
+    mnasnet = {p.key: p.fingerprint
+               for p in load_device("cpu-ort", {"batch": 2}, space=ANB_SPACE.name).protocols}
     for arch in archs:
         record = records[arch.id]
         assert record["space"] == "anb-seq1d"
@@ -127,12 +129,12 @@ def test_the_timed_model_is_the_spaces_network_on_its_input(space, shape, tmp_pa
     or channels) or inputs of the MnasNet shape."""
     spec = get_space(space)
     arch = read_arch_list("sample:1:5", spec)[0]
-    (protocol,) = [p for p in load_device("cpu-ort", {"batch": 2}, space).protocols
+    (protocol,) = [p for p in load_device("cpu-ort", {"batch": 2}, space=space).protocols
                    if p.kind == "throughput"]
     (x,) = make_inputs(protocol, arch)
     assert x.shape == shape
     torch.manual_seed(0)
-    got = ort_session(float_onnx(arch, tmp_path, None, spec), 1).run(["logits"],
+    got = ort_session(float_onnx(arch, tmp_path, None, space=spec), 1).run(["logits"],
                                                                       {"input": x})[0]
     torch.manual_seed(0)
     with torch.no_grad():
@@ -148,10 +150,11 @@ def test_resolution_is_the_override_else_the_architectures_own():
     assert (str(small).split(":")[0], str(large).split(":")[0]) == ("r128", "r224")
     native = load_device("cpu-ort", space="ofa-mbv3").protocols[0]
     assert (measured_resolution(native, small), measured_resolution(native, large)) == (128, 224)
-    fixed = load_device("cpu-ort", {"resolution": 192}, "ofa-mbv3").protocols[0]
+    fixed = load_device("cpu-ort", {"resolution": 192}, space="ofa-mbv3").protocols[0]
     assert measured_resolution(fixed, small) == 192
     assert load_device("cpu-ort", space="nasbench201").protocols[0].resolution is None
-    assert [p.resolution for p in load_device("cpu-ort").protocols] == [224, 224]
+    protocols = load_device("cpu-ort", space=ANB_SPACE.name).protocols
+    assert [p.resolution for p in protocols] == [224, 224]
     with pytest.raises(ValueError, match=r"space='nope' is invalid; allowed: \['anb-mnasnet'"):
         load_device("cpu-ort", space="nope")
 

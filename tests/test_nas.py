@@ -20,7 +20,7 @@ from anb.nas.mutation import mutate, random_choices
 from anb.nas.pareto import crowding_distance, hypervolume, non_dominated_fronts, pareto_mask
 from anb.searchspace import ANB_SPACE, Arch, count
 
-LARGEST = Arch.from_string("-".join(["e6k5l3se"] * 5 + ["e6k5l4se", "e6k5l3se"]))
+LARGEST = Arch.from_string("-".join(["e6k5l3se"] * 5 + ["e6k5l4se", "e6k5l3se"]), space=ANB_SPACE)
 
 
 def test_objective_and_constraint_parsing():
@@ -39,8 +39,8 @@ def test_objective_and_constraint_parsing():
 
 def test_mutation_changes_exactly_one_choice_within_the_space():
     rng = np.random.default_rng(0)
-    parents = random_choices(2000, rng)
-    children = mutate(parents, rng)
+    parents = random_choices(2000, rng, space=ANB_SPACE)
+    children = mutate(parents, rng, space=ANB_SPACE)
     assert ((children != parents).sum(axis=(1, 2)) == 1).all()
     ANB_SPACE.ordinal(children)  # raises if any value left the space
     changed_fields = np.argwhere(children != parents)[:, 2]
@@ -57,8 +57,9 @@ def test_pareto_tools_on_a_small_example():
 
 
 def test_evolution_finds_the_known_optimum_that_random_search_misses():
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max")])
-    optimum = count(LARGEST).params / 1e6
+    problem = Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("params:max")],
+                      space=ANB_SPACE)
+    optimum = count(LARGEST, space=ANB_SPACE).params / 1e6
     evolved = regularized_evolution(problem, 1500, seed=0, population=32, sample=8, batch=4)
     random = random_search(problem, 1500, seed=0)
     assert evolved.best()["params"] == pytest.approx(optimum)
@@ -69,8 +70,8 @@ def test_evolution_finds_the_known_optimum_that_random_search_misses():
 
 
 def test_constraints_are_respected_and_runs_are_reproducible():
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max")],
-                      [Constraint.parse("macs<=250")])
+    problem = Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("params:max")],
+                      [Constraint.parse("macs<=250")], space=ANB_SPACE)
     a = regularized_evolution(problem, 600, seed=3, batch=8)
     b = regularized_evolution(problem, 600, seed=3, batch=8)
     assert a.history().equals(b.history())
@@ -80,8 +81,8 @@ def test_constraints_are_respected_and_runs_are_reproducible():
 
 
 def test_nsga2_front_beats_random_search_in_hypervolume():
-    problem = Problem(analytic_evaluator(),
-                      [Objective.parse("params:max"), Objective.parse("macs")])
+    problem = Problem(analytic_evaluator(space=ANB_SPACE),
+                      [Objective.parse("params:max"), Objective.parse("macs")], space=ANB_SPACE)
     reference = np.array([0.0, -800.0])
 
     def volume(result):
@@ -97,12 +98,14 @@ def test_nsga2_front_beats_random_search_in_hypervolume():
 
 def test_bad_problems_are_rejected():
     with pytest.raises(ValueError, match="at least one objective"):
-        Problem(analytic_evaluator(), [])
-    problem = Problem(analytic_evaluator(), [Objective.parse("val_top1")])
+        Problem(analytic_evaluator(space=ANB_SPACE), [], space=ANB_SPACE)
+    problem = Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("val_top1")],
+                      space=ANB_SPACE)
     with pytest.raises(ValueError, match=r"unknown metric\(s\) \['val_top1'\]"):
         random_search(problem, 10)
     with pytest.raises(ValueError, match="budget must be >= 1"):
-        random_search(Problem(analytic_evaluator(), [Objective.parse("macs")]), 0)
+        random_search(Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("macs")],
+                              space=ANB_SPACE), 0)
 
 
 @pytest.mark.slow
@@ -127,7 +130,8 @@ def test_search_command_writes_results_and_rejects_bad_input(tmp_path):
 def test_a_metric_given_as_two_objectives_is_refused():
     with pytest.raises(ValueError, match=r"objective metric 'macs' is given twice "
                                          r"\(macs:min and macs:max\)"):
-        Problem(analytic_evaluator(), [Objective.parse("macs"), Objective.parse("macs:max")])
+        Problem(analytic_evaluator(space=ANB_SPACE),
+                [Objective.parse("macs"), Objective.parse("macs:max")], space=ANB_SPACE)
 
 
 @pytest.mark.slow
@@ -184,7 +188,8 @@ def test_a_metric_given_twice_through_an_alias_is_refused():
 
     with pytest.raises(ValueError, match=r"objective metric 'val_top1' is given twice "
                                          r"\(val_top1:max and accuracy:max\)"):
-        Problem(analytic_evaluator(), [Objective.parse("val_top1"), Objective.parse("accuracy")])
+        Problem(analytic_evaluator(space=ANB_SPACE),
+                [Objective.parse("val_top1"), Objective.parse("accuracy")], space=ANB_SPACE)
     result = CliRunner().invoke(app, ["search", "-o", "val_top1", "-o", "accuracy",
                                       "--benchmark", "accel-nasbench", "--budget", "4"])
     assert result.exit_code == 2 and "'val_top1' is given twice" in result.stderr

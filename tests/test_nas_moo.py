@@ -18,6 +18,7 @@ from anb.nas import (
 )
 from anb.nas.pareto import hypervolume
 from anb.searchspace.counting import cost_table
+from anb.searchspace.space import ANB_SPACE
 
 
 def _front_scores(result):
@@ -37,9 +38,9 @@ def test_search_hypervolume_leaves_out_infeasible_points():
     """Catches: a hypervolume that counts infeasible points (or an OOD one under
     ``supported_only``). The infeasible row dominates every feasible one and would raise the
     volume from 6 to 35; exact values, with an explicit and the default reference."""
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
+    problem = Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("params:max"),
                                              Objective.parse("macs:min")],
-                      [Constraint.parse("params <= 5")], supported_only=True)
+                      [Constraint.parse("params <= 5")], supported_only=True, space=ANB_SPACE)
     values = {"params": np.array([1.0, 2.0, 3.0, 10.0, 4.0]),
               "macs": np.array([1.0, 2.0, 3.0, 0.5, 0.1]),
               "ood": np.array([False, False, False, False, True])}
@@ -56,9 +57,9 @@ def test_search_hypervolume_leaves_out_infeasible_points():
 def test_constrained_domination_keeps_infeasible_points_off_the_front():
     """A large infeasible architecture dominates small feasible ones in both objectives; it
     must still rank behind them (constrained domination), so the search ends feasible."""
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
+    problem = Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("params:max"),
                                              Objective.parse("depth:max")],
-                      [Constraint.parse("macs<=200")])
+                      [Constraint.parse("macs<=200")], space=ANB_SPACE)
     result = nsga2(problem, 1200, seed=0)
     history = result.history()
     last = history.iloc[-300:]
@@ -66,8 +67,8 @@ def test_constrained_domination_keeps_infeasible_points_off_the_front():
     front = result.pareto_front()
     assert front["feasible"].all() and (front["macs"] <= 200).all()
     # the unconstrained optimum (infeasible) was seen, yet is not reported
-    unconstrained = nsga2(Problem(analytic_evaluator(), problem.objectives,
-                                  [Constraint.parse("macs<=1e9")]), 1200, seed=0)
+    unconstrained = nsga2(Problem(analytic_evaluator(space=ANB_SPACE), problem.objectives,
+                                  [Constraint.parse("macs<=1e9")], space=ANB_SPACE), 1200, seed=0)
     assert unconstrained.best()["macs"] > 200
     best = result.best()
     assert best["feasible"] and best["params"] < unconstrained.best()["params"]
@@ -90,8 +91,8 @@ def test_offspring_are_never_duplicates_of_each_other_or_the_population(search, 
 
     minimize = moo.minimize
     monkeypatch.setattr(moo, "minimize", lambda *a, **k: minimize(*a, callback=record, **k))
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
-                                             Objective.parse("macs")])
+    problem = Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("params:max"),
+                                             Objective.parse("macs")], space=ANB_SPACE)
     result = search(problem, 2000, seed=3, population=32)
     assert len(generations) > 40
     offspring = population_repeats = 0
@@ -113,7 +114,8 @@ def test_offspring_are_never_duplicates_of_each_other_or_the_population(search, 
 def test_regularized_evolution_tournaments_sample_without_replacement():
     """With ``sample == population`` every tournament sees the whole population, so each child
     is one mutation away from the current best."""
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max")])
+    problem = Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("params:max")],
+                      space=ANB_SPACE)
     result = regularized_evolution(problem, 200, seed=4, population=8, sample=8, batch=1)
     choices, params = result.choices, result.values["params"]
     for step in range(8, 200):
@@ -123,8 +125,9 @@ def test_regularized_evolution_tournaments_sample_without_replacement():
 
 
 def test_three_objectives_run_on_nsga3_and_beat_random_search():
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
-                                             Objective.parse("macs"), Objective.parse("depth")])
+    problem = Problem(analytic_evaluator(space=ANB_SPACE),
+                      [Objective.parse("params:max"), Objective.parse("macs"),
+                       Objective.parse("depth")], space=ANB_SPACE)
     reference = np.array([0.0, -1000.0, -30.0])
     evolved = nsga2(problem, 1500, seed=1)
     random = random_search(problem, 1500, seed=1)
@@ -133,8 +136,8 @@ def test_three_objectives_run_on_nsga3_and_beat_random_search():
 
 
 def test_anb_default_beats_pymoo_default_at_equal_budget():
-    problem = Problem(analytic_evaluator(), [Objective.parse("params:max"),
-                                             Objective.parse("macs")])
+    problem = Problem(analytic_evaluator(space=ANB_SPACE), [Objective.parse("params:max"),
+                                             Objective.parse("macs")], space=ANB_SPACE)
     reference = np.array([0.0, -800.0])
     ours = [hypervolume(_front_scores(nsga2(problem, 1000, seed=s)), reference) for s in (0, 1)]
     theirs = [hypervolume(_front_scores(pymoo_nsga2(problem, 1000, seed=s)), reference)
@@ -146,11 +149,11 @@ def test_anb_default_beats_pymoo_default_at_equal_budget():
 def _flagging_evaluator(limit: float):
     """A stand-in surrogate (boundary: no fitted benchmark here) that flags MACs above
     ``limit`` as out of distribution, the way ``SurrogateBenchmark.query`` reports ``ood``."""
-    analytic = analytic_evaluator()
+    analytic = analytic_evaluator(space=ANB_SPACE)
 
     def evaluate(choices, metrics):
         out = dict(analytic(choices, [m for m in metrics]))
-        out["ood"] = cost_table(choices).total("macs") / 1e6 > limit
+        out["ood"] = cost_table(choices, space=ANB_SPACE).total("macs") / 1e6 > limit
         return out
 
     return evaluate
@@ -160,9 +163,10 @@ def _flagging_evaluator(limit: float):
 @pytest.mark.parametrize("search", [nsga2, regularized_evolution])
 def test_supported_only_keeps_the_search_inside_the_data(search):
     objectives = [Objective.parse("params:max"), Objective.parse("macs")]
-    free = search(Problem(_flagging_evaluator(300), objectives), 800, seed=0)
+    free = search(Problem(_flagging_evaluator(300), objectives, space=ANB_SPACE), 800, seed=0)
     assert free.best()["ood"]
-    kept = search(Problem(_flagging_evaluator(300), objectives, supported_only=True), 800, seed=0)
+    kept = search(Problem(_flagging_evaluator(300), objectives, supported_only=True,
+                          space=ANB_SPACE), 800, seed=0)
     assert not kept.best()["ood"] and kept.best()["macs"] <= 300
     assert free.best_supported()["macs"] <= 300
 
@@ -175,7 +179,8 @@ def test_report_carries_std_ood_and_names_an_extrapolated_best(tmp_path):
         out["params_std"] = np.full(len(choices), 0.1)
         return out
 
-    result = nsga2(Problem(evaluator, [Objective.parse("params:max"), Objective.parse("macs")]),
+    result = nsga2(Problem(evaluator, [Objective.parse("params:max"), Objective.parse("macs")],
+                           space=ANB_SPACE),
                    300, seed=0)
     summary = write_report(result, tmp_path)
     history = (tmp_path / "history.csv").read_text().splitlines()[0].split(",")

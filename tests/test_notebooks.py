@@ -19,6 +19,7 @@ from nbclient import NotebookClient
 from scipy.stats import kendalltau
 
 from anb import resources
+from anb.searchspace.space import ANB_SPACE
 from tests.conftest import REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
@@ -83,7 +84,7 @@ def test_searchspace_notebook(monkeypatch, tmp_path):
     from anb.records import load_dataset
 
     notebook, probe = execute(REPO / "notebooks" / "searchspace.ipynb", tmp_path, monkeypatch)
-    frame = load_dataset(resources.RELEASED_DATASET)
+    frame = load_dataset(resources.RELEASED_DATASET, space=ANB_SPACE)
     text = printed(notebook)
     assert f"{len(frame)} records, {frame.arch_id.nunique()} unique architectures" in text
     assert f"Kendall tau MACs vs top-1: {kendalltau(frame.macs, frame.val_top1)[0]:.3f}" in text
@@ -105,7 +106,7 @@ def test_surrogates_notebook(monkeypatch, tmp_path):
     from anb.surrogates import prepare
     from anb.surrogates.data import transform_for
 
-    prepared = prepare(resources.RELEASED_DATASET, split_dir=split)
+    prepared = prepare(resources.RELEASED_DATASET, split_dir=split, space=ANB_SPACE)
     test = prepared.masks["test"]
     assert probe["test_rows"] == np.flatnonzero(test).tolist()
     for target, row in probe["table"].items():
@@ -135,7 +136,7 @@ def test_search_notebook(monkeypatch, tmp_path):
     _, probe = execute(REPO / "notebooks" / "search.ipynb", tmp_path, monkeypatch)
     for results in probe["best"].values():
         assert all(r["throughput_zcu102"] >= probe["floor"] for r in results)  # feasible
-    released = load_dataset(resources.RELEASED_DATASET)
+    released = load_dataset(resources.RELEASED_DATASET, space=ANB_SPACE)
     hv = pd.DataFrame(probe["hv"]).set_index("device")
     for device, front in probe["fronts"].items():
         points = np.asarray(front)

@@ -22,6 +22,7 @@ from anb import outputs, resources
 from anb.cli import app
 from anb.cli_support import UserError, run
 from anb.searchspace import EFFICIENTNET_B0
+from anb.searchspace.space import ANB_SPACE
 
 REPO = Path(__file__).resolve().parents[1]
 ARCH = str(EFFICIENTNET_B0)
@@ -155,7 +156,7 @@ def _records(folder: Path, n: int) -> Path:
     from anb.records import load_records
 
     folder.mkdir()
-    for record in load_records(resources.RELEASED_DATASET)[:n]:
+    for record in load_records(resources.RELEASED_DATASET, space=ANB_SPACE)[:n]:
         body = {k: v for k, v in record.items() if k != "source"}
         (folder / Path(record["source"]).name).write_text(json.dumps(body))
     return folder
@@ -214,7 +215,7 @@ def test_adapt_overwrite_replaces_a_foreign_folder(tmp_path, capsys):
     base = tmp_path / "base"
     assert anb(["fit", resources.RELEASED_DATASET, "--config", config, "--out", base,
                 "--targets", "latency_zcu102,throughput_a100"], capsys)[0] == 0
-    data = prepare(resources.RELEASED_DATASET)
+    data = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
     lab = data.labels["latency_vck190"]
     rows = [i for i in range(len(lab.values)) if lab.present[i]][:8]
     csv = tmp_path / "my.csv"

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 import anb
 from anb import resources
 from anb.cli import app
+from anb.searchspace.space import ANB_SPACE
 from tests.conftest import REPO
 
 runner = CliRunner()
@@ -53,8 +54,8 @@ def test_version_stamp_in_device_and_merged_records(tmp_path, released_records):
     from anb.collect_throughput.merge import merge_records, write_merged
 
     assert host_environment()["anb_version"] == anb.__version__
-    merged, report = merge_records(released_records[:3], [])
-    write_merged(merged, report, tmp_path)
+    merged, report = merge_records(released_records[:3], [], space=ANB_SPACE)
+    write_merged(merged, report, tmp_path, space=ANB_SPACE)
     for path in sorted((tmp_path / "records").glob("*.json")):
         assert json.loads(path.read_text())["provenance"]["merge"] == \
             {"anb_version": anb.__version__}

@@ -19,6 +19,7 @@ import pytest
 import anb
 import anb.surrogates
 from anb import resources
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, packaged
 from anb.surrogates.artifact import read_manifest
 from anb.surrogates.data import load_table, target_columns
@@ -155,7 +156,8 @@ def test_shipped_benchmark_is_compiled_whole_and_predicts_like_the_fitted_one():
     reference ones up to float32 sums (max abs diff printed)."""
     bench = packaged.load(quiet=True)
     manifest = bench.info
-    targets = FitConfig().targets or target_columns(load_table(resources.RELEASED_DATASET))
+    targets = FitConfig().targets or target_columns(load_table(resources.RELEASED_DATASET,
+                                                               space=ANB_SPACE))
     assert sorted(bench.metrics) == sorted(targets) and len(targets) >= 9
     # members are node tables; the only JSON beside them is each XGBoost member's native model
     # (read only for large batches where xgboost is installed)

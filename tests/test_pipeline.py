@@ -16,6 +16,7 @@ import pytest
 from anb.pipeline_report import LEVEL
 from anb.records import load_dataset, load_records
 from anb.resources import RELEASED_DATASET as DATASET_TARBALL
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import load
 from anb.surrogates.adapt import AdaptedBenchmark
 from tests.browser import SCREENSHOTS, browser_available, open_page, serve
@@ -93,14 +94,14 @@ def test_pipeline_builds_a_benchmark_and_resumes(tmp_path, surrogate_config):
     assert (out / "space" / "archs.txt").read_text().split() == measured
 
     # one dataset, in the released records' shape, joins accuracy and this CPU's speed
-    dataset = load_dataset(out / "dataset" / "records")
+    dataset = load_dataset(out / "dataset" / "records", space=ANB_SPACE)
     assert sorted(dataset["arch"]) == sorted(measured)
     assert sorted(dataset.dropna(subset=["val_top1"])["arch"]) == sorted(archs)
     assert dataset["val_top1"].dropna().between(0, 100).all()
     assert (dataset["latency_cpu-ort"] > 0).all() and (dataset["throughput_cpu-ort"] > 0).all()
     assert summary["throughput"]["merge"]["gaps"] == {}
     assert len(summary["throughput"]["merge"]["device_only"]) == 4
-    assert len(load_records(out / "dataset" / "records")) == 6
+    assert len(load_records(out / "dataset" / "records", space=ANB_SPACE)) == 6
 
     base = load(out / "surrogates" / "model")
     assert set(base.metrics) == {"val_top1", "throughput_zcu102"}
@@ -114,7 +115,8 @@ def test_pipeline_builds_a_benchmark_and_resumes(tmp_path, surrogate_config):
     assert adapted.info["measured"]["n"] == 6 and adapted.info["measured"]["file"] == "throughput"
     assert summary["adapted"] == {**summary["adapted"], "target": "latency_cpu-ort",
                                   "n_points": 6}
-    mine = load_dataset(out / "throughput").groupby("arch")["latency_cpu-ort"].mean()
+    mine = load_dataset(out / "throughput",
+                        space=ANB_SPACE).groupby("arch")["latency_cpu-ort"].mean()
     assert sorted(mine.index) == sorted(measured)
 
     # the search ran on the adapted benchmark for the measured device

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from anb.searchspace.registry import get_space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.plan import (
     MODEL_ERROR,
     Collected,
@@ -66,8 +67,9 @@ def test_acquisition_beats_random_at_equal_gpu_hours(released_frame):
     from anb.surrogates.fit import prepare
 
     bench = _script()
-    prep = prepare(released_frame)
-    data = Collected.from_frame(prep.frame, frame_choices(prep.frame), ["val_top1"])
+    prep = prepare(released_frame, space=ANB_SPACE)
+    data = Collected.from_frame(prep.frame, frame_choices(prep.frame,
+                                                          space=ANB_SPACE), ["val_top1"])
     hours = np.exp(data.y["train_time"]) * 4 / 3600
     pool = np.flatnonzero(prep.masks["train"])[:1500]
     scored = np.flatnonzero(prep.masks["val"])
@@ -94,8 +96,8 @@ def test_planner_corrects_a_space_base_for_accuracy(released_frame):
     from anb.surrogates.fit import prepare
     from anb.surrogates.plan import PlanModel
 
-    prep = prepare(released_frame)
-    data = Collected.from_frame(prep.frame, frame_choices(prep.frame),
+    prep = prepare(released_frame, space=ANB_SPACE)
+    data = Collected.from_frame(prep.frame, frame_choices(prep.frame, space=ANB_SPACE),
                                 ["val_top1", "throughput_zcu102"])
     rows = np.random.default_rng(0).choice(np.flatnonzero(prep.masks["train"]), 200, False)
     val = np.flatnonzero(prep.masks["val"])
@@ -122,8 +124,8 @@ def test_ridge_based_targets_are_fitted_on_normal_scores(released_frame):
     from anb.surrogates.fit import prepare
     from anb.surrogates.plan import PlanModel
 
-    prep = prepare(released_frame)
-    data = Collected.from_frame(prep.frame, frame_choices(prep.frame),
+    prep = prepare(released_frame, space=ANB_SPACE)
+    data = Collected.from_frame(prep.frame, frame_choices(prep.frame, space=ANB_SPACE),
                                 ["val_top1", "throughput_zcu102"])
     rows = np.random.default_rng(0).choice(np.flatnonzero(prep.masks["train"]), 150, False)
     val = np.flatnonzero(prep.masks["val"])[:300]

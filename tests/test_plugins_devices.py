@@ -24,10 +24,11 @@ from anb.collect_throughput import registries
 from anb.collect_throughput.protocol import Protocol
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "plugins" / "anb_tiny_device"
-ARCHS = [str(a) for a in Sampler(11).sample(2)]
+ARCHS = [str(a) for a in Sampler(11, space=ANB_SPACE).sample(2)]
 FAST = ["--no-progress", "--anchors", "none"]
 
 
@@ -56,7 +57,7 @@ def _anb(args: list[str], cwd: Path, site: Path | None, check: bool = True,
 
 
 def _perf(folder: Path, device: str, arch: str) -> dict:
-    return json.loads((folder / device / f"{as_arch(arch).id}.json").read_text())[
+    return json.loads((folder / device / f"{as_arch(arch, ANB_SPACE).id}.json").read_text())[
         "platform_perf"]
 
 

@@ -33,6 +33,7 @@ from anb.collect_throughput.qualcomm.parse import (
 from anb.collect_throughput.qualcomm.stages import build_dlc, measure_qualcomm
 from anb.collect_throughput.qualcomm.tools import ToolFailed, ToolMissing
 from anb.searchspace.arch import as_arch
+from anb.searchspace.space import ANB_SPACE
 from tests.qualcomm_helpers import ARCH, STANDINS, CountingLocal
 
 
@@ -111,7 +112,8 @@ def test_end_to_end_record_layers_and_resume(sdk_path, tmp_path):
     assert tp["protocol_fingerprint"] == device.fingerprint("throughput") != \
         lat["protocol_fingerprint"]
     assert tp["precision"] == "int8"
-    on_disk = json.loads((tmp_path / "out" / "snpe-dsp" / f"{as_arch(ARCH).id}.json").read_text())
+    arch_id = as_arch(ARCH, ANB_SPACE).id
+    on_disk = json.loads((tmp_path / "out" / "snpe-dsp" / f"{arch_id}.json").read_text())
     assert on_disk["platform_perf"].keys() == perf.keys()
     import pandas as pd
 
@@ -129,7 +131,7 @@ def test_raw_inputs_are_nhwc_and_outputs_match_onnxruntime(sdk_path, tmp_path):
     from anb.searchspace.onnx_export import run_onnx
 
     device = small(load_qualcomm_device("snpe-gpu-fp16"), tmp_path)
-    dlc, onnx_path = build_dlc(as_arch(ARCH), device, tmp_path / "host")
+    dlc, onnx_path = build_dlc(as_arch(ARCH, ANB_SPACE), device, tmp_path / "host")
     x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
     raws = host.write_raw_inputs(x, tmp_path / "raw")
     assert np.array_equal(np.fromfile(raws[1], np.float32), x[1].transpose(1, 2, 0).ravel())

@@ -24,6 +24,7 @@ from anb.collect_throughput.target import MeasureTarget
 from anb.jobs.queue import JobSpec, open_queue
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
 STANDINS = Path(__file__).parent / "standins" / "snpe"
 KEYS = ("throughput_qc-32", "latency_qc-32")
@@ -71,14 +72,14 @@ def _record(folder: Path, arch_id: str) -> dict:
 
 
 def test_a_qualcomm_config_is_a_measurement_target(tmp_path):
-    target = load_target(qualcomm_config(tmp_path))
+    target = load_target(qualcomm_config(tmp_path), space=ANB_SPACE.name)
     assert (target.name, target.keys) == ("qc-32", KEYS)
     assert type(target).__name__ == "QualcommTarget"
     assert isinstance(target, MeasureTarget) and as_target(target) is target  # as is
-    assert load_target("snpe-dsp", {"duration": 5}).config.duration == 5
-    assert type(load_target("cpu-ort")).__name__ == "ProtocolTarget"
+    assert load_target("snpe-dsp", {"duration": 5}, space=ANB_SPACE.name).config.duration == 5
+    assert type(load_target("cpu-ort", space=ANB_SPACE.name)).__name__ == "ProtocolTarget"
     with pytest.raises(ValueError, match="sdk='qnn' cannot be measured"):
-        load_target("qnn-htp")
+        load_target("qnn-htp", space=ANB_SPACE.name)
 
 
 @pytest.mark.slow
@@ -136,7 +137,8 @@ def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, 
                     name="qc-worker", poll_seconds=0.1)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
-    search = functools.partial(search_measured, random_search, combined(None, resolution=32),
+    search = functools.partial(search_measured, random_search, combined(None, resolution=32,
+                                                                        space=ANB_SPACE),
                                str(config), url, [f"{KEYS[0]}:max", "params:min"], [], 20, 3,
                                max_measurements=2)
     try:
@@ -152,7 +154,7 @@ def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, 
     assert worker.stats.done == 2 and again["measurements"] == 2
     history = pd.read_csv(tmp_path / "s1" / "history.csv")
     for job in jobs:
-        arch_id = as_arch(job.arch).id
+        arch_id = as_arch(job.arch, ANB_SPACE).id
         record = _record(results, arch_id)
         assert record == job.result["record"]
         perf = record["platform_perf"]
@@ -163,7 +165,7 @@ def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, 
         layers = pd.read_csv(results / "qc-32" / perf[KEYS[0]]["layers_file"])
         assert (layers["time_us"] > 0).all()
     assert sorted(p.name for p in (results / "qc-32").iterdir()) == sorted(
-        f"{as_arch(j.arch).id}{s}" for j in jobs for s in (".json", ".layers.csv"))
+        f"{as_arch(j.arch, ANB_SPACE).id}{s}" for j in jobs for s in (".json", ".layers.csv"))
     assert pd.read_csv(tmp_path / "s2" / "history.csv")[KEYS[0]].tolist() == \
         history[KEYS[0]].tolist()
 
@@ -173,7 +175,7 @@ def test_queue_jobs_on_qualcomm_devices_fail_naming_the_step(tmp_path, monkeypat
     from anb.collect_throughput.queue_stages import make_context
     from anb.jobs.worker import Worker
 
-    arch = str(Sampler(7).sample(1)[0])
+    arch = str(Sampler(7, space=ANB_SPACE).sample(1)[0])
     adb = tmp_path / "bin" / "adb"  # STAND-IN for adb with no board attached
     adb.parent.mkdir()
     adb.write_text("#!/bin/sh\necho \"adb: error: device 'qcs-devkit' not found\" >&2\nexit 1\n")
@@ -215,7 +217,7 @@ def test_queue_submit_takes_a_qualcomm_config(tmp_path):
     """`anb queue submit --device <qualcomm config> --stages measure` queues the device's jobs
     with its table, and an unknown device is a clear error naming the option."""
     url = str(tmp_path / "q.db")
-    arch = str(Sampler(3).sample(1)[0])
+    arch = str(Sampler(3, space=ANB_SPACE).sample(1)[0])
     result = CliRunner().invoke(app, ["queue", "submit", "--queue", url, "--archs", arch,
                                       "--device", str(qualcomm_config(tmp_path)),
                                       "--stages", "measure"])
@@ -235,8 +237,8 @@ def test_anb_measure_remeasures_a_qualcomm_result_taken_under_other_settings(tmp
     """`anb measure <qualcomm config>`: a result under the same settings is skipped; changing
     act_bitwidth 8 -> 16, then perf_profile balanced -> burst, under the same device name
     measures again and replaces the stale record (never "measured" while keeping it)."""
-    arch = str(Sampler(5).sample(1)[0])
-    record = tmp_path / "res" / "qc-32" / f"{as_arch(arch).id}.json"
+    arch = str(Sampler(5, space=ANB_SPACE).sample(1)[0])
+    record = tmp_path / "res" / "qc-32" / f"{as_arch(arch, ANB_SPACE).id}.json"
 
     def measure(**settings) -> tuple[str, dict]:
         config = qualcomm_config(tmp_path, **settings)
@@ -273,7 +275,7 @@ def test_convert_stage_builds_the_dlc_on_a_boardless_host(tmp_path, sdk_path, mo
     from anb.jobs.worker import Worker
 
     register_stages()
-    arch = str(Sampler(6).sample(1)[0])
+    arch = str(Sampler(6, space=ANB_SPACE).sample(1)[0])
     config = qualcomm_config(tmp_path, transport="adb://no-board-here")
     (tmp_path / "board-host").mkdir()
     board_config = qualcomm_config(tmp_path / "board-host")
@@ -297,7 +299,7 @@ def test_convert_stage_builds_the_dlc_on_a_boardless_host(tmp_path, sdk_path, mo
                    poll_seconds=0.1).run(idle_exit=True)
     measured = [j for j in q.jobs() if j.stage == "measure"]
     assert stats.done == 1, measured[0].last_error
-    perf = json.loads((results / "qc-32" / f"{as_arch(arch).id}.json").read_text())[
+    perf = json.loads((results / "qc-32" / f"{as_arch(arch, ANB_SPACE).id}.json").read_text())[
         "platform_perf"]
     assert perf[KEYS[0]]["throughput_mean"] > 0 and perf[KEYS[1]]["latency_std"] is not None
     q.close()

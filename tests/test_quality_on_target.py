@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 
 from anb.searchspace.arch import as_arch
+from anb.searchspace.space import ANB_SPACE
 from tests.qualcomm_helpers import CountingLocal
 from tests.trainer_helpers import REPO
 
@@ -65,7 +66,7 @@ def anb(*args: str) -> tuple[int, str]:
 
 
 def quality_of(out: Path, device: str, arch: str = SMALL) -> dict:
-    record = json.loads((out / device / f"{as_arch(arch).id}.json").read_text())
+    record = json.loads((out / device / f"{as_arch(arch, ANB_SPACE).id}.json").read_text())
     return record["quality"][device]
 
 
@@ -79,7 +80,7 @@ def test_trained_network_on_cpu_paths_reaches_the_merged_dataset(trained, tmp_pa
         code, text = anb("measure", device, "--archs", SMALL, "--out", str(out), "--quality",
                          "--images", str(val), "--weights", str(weights), "--resolution", "32")
         assert code == 0, text
-        assert f"{device}: {as_arch(SMALL).id} top-1" in text
+        assert f"{device}: {as_arch(SMALL, ANB_SPACE).id} top-1" in text
     fp32 = quality_of(out, "cpu-ort")
     # fp32 on the device equals the host; every val image scored through the trainer's own
     # validation transform: the trainer's val_top1 (torch vs onnxruntime: at most one image)
@@ -183,14 +184,15 @@ def test_records_table_round_trip_and_validation():
     from anb.records import frame_to_records, records_to_frame, validate_record
     from anb.searchspace.space import ANB_SPACE
 
-    record = {"architecture": ANB_SPACE.to_record(as_arch(SMALL)), "metrics": {"val_top1": 93.0},
+    record = {"architecture": ANB_SPACE.to_record(as_arch(SMALL, ANB_SPACE)),
+              "metrics": {"val_top1": 93.0},
               "platform_perf": {},
               "quality": {"cpu-int8": {"top1": 92.5, "top5": 100.0, "top1_agreement": 0.99}}}
-    frame = records_to_frame([record])
+    frame = records_to_frame([record], space=ANB_SPACE)
     assert frame.loc[0, "val_top1_cpu-int8"] == 92.5
     assert frame.loc[0, "top1_agreement_cpu-int8"] == 0.99
-    (back,) = frame_to_records(frame)
+    (back,) = frame_to_records(frame, space=ANB_SPACE)
     assert back["quality"] == record["quality"]
     with pytest.raises(ValueError, match="quality.cpu-int8 must be an object holding a number "
                                          "'top1'"):
-        validate_record({**record, "quality": {"cpu-int8": {"top5": 1.0}}})
+        validate_record({**record, "quality": {"cpu-int8": {"top5": 1.0}}}, space=ANB_SPACE)

@@ -17,6 +17,7 @@ from anb.records import (
     write_record,
 )
 from anb.resources import RELEASED_SPLIT_DIR as SPLITS_DIR
+from anb.searchspace.space import ANB_SPACE
 
 
 def test_released_dataset_loads_without_conversion(released_frame):
@@ -55,14 +56,14 @@ def test_table_round_trip(released_frame, tmp_path, suffix):
     part = released_frame.iloc[:300]
     path = tmp_path / f"d{suffix}"
     part.to_csv(path, index=False) if suffix == ".csv" else part.to_parquet(path, index=False)
-    back = load_dataset(path)
+    back = load_dataset(path, space=ANB_SPACE)
     pd.testing.assert_frame_equal(back.reset_index(drop=True), part.reset_index(drop=True),
                                   check_dtype=False)
 
 
 def test_records_round_trip_through_frame(released_records):
     records = released_records[:50]
-    again = frame_to_records(records_to_frame(records))
+    again = frame_to_records(records_to_frame(records, space=ANB_SPACE), space=ANB_SPACE)
     for a, b in zip(records, again, strict=False):
         assert a["architecture"] == b["architecture"]
         assert a["metrics"] == b["metrics"] and a["model_info"] == b["model_info"]
@@ -73,21 +74,21 @@ def test_folder_and_jsonl_forms(released_records, tmp_path):
     folder = tmp_path / "records"
     for record in released_records[:5]:
         rec = {k: v for k, v in record.items() if k != "source"}
-        write_record(rec, folder / record["source"])
-    assert ([r["source"] for r in load_records(folder)]
+        write_record(rec, folder / record["source"], space=ANB_SPACE)
+    assert ([r["source"] for r in load_records(folder, space=ANB_SPACE)]
             == [r["source"] for r in released_records[:5]])
     jsonl = tmp_path / "r.jsonl"
     jsonl.write_text("\n".join(json.dumps(r) for r in released_records[:5]))
-    assert len(load_records(jsonl)) == 5
+    assert len(load_records(jsonl, space=ANB_SPACE)) == 5
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_tables_read_as_records(released_records, tmp_path, suffix):
     """What ``anb export`` / ``anb merge`` write loads back as records (e.g. for ``anb merge``)."""
-    frame = records_to_frame(released_records[:20])
+    frame = records_to_frame(released_records[:20], space=ANB_SPACE)
     path = tmp_path / f"d{suffix}"
     frame.to_csv(path, index=False) if suffix == ".csv" else frame.to_parquet(path, index=False)
-    back = load_records(path)
+    back = load_records(path, space=ANB_SPACE)
     assert [r["source"] for r in back] == [r["source"] for r in released_records[:20]]
     for a, b in zip(released_records[:20], back, strict=True):
         assert (a["architecture"], a["metrics"], a["model_info"], a["platform_perf"]) == \
@@ -95,23 +96,27 @@ def test_tables_read_as_records(released_records, tmp_path, suffix):
     frame.drop(columns=["arch", "block3_k"]).to_csv(tmp_path / "bad.csv", index=False)
     with pytest.raises(ValueError, match=r"bad.csv' has no architecture: give an 'arch' column"
                                          r".*missing \['block3_k'\]"):
-        load_records(tmp_path / "bad.csv")
+        load_records(tmp_path / "bad.csv", space=ANB_SPACE)
 
 
 def test_both_table_conventions_give_the_same_records(released_records, tmp_path):
     """A table with only the ``arch`` string column (``anb query``'s output) and one with only
     the ``block{i}_*`` columns read as the same records."""
-    frame = records_to_frame(released_records[:10])
+    frame = records_to_frame(released_records[:10], space=ANB_SPACE)
     blocks = [c for c in frame.columns if c.startswith("block")]
     frame.drop(columns=blocks).to_csv(tmp_path / "strings.csv", index=False)
     frame.drop(columns=["arch"]).to_csv(tmp_path / "blocks.csv", index=False)
-    strings, columns = load_records(tmp_path / "strings.csv"), load_records(tmp_path / "blocks.csv")
+    strings, columns = load_records(tmp_path / "strings.csv",
+                                    space=ANB_SPACE), load_records(tmp_path / "blocks.csv",
+                                                                   space=ANB_SPACE)
     assert [r["architecture"] for r in strings] == [r["architecture"] for r in columns] == \
         [r["architecture"] for r in released_records[:10]]
-    assert table_archs(frame.drop(columns=blocks)) == table_archs(frame.drop(columns=["arch"]))
+    assert table_archs(frame.drop(columns=blocks),
+                       space=ANB_SPACE) == table_archs(frame.drop(columns=["arch"]),
+                                                       space=ANB_SPACE)
     frame.loc[3, "arch"] = "e1k3l1"
     with pytest.raises(ValueError, match=r"t.csv' row 4: architecture 'e1k3l1' is outside"):
-        table_archs(frame, "'t.csv'")
+        table_archs(frame, "'t.csv'", space=ANB_SPACE)
 
 
 def test_bad_records_name_the_file_and_field(tmp_path, released_records):
@@ -120,14 +125,15 @@ def test_bad_records_name_the_file_and_field(tmp_path, released_records):
     bad["architecture"]["block5_l"] = 5
     with pytest.raises(ValueError,
                        match=r"bad.json: field 'architecture': .*stage 5 field 'l' has value 5"):
-        write_record(bad, tmp_path / "bad.json")
+        write_record(bad, tmp_path / "bad.json", space=ANB_SPACE)
     assert not (tmp_path / "bad.json").exists()
     with pytest.raises(ValueError, match="platform_perf key 'speed_a100'"):
-        write_record({**good, "platform_perf": {"speed_a100": {}}}, tmp_path / "x.json")
+        write_record({**good, "platform_perf": {"speed_a100": {}}}, tmp_path / "x.json",
+                     space=ANB_SPACE)
     with pytest.raises(ValueError, match="missing field 'architecture'"):
-        write_record({"metrics": {}}, tmp_path / "y.json")
+        write_record({"metrics": {}}, tmp_path / "y.json", space=ANB_SPACE)
     with pytest.raises(FileNotFoundError, match="does not exist"):
-        load_records(tmp_path / "nope")
+        load_records(tmp_path / "nope", space=ANB_SPACE)
     with pytest.raises(ValueError, match="unknown metric kind 'speed'"):
         perf_key("speed", "a100")
 
@@ -142,7 +148,7 @@ def test_tarball_with_a_bad_member_names_it(tmp_path, released_records):
         archive.add(member, arcname="anb_dataset_jsons/result_7.json")
     with pytest.raises(ValueError, match=r"result_7.json: field 'architecture': .*stage 0 field "
                                          r"'k' has value 4; allowed values are \[3, 5\]"):
-        load_records(tar)
+        load_records(tar, space=ANB_SPACE)
 
 
 def test_device_metrics_are_told_from_training_time_and_accuracy():

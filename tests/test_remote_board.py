@@ -25,10 +25,11 @@ from anb.collect_throughput.protocol import StoppingRule, WarmupRule, device_fro
 from anb.collect_throughput.remote import OnnxRuntimeBoard, RemoteSpec, board_folder, measure_remote
 from anb.collect_throughput.transports import TransportError, open_transport
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.board_helpers import board_config
 from tests.realservers import free_port, missing_sshd, sshd_server
 
-ARCH = Sampler(0).sample(1)[0]
+ARCH = Sampler(0, space=ANB_SPACE).sample(1)[0]
 BOARD_VENV_PYTHON = "/var/lib/anb-board/venv/bin/python"  # made by scripts/ci/queue.sh
 
 
@@ -42,7 +43,8 @@ def _device(remote: dict, name: str = "board-a", budget: float = 0.6) -> object:
     return device_from_mapping({
         "name": name, "backend": "onnxruntime", "resolution": 32, "threads": 1,
         "latency": {"batch": 1}, "warmup": {"max_seconds": 2.0, "max_steps": 50},
-        "stopping": {"budget_seconds": budget, "min_reps": 5}, "remote": remote})
+        "stopping": {"budget_seconds": budget, "min_reps": 5}, "remote": remote},
+        space=ANB_SPACE.name)
 
 
 @pytest.fixture(scope="module")
@@ -213,8 +215,9 @@ def test_ssh_board_measures_with_the_board_runner(ssh_board, board_python, tmp_p
     assert _leftovers(ssh_board.board_dir) == []  # cleaned up
     # The same per-architecture record as local measurement, merged the same way.
     results = tmp_path / "results"
-    atomic_write_json(results / "board-a" / f"{ARCH.id}.json", arch_record(ARCH, [m]))
-    report = merge(None, [results], tmp_path / "merged")
+    atomic_write_json(results / "board-a" / f"{ARCH.id}.json",
+                      arch_record(ARCH, [m], space=ANB_SPACE))
+    report = merge(None, [results], tmp_path / "merged", space=ANB_SPACE)
     assert report.device_records == 1
     merged = json.loads(next((tmp_path / "merged" / "records").glob("*.json")).read_text())
     entry = merged["platform_perf"]["latency_board-a"]
@@ -427,7 +430,7 @@ def test_shipped_board_example_is_a_remote_device():
     from anb.collect_throughput.protocol import load_device
     from anb.collect_throughput.remote import remote_spec
 
-    device = load_device("rpi4-ort")
+    device = load_device("rpi4-ort", space=ANB_SPACE.name)
     spec = remote_spec(device)
     assert spec.transport.startswith("ssh://") and spec.runtime == "onnxruntime"
     assert {p.kind: p.batch for p in device.protocols} == {"latency": 1, "throughput": 8}

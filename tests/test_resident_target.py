@@ -28,11 +28,12 @@ from anb.collect_throughput.protocol import device_from_mapping
 from anb.collect_throughput.resident import TargetClient
 from anb.collect_throughput.transports import TransportError
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.board_helpers import board_config
 
 SERVER = RUNNER.with_name("server.py")
 TOKEN = b"0123456789abcdef-test-token"
-ARCH = Sampler(0).sample(1)[0]
+ARCH = Sampler(0, space=ANB_SPACE).sample(1)[0]
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -40,7 +41,7 @@ def _protocol(budget: float = 0.4):
     device = device_from_mapping({
         "name": "resident-a", "backend": "onnxruntime", "resolution": 32, "threads": 1,
         "latency": {"batch": 1}, "warmup": {"max_seconds": 2.0, "max_steps": 50, "min_steps": 7},
-        "stopping": {"budget_seconds": budget, "min_reps": 5}})
+        "stopping": {"budget_seconds": budget, "min_reps": 5}}, space=ANB_SPACE.name)
     return device.protocols[0]
 
 
@@ -188,6 +189,7 @@ CLIENT = """
 import sys, numpy as np
 from anb.collect_throughput.resident import TargetClient
 from anb.collect_throughput.protocol import device_from_mapping
+from anb.searchspace.space import ANB_SPACE
 device = device_from_mapping({"name": "resident-a", "backend": "onnxruntime", "resolution": 32,
     "threads": 1, "latency": {"batch": 1}, "warmup": {"max_seconds": 1.0},
     "stopping": {"budget_seconds": 8, "min_reps": 10000, "max_reps": 100000, "rel_ci": 1e-9}})

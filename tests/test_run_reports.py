@@ -21,8 +21,9 @@ from anb.collect_throughput.run_report import (
     write_reports,
 )
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
-ARCHS = Sampler(0).sample(2)
+ARCHS = Sampler(0, space=ANB_SPACE).sample(2)
 DEVICE = "report-cpu"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -103,7 +104,7 @@ def test_report_pages_hold_the_records_figures_and_an_embedded_png(measured):
     # reports are not records: the results folder still merges
     from anb.records import load_records
 
-    assert len(load_records(measured)) == 2
+    assert len(load_records(measured, space=ANB_SPACE)) == 2
 
 
 def test_steps_are_in_run_order_with_the_warmup_first(measured):
@@ -150,7 +151,8 @@ def test_interleaved_blocks_say_their_utilisation_is_shared(tmp_path):
     from anb.collect_throughput.devices import load_any_device
     from anb.collect_throughput.measure import measure_interleaved
 
-    device = load_any_device(_config(tmp_path), {"stopping": {"budget_seconds": 0.2}})
+    device = load_any_device(_config(tmp_path), {"stopping": {"budget_seconds": 0.2}},
+                             space=ANB_SPACE.name)
     ms = measure_interleaved(ARCHS, device.protocols[0], tmp_path)
     assert [m.extra["utilisation"]["shared_by"] for m in ms] == [2, 2]
     assert ms[0].extra["peak_rss_bytes"] == ms[1].extra["peak_rss_bytes"] > 0

@@ -41,38 +41,38 @@ class CountingMeasurer(LocalMeasurer):
 
 @pytest.mark.slow
 def test_cache_batches_and_measurement_budget(tmp_path):
-    archs = Sampler(3).sample(6)
+    archs = Sampler(3, space=ANB_SPACE).sample(6)
     measurer = CountingMeasurer(str(DEVICE), tmp_path)
-    ev = MeasuredEvaluator(measurer, analytic_evaluator(32), max_measurements=4)
-    first = ev(archs_to_choices(archs[:2]), [KEY, "params"])
+    ev = MeasuredEvaluator(measurer, analytic_evaluator(32, space=ANB_SPACE), max_measurements=4)
+    first = ev(archs_to_choices(archs[:2], space=ANB_SPACE), [KEY, "params"])
     assert measurer.batches == [2], "a batch is submitted at once"
-    again = ev(archs_to_choices(archs[:3]), [KEY, "params"])
+    again = ev(archs_to_choices(archs[:3], space=ANB_SPACE), [KEY, "params"])
     assert measurer.batches == [2, 1] and ev.measured == 3, "cached architectures not re-measured"
     np.testing.assert_array_equal(again[KEY][:2], first[KEY])
     record = json.loads((tmp_path / "cpu-ort-32" / f"{archs[0].id}.json").read_text())
     assert first[KEY][0] == record["platform_perf"][KEY]["throughput_mean"]
-    np.testing.assert_allclose(first["params"], analytic_evaluator(32)(
-        archs_to_choices(archs[:2]), ["params"])["params"])
+    np.testing.assert_allclose(first["params"], analytic_evaluator(32, space=ANB_SPACE)(
+        archs_to_choices(archs[:2], space=ANB_SPACE), ["params"])["params"])
     with pytest.raises(BudgetExhausted, match="4 measurements spent"):
-        ev(archs_to_choices(archs[3:6]), [KEY])
+        ev(archs_to_choices(archs[3:6], space=ANB_SPACE), [KEY])
     assert ev.measured == 4 and len(ev.log) == 2 + 3 + 1, "the measured one is logged"
     measurer.close()
     fresh = CountingMeasurer(str(DEVICE), tmp_path)
-    ev2 = MeasuredEvaluator(fresh, analytic_evaluator(32), max_measurements=1)
-    ev2(archs_to_choices(archs[:4]), [KEY])
+    ev2 = MeasuredEvaluator(fresh, analytic_evaluator(32, space=ANB_SPACE), max_measurements=1)
+    ev2(archs_to_choices(archs[:4], space=ANB_SPACE), [KEY])
     assert fresh.batches == [] and ev2.measured == 0, "records on disk are the cache"
     fresh.close()
 
 
 def test_hours_budget_and_failed_measurement(tmp_path):
     measurer = LocalMeasurer(str(DEVICE), tmp_path)
-    ev = MeasuredEvaluator(measurer, analytic_evaluator(32), max_hours=1e-9)
+    ev = MeasuredEvaluator(measurer, analytic_evaluator(32, space=ANB_SPACE), max_hours=1e-9)
     with pytest.raises(BudgetExhausted, match="h of measurement spent"):
-        ev(archs_to_choices(Sampler(4).sample(2)), [KEY])
+        ev(archs_to_choices(Sampler(4, space=ANB_SPACE).sample(2), space=ANB_SPACE), [KEY])
     assert ev.measured == 0 and not list(tmp_path.glob("*/*.json"))
     measurer.close()
     with pytest.raises(ValueError, match=r"max_measurements \(--max-measurements\) 0 is invalid"):
-        MeasuredEvaluator(measurer, analytic_evaluator(32), max_measurements=0)
+        MeasuredEvaluator(measurer, analytic_evaluator(32, space=ANB_SPACE), max_measurements=0)
 
 
 @pytest.mark.slow
@@ -89,9 +89,9 @@ def test_queue_measurer_with_a_real_worker(tmp_path):
     thread.start()
     measurer = QueueMeasurer(url, str(DEVICE), [KEY], ANB_SPACE, poll_seconds=0.1)
     try:
-        ev = MeasuredEvaluator(measurer, analytic_evaluator(32))
-        archs = Sampler(5).sample(2)
-        values = ev(archs_to_choices(archs), [KEY])[KEY]
+        ev = MeasuredEvaluator(measurer, analytic_evaluator(32, space=ANB_SPACE))
+        archs = Sampler(5, space=ANB_SPACE).sample(2)
+        values = ev(archs_to_choices(archs, space=ANB_SPACE), [KEY])[KEY]
         assert (values > 0).all() and ev.measured == 2
         jobs = open_queue(url).jobs()
         assert [j.state for j in jobs] == ["done", "done"]
@@ -153,7 +153,7 @@ def test_evolution_with_measurement_in_the_loop(tmp_path):
     from anb.nas.measured import search_measured
 
     algo = functools.partial(regularized_evolution, population=4, sample=2, batch=2)
-    s = search_measured(algo, combined(None, resolution=32), str(DEVICE), None,
+    s = search_measured(algo, combined(None, resolution=32, space=ANB_SPACE), str(DEVICE), None,
                         [f"{KEY}:max", "params:min"], ["params<=6"], 8, 0, tmp_path)
     assert s["stopped"] == "evaluation budget" and s["evaluations"] == 8
     assert s["measurements"] + s["cache_hits"] == 8 and s["pareto_size"] >= 1
@@ -201,17 +201,18 @@ class OneFailingMeasurer(LocalMeasurer):
 def test_failed_measurement_is_the_worst_value_and_stays_off_the_front(tmp_path):
     from anb.nas.objectives import Objective
 
-    archs = Sampler(6).sample(3)
-    params = analytic_evaluator(32)(archs_to_choices(archs), ["params"])["params"]
+    archs = Sampler(6, space=ANB_SPACE).sample(3)
+    params = analytic_evaluator(32, space=ANB_SPACE)(archs_to_choices(archs, ANB_SPACE),
+                                                     ["params"])["params"]
     archs.insert(1, archs.pop(int(np.argmin(params))))  # the smallest fails: on the front if kept
     measurer = OneFailingMeasurer(archs[1].id, str(DEVICE), tmp_path)
-    ev = MeasuredEvaluator(measurer, analytic_evaluator(32))
-    values = ev(archs_to_choices(archs), [KEY, "params"])
+    ev = MeasuredEvaluator(measurer, analytic_evaluator(32, space=ANB_SPACE))
+    values = ev(archs_to_choices(archs, space=ANB_SPACE), [KEY, "params"])
     measurer.close()
     assert values[KEY][1] == 0.0 and values[KEY][0] > 0 and values[KEY][2] > 0
     assert ev.measured == 3 and "model refused" in ev.failed[archs[1].id]
     # a failed design is not measured again, and is never on the front
-    ev(archs_to_choices(archs[1:2]), [KEY])
+    ev(archs_to_choices(archs[1:2], space=ANB_SPACE), [KEY])
     assert ev.measured == 3
     s = ev.report(tmp_path / "report", [Objective.parse(f"{KEY}:max"),
                                         Objective.parse("params:min")])

@@ -14,21 +14,23 @@ def test_space_size_matches_the_benchmark():
 
 
 def test_stream_is_deterministic_and_seed_dependent():
-    a = Sampler(7).sample_indices(1000)
-    assert np.array_equal(a, Sampler(7).sample_indices(1000))
-    assert not np.array_equal(a, Sampler(8).sample_indices(1000))
-    assert [str(x) for x in sample(5, seed=7)] == [str(x) for x in Sampler(7).sample(5)]
+    a = Sampler(7, space=ANB_SPACE).sample_indices(1000)
+    assert np.array_equal(a, Sampler(7, space=ANB_SPACE).sample_indices(1000))
+    assert not np.array_equal(a, Sampler(8, space=ANB_SPACE).sample_indices(1000))
+    assert [str(x) for x in sample(5, seed=7, space=ANB_SPACE)] == [str(x) for x in Sampler(7,
+                                                                                            space=ANB_SPACE).sample(5)]
 
 
 def test_stream_matches_in_another_process():
-    code = "from anb.searchspace import Sampler; print(Sampler(11).sample_indices(20).tolist())"
+    code = ("from anb.searchspace import ANB_SPACE, Sampler; "
+            "print(Sampler(11, space=ANB_SPACE).sample_indices(20).tolist())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONHASHSEED": "99", "PATH": ""}, check=True)
-    assert out.stdout.strip() == str(Sampler(11).sample_indices(20).tolist())
+    assert out.stdout.strip() == str(Sampler(11, space=ANB_SPACE).sample_indices(20).tolist())
 
 
 def test_stream_never_repeats():
-    idx = Sampler(1).sample_indices(200_000)
+    idx = Sampler(1, space=ANB_SPACE).sample_indices(200_000)
     assert len(np.unique(idx)) == idx.size
 
 
@@ -43,7 +45,7 @@ def test_permutation_is_a_bijection_on_a_small_domain():
 def test_shards_are_disjoint_and_interleave_to_the_unsharded_stream(chunk):
     """Catches: sampler shards whose chunks overlap (chunk 7: many chunk boundaries)."""
     k, n = 4, 250
-    sampler = Sampler(3, chunk=chunk)
+    sampler = Sampler(3, chunk=chunk, space=ANB_SPACE)
     shards = [sampler.sample_indices(n, shard=(i, k)) for i in range(k)]
     for i in range(k):
         for j in range(i + 1, k):
@@ -51,12 +53,13 @@ def test_shards_are_disjoint_and_interleave_to_the_unsharded_stream(chunk):
     interleaved = np.stack(shards, axis=1).reshape(-1)
     assert np.array_equal(interleaved, sampler.sample_indices(n * k))
     assert np.array_equal(shards[2], sampler.sample_indices(n, shard="2/4"))
-    assert np.array_equal(interleaved, Sampler(3).sample_indices(n * k))  # chunk-independent
+    again = Sampler(3, space=ANB_SPACE).sample_indices(n * k)
+    assert np.array_equal(interleaved, again)  # chunk-independent
 
 
 @pytest.mark.slow
 def test_exclude_skips_done_architectures_by_arch_or_id():
-    sampler = Sampler(0)
+    sampler = Sampler(0, space=ANB_SPACE)
     first = sampler.sample(10)
     done = [first[1], str(first[3])] + [first[5].id]
     rest = sampler.sample(7, exclude=done)
@@ -65,7 +68,7 @@ def test_exclude_skips_done_architectures_by_arch_or_id():
 
 
 def test_samples_cover_every_choice_roughly_uniformly():
-    choices = Sampler(2).sample_choices(20_000)
+    choices = Sampler(2, space=ANB_SPACE).sample_choices(20_000)
     layers5 = choices[:, 5, 2]
     counts = np.bincount(layers5, minlength=5)[1:]
     assert set(np.unique(layers5)) == {1, 2, 3, 4}
@@ -84,22 +87,23 @@ def test_bad_shards_are_rejected(shard, message):
 
 def test_negative_n_is_rejected():
     with pytest.raises(ValueError, match="n must be >= 0"):
-        Sampler(0).sample(-1)
+        Sampler(0, space=ANB_SPACE).sample(-1)
 
 
 def test_n_beyond_the_space_or_shard_is_refused_naming_both_sizes():
     with pytest.raises(ValueError, match=r"cannot sample 1,000,000,000,000 .* holds "
                                          r"104,485,552,128"):
-        Sampler(0).sample_indices(10**12)
-    quarter = Sampler(0).shard_size("1/4")
+        Sampler(0, space=ANB_SPACE).sample_indices(10**12)
+    quarter = Sampler(0, space=ANB_SPACE).shard_size("1/4")
     assert quarter == 26_121_388_032
     with pytest.raises(ValueError, match="26,121,388,032 of them in shard 1/4"):
-        Sampler(0).sample(quarter + 1, shard="1/4")
+        Sampler(0, space=ANB_SPACE).sample(quarter + 1, shard="1/4")
 
 
 def test_streamed_sample_equals_the_list_across_chunks():
-    small = Sampler(3, chunk=7)
+    small = Sampler(3, chunk=7, space=ANB_SPACE)
     streamed = [str(a) for a in small.iter_sample(30, shard="1/3", exclude=small.sample(4))]
-    assert streamed == [str(a) for a in Sampler(3).sample(30, shard="1/3",
-                                                           exclude=Sampler(3).sample(4))]
+    assert streamed == [str(a) for a in Sampler(3, space=ANB_SPACE).sample(30, shard="1/3",
+                                                           exclude=Sampler(3,
+                                                                           space=ANB_SPACE).sample(4))]
     assert len(set(streamed)) == 30

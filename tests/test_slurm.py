@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from anb.searchspace import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import CONFIG, REPO, TORCHRUN
 
 TEMPLATE = REPO / "configs" / "slurm" / "train.sbatch"
@@ -125,7 +126,7 @@ def _records(folder: Path) -> dict[str, dict]:
 @pytest.mark.slow
 def test_sbatch_template_runs_two_processes(cluster, tmp_path):
     job = submit(cluster, tmp_path, "--num_models", "2", wait=True)
-    ids = [a.id for a in Sampler(3).sample(2)]
+    ids = [a.id for a in Sampler(3, space=ANB_SPACE).sample(2)]
     found = _records(tmp_path)
     assert sorted(found) == sorted(ids), _logs(tmp_path)
     for record in found.values():
@@ -139,7 +140,7 @@ def test_sbatch_template_runs_two_processes(cluster, tmp_path):
 
 @pytest.mark.slow
 def test_requeue_mid_stream_resumes_without_loss_or_repeat(cluster, tmp_path):
-    ids = [a.id for a in Sampler(3).sample(3)]
+    ids = [a.id for a in Sampler(3, space=ANB_SPACE).sample(3)]
     job = submit(cluster, tmp_path, "--num_models", "3", wait=False)
     ckpt = tmp_path / "checkpoints" / f"{ids[1]}.pt"
     deadline = time.time() + 300

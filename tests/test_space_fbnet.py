@@ -94,7 +94,7 @@ def test_bad_choices_name_the_variable_and_allowed_values():
 
 
 def test_index_is_a_bijection():
-    choices = Sampler(3, SPACE).sample_choices(200)
+    choices = Sampler(3, space=SPACE).sample_choices(200)
     index = SPACE.index_from_choices(choices)
     assert len(set(index.tolist())) == len({tuple(r) for r in choices.tolist()}) == 200
     assert np.array_equal(SPACE.choices_from_index(index), choices)
@@ -104,7 +104,7 @@ def test_index_is_a_bijection():
 
 
 def test_sampler_gives_distinct_valid_archs():
-    archs = Sampler(0, SPACE).sample(50)
+    archs = Sampler(0, space=SPACE).sample(50)
     assert len(set(archs)) == 50
     choices = SPACE.to_choices(archs)
     assert choices.shape == (50, 22)
@@ -146,7 +146,7 @@ def test_fixed_stem_and_head_and_the_all_skip_network():
 
 @pytest.mark.parametrize("resolution, num_classes", [(32, 100), (40, 10)])
 def test_cost_table_equals_thop_and_parameter_count(resolution, num_classes):
-    archs = Sampler(11, SPACE).sample(3) + [SPACE.arch(ALL_SKIP), SPACE.arch(ALL_K5_E6)]
+    archs = Sampler(11, space=SPACE).sample(3) + [SPACE.arch(ALL_SKIP), SPACE.arch(ALL_K5_E6)]
     table = SPACE.cost_table(SPACE.to_choices(archs), resolution, num_classes)
     for i, arch in enumerate(archs):
         model = SPACE.build(arch, num_classes)
@@ -185,7 +185,7 @@ def _moved_per_layer(model: torch.nn.Module) -> list[int]:
 def test_layer_activations_are_what_its_convs_and_shuffles_read_and_write():
     """Per layer, ``activations`` = elements each conv (and channel shuffle) reads plus
     writes, counted with forward hooks on the built model; identity skips move nothing."""
-    archs = Sampler(8, SPACE).sample(2) + [SPACE.arch(ALL_SKIP)]
+    archs = Sampler(8, space=SPACE).sample(2) + [SPACE.arch(ALL_SKIP)]
     table = SPACE.cost_table(SPACE.to_choices(archs))
     for i, arch in enumerate(archs):
         assert _moved_per_layer(SPACE.build(arch)) == table.per_stage["activations"][i].tolist()
@@ -198,7 +198,8 @@ def test_layer_activations_are_what_its_convs_and_shuffles_read_and_write():
 def test_cost_units_reproduce_the_layer_costs_exactly():
     """One slot per layer, width 9, count 1: a least-squares fit of a per-(slot, unit) cost
     on sampled archs reproduces every layer cost of unseen archs."""
-    train, test = Sampler(5, SPACE).sample_choices(400), Sampler(6, SPACE).sample_choices(50)
+    train = Sampler(5, space=SPACE).sample_choices(400)
+    test = Sampler(6, space=SPACE).sample_choices(50)
     units = SPACE.cost_units(train)
     assert units.widths == (9,) * 22 and units.slot_names == tuple(SPACE.block_names())
     assert np.array_equal(units.counts, np.ones((400, 22)))
@@ -256,7 +257,7 @@ def test_skeleton_matches_hw_nas_bench():
 
 
 def test_model_forward_shape_residuals_and_options():
-    arch = Sampler(1, SPACE).sample(1)[0]
+    arch = Sampler(1, space=SPACE).sample(1)[0]
     model = SPACE.build(arch, num_classes=10).eval()
     with torch.no_grad():
         assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)

@@ -24,7 +24,7 @@ CONV3 = ("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+"
          "|nor_conv_3x3~0|nor_conv_3x3~1|nor_conv_3x3~2|")
 ARCH0 = ("|avg_pool_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+"
          "|nor_conv_1x1~0|skip_connect~1|skip_connect~2|")
-SAMPLED = [str(a) for a in Sampler(7, SPACE).sample(4)] + [NONE, CONV3, ARCH0]
+SAMPLED = [str(a) for a in Sampler(7, space=SPACE).sample(4)] + [NONE, CONV3, ARCH0]
 
 
 def _thop(model, shape):
@@ -96,7 +96,7 @@ def test_index_is_a_bijection_onto_the_space():
 
 
 def test_sampler_gives_distinct_valid_archs():
-    archs = Sampler(0, SPACE).sample(50)
+    archs = Sampler(0, space=SPACE).sample(50)
     assert len(set(archs)) == 50
     for arch in archs:
         assert SPACE.arch(str(arch)) == arch and len(arch.id) == 16
@@ -170,7 +170,7 @@ def test_cost_units_reproduce_the_cost_table():
     """Each slot's unit is its edge's op; one cost per op (taken from uniform cells)
     reproduces every edge column exactly."""
     uniform = SPACE.cost_table(np.repeat(np.arange(len(OPS))[:, None], 6, axis=1))
-    choices = SPACE.choices_from_index(Sampler(3, SPACE).sample_indices(200))
+    choices = SPACE.choices_from_index(Sampler(3, space=SPACE).sample_indices(200))
     units = SPACE.cost_units(choices)
     table = SPACE.cost_table(choices)
     assert units.widths == (5,) * 6 and units.slot_names == tuple(SPACE.block_names())

@@ -154,7 +154,7 @@ def test_native_dict_errors(change, message):
 
 
 def test_sampler_gives_distinct_valid_archs():
-    archs = Sampler(0, SPACE).sample(50)
+    archs = Sampler(0, space=SPACE).sample(50)
     assert len(set(archs)) == 50
     SPACE.positions(SPACE.to_choices(archs))
 

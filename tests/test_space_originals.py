@@ -133,9 +133,9 @@ def test_original_designs_round_trip(name):
     choices = space.to_choices(archs)
     index = space.index_from_choices(choices)
     assert np.array_equal(space.choices_from_index(index), choices)
-    ordinal = encode(archs, "ordinal", space)
+    ordinal = encode(archs, "ordinal", space=space)
     assert np.array_equal(space.from_positions(ordinal.astype(np.int64)), choices)
-    onehot = encode(archs, "onehot", space)
+    onehot = encode(archs, "onehot", space=space)
     assert onehot.shape == (len(archs), int(space.radices().sum()))
     assert np.array_equal(onehot.sum(axis=1), np.full(len(archs), len(space.variables)))
     assert table_archs(records_to_frame([new_record(a, space) for a in archs], space),

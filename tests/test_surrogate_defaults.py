@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from anb import resources
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.data import load_table, published_split, target_columns
 from tests.conftest import REPO
 
@@ -36,7 +37,7 @@ def script():
 @pytest.fixture(scope="module")
 def released():
     """The whole release and its split, read here independently of the script."""
-    full = load_table(resources.RELEASED_DATASET)
+    full = load_table(resources.RELEASED_DATASET, space=ANB_SPACE)
     names = {split: {Path(p).name for p in json.loads(
         (resources.RELEASED_SPLIT_DIR / f"{split}_paths.json").read_text())}
         for split in ("train", "val", "test")}

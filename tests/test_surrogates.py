@@ -46,7 +46,7 @@ SMALL_ONLY = FitConfig(default=SMALL, per_target={}, layer_cost_trim=None)
 
 @pytest.fixture(scope="module")
 def prepared():
-    return prepare(TARBALL)
+    return prepare(TARBALL, space=ANB_SPACE)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def small_config():
 
 @pytest.fixture(scope="module")
 def bench(prepared, small_config):
-    sub = prepare(prepared.frame, SMALL_TARGETS)
+    sub = prepare(prepared.frame, SMALL_TARGETS, space=ANB_SPACE)
     return fit_benchmark(sub, small_config, progress=False)
 
 
@@ -90,7 +90,8 @@ def test_random_and_kfold_splits_are_reproducible_across_processes(prepared):
     masks = random_split(prepared.frame, seed=3)
     code = ("import sys, numpy as np; from anb.surrogates.fit import prepare; "
             "from anb.surrogates.data import random_split; "
-            f"p = prepare({str(TARBALL)!r}, ['val_top1']); "
+            "from anb.searchspace import ANB_SPACE; "
+            f"p = prepare({str(TARBALL)!r}, ['val_top1'], space=ANB_SPACE); "
             "sys.stdout.write(''.join('1' if v else '0' "
             "for v in random_split(p.frame, 3)['test']))")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -109,7 +110,7 @@ def test_random_and_kfold_splits_are_reproducible_across_processes(prepared):
 
 def test_unknown_split_and_target_are_clear_errors(prepared):
     with pytest.raises(ValueError, match="unknown split 'halves'"):
-        prepare(prepared.frame, split="halves")
+        prepare(prepared.frame, split="halves", space=ANB_SPACE)
     with pytest.raises(ValueError, match="unknown target 'throughput_h100'"):
         labels(prepared.frame, "throughput_h100")
 
@@ -142,7 +143,7 @@ def test_metrics_values():
     ("mlp", {"hidden": (64,), "epochs": 40, "patience": 10}),
 ])
 def test_family_learns_and_round_trips_without_pickle(prepared, tmp_path, family, params):
-    X = encode(prepared.choices, "features")
+    X = encode(prepared.choices, "features", space=ANB_SPACE)
     lab = prepared.labels["throughput_a100"]
     y = np.log(lab.values)
     tr = np.flatnonzero(prepared.masks["train"])[:1500]
@@ -177,7 +178,7 @@ def test_small_benchmark_beats_plain_ordinal_model(bench, prepared):
     assert scores.loc["val_top1", "r2"] > 0.97
     assert scores.loc["throughput_tpuv3", "n_missing"] > 0  # missing labels skipped, counted
     # a plain model with the same budget on the reference's 28-value ordinal encoding
-    X = encode(prepared.choices, "ordinal")
+    X = encode(prepared.choices, "ordinal", space=ANB_SPACE)
     train, val, test = (prepared.masks[k] for k in ("train", "val", "test"))
     for target in SMALL_TARGETS:
         lab = prepared.labels[target]
@@ -211,7 +212,7 @@ def test_query_accepts_every_input_form(bench, prepared):
     record = {k: row[k] for k in prepared.frame.columns if k.startswith("block")}
     arch = EFFICIENTNET_B0
     forms = [arch, str(arch), arch.to_anb_dict(), {"architecture": arch.to_anb_dict()},
-             arch.to_choices()[None], encode([arch], "ordinal")]
+             arch.to_choices()[None], encode([arch], "ordinal", space=ANB_SPACE)]
     frames = [bench.query(f) for f in forms]
     for frame in frames[1:]:
         pd.testing.assert_frame_equal(frame, frames[0])
@@ -238,7 +239,7 @@ def test_query_takes_any_sequence_or_array_of_architectures(bench, prepared):
 
 
 def test_small_and_large_batches_agree(bench):
-    choices = Sampler(seed=1).sample_choices(200)
+    choices = Sampler(seed=1, space=ANB_SPACE).sample_choices(200)
     big = bench.query(choices)  # native predictor
     small = pd.concat([bench.query(choices[i:i + 50]) for i in range(0, 200, 50)],
                       ignore_index=True)  # packed numpy forest
@@ -246,7 +247,7 @@ def test_small_and_large_batches_agree(bench):
 
 
 def test_noise_draws_observation_noise_seeded_per_architecture_and_metric(bench):
-    choices = Sampler(seed=2).sample_choices(2000)
+    choices = Sampler(seed=2, space=ANB_SPACE).sample_choices(2000)
     mean = bench.query(choices, "val_top1")
     a = bench.query(choices, "val_top1", noise=True, seed=5)
     b = bench.query(choices, "val_top1", noise=True, seed=5)
@@ -283,7 +284,7 @@ def test_query_mean_and_std_combine_every_member(bench):
     (packed) and a large (native) batch, for the mixed XGBoost + SVR accuracy target and a
     log-space device target."""
     for n in (5, 300):
-        choices = Sampler(seed=9).sample_choices(n)
+        choices = Sampler(seed=9, space=ANB_SPACE).sample_choices(n)
         X = bench.builder.transform(choices)
         frame = bench.query(choices, ["val_top1", "throughput_a100"])
         for name in ("val_top1", "throughput_a100"):
@@ -381,7 +382,7 @@ def test_noise_draws_are_keyed_by_metric():
     """Catches: noise draws not keyed by metric (one standard normal shared by all metrics of
     an architecture), or a change to the keyed generator (pinned values)."""
     choices = np.concatenate([EFFICIENTNET_B0.to_choices()[None],
-                              Sampler(seed=4).sample_choices(2)])
+                              Sampler(seed=4, space=ANB_SPACE).sample_choices(2)])
     assert standard_normal(7, choices, "val_top1", ANB_SPACE).tolist() == [
         -0.5393406349216199, 0.23241832533016124, 0.9824196199730332]
     assert standard_normal(7, choices, "throughput_a100", ANB_SPACE).tolist() == [
@@ -391,7 +392,7 @@ def test_noise_draws_are_keyed_by_metric():
 def test_noisy_query_adds_the_metric_keyed_draw(bench):
     """Catches: the benchmark drawing noise with another metric's (or no) key: each noisy
     value is the mean plus ``observation_std_`` times the draw keyed by its own metric."""
-    choices = Sampler(seed=2).sample_choices(8)
+    choices = Sampler(seed=2, space=ANB_SPACE).sample_choices(8)
     names = ["val_top1", "throughput_a100"]
     mean = bench.query(choices, names)
     noisy = bench.query(choices, names, noise=True, seed=5)
@@ -423,7 +424,7 @@ def test_bad_query_inputs_are_clear_errors(bench):
 def test_empty_training_set_is_a_clear_error(prepared):
     frame = prepared.frame.copy()
     frame["throughput_a100"] = np.nan
-    sub = prepare(frame, ["throughput_a100"])
+    sub = prepare(frame, ["throughput_a100"], space=ANB_SPACE)
     with pytest.raises(ValueError, match="empty training set"):
         fit_benchmark(sub, SMALL_ONLY, progress=False)
 
@@ -459,7 +460,7 @@ def test_artifact_round_trip_and_manifest(bench, artifact):
     assert manifest["libraries"]["xgboost"] and len(manifest["training_data"]["sha256"]) == 64
     assert set(manifest["files"]) == set(files) - {"manifest.json", MARKER}
     loaded = load(artifact)
-    choices = Sampler(seed=9).sample_choices(300)
+    choices = Sampler(seed=9, space=ANB_SPACE).sample_choices(300)
     pd.testing.assert_frame_equal(loaded.query(choices), bench.query(choices))
     assert loaded.metrics == SMALL_TARGETS and "a100" in loaded.devices
 
@@ -535,7 +536,7 @@ def test_exported_tables_and_new_devices_are_targets(prepared, tmp_path):
     frame.loc[frame.index[:10], "throughput_cpu"] = np.nan
     path = tmp_path / "merged.parquet"
     frame.to_parquet(path)
-    sub = prepare(path, ["throughput_cpu"])
+    sub = prepare(path, ["throughput_cpu"], space=ANB_SPACE)
     assert "throughput_cpu" in target_columns(sub.frame)
     assert sub.labels["throughput_cpu"].n_missing == 10
     assert {k: int(v.sum()) for k, v in sub.masks.items()} == {"train": 4100, "val": 512,
@@ -556,7 +557,7 @@ def test_tabulated_features_equal_the_features_encoding(name):
     space = get_space(name)
     choices = Sampler(seed=11, space=space).sample_choices(3000)
     np.testing.assert_array_equal(StageCostTable(space).features(choices),
-                                  encode(choices, "features", space))
+                                  encode(choices, "features", space=space))
     table = space.cost_table(choices)
     np.testing.assert_array_equal(log_costs(choices, space),
                                   np.log(np.stack([table.total(c) for c in COSTS], 1)

@@ -56,7 +56,7 @@ def test_unit_costs_add_up_to_the_exact_costs(name):
 def analytic_throughput():
     """Throughput = 1 / (sum over layers of operation costs x fixed speeds), 1 % noise."""
     rng = np.random.default_rng(0)
-    choices = Sampler(seed=3).sample_choices(3000)
+    choices = Sampler(seed=3, space=ANB_SPACE).sample_choices(3000)
     analytic = ANB_SPACE.unit_costs()
     units = ANB_SPACE.cost_units(choices)
     speeds = rng.uniform(0.5, 2.0, len(analytic.names)) / np.concatenate(analytic.tables).mean(0)
@@ -71,7 +71,7 @@ def test_an_unseen_unit_costs_its_parts_not_zero(analytic_throughput):
     target = {"throughput_x": (1 / cost[~held], np.ones((~held).sum(), dtype=bool))}
     errors = {}
     for shrink in (LayerCostModel.SHRINK, None):
-        model = LayerCostModel(shrink=shrink).fit(choices[~held], target)
+        model = LayerCostModel(shrink=shrink).fit(choices[~held], target, ANB_SPACE)
         predicted = np.exp(-model.transform(choices[held])[:, 0])
         errors[shrink] = np.median(np.abs(predicted / cost[held] - 1))
     assert errors[LayerCostModel.SHRINK] < 0.02  # the parts carry the cost
@@ -89,7 +89,7 @@ def test_work_no_training_architecture_had_takes_the_median_speed(analytic_throu
     top1 = 70 + np.random.default_rng(1).normal(0, 1, len(cost))
     present = np.ones((~se).sum(), dtype=bool)
     targets = {"throughput_x": (1 / cost[~se], present), "val_top1": (top1[~se], present)}
-    model = LayerCostModel().fit(choices[~se], targets)
+    model = LayerCostModel().fit(choices[~se], targets, ANB_SPACE)
     analytic = ANB_SPACE.unit_costs()
     se_work = analytic.names.index("se_macs")
     np.testing.assert_array_equal(model.unmeasured_,
@@ -99,7 +99,7 @@ def test_work_no_training_architecture_had_takes_the_median_speed(analytic_throu
     assert not model.unmeasured_share(choices[~se]).any()
     # as before: no work left idle, so none takes a speed and no unit is unmeasured
     drop_idle_prior()
-    before = LayerCostModel().fit(choices[~se], targets)
+    before = LayerCostModel().fit(choices[~se], targets, ANB_SPACE)
     predicted, old = model.transform(choices[se]), before.transform(choices[se])
     np.testing.assert_allclose(predicted[:, 1], old[:, 1])
     error = np.abs(predicted[:, 0] + np.log(cost[se]))
@@ -113,13 +113,14 @@ def test_weight_files_without_shrink_still_load(analytic_throughput, tmp_path):
     plain model and predict the same; new files round-trip their penalties."""
     choices, cost = analytic_throughput
     target = {"throughput_x": (1 / cost, np.ones(len(cost), dtype=bool))}
-    model = LayerCostModel(trim=2.0).fit(choices, target)
+    model = LayerCostModel(trim=2.0).fit(choices, target, ANB_SPACE)
     model.save(tmp_path / "new.npz")
-    assert LayerCostModel.load(tmp_path / "new.npz").shrink == LayerCostModel.SHRINK
+    assert LayerCostModel.load(tmp_path / "new.npz",
+                               space=ANB_SPACE).shrink == LayerCostModel.SHRINK
     with np.load(tmp_path / "new.npz") as data:
         old = {k: data[k] for k in data.files if k != "shrink"}
     np.savez(tmp_path / "old.npz", **old)
-    loaded = LayerCostModel.load(tmp_path / "old.npz")
+    loaded = LayerCostModel.load(tmp_path / "old.npz", space=ANB_SPACE)
     assert loaded.shrink is None and loaded.trim == 2.0
     np.testing.assert_array_equal(loaded.transform(choices[:50]), model.transform(choices[:50]))
 
@@ -128,15 +129,16 @@ def test_unmeasured_units_round_trip_and_older_files_have_none(analytic_throughp
     choices, cost = analytic_throughput
     se = (choices[:, :, 3] == 1).any(axis=1)
     model = LayerCostModel().fit(choices[~se], {"throughput_x": (1 / cost[~se],
-                                                                 np.ones((~se).sum(), bool))})
+                                                                 np.ones((~se).sum(), bool))},
+                                 ANB_SPACE)
     model.save(tmp_path / "new.npz")
-    loaded = LayerCostModel.load(tmp_path / "new.npz")
+    loaded = LayerCostModel.load(tmp_path / "new.npz", space=ANB_SPACE)
     np.testing.assert_array_equal(loaded.unmeasured_, model.unmeasured_)
     np.testing.assert_array_equal(loaded.unmeasured_share(choices[se]),
                                   model.unmeasured_share(choices[se]))
     with np.load(tmp_path / "new.npz") as data:
         np.savez(tmp_path / "old.npz", **{k: data[k] for k in data.files if k != "unmeasured"})
-    old = LayerCostModel.load(tmp_path / "old.npz")
+    old = LayerCostModel.load(tmp_path / "old.npz", space=ANB_SPACE)
     assert old.unmeasured_.shape == model.unmeasured_.shape and not old.unmeasured_.any()
     assert not old.unmeasured_share(choices[se]).any()
 
@@ -155,7 +157,8 @@ def _stage_holdout_scores(prepared: Prepared, monkeypatch, shrink) -> dict[str, 
     monkeypatch.setattr(fit_module, "LayerCostModel", partial(LayerCostModel, shrink=shrink))
     tree = TargetConfig("xgboost", {"n_estimators": 2000, "max_depth": 4,
                                     "learning_rate": 0.1, "early_stopping_rounds": 50}, 1)
-    bench = fit_benchmark(Prepared(prepared.frame, choices, masks, prepared.labels),
+    bench = fit_benchmark(Prepared(prepared.frame, choices, masks, prepared.labels,
+                                   space=ANB_SPACE),
                           FitConfig(default=tree), progress=False)
     frame = bench.query(choices[held])
     top1, a100 = prepared.labels["val_top1"], prepared.labels["throughput_a100"]
@@ -168,7 +171,7 @@ def _stage_holdout_scores(prepared: Prepared, monkeypatch, shrink) -> dict[str, 
 def test_released_stage_holdout_is_predicted_from_parts(released_frame, monkeypatch):
     """Issue 26's measured case: every architecture whose last stage is e6 k5 left out of
     training. Goals: top-1 MAE < 1 pp, device MAPE < 8 %; the one-hot base was far off."""
-    prepared = prepare(released_frame, ["val_top1", "throughput_a100"])
+    prepared = prepare(released_frame, ["val_top1", "throughput_a100"], space=ANB_SPACE)
     ours = _stage_holdout_scores(prepared, monkeypatch, LayerCostModel.SHRINK)
     old = _stage_holdout_scores(prepared, monkeypatch, None)
     assert ours["top1_mae"] < 1.0 and ours["a100_mape"] < 8.0
@@ -188,7 +191,7 @@ def test_nasbench201_edge_op_holdout_on_help_latencies():
     for shrink in (LayerCostModel.SHRINK, None):
         model = LayerCostModel(shrink=shrink).fit(
             choices[~held], {"latency_x": (latency[~held], np.ones((~held).sum(), bool))}, space)
-        predicted = np.exp(model.transform(choices[held], space)[:, 0])
+        predicted = np.exp(model.transform(choices[held])[:, 0])
         errors[shrink] = 100 * np.mean(np.abs(predicted / latency[held] - 1))
     assert errors[LayerCostModel.SHRINK] < 5.0
     assert errors[None] > 15.0
@@ -210,7 +213,8 @@ def test_a_unit_backs_off_to_its_siblings_in_the_slot(analytic_throughput):
     errors = {}
     for siblings in (LayerCostModel.SHRINK[5], 1e6):
         model = LayerCostModel(shrink=LayerCostModel.SHRINK[:5] + (siblings,))
-        predicted = np.exp(-model.fit(choices[~held], target).transform(choices[held])[:, 0])
+        model.fit(choices[~held], target, ANB_SPACE)
+        predicted = np.exp(-model.transform(choices[held])[:, 0])
         errors[siblings] = np.median(np.abs(predicted / slow[held] - 1)[k5_se[held]])
     assert errors[LayerCostModel.SHRINK[5]] < 0.5 * errors[1e6]
 
@@ -220,11 +224,12 @@ def test_a_model_saved_before_the_sibling_effects_refits_without_them(analytic_t
     sibling effects (the same fit as with those effects penalised away), not an IndexError."""
     choices, cost = analytic_throughput
     target = {"throughput_x": (1 / cost, np.ones(len(cost), dtype=bool))}
-    old = LayerCostModel(shrink=LayerCostModel.SHRINK[:5]).fit(choices, target)
-    away = LayerCostModel(shrink=LayerCostModel.SHRINK[:5] + (1e12,)).fit(choices, target)
+    old = LayerCostModel(shrink=LayerCostModel.SHRINK[:5]).fit(choices, target, ANB_SPACE)
+    away = LayerCostModel(shrink=LayerCostModel.SHRINK[:5] + (1e12,)).fit(choices, target,
+                                                                           ANB_SPACE)
     assert 5 not in old.groups_ and 5 in away.groups_
     np.testing.assert_allclose(old.weights_, away.weights_, rtol=1e-6, atol=1e-12)
-    assert not np.allclose(old.weights_, LayerCostModel().fit(choices, target).weights_,
+    assert not np.allclose(old.weights_, LayerCostModel().fit(choices, target, ANB_SPACE).weights_,
                            rtol=1e-6, atol=1e-12)
 
 
@@ -244,7 +249,8 @@ def test_a_saturating_base_carries_a_throughput_ceiling_to_an_unseen_unit(
               "val_top1": (cost[~held], np.ones((~held).sum(), dtype=bool))}
     errors, models = {}, {}
     for saturating in (True, False):
-        model = LayerCostModel(trim=2.0, saturating=saturating).fit(choices[~held], target)
+        model = LayerCostModel(trim=2.0, saturating=saturating).fit(choices[~held], target,
+                                                                     ANB_SPACE)
         predicted = np.exp(model.transform(choices[held])[:, 0])
         errors[saturating] = np.mean(np.abs(predicted * slow[held] - 1))
         models[saturating] = model
@@ -254,7 +260,7 @@ def test_a_saturating_base_carries_a_throughput_ceiling_to_an_unseen_unit(
     assert fitted.time_floor_[1] == 0.0  # only time targets saturate
     path = tmp_path / "lc.npz"
     fitted.save(path)
-    loaded = LayerCostModel.load(path)
+    loaded = LayerCostModel.load(path, space=ANB_SPACE)
     assert loaded.saturating
     np.testing.assert_array_equal(loaded.transform(choices[:50]),
                                   fitted.transform(choices[:50]))
@@ -281,7 +287,7 @@ def test_a_saturating_fit_weighs_rows_by_what_they_say_about_their_sum(analytic_
     target = {"throughput_x": (1 / measured[train], np.ones(train.sum(), bool))}
 
     def error() -> float:
-        model = LayerCostModel(trim=2.0, saturating=True).fit(choices[train], target)
+        model = LayerCostModel(trim=2.0, saturating=True).fit(choices[train], target, ANB_SPACE)
         return float(np.mean(np.abs(np.exp(model.transform(choices[~train])[:, 0])
                                     * clean[~train] - 1)))
 
@@ -300,8 +306,8 @@ def test_a_time_target_without_a_ceiling_fits_as_well_as_the_additive_sum(analyt
     target = {"latency_x": (cost, np.ones(len(cost), dtype=bool))}
 
     def error(model: LayerCostModel) -> float:
-        return float(np.mean(np.abs(np.exp(model.fit(choices, target).transform(choices)[:, 0])
-                                    / cost - 1)))
+        fitted = model.fit(choices, target, ANB_SPACE)
+        return float(np.mean(np.abs(np.exp(fitted.transform(choices)[:, 0]) / cost - 1)))
 
     additive = error(LayerCostModel(trim=2.0))
     assert error(LayerCostModel(trim=2.0, saturating=True)) < 1.02 * additive
@@ -311,11 +317,12 @@ def test_where_no_floor_fits_better_the_saturating_fit_is_the_additive_one(relea
     """The released latencies (batch 1) have no ceiling: no floor is taken and the weights
     and trimmed rows are the trimmed additive fit's, bit for bit (not a refit under the
     weights used to compare the candidates)."""
-    prepared = prepare(released_frame, ["latency_zcu102", "latency_vck190"])
+    prepared = prepare(released_frame, ["latency_zcu102", "latency_vck190"], space=ANB_SPACE)
     train = prepared.masks["train"]
     targets = {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()}
-    additive = LayerCostModel(trim=2.0).fit(prepared.choices[train], targets)
-    saturating = LayerCostModel(trim=2.0, saturating=True).fit(prepared.choices[train], targets)
+    additive = LayerCostModel(trim=2.0).fit(prepared.choices[train], targets, ANB_SPACE)
+    saturating = LayerCostModel(trim=2.0, saturating=True).fit(prepared.choices[train], targets,
+                                                                ANB_SPACE)
     assert not saturating.time_floor_.any()
     np.testing.assert_array_equal(saturating.weights_, additive.weights_)
     assert saturating.n_used_ == additive.n_used_
@@ -329,11 +336,11 @@ def test_saturating_can_name_the_time_targets_it_covers(analytic_throughput, tmp
     target = {name: (1 / slow, np.ones(len(cost), dtype=bool))
               for name in ("throughput_a", "throughput_b")}
     model = LayerCostModel(trim=2.0, saturating=["throughput_b", "throughput_absent"]).fit(
-        choices, target)
+        choices, target, ANB_SPACE)
     assert model.time_floor_[0] == 0.0 and model.time_floor_[1] > 0
     path = tmp_path / "lc.npz"
     model.save(path)
-    loaded = LayerCostModel.load(path)
+    loaded = LayerCostModel.load(path, space=ANB_SPACE)
     assert loaded.saturating == ("throughput_b", "throughput_absent")
     np.testing.assert_array_equal(loaded.transform(choices[:50]), model.transform(choices[:50]))
 

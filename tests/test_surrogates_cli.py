@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from anb.cli import app
 from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import EFFICIENTNET_B0, Sampler
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import read_manifest
 
 runner = CliRunner()
@@ -47,7 +48,7 @@ def test_fit_writes_artifact_with_hpo_settings_and_metrics(fitted):
 
 def test_query_from_stdin_and_file_writes_csv(fitted, tmp_path):
     out, _ = fitted
-    archs = [str(a) for a in Sampler(seed=4).sample(5)]
+    archs = [str(a) for a in Sampler(seed=4, space=ANB_SPACE).sample(5)]
     result = runner.invoke(app, ["query", str(out), "-"], input="\n".join(archs) + "\n")
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(io.StringIO(result.stdout))
@@ -102,7 +103,7 @@ def test_query_output_is_read_by_fit_merge_and_front_report(fitted, tmp_path):
     from anb.searchspace import Arch
 
     out, _ = fitted
-    archs = [str(a) for a in Sampler(seed=8).sample(120)]
+    archs = [str(a) for a in Sampler(seed=8, space=ANB_SPACE).sample(120)]
     pred = tmp_path / "pred.csv"
     result = runner.invoke(app, ["query", str(out), "-", "-o", str(pred)],
                            input="\n".join(archs) + "\n")
@@ -119,7 +120,7 @@ def test_query_output_is_read_by_fit_merge_and_front_report(fitted, tmp_path):
 
     results = tmp_path / "results"
     results.mkdir()
-    for arch in (Arch.from_string(archs[0]), EFFICIENTNET_B0):
+    for arch in (Arch.from_string(archs[0], ANB_SPACE), EFFICIENTNET_B0):
         (results / f"{arch.id}.json").write_text(json.dumps({
             "architecture": arch.to_anb_dict(),
             "platform_perf": {"throughput_cpu-x": {"throughput_mean": 50.0}}}))
@@ -127,7 +128,7 @@ def test_query_output_is_read_by_fit_merge_and_front_report(fitted, tmp_path):
     result = runner.invoke(app, ["merge", str(results), "--accuracy", str(pred), "--out",
                                  str(merged)])
     assert result.exit_code == 0, result.output
-    frame = load_dataset(merged / "records").set_index("arch")
+    frame = load_dataset(merged / "records", space=ANB_SPACE).set_index("arch")
     assert len(frame) == 121
     np.testing.assert_allclose(frame.loc[archs, "throughput_a100"], table["throughput_a100"],
                                rtol=1e-5)

@@ -14,6 +14,7 @@ import pytest
 
 import anb.surrogates.compat as anb  # was: import accelnb as anb
 from anb.resources import RELEASED_DATASET as TARBALL
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare, save
 from anb.surrogates.compat import EfficientNetSS as ss  # was: configurationspaces.searchspaces
 
@@ -25,7 +26,7 @@ TARGETS = ["val_top1", "throughput_tpuv2", "latency_zcu102"]
 def path(tmp_path_factory):
     small = TargetConfig("xgboost", {"n_estimators": 200, "learning_rate": 0.1, "n_jobs": 1}, 3)
     config = FitConfig(targets=TARGETS, default=small, per_target={}, layer_cost_trim=None)
-    bench = fit_benchmark(prepare(TARBALL, TARGETS), config, progress=False)
+    bench = fit_benchmark(prepare(TARBALL, TARGETS, space=ANB_SPACE), config, progress=False)
     return save(bench, tmp_path_factory.mktemp("compat") / "bench")
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from anb.searchspace.sampler import sample
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, artifact, fit_benchmark, prepare
 from anb.surrogates.benchmark import SMALL_BATCH
 from anb.surrogates.compiled import PackedForest, TreeTable
@@ -32,7 +33,8 @@ def native_and_compiled(dataset_tarball, tmp_path_factory):
     """The same fitted benchmark saved natively and compiled, both loaded back."""
     root = tmp_path_factory.mktemp("compiled")
     config = FitConfig.from_dict(CONFIG)
-    bench = fit_benchmark(prepare(dataset_tarball, config.targets), config, progress=False)
+    bench = fit_benchmark(prepare(dataset_tarball, config.targets,
+                                  space=ANB_SPACE), config, progress=False)
     artifact.save(bench, root / "native")
     artifact.save(bench, root / "compiled", compiled=True)
     return artifact.load(root / "native"), artifact.load(root / "compiled"), root
@@ -56,7 +58,7 @@ def test_compiled_predictions_equal_the_native_ones(native_and_compiled):
     """Small batches take the same table walk either way: identical. Large ones go to the
     native predictor for the native artifact, whose float32 sums differ in the last bits."""
     native, compiled, _ = native_and_compiled
-    archs = sample(600, seed=3)
+    archs = sample(600, seed=3, space=ANB_SPACE)
     small = archs[:SMALL_BATCH]
     assert compiled.query(small).equals(native.query(small))
     got, want = compiled.query(archs), native.query(archs)
@@ -70,7 +72,7 @@ def test_members_predict_from_json_and_npz_alike(native_and_compiled, tmp_path):
     """A table read from the XGBoost JSON (the query install's way to load an ``anb fit``
     artifact) is the table saved as ``.npz``; both predict what the booster predicts."""
     native, _, root = native_and_compiled
-    X = native.builder.transform(native.choices(sample(300, seed=4)))
+    X = native.builder.transform(native.choices(sample(300, seed=4, space=ANB_SPACE)))
     for stem in ("throughput_zcu102.m0", "latency_zcu102.m0"):
         booster = XGBoostFamily.load(root / "native" / f"{stem}.json", {}).booster_
         from_json = TreeTable.from_xgboost_json((root / "native" / f"{stem}.json").read_bytes())

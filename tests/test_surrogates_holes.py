@@ -10,6 +10,7 @@ from scipy.stats import kendalltau
 from anb.resources import HELP_DIR as HELP
 from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import get_space
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, load, prepare, save
 from anb.surrogates import help_tables as ht
 from anb.surrogates.benchmark import flag_extrapolation, learned_std
@@ -56,7 +57,7 @@ def _scores(bench, prepared: Prepared, rows: np.ndarray, target: str) -> tuple[f
 
 @pytest.fixture(scope="module")
 def mnasnet():
-    return prepare(TARBALL, TARGETS)
+    return prepare(TARBALL, TARGETS, space=ANB_SPACE)
 
 
 @pytest.mark.slow
@@ -200,7 +201,7 @@ def test_own_top_decile_is_covered_by_the_edge_std():
     (top family). Predicted past the training labels' edge, the std grows by the edge std the
     edge fold learned above the edge (measured here: coverage 0.27 without it, 0.83 with it)."""
     target = "throughput_3090"
-    prepared = prepare(TARBALL, [target])
+    prepared = prepare(TARBALL, [target], space=ANB_SPACE)
     lab = prepared.labels[target]
     seen = (prepared.masks["train"] | prepared.masks["val"]) & lab.present
     cut = np.quantile(lab.values[seen], 0.9)
@@ -399,7 +400,7 @@ def test_the_reason_names_the_target_furthest_out_relative_to_its_range():
 @pytest.fixture(scope="module")
 def no_se():
     """The released data's TPU v3 and ZCU102 throughput, and who has squeeze-excite."""
-    prepared = prepare(TARBALL, ["throughput_tpuv3", "throughput_zcu102"])
+    prepared = prepare(TARBALL, ["throughput_tpuv3", "throughput_zcu102"], space=ANB_SPACE)
     return prepared, (prepared.choices[:, :, 3] == 1).any(axis=1)
 
 
@@ -529,7 +530,7 @@ def test_hole_share_is_the_part_of_the_prediction_resting_on_holed_units(mnasnet
     units = mnasnet.space.cost_units(c)
     rarity = np.zeros(units.counts.shape)
     rarity[:, 12], rarity[:, 0] = 1.0, 0.5
-    share = model.hole_share(c, rarity, mnasnet.space)
+    share = model.hole_share(c, rarity)
     offsets = np.concatenate([[0], np.cumsum(units.widths)])
     for i, target in enumerate(model.targets_):
         weights = model.weights_[i]
@@ -559,7 +560,7 @@ def test_under_a_floor_the_hole_share_is_what_the_saturated_time_moves(mnasnet):
     units = mnasnet.space.cost_units(c)
     rarity = np.zeros(units.counts.shape)
     rarity[:, 0], rarity[:, 3] = 1.0, 0.5
-    share = model.hole_share(c, rarity, mnasnet.space)[:, 0]
+    share = model.hole_share(c, rarity)[:, 0]
     step = 1e-6
     moved = model._cost(units, 1.0 + step * rarity)[:, 0]
     time = saturate(model._cost(units)[:, 0], model.time_floor_[0], model.floor_power_[0])

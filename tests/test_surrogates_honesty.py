@@ -12,6 +12,7 @@ import pytest
 from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import Sampler
 from anb.searchspace.counting import cost_table
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, load, prepare, save
 from anb.surrogates.artifact import _digest
 
@@ -24,7 +25,7 @@ SMALLEST = "-".join(["e1k3l1"] * 7)
 
 @pytest.fixture(scope="module")
 def prepared():
-    return prepare(TARBALL, TARGETS)
+    return prepare(TARBALL, TARGETS, space=ANB_SPACE)
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +60,9 @@ def test_extremes_are_flagged_bounded_and_uncertain(bench, prepared):
     top = prepared.labels["val_top1"].values[train].max()
     a100 = prepared.labels["throughput_a100"].values[train]
     fastest = a100.max()
-    macs = cost_table(prepared.choices).total("macs")
+    macs = cost_table(prepared.choices, space=ANB_SPACE).total("macs")
     best_rate = (a100 * macs[train]).max()
-    smallest_macs = cost_table(bench.choices([SMALLEST])).total("macs")[0]
+    smallest_macs = cost_table(bench.choices([SMALLEST]), space=ANB_SPACE).total("macs")[0]
     assert far["val_top1"][0] < top + 1.0
     # (clipped, it stayed under 1.15x the fastest; measured unclipped: 1.59x)
     assert 1.15 * fastest < far["throughput_a100"][1] < best_rate / smallest_macs
@@ -102,7 +103,7 @@ def test_std_grows_with_the_distance_from_the_data(bench):
 @pytest.mark.slow
 def test_held_out_extrapolation_beyond_the_80th_macs_percentile(prepared):
     """Fit on architectures at or below the 80th MACs percentile, score the rest."""
-    macs = cost_table(prepared.choices).total("macs")
+    macs = cost_table(prepared.choices, space=ANB_SPACE).total("macs")
     cut = np.quantile(macs, 0.8)
     low, high = macs <= cut, macs > cut
     masks = {"train": low & prepared.masks["train"], "val": low & prepared.masks["val"],
@@ -155,6 +156,6 @@ def test_every_referenced_file_is_listed_checksummed_and_inside(artifact, tmp_pa
 
 
 def test_support_round_trips(bench, artifact):
-    choices = Sampler(seed=3).sample_choices(100)
+    choices = Sampler(seed=3, space=ANB_SPACE).sample_choices(100)
     loaded = load(artifact)
     np.testing.assert_array_equal(loaded.query(choices).to_numpy(), bench.query(choices).to_numpy())

@@ -26,8 +26,8 @@ def saturated():
     """Throughput = 1 / additive per-layer cost (1 % noise), except that 15 % of the
     architectures are held back by the host: measured 40 % slower than their compute cost."""
     rng = np.random.default_rng(0)
-    choices = Sampler(seed=3).sample_choices(3000)
-    design = layer_design(choices)
+    choices = Sampler(seed=3, space=ANB_SPACE).sample_choices(3000)
+    design = layer_design(choices, space=ANB_SPACE)
     weights = rng.uniform(0.5, 1.5, design.shape[1]) * 1e-5
     cost = design @ weights * rng.lognormal(0, 0.01, len(choices))
     slow = rng.random(len(choices)) < 0.15
@@ -40,8 +40,8 @@ def saturated():
 
 def test_trim_leaves_out_slow_outliers(saturated):
     choices, design, weights, targets, slow = saturated
-    plain = LayerCostModel().fit(choices, targets)
-    trimmed = LayerCostModel(trim=3.0).fit(choices, targets)
+    plain = LayerCostModel().fit(choices, targets, ANB_SPACE)
+    trimmed = LayerCostModel(trim=3.0).fit(choices, targets, ANB_SPACE)
     # the saturated rows are left out (all of them clearly slow; few clean rows lost)
     assert plain.n_used_ == {"throughput_x": 3000, "val_top1": 3000}
     used = trimmed.n_used_["throughput_x"]
@@ -58,9 +58,9 @@ def test_trim_leaves_out_slow_outliers(saturated):
 def test_trim_round_trips_through_save_and_load(saturated, tmp_path):
     choices, _, _, targets, _ = saturated
     for trim in (2.5, None):
-        model = LayerCostModel(trim=trim).fit(choices, targets)
+        model = LayerCostModel(trim=trim).fit(choices, targets, ANB_SPACE)
         model.save(tmp_path / "lc.npz")
-        loaded = LayerCostModel.load(tmp_path / "lc.npz")
+        loaded = LayerCostModel.load(tmp_path / "lc.npz", space=ANB_SPACE)
         assert loaded.trim == trim and loaded.targets_ == model.targets_
         np.testing.assert_array_equal(loaded.transform(choices[:50]), model.transform(choices[:50]))
 
@@ -80,15 +80,15 @@ def test_config_reads_trim():
 
 def test_gathered_transform_equals_the_design_product(saturated):
     choices, _, _, targets, _ = saturated
-    model = LayerCostModel(trim=3.0).fit(choices, targets)
-    other = Sampler(seed=4).sample_choices(500)
-    cost = layer_design(other) @ model.weights_.T
+    model = LayerCostModel(trim=3.0).fit(choices, targets, ANB_SPACE)
+    other = Sampler(seed=4, space=ANB_SPACE).sample_choices(500)
+    cost = layer_design(other, space=ANB_SPACE) @ model.weights_.T
     np.testing.assert_allclose(model._cost(ANB_SPACE.cost_units(other)), cost, rtol=1e-12)
 
 
 def test_fused_svr_kernel_matches_the_direct_kernel(saturated):
     choices, _, _, targets, _ = saturated
-    X = FeatureBuilder("features").transform(choices)
+    X = FeatureBuilder("features", space=ANB_SPACE).transform(choices)
     y = np.log(targets["throughput_x"][0])
     svr = SVRFamily(C=3.0, epsilon=0.05).fit(X[:1000], y[:1000])
     Xq = X[1000:1600].copy()
@@ -106,8 +106,8 @@ def test_fused_svr_kernel_matches_the_direct_kernel(saturated):
 def test_pooled_and_sequential_queries_agree(saturated):
     choices, _, _, targets, _ = saturated
     lc = LayerCostModel(trim=3.0).fit(choices[:2000], {k: (y[:2000], m[:2000])
-                                                       for k, (y, m) in targets.items()})
-    builder = FeatureBuilder("features", lc)
+                                                       for k, (y, m) in targets.items()}, ANB_SPACE)
+    builder = FeatureBuilder("features", lc, space=ANB_SPACE)
     X = builder.transform(choices)
     models = {}
     for name, (y, _) in targets.items():
@@ -117,8 +117,8 @@ def test_pooled_and_sequential_queries_agree(saturated):
                                 base_column=builder.column(f"lc_{name}"))
         models[name] = mixed.fit(X[:2000], y[:2000], X[2000:2500], y[2000:2500])
     transforms = {"throughput_x": "log", "val_top1": "identity"}
-    pooled = SurrogateBenchmark(builder, models, transforms, n_jobs=2)
-    serial = SurrogateBenchmark(builder, models, transforms, n_jobs=1)
+    pooled = SurrogateBenchmark(builder, models, transforms, n_jobs=2, space=ANB_SPACE)
+    serial = SurrogateBenchmark(builder, models, transforms, n_jobs=1, space=ANB_SPACE)
     batch = choices[2500:]
     assert len(batch) > SMALL_BATCH
     a, b = pooled.query(batch), serial.query(batch)
@@ -144,7 +144,7 @@ def test_packaged_default_trim_is_the_cross_validated_one_and_fit_uses_it():
     record = (resources.config_path("surrogates", "DEFAULTS.md")).read_text()
     chosen = re.search(r"^\| `layer_cost_trim`.*\| \*\*([0-9.]+)[^|]*\|$", record, re.M)
     assert chosen is not None and config.layer_cost_trim == float(chosen.group(1)) == 2.0
-    prepared = prepare(resources.RELEASED_DATASET, ["throughput_tpuv3"])
+    prepared = prepare(resources.RELEASED_DATASET, ["throughput_tpuv3"], space=ANB_SPACE)
     tiny = replace(config, per_target={},
                    default=TargetConfig("xgboost", {"n_estimators": 2, "n_jobs": 1}, 1))
     fitted = fit_benchmark(prepared, tiny, progress=False).builder.layer_cost
@@ -152,5 +152,5 @@ def test_packaged_default_trim_is_the_cross_validated_one_and_fit_uses_it():
     train, lab = prepared.masks["train"], prepared.labels["throughput_tpuv3"]
     targets = {"throughput_tpuv3": (lab.values[train], lab.present[train])}
     expected = {t: LayerCostModel(trim=t, saturating=config.layer_cost_saturating).fit(
-        prepared.choices[train], targets).n_used_ for t in (2.0, 3.0)}
+        prepared.choices[train], targets, ANB_SPACE).n_used_ for t in (2.0, 3.0)}
     assert fitted.n_used_ == expected[2.0] != expected[3.0]

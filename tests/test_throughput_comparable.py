@@ -28,16 +28,17 @@ from anb.collect_throughput.protocol import (
 )
 from anb.searchspace.arch import EFFICIENTNET_B0
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
 runner = CliRunner()
-ARCHS = Sampler(5).sample(3)
+ARCHS = Sampler(5, space=ANB_SPACE).sample(3)
 FAST = {"resolution": 32, "batch": 1, "stopping": {"budget_seconds": 0.1, "min_reps": 3,
                                                     "min_rep_seconds": 0.0},
         "warmup": {"max_seconds": 1.0, "min_steps": 2, "window": 1}}
 
 
 def _device(**changes):
-    return load_device("cpu-ort", {**FAST, **changes})
+    return load_device("cpu-ort", {**FAST, **changes}, space=ANB_SPACE.name)
 
 
 def _records(out: Path) -> dict[str, dict]:
@@ -90,7 +91,7 @@ def test_shipped_device_fingerprints_are_pinned(device):
     """Catches: a change to the fingerprint code (or a shipped config) that moves every
     fingerprint at once: equality checks between two freshly computed fingerprints still pass,
     but results stored before no longer resume or merge. Literal hex strings."""
-    protocols = load_device(device).protocols
+    protocols = load_device(device, space=ANB_SPACE.name).protocols
     assert {p.key: p.fingerprint for p in protocols} == SHIPPED_FINGERPRINTS[device]
 
 
@@ -135,11 +136,11 @@ def test_merge_refuses_two_protocols_in_one_column(tmp_path):
     measure_archs(_device(resolution=64), ARCHS[1:2], tmp_path / "b", progress=False, anchors=())
     from anb.collect_throughput.merge import load_results
 
-    results = load_results([tmp_path / "a", tmp_path / "b"])
+    results = load_results([tmp_path / "a", tmp_path / "b"], space=ANB_SPACE)
     fps = {r["platform_perf"]["latency_cpu-ort"]["protocol_fingerprint"] for r in results}
     assert len(fps) == 2
     with pytest.raises(MixedProtocols) as err:
-        merge_records([], results)
+        merge_records([], results, space=ANB_SPACE)
     for fp in fps:
         assert fp in str(err.value)
     assert "resolution: 32 -> 64" in str(err.value) or "resolution: 64 -> 32" in str(err.value)
@@ -147,7 +148,7 @@ def test_merge_refuses_two_protocols_in_one_column(tmp_path):
                               str(tmp_path / "m")])
     assert cli.exit_code == 2 and "--allow-mixed-protocols" in cli.output
     assert not (tmp_path / "m" / "records").exists()
-    _, report = merge_records([], results, allow_mixed_protocols=True)
+    _, report = merge_records([], results, allow_mixed_protocols=True, space=ANB_SPACE)
     assert sorted(report.protocols["latency_cpu-ort"]) == sorted(fps)
 
 
@@ -238,7 +239,7 @@ def test_anchors_are_measured_per_block_and_stored_with_results(tmp_path):
 def test_default_anchors_are_efficientnet_b0_and_the_extremes():
     from anb.searchspace.counting import count
 
-    macs = [count(a).macs for a in ANCHORS]
+    macs = [count(a, space=ANB_SPACE).macs for a in ANCHORS]
     assert ANCHORS[0] == EFFICIENTNET_B0 and macs[1] < macs[0] < macs[2]
 
 

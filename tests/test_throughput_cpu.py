@@ -14,11 +14,12 @@ from anb.collect_throughput.result import arch_record
 from anb.records import records_to_frame, validate_record
 from anb.searchspace.model import build_model
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
 FAST = dict(resolution=64, warmup=WarmupRule(max_steps=20, max_seconds=2),
             stopping=StoppingRule(min_reps=5, max_reps=30, budget_seconds=0.5,
                                   min_rep_seconds=0.005))
-ARCHS = Sampler(7).sample(3)
+ARCHS = Sampler(7, space=ANB_SPACE).sample(3)
 
 
 def _protocol(backend: str, kind: str = "latency", **kw) -> Protocol:
@@ -50,14 +51,14 @@ def test_latency_record_validates_and_flattens(tmp_path):
     arch = ARCHS[0]
     ms = [measure(arch, _protocol("onnxruntime", kind), tmp_path) for kind in ("latency",
                                                                                "throughput")]
-    record = arch_record(arch, ms)
-    assert validate_record(record).id == arch.id
+    record = arch_record(arch, ms, space=ANB_SPACE)
+    assert validate_record(record, space=ANB_SPACE).id == arch.id
     assert set(record["platform_perf"]) == {"latency_cpu-ort", "throughput_cpu-ort"}
     lat = record["platform_perf"]["latency_cpu-ort"]
     assert lat["unit"] == "ms"
     assert lat["latency_mean"] == pytest.approx(1e3 * np.sort(lat["raw_times_s"])[
         int(0.1 * lat["n"]): lat["n"] - int(0.1 * lat["n"])].mean())
-    frame = records_to_frame([record])
+    frame = records_to_frame([record], space=ANB_SPACE)
     assert frame.loc[0, "latency_cpu-ort"] == pytest.approx(lat["latency_mean"])
 
 
@@ -66,10 +67,11 @@ def test_onnx_model_is_the_torch_model(tmp_path):
     arch = ARCHS[1]
     x = make_inputs(_protocol("onnxruntime", batch=2), arch)[0]
     torch.manual_seed(0)
-    got = ort_session(float_onnx(arch, tmp_path, 64), 1).run(["logits"], {"input": x})[0]
+    got = ort_session(float_onnx(arch, tmp_path, 64,
+                                 space=ANB_SPACE), 1).run(["logits"], {"input": x})[0]
     torch.manual_seed(0)
     with torch.no_grad():
-        ref = build_model(arch).eval()(torch.from_numpy(x)).numpy()
+        ref = build_model(arch, space=ANB_SPACE).eval()(torch.from_numpy(x)).numpy()
     assert got.shape == (2, 1000)
     np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
 

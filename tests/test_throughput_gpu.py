@@ -10,8 +10,9 @@ from anb.collect_throughput.backends.cuda import CudaBackend, driver_version
 from anb.collect_throughput.measure import measure
 from anb.collect_throughput.protocol import load_device
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
-ARCH = Sampler(21).sample(1)[0]
+ARCH = Sampler(21, space=ANB_SPACE).sample(1)[0]
 def needs_cuda(test):
     """Runs only on a CUDA GPU: marked ``cuda`` (``-m cuda`` selects these), skipped elsewhere."""
     skip = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -21,7 +22,8 @@ FAST = {"resolution": 64, "batch": 4, "stopping": {"budget_seconds": 0.5, "min_r
 
 
 def test_gpu_config_is_the_reference_protocol():
-    (thr, lat) = sorted(load_device("a100").protocols, key=lambda p: p.kind, reverse=True)
+    (thr, lat) = sorted(load_device("a100", space=ANB_SPACE.name).protocols,
+                        key=lambda p: p.kind, reverse=True)
     assert thr.kind == "throughput" and thr.batch == 128 and lat.batch == 1
     assert thr.backend == "cuda" and thr.precision == "fp16" and thr.layout == "channels_last"
     assert thr.cudnn_benchmark and thr.inputs == "synthetic"
@@ -30,7 +32,7 @@ def test_gpu_config_is_the_reference_protocol():
 
 def test_gpu_protocol_runs_through_the_same_loop_on_cpu(tmp_path):
     """Every option of the GPU protocol except the device, with a CPU-synchronised clock."""
-    config = load_device("a100", {**FAST, "precision": "bf16"})
+    config = load_device("a100", {**FAST, "precision": "bf16"}, space=ANB_SPACE.name)
     protocol = next(p for p in config.protocols if p.kind == "throughput")
     m = measure(ARCH, protocol.replace(backend="torch"), tmp_path)
     assert m.key == "throughput_a100" and m.value > 0 and m.protocol["layout"] == "channels_last"
@@ -39,7 +41,7 @@ def test_gpu_protocol_runs_through_the_same_loop_on_cpu(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-CUDA error")
 def test_cuda_backend_says_why_it_cannot_run(tmp_path):
-    protocol = next(iter(load_device("a100", FAST).protocols))
+    protocol = next(iter(load_device("a100", FAST, space=ANB_SPACE.name).protocols))
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         CudaBackend().prepare(ARCH, protocol, tmp_path)
 
@@ -47,7 +49,7 @@ def test_cuda_backend_says_why_it_cannot_run(tmp_path):
 @needs_cuda
 @pytest.mark.parametrize("precision", ["fp16", "bf16", "fp32"])
 def test_cuda_measurement_and_environment(precision, tmp_path):
-    config = load_device("a100", {**FAST, "precision": precision})
+    config = load_device("a100", {**FAST, "precision": precision}, space=ANB_SPACE.name)
     for protocol in config.protocols:
         m = measure(ARCH, protocol, tmp_path)
         env = m.environment
@@ -111,7 +113,7 @@ def test_gpu_latency_replays_a_cuda_graph_throughput_stays_eager():
     own batch-1 latency replays a CUDA graph per request (eager latency on an H100 was
     launch-bound: retest Kendall tau 0.51 over 20 designs, pass-to-pass median change 40 %)."""
     for gpu in ("a100", "3090", "h100"):
-        kinds = {p.kind: p for p in load_device(gpu).protocols}
+        kinds = {p.kind: p for p in load_device(gpu, space=ANB_SPACE.name).protocols}
         assert kinds["latency"].cuda_graphs and not kinds["throughput"].cuda_graphs
 
 
@@ -128,7 +130,8 @@ def test_cuda_graphs_joins_the_fingerprint_only_when_set():
     """Results stored before the field existed keep their fingerprint; graphs vs eager differ."""
     from anb.collect_throughput.protocol import protocol_difference, protocol_fingerprint
 
-    eager = next(p for p in load_device("a100").protocols if p.kind == "throughput")
+    eager = next(p for p in load_device("a100", space=ANB_SPACE.name).protocols
+                 if p.kind == "throughput")
     older = {k: v for k, v in eager.as_dict().items() if k != "cuda_graphs"}
     assert eager.fingerprint == protocol_fingerprint(older)
     graphs = eager.replace(cuda_graphs=True)
@@ -162,7 +165,8 @@ def test_cuda_graph_step_replays_the_network_on_each_batch():
 
 @needs_cuda
 def test_cuda_graph_latency_measurement(tmp_path):
-    protocol = next(p for p in load_device("a100", FAST).protocols if p.kind == "latency")
+    protocol = next(p for p in load_device("a100", FAST, space=ANB_SPACE.name).protocols
+                    if p.kind == "latency")
     m = measure(ARCH, protocol, tmp_path)
     assert m.extra["cuda_graphs"] is True and m.protocol["cuda_graphs"] is True
     assert m.value > 0 and len(m.times_s) >= 5

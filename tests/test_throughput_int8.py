@@ -17,8 +17,9 @@ from anb.collect_throughput.measure import measure
 from anb.collect_throughput.protocol import load_device
 from anb.collect_throughput.quantize import cosine, quantize_int8, run_model, sqnr_db
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
-ARCH = Sampler(5).sample(1)[0]
+ARCH = Sampler(5, space=ANB_SPACE).sample(1)[0]
 runner = CliRunner()
 
 
@@ -56,7 +57,7 @@ def test_digits_are_the_trainers_images_and_split():
 @pytest.mark.slow
 def test_static_int8_model_is_qdq_per_channel_and_close_to_float(tmp_path):
     calibration, _ = digits_images(64, "train")
-    float_path = float_onnx(ARCH, tmp_path, 64)
+    float_path = float_onnx(ARCH, tmp_path, 64, space=ANB_SPACE)
     int8_path = quantize_int8(float_path, tmp_path / "int8.onnx", calibration[:32])
     ops = [n.op_type for n in onnx.load(str(int8_path)).graph.node]
     assert ops.count("QuantizeLinear") > 10 and ops.count("DequantizeLinear") > 10
@@ -70,10 +71,10 @@ def test_static_int8_model_is_qdq_per_channel_and_close_to_float(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", [ARCH, *Sampler(6).sample(2)], ids=str)
+@pytest.mark.parametrize("arch", [ARCH, *Sampler(6, space=ANB_SPACE).sample(2)], ids=str)
 def test_int8_device_measures_and_records_scheme(arch, tmp_path):
     config = load_device("cpu-int8", {"resolution": 64, "calibration_images": 16,
-                                      "stopping": {"budget_seconds": 0.3}})
+                                      "stopping": {"budget_seconds": 0.3}}, space=ANB_SPACE.name)
     latency = next(p for p in config.protocols if p.kind == "latency")
     m = measure(arch, latency, tmp_path)
     entry = m.to_perf_entry()
@@ -109,13 +110,13 @@ def test_cpu_int8_scheme_is_u8s8_and_onnxruntime_fuses_all_of_it(tmp_path):
 
     from anb.searchspace.arch import Arch
 
-    protocols = load_device("cpu-int8").protocols
+    protocols = load_device("cpu-int8", space=ANB_SPACE.name).protocols
     assert {p.quantization for p in protocols} == {"u8s8"}
     # the scheme is fingerprinted: results under the old scheme are not mixed with these
     assert all(p.fingerprint != p.replace(quantization="per-channel").fingerprint
                for p in protocols)
     calibration, _ = digits_images(64, "train")
-    float_path = float_onnx(Arch.from_string(B0), tmp_path, 64)
+    float_path = float_onnx(Arch.from_string(B0, ANB_SPACE), tmp_path, 64, space=ANB_SPACE)
     path = quantize_int8(float_path, tmp_path / "u8s8.onnx", calibration[:16],
                          protocols[0].quantization)
     model = onnx.load(str(path))
@@ -189,7 +190,7 @@ def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
     """Issue 12 item 6: the DPU's fix_point scheme (symmetric: every zero-point 0), beside the
     per-channel one."""
     calibration, _ = digits_images(64, "train")
-    float_path = float_onnx(ARCH, tmp_path, 64)
+    float_path = float_onnx(ARCH, tmp_path, 64, space=ANB_SPACE)
     dpu = quantize_int8(float_path, tmp_path / "dpu.onnx", calibration[:32], scheme="dpu")
     scales = _scales(dpu)
     assert len(scales) > 20
@@ -294,7 +295,7 @@ def _trained_model(folder, resolution=32):
     from anb.searchspace.model import build_model
 
     torch.manual_seed(1)
-    model = build_model(ARCH)
+    model = build_model(ARCH, space=ANB_SPACE)
     items = [(f, label) for label, files in enumerate(labelled_files(folder)) for f in files]
     x = _trainer_val_images(items, resolution)
     for module in model.modules():
@@ -342,7 +343,7 @@ def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
     model = _trained_model(folder)
     expected = _checkpoint_top1(model, folder, 32, 16)
     torch.manual_seed(2)
-    fresh = _checkpoint_top1(build_model(ARCH).eval(), folder, 32, 16)
+    fresh = _checkpoint_top1(build_model(ARCH, space=ANB_SPACE).eval(), folder, 32, 16)
     assert expected >= 90 and fresh <= 50  # the checkpoint differs clearly from an init
     torch.save({"format": 1, "model": {f"module.{k}": v for k, v in model.state_dict().items()},
                 "epoch": 1}, tmp_path / "ckpt.pt")
@@ -391,7 +392,7 @@ def test_quant_report_reads_an_artifact_folder_and_refuses_another_architecture(
     assert summary["weights"] == f"trained weights from {artifact}"
     assert summary["torch_top1"] == _checkpoint_top1(model, folder, 32, 16) >= 90
 
-    other = next(a for a in Sampler(7).sample(5) if a.id != ARCH.id)
+    other = next(a for a in Sampler(7, space=ANB_SPACE).sample(5) if a.id != ARCH.id)
     bad = runner.invoke(app, ["quant-report", str(other), "--out", str(tmp_path / "b"), *args])
     assert bad.exit_code == 2 and bad.output.startswith("error:")
     message = " ".join(bad.output.split())

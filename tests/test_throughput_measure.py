@@ -15,11 +15,12 @@ from typer.testing import CliRunner
 from anb.cli import app
 from anb.collect_throughput.driver import SAMPLE_LIMIT, read_arch_list, shard_of
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.cli_helpers import range_refused
 
 FAST = ["--resolution", "64", "--budget", "0.2", "--batch", "2", "--no-progress",
         "--anchors", "none"]
-ARCHS = Sampler(3).sample(4)
+ARCHS = Sampler(3, space=ANB_SPACE).sample(4)
 runner = CliRunner()
 
 
@@ -65,20 +66,22 @@ def test_shards_split_the_list_disjointly(tmp_path):
     parts = [set(_done(tmp_path / f"s{i}")) for i in range(2)]
     assert parts[0].isdisjoint(parts[1])
     assert parts[0] | parts[1] == {a.id for a in ARCHS}
-    assert [a.id for a in shard_of(read_arch_list(str(listing)), "1/2")] == \
+    assert [a.id for a in shard_of(read_arch_list(str(listing), space=ANB_SPACE), "1/2")] == \
         [ARCHS[1].id, ARCHS[3].id]
 
 
 @pytest.mark.slow
 def test_arch_list_from_released_dataset_is_deduplicated(dataset_tarball):
-    archs = read_arch_list(dataset_tarball)
+    archs = read_arch_list(dataset_tarball, space=ANB_SPACE)
     assert len(archs) == 5125  # 5,138 records, 13 architectures trained twice
-    assert [a.id for a in read_arch_list("sample:3:3")] == [a.id for a in ARCHS[:3]]
+    assert [a.id for a in read_arch_list("sample:3:3",
+                                         space=ANB_SPACE)] == [a.id for a in ARCHS[:3]]
 
 
 def test_long_comma_separated_list_is_not_taken_for_a_file_name():
-    many = Sampler(1).sample(40)  # ~2,000 characters: longer than any file name
-    assert [a.id for a in read_arch_list(",".join(map(str, many)))] == [a.id for a in many]
+    many = Sampler(1, space=ANB_SPACE).sample(40)  # ~2,000 characters: longer than any file name
+    assert [a.id for a in read_arch_list(",".join(map(str, many)),
+                                         space=ANB_SPACE)] == [a.id for a in many]
 
 
 @pytest.mark.parametrize("args, message", [

@@ -22,6 +22,7 @@ from anb.collect_throughput.timing import (
     run_loop,
     warm_up,
 )
+from anb.searchspace.space import ANB_SPACE
 
 
 class ScriptedClock:
@@ -45,14 +46,14 @@ def test_every_shipped_device_config_loads():
     names = available_devices()
     assert {"cpu-ort", "cpu-torch", "cpu-int8", "a100", "tpuv3"} <= set(names)
     for name in names:
-        config = load_device(name)
+        config = load_device(name, space=ANB_SPACE.name)
         assert config.protocols and all(p.device == config.name for p in config.protocols)
         assert all(k.endswith(f"_{config.name}") for k in config.keys)
 
 
 def test_overrides_apply_and_batch_only_to_throughput():
     config = load_device("cpu-ort", {"resolution": 64, "batch": 4,
-                                     "stopping": {"budget_seconds": 1}})
+                                     "stopping": {"budget_seconds": 1}}, space=ANB_SPACE.name)
     by_kind = {p.kind: p for p in config.protocols}
     assert by_kind["latency"].batch == 1 and by_kind["throughput"].batch == 4
     assert all(p.resolution == 64 and p.stopping.budget_seconds == 1 for p in config.protocols)
@@ -79,11 +80,11 @@ def test_bad_rules_and_config_tables_are_named():
         WarmupRule(window=0)
     with pytest.raises(ValueError, match="stopping.typo"):
         device_from_mapping({"name": "x", "backend": "torch", "latency": {},
-                             "stopping": {"typo": 1}})
+                             "stopping": {"typo": 1}}, space=ANB_SPACE.name)
     with pytest.raises(ValueError, match="at least one of the tables"):
-        device_from_mapping({"name": "x", "backend": "torch"})
+        device_from_mapping({"name": "x", "backend": "torch"}, space=ANB_SPACE.name)
     with pytest.raises(ValueError, match="'nope'"):
-        load_device("nope")
+        load_device("nope", space=ANB_SPACE.name)
 
 
 def test_t_quantile_matches_scipy():

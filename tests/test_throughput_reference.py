@@ -17,6 +17,7 @@ import torch
 
 from anb.collect_throughput.protocol import load_device
 from anb.searchspace.arch import EFFICIENTNET_B0
+from anb.searchspace.space import ANB_SPACE
 from tests.conftest import REPO
 
 S4 = 'docs/background/devices.md, "GPU"'
@@ -43,7 +44,7 @@ FLOORS = [(gpu, "warmup", "min_steps", 1, S4) for gpu in ("a100", "3090")] + \
 
 
 def _protocol(config: str, kind: str):
-    return next(p for p in load_device(config).protocols if p.kind == kind)
+    return next(p for p in load_device(config, space=ANB_SPACE.name).protocols if p.kind == kind)
 
 
 @pytest.mark.parametrize("config,kind,name,value,section", EXACT,
@@ -56,7 +57,7 @@ def test_device_config_matches_reference(config, kind, name, value, section):
 @pytest.mark.parametrize("config,table,name,floor,section", FLOORS,
                          ids=[f"{c}-{t}-{n}" for c, t, n, _, _ in FLOORS])
 def test_device_rules_cover_reference_passes(config, table, name, floor, section):
-    for protocol in load_device(config).protocols:
+    for protocol in load_device(config, space=ANB_SPACE.name).protocols:
         got = getattr(getattr(protocol, table), name)
         assert got >= floor, f"{config} {table}.{name} = {got}; {section} used {floor}"
 

@@ -14,16 +14,17 @@ from anb.collect_throughput.backends.onnxruntime_backend import ort_session
 from anb.collect_throughput.driver import measure_archs
 from anb.collect_throughput.protocol import load_device
 from anb.searchspace.sampler import Sampler
+from anb.searchspace.space import ANB_SPACE
 
 pytest.importorskip("openvino")
-ARCH = Sampler(0).sample(1)[0]
+ARCH = Sampler(0, space=ANB_SPACE).sample(1)[0]
 FAST = {"resolution": 32, "stopping": {"budget_seconds": 0.3, "min_reps": 3},
         "warmup": {"max_seconds": 1.0}}
 pytestmark = pytest.mark.timeout(600)
 
 
 def _record(device: str, tmp_path: Path) -> dict:
-    config = load_device(device, FAST)
+    config = load_device(device, FAST, space=ANB_SPACE.name)
     summary = measure_archs(config, [ARCH], tmp_path / "out", workdir=tmp_path / "work",
                             progress=False, anchors=(), keep_work=True)
     assert summary.measured == [ARCH.id] and not summary.failed
@@ -46,7 +47,7 @@ def test_openvino_fp32_measures_and_computes_what_onnxruntime_does(tmp_path):
     assert env["openvino_version"] == ov.get_version()
     assert env["openvino_settings"]["INFERENCE_PRECISION_HINT"] == "f32"
     assert env["openvino_settings"]["INFERENCE_NUM_THREADS"] == "1"
-    protocol = load_device("cpu-openvino", FAST).protocols[0]
+    protocol = load_device("cpu-openvino", FAST, space=ANB_SPACE.name).protocols[0]
     path, _ = get_backend("openvino").model_path(ARCH, protocol, tmp_path / "work")
     x = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
     compiled, _ = compile_cpu(path, 1)
@@ -66,7 +67,7 @@ def test_openvino_int8_runs_int8_kernels_on_the_cpu_int8_model(tmp_path):
     entry = record["platform_perf"]["latency_cpu-openvino-int8"]
     assert entry["protocol"]["precision"] == "int8"
     assert entry["protocol"]["quantization"] == "u8s8"
-    protocol = load_device("cpu-openvino-int8", FAST).protocols[0]
+    protocol = load_device("cpu-openvino-int8", FAST, space=ANB_SPACE.name).protocols[0]
     path, extra = get_backend("openvino-int8").model_path(ARCH, protocol, tmp_path / "work")
     assert extra["quantization"]["scheme"] == "u8s8"
     compiled, _ = compile_cpu(path, 1)
@@ -74,7 +75,7 @@ def test_openvino_int8_runs_int8_kernels_on_the_cpu_int8_model(tmp_path):
                   for op in compiled.get_runtime_model().get_ops()
                   if "runtimePrecision" in op.get_rt_info()]
     assert {"i8", "u8"} <= set(precisions)
-    fp32 = load_device("cpu-openvino", FAST).protocols[0]
+    fp32 = load_device("cpu-openvino", FAST, space=ANB_SPACE.name).protocols[0]
     fp32_path, _ = get_backend("openvino").model_path(ARCH, fp32, tmp_path / "work")
     compiled_fp32, _ = compile_cpu(fp32_path, 1)
     assert not {"i8", "u8"} & {str(op.get_rt_info()["runtimePrecision"].astype(str))
@@ -102,7 +103,7 @@ def test_tvm_compiles_once_and_computes_what_onnxruntime_does(tmp_path):
     assert len(libraries) == 2  # latency (batch 1) and throughput (batch 8) shapes
     stamps = [p.stat().st_mtime_ns for p in libraries]
     onnx_path = next((tmp_path / "work").rglob(f"{ARCH.id}_fp32.onnx"))
-    protocol = load_device("cpu-tvm", FAST).protocols[0]
+    protocol = load_device("cpu-tvm", FAST, space=ANB_SPACE.name).protocols[0]
     session = get_backend("tvm").prepare(ARCH, protocol, onnx_path.parent)
     assert [p.stat().st_mtime_ns for p in libraries] == stamps  # reused, not rebuilt
     session.step()
@@ -123,6 +124,6 @@ def test_tvm_compiles_once_and_computes_what_onnxruntime_does(tmp_path):
 def test_cpu_clock_is_refused_where_inference_runs_on_other_threads(device, tmp_path):
     """Bug class: thread CPU time read on the calling thread while the runtime infers on its
     own threads: every measurement near zero."""
-    config = load_device(device, {**FAST, "clock": "cpu"})
+    config = load_device(device, {**FAST, "clock": "cpu"}, space=ANB_SPACE.name)
     with pytest.raises(ValueError, match="clock='cpu' is not run by the .* allowed: \\['wall'\\]"):
         get_backend(config.protocols[0].backend).check(config.protocols[0])

@@ -13,10 +13,11 @@ from anb.collect_throughput.measure import measure
 from anb.collect_throughput.protocol import Protocol, StoppingRule, WarmupRule, load_device
 from anb.collect_throughput.timing import CompilationDuringTiming, run_loop
 from anb.searchspace.arch import Arch
+from anb.searchspace.space import ANB_SPACE
 
 HAS_XLA = importlib.util.find_spec("torch_xla") is not None
 needs_xla = pytest.mark.skipif(not HAS_XLA, reason="needs torch-xla (scripts/setup_xla_env.sh)")
-SMALL = Arch.from_string("e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1se")
+SMALL = Arch.from_string("e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1se", ANB_SPACE)
 FAST = dict(resolution=32, batch=2, warmup=WarmupRule(min_steps=3, window=2, max_seconds=300),
             stopping=StoppingRule(min_reps=5, max_reps=20, budget_seconds=1.0,
                                   min_rep_seconds=0.0))
@@ -29,7 +30,7 @@ def _protocol(**kw) -> Protocol:
 
 def test_tpu_configs_follow_the_reference():
     for name, batch in (("tpuv2", 64), ("tpuv3", 128)):
-        (protocol,) = load_device(name).protocols
+        (protocol,) = load_device(name, space=ANB_SPACE.name).protocols
         assert protocol.backend == "xla" and protocol.precision == "bf16"
         assert protocol.batch == batch and protocol.allow_fallbacks is False
 
@@ -80,13 +81,15 @@ def test_new_shape_while_timing_is_caught():
                  compile_count)
 
 
-BIG = Arch.from_string("e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1se")  # ~3.4x SMALL's MACs
+# ~3.4x SMALL's MACs
+BIG = Arch.from_string("e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1-e4k3l1se", ANB_SPACE)
 
 
 def test_big_model_has_about_three_times_the_macs():
     from anb.searchspace.counting import count
 
-    ratio = count(BIG, resolution=64).macs / count(SMALL, resolution=64).macs
+    ratio = count(BIG, resolution=64, space=ANB_SPACE).macs / count(SMALL, resolution=64,
+                                                                    space=ANB_SPACE).macs
     assert 3.0 < ratio < 4.0, ratio
 
 

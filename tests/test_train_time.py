@@ -15,6 +15,7 @@ from anb.cli import app
 from anb.nas.objectives import Objective
 from anb.resources import RELEASED_DATASET as TARBALL
 from anb.searchspace import Sampler
+from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import load, prepare, read_manifest
 from anb.surrogates.baseline import evaluate_baselines
 from anb.surrogates.data import target_columns, transform_for
@@ -50,7 +51,7 @@ def test_fit_and_query_train_time_with_std_and_noise(fitted):
     assert bench.metrics == ["train_time", "throughput_3090"]
     assert bench.devices == ["3090"]  # train_time is no device ("time")
     assert read_manifest(fitted)["targets"]["train_time"]["n_train"] > 3000
-    archs = Sampler(seed=5).sample(20)
+    archs = Sampler(seed=5, space=ANB_SPACE).sample(20)
     frame = bench.query(archs, "train_time")
     assert list(frame.columns[:3]) == ["arch", "train_time", "train_time_std"]
     assert (frame["train_time_std"] > 0).all()
@@ -67,7 +68,7 @@ def test_fit_and_query_train_time_with_std_and_noise(fitted):
 
 
 def test_query_cli_lists_train_time(fitted):
-    archs = [str(a) for a in Sampler(seed=4).sample(3)]
+    archs = [str(a) for a in Sampler(seed=4, space=ANB_SPACE).sample(3)]
     result = runner.invoke(app, ["query", str(fitted), "-"], input="\n".join(archs) + "\n")
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(io.StringIO(result.stdout))
@@ -76,7 +77,7 @@ def test_query_cli_lists_train_time(fitted):
 
 @pytest.mark.slow
 def test_train_time_beats_the_plain_baseline_on_test(fitted):
-    prepared = prepare(TARBALL, ["train_time"])
+    prepared = prepare(TARBALL, ["train_time"], space=ANB_SPACE)
     ours = evaluate(load(fitted), prepared, "test").loc["train_time"]
     base = evaluate_baselines(prepared, ["train_time"], families=("xgboost",)).loc[
         ("train_time", "xgboost")]

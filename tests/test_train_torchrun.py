@@ -13,6 +13,7 @@ import pytest
 
 from anb.records import load_dataset
 from anb.searchspace import Sampler
+from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import ARGS, CONFIG, NUM_MODELS, REPO, TORCHRUN, child_env, torchrun_cmd
 
 pytestmark = pytest.mark.timeout(600)  # a hung collective fails the test, not the suite
@@ -26,7 +27,7 @@ def run_torchrun(folder: Path, *extra: str) -> subprocess.CompletedProcess:
 
 
 def expected_ids() -> list[str]:
-    return [a.id for a in Sampler(7).sample(NUM_MODELS)]
+    return [a.id for a in Sampler(7, space=ANB_SPACE).sample(NUM_MODELS)]
 
 
 def records(folder: Path) -> dict[str, dict]:
@@ -64,7 +65,7 @@ def test_two_process_run_writes_one_record_per_architecture(uninterrupted):
     run_ids = sorted(r["provenance"]["run_id"] for r in found.values())
     assert sorted(r.run_id for r in runs) == run_ids
     assert all(r.exit_code == 0 and r.config["world_size"] == 2 for r in runs)
-    frame = load_dataset(folder / "records")
+    frame = load_dataset(folder / "records", space=ANB_SPACE)
     assert sorted(frame["arch_id"]) == sorted(expected_ids())
 
 

@@ -58,8 +58,8 @@ def register(app: typer.Typer) -> None:
                     fail(f"option --project {project}: cannot open wandb.Api "
                          f"({type(err).__name__}: {err}); log in with `wandb login` or "
                          "export offline runs with --wandb-dir")
-            summary = export(out, local, wandb_dir, api, project, duplicates, trainer_space(space),
-                             parquet, recipe)
+            summary = export(out, local, wandb_dir, api, project, duplicates,
+                             space=trainer_space(space), parquet=parquet, recipe=recipe)
         except (FileNotFoundError, ValueError) as err:
             fail(err)
         typer.echo(json.dumps(summary))

@@ -30,7 +30,7 @@ from anb.records import (
     records_to_frame,
     validate_record,
 )
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.space import SearchSpace
 
 ARTIFACT_TYPE = "anb-arch"
 DUPLICATE_RULES = ("first", "mean")
@@ -51,7 +51,7 @@ def _arch_fields(record: dict, space: SearchSpace) -> dict[str, str]:
     return {"arch_id": arch.id, "arch": str(arch)}
 
 
-def from_local(folder: Path, space: SearchSpace = ANB_SPACE) -> Collected:
+def from_local(folder: Path, space: SearchSpace) -> Collected:
     """``records/``, ``skipped/`` and in-progress ``checkpoints/`` of a trainer folder."""
     if not folder.is_dir():
         raise FileNotFoundError(f"results folder {str(folder)!r} does not exist")
@@ -99,7 +99,7 @@ def _run_entry(run_id: str, config: dict, status: str, reason: str, source: str)
             "status": status, "reason": reason, "source": source, "run_id": run_id}
 
 
-def from_wandb_offline(root: Path, space: SearchSpace = ANB_SPACE) -> Collected:
+def from_wandb_offline(root: Path, space: SearchSpace) -> Collected:
     """Offline run folders under ``root`` (read with :mod:`.wandb_offline`)."""
     from anb.collect_accuracy.wandb_offline import find_runs, read_run
 
@@ -136,7 +136,7 @@ def _record_from(summary: dict, artifacts: list[dict]) -> dict | None:
     return None
 
 
-def from_wandb_api(api: Any, path: str, space: SearchSpace = ANB_SPACE) -> Collected:
+def from_wandb_api(api: Any, path: str, space: SearchSpace) -> Collected:
     """Runs of ``entity/project`` through the public ``wandb.Api`` (``api.runs``): the record
     from the run summary, else from the run's ``anb-arch`` artifact."""
     out = Collected()
@@ -217,7 +217,7 @@ def select_recipe(records: list[dict], recipe: str | None) -> list[dict]:
 
 
 def merge(records: Iterable[dict], rule: str = "first",
-          space: SearchSpace = ANB_SPACE) -> tuple[list[dict], pd.DataFrame]:
+          *, space: SearchSpace) -> tuple[list[dict], pd.DataFrame]:
     """One record per architecture, sorted by id; and the duplicate report (distinct
     results of one architecture; the same result from several sources counts once). The
     records must be of one recipe (:func:`select_recipe`)."""
@@ -258,7 +258,7 @@ def merge(records: Iterable[dict], rule: str = "first",
 
 def export(out: Path, local: Iterable[Path] = (), wandb_dirs: Iterable[Path] = (),
            api: Any = None, projects: Iterable[str] = (), rule: str = "first",
-           space: SearchSpace = ANB_SPACE, parquet: bool = True,
+           *, space: SearchSpace, parquet: bool = True,
            recipe: str | None = None) -> dict[str, Any]:
     """Collect, merge and write ``out`` (.csv) plus ``.parquet``, ``.duplicates.csv``,
     ``.incomplete.csv`` and ``.recipes.csv`` beside it. Returns a summary."""
@@ -274,7 +274,7 @@ def export(out: Path, local: Iterable[Path] = (), wandb_dirs: Iterable[Path] = (
     found = recipes(collected.records)
     atomic_write(Path(f"{stem}.recipes.csv"), lambda tmp: found.to_csv(tmp, index=False))
     chosen = select_recipe(collected.records, recipe)
-    merged, duplicates = merge(chosen, rule, space)
+    merged, duplicates = merge(chosen, rule, space=space)
     finished = {validate_record(r, space=space).id for r in merged}
     incomplete = pd.DataFrame(
         [{**e, "finished_elsewhere": e["arch_id"] in finished} for e in collected.incomplete],

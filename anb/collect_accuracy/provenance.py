@@ -94,9 +94,9 @@ def model_info(arch: Arch, space: SearchSpace, num_classes: int, in_channels: in
     """MACs / params in millions (6 decimals). 2-D: the dataset's convention (224 px, 1000
     classes); 1-D: the task's input length, channels and classes."""
     if space.dims == 2:
-        counts = count(arch, 224, 1000, space)
+        counts = count(arch, 224, 1000, space=space)
     else:
-        counts = count(arch, length or 1000, num_classes, space, in_channels)
+        counts = count(arch, length or 1000, num_classes, space=space, in_channels=in_channels)
     return {"macs": round(counts.macs / 1e6, 6), "params": round(counts.params / 1e6, 6)}
 
 

@@ -94,9 +94,9 @@ OUTPUT = Kind("train", "anb train results", _holds_runs,
 FOLDER_OPTION = "--logging.folder"
 
 
-def _arch_texts(value: str) -> list[str]:
-    """``model.archs``: a CSV file with an ``arch`` column (a search's ``pareto.csv``) or
-    ``block{i}_*`` columns, or architecture strings separated by commas."""
+def _arch_texts(value: str, space: SearchSpace) -> list[str]:
+    """``model.archs`` (of ``space``): a CSV file with an ``arch`` column (a search's
+    ``pareto.csv``) or ``block{i}_*`` columns, or architecture strings separated by commas."""
     if value.strip().lower().endswith(".csv"):
         from anb.records import read_table, table_archs
 
@@ -104,7 +104,7 @@ def _arch_texts(value: str) -> list[str]:
         if not path.is_file():
             raise ConfigError(f"config key 'model.archs': file {str(path)!r} does not exist")
         try:
-            return [str(a) for a in table_archs(read_table(path), repr(str(path)))]
+            return [str(a) for a in table_archs(read_table(path), repr(str(path)), space=space)]
         except ValueError as err:
             raise ConfigError(f"config key 'model.archs': {err}") from None
     return [t.strip() for t in value.split(",") if t.strip()]
@@ -115,7 +115,7 @@ def architectures(config: Config, space: SearchSpace) -> list[Arch]:
     model = config["model"]
     if model["archs"]:
         out = []
-        for text in _arch_texts(model["archs"]):
+        for text in _arch_texts(model["archs"], space):
             try:
                 out.append(Arch.from_string(text, space))
             except ValueError as err:
@@ -126,7 +126,7 @@ def architectures(config: Config, space: SearchSpace) -> list[Arch]:
         raise ConfigError(f"config key 'model.num_models': value {model['num_models']} must "
                           "be >= 1")
     try:
-        return Sampler(model["seed"], space).sample(model["num_models"], shard=model["shard"])
+        return Sampler(model["seed"], space=space).sample(model["num_models"], shard=model["shard"])
     except ValueError as err:
         raise ConfigError(f"config key 'model.shard': {err}") from None
 
@@ -141,7 +141,7 @@ def candidates(config: Config, space: SearchSpace, first: list[Arch]) -> Iterato
         return
     have = len(first)
     while True:
-        more = Sampler(model["seed"], space).sample(have * 2, shard=model["shard"])[have:]
+        more = Sampler(model["seed"], space=space).sample(have * 2, shard=model["shard"])[have:]
         if not more:
             return
         yield from more

@@ -31,13 +31,14 @@ from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE
 from anb.searchspace.space import ANB_SPACE
 
-SMALLEST = Arch.from_string("-".join(["e1k3l1"] * 7))
-LARGEST = Arch.from_string("e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l4se-e6k5l3se")
+SMALLEST = Arch.from_string("-".join(["e1k3l1"] * 7), space=ANB_SPACE)
+LARGEST = Arch.from_string("e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l3se-e6k5l4se-e6k5l3se",
+                           space=ANB_SPACE)
 ANCHORS: tuple[Arch, ...] = (EFFICIENTNET_B0, SMALLEST, LARGEST)
 ANCHOR_FILE = "anchors.jsonl"
 
 
-def default_anchors(space: Space = ANB_SPACE) -> tuple[Any, ...]:
+def default_anchors(space: Space) -> tuple[Any, ...]:
     """:data:`ANCHORS` for ``anb-mnasnet``; for another space its two corners (every variable
     at its first allowed value, then every one at its last)."""
     if space.name == DEFAULT_SPACE:
@@ -46,7 +47,7 @@ def default_anchors(space: Space = ANB_SPACE) -> tuple[Any, ...]:
     return tuple(space.archs_from_choices(space.from_positions(corners)))
 
 
-def parse_anchors(spec: str, space: Space = ANB_SPACE) -> tuple[Any, ...]:
+def parse_anchors(spec: str, space: Space) -> tuple[Any, ...]:
     """``default`` (:func:`default_anchors`), ``none``, or comma-separated architecture
     strings of ``space``."""
     from anb.collect_throughput.driver import split_arch_list

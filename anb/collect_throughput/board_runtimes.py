@@ -41,7 +41,8 @@ class TvmBoard(OnnxRuntimeBoard):
         from anb.collect_throughput.network import protocol_space
 
         self.check(protocol)
-        onnx_path = float_onnx(arch, Path(workdir), protocol.resolution, protocol_space(protocol))
+        onnx_path = float_onnx(arch, Path(workdir), protocol.resolution,
+                               space=protocol_space(protocol))
         return self._compile(onnx_path, protocol, tuple(make_inputs(protocol, arch)[0].shape))
 
     def board_model(self, model: Path, protocol: Protocol, shape: tuple[int, ...]) -> Path:

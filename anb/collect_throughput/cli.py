@@ -86,7 +86,7 @@ def measure_cmd(
     spec = cli_space(space, detect_space(archs), f"--archs {archs!r}")
     try:
         target = load_target(device, _overrides(resolution, batch, threads, clock, budget),
-                             spec.name)
+                             space=spec.name)
         arch_list = shard_of(read_arch_list(archs, spec), shard)
         if quality or images or weights or onnx:
             _quality(target.config, arch_list, out, images, weights, onnx, quality_images,
@@ -163,7 +163,7 @@ def merge_cmd(
     spec = cli_space(space, detect_space(first) if first else None, str(first))
     try:
         report = merge(accuracy, results, out, on_conflict, allow_mixed_protocols, overwrite,
-                       spec)
+                       space=spec)
     except (ValueError, FileNotFoundError) as err:
         fail(err)
     typer.echo(f"merged {report.merged_records} records ({report.accuracy_records} accuracy, "

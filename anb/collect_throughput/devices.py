@@ -94,7 +94,7 @@ def read_device_table(spec: str | Path) -> dict[str, Any]:
 
 def load_any_device(spec: str | Path | Mapping[str, Any],
                     overrides: Mapping[str, Any] | None = None,
-                    space: str = DEFAULT_SPACE) -> Any:
+                    *, space: str) -> Any:
     """A device config of either kind measuring ``space`` from a TOML path, a name (see
     :func:`read_device_table`) or a parsed table. ``overrides`` apply to every protocol of a
     protocol config, and replace top-level fields of a Qualcomm one (e.g. ``{"duration":
@@ -110,9 +110,9 @@ def load_any_device(spec: str | Path | Mapping[str, Any],
 
 def _load(data: dict[str, Any], overrides: Mapping[str, Any] | None, space: str) -> Any:
     if fpga.is_fpga_table(data):
-        return fpga.device_from_mapping(data, overrides, space)
+        return fpga.device_from_mapping(data, overrides, space=space)
     if not is_qualcomm_table(data):
-        return device_from_mapping(data, overrides, space)
+        return device_from_mapping(data, overrides, space=space)
     device = qc.device_from_mapping(data)
     if space != DEFAULT_SPACE:
         raise ValueError(f"search space {space!r} is invalid; allowed: {DEFAULT_SPACE!r} (a "
@@ -147,9 +147,9 @@ def as_target(config: Any) -> MeasureTarget:
 
 def load_target(spec: str | Path | Mapping[str, Any],
                 overrides: Mapping[str, Any] | None = None,
-                space: str = DEFAULT_SPACE) -> MeasureTarget:
+                *, space: str) -> MeasureTarget:
     """:func:`load_any_device` then :func:`as_target`."""
-    return as_target(load_any_device(spec, overrides, space))
+    return as_target(load_any_device(spec, overrides, space=space))
 
 
 def device_table(spec: str) -> tuple[str, dict[str, Any]]:
@@ -157,6 +157,6 @@ def device_table(spec: str) -> tuple[str, dict[str, Any]]:
     what a queued job carries, so any worker can load the device."""
     try:
         table = read_device_table(spec)
-        return load_any_device(table).name, table
+        return load_any_device(table, space=DEFAULT_SPACE).name, table
     except ValueError as err:
         raise ValueError(f"--device {spec!r}: {err}") from None

@@ -32,10 +32,11 @@ def fit_digits(arch, resolution: int = 32, seed: int = 0, batch: int = 128):
     from sklearn.linear_model import LogisticRegression
 
     from anb.searchspace.model import build_model
+    from anb.searchspace.space import ANB_SPACE
 
     torch.manual_seed(seed)
     x, y = digits_images(resolution, "train")
-    model = build_model(arch, num_classes=10, dropout=0.0, drop_path=0.0)
+    model = build_model(arch, num_classes=10, dropout=0.0, drop_path=0.0, space=ANB_SPACE)
     xs = torch.from_numpy(x)
     for module in model.modules():
         if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):

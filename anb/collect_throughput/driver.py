@@ -45,7 +45,6 @@ from anb.outputs import Kind
 from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, check_same_space, get_space
 from anb.searchspace.sampler import Sampler, parse_shard
-from anb.searchspace.space import ANB_SPACE
 
 log = logging.getLogger(__name__)
 _RECORD_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".json", ".jsonl", ".csv", ".parquet", ".pq")
@@ -53,7 +52,7 @@ _RECORD_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".json", ".jsonl", ".csv", ".parq
 SAMPLE_LIMIT = 100_000
 
 
-def split_arch_list(text: str, space: Space = ANB_SPACE, option: str = "--archs") -> list[Any]:
+def split_arch_list(text: str, space: Space, option: str = "--archs") -> list[Any]:
     """Comma-separated architecture strings of ``space``; a string that itself holds commas
     (``ofa-mbv3``'s layers) is taken whole: each architecture is the shortest run of parts
     that parses. A part that starts no architecture is an error naming it."""
@@ -79,7 +78,7 @@ def split_arch_list(text: str, space: Space = ANB_SPACE, option: str = "--archs"
     return archs
 
 
-def read_arch_list(spec: str | Path, space: Space = ANB_SPACE) -> list[Any]:
+def read_arch_list(spec: str | Path, space: Space) -> list[Any]:
     """Architectures of ``space`` from a dataset (any form ``anb.records`` reads), a text file
     with one architecture string per line, ``sample:N[:seed]`` (N at most
     :data:`SAMPLE_LIMIT`), or comma-separated strings (:func:`split_arch_list`).
@@ -97,7 +96,7 @@ def read_arch_list(spec: str | Path, space: Space = ANB_SPACE) -> list[Any]:
         except (IndexError, ValueError):
             raise ValueError(f"--archs {text!r} is malformed; expected 'sample:N' or "
                              "'sample:N:seed'") from None
-        sampler = Sampler(seed, space)
+        sampler = Sampler(seed, space=space)
         try:
             sampler.check_size(n)
         except ValueError as err:

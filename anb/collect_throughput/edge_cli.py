@@ -97,8 +97,9 @@ def quant_layers_cmd(
                                       keep_float=ks)
             else:
                 from anb.collect_throughput.driver import read_arch_list
+                from anb.searchspace.space import ANB_SPACE
 
-                result = layerwise(read_arch_list(str(archs)), path, tmp,
+                result = layerwise(read_arch_list(str(archs), space=ANB_SPACE), path, tmp,
                                    resolution=resolution or 32, calibration=calibration,
                                    images=images, cos_threshold=cos_threshold,
                                    sqnr_threshold=sqnr_threshold, worst=worst)
@@ -153,13 +154,14 @@ def measure_qualcomm_cmd(
     from anb.collect_throughput.qualcomm.config import load_qualcomm_device
     from anb.collect_throughput.qualcomm.stages import QualcommTarget
     from anb.outputs import exclusive, prepare_folder
+    from anb.searchspace.space import ANB_SPACE
 
     try:
         config = load_qualcomm_device(device)
         if transport is not None:
             config = dataclasses.replace(config, transport=transport)
         target = QualcommTarget(config)
-        arch_list = read_arch_list(archs)
+        arch_list = read_arch_list(archs, space=ANB_SPACE)
         with exclusive(prepare_folder(out, RESULTS), "anb measure-qualcomm", per_host=True):
             summary = target.measure(arch_list, out, workdir=workdir, keep_going=True)
     except (ValueError, FileNotFoundError) as err:

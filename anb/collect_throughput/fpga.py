@@ -127,7 +127,7 @@ def is_fpga_table(data: Mapping[str, Any]) -> bool:
 
 
 def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
-                        space: str = DEFAULT_SPACE) -> FpgaDevice:
+                        *, space: str) -> FpgaDevice:
     """An :class:`FpgaDevice` from its TOML table; ``overrides`` (``anb measure``'s
     ``resolution``, ``threads``, ``stopping.budget_seconds``) replace its fields."""
     data = dict(data)

@@ -42,6 +42,7 @@ from anb.collect_throughput.quantize import cosine, sqnr_db
 from anb.io import atomic_write, atomic_write_json
 from anb.outputs import Kind, has_files
 from anb.searchspace.arch import Arch, as_arch
+from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
 
 CPU_PATHS = {"cpu-int8": "u8s8", "dpu": "dpu"}
@@ -268,7 +269,7 @@ def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int =
     """The report of one architecture under one quantized ``path`` (see module docstring)."""
     import onnx
 
-    arch = as_arch(arch)
+    arch = as_arch(arch, ANB_SPACE)
     model = fit_digits(arch, resolution, seed)
     x_train, _ = digits_images(resolution, "train")
     x_test, y_test = digits_images(resolution, "test")
@@ -320,7 +321,7 @@ def layerwise(archs: Sequence[Arch | str], path: str, out: str | Path, **options
     out.mkdir(parents=True, exist_ok=True)
     tables, summaries, failed = {}, [], {}
     for arch in archs:
-        arch = as_arch(arch)
+        arch = as_arch(arch, ANB_SPACE)
         try:
             summary, table = layer_report(arch, path, out, **options)
         except (ValueError, RuntimeError, FileNotFoundError) as err:

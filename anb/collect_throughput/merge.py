@@ -50,7 +50,6 @@ from anb.records import (
     validate_record,
 )
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
 
 ON_CONFLICT = ("keep-existing", "replace", "error")
@@ -60,7 +59,7 @@ OUTPUT = Kind("merge", "an anb merge output", has_files(MERGE_REPORT), replaceab
 
 @dataclass
 class MergeReport:
-    space: str = ANB_SPACE.name
+    space: str
     accuracy_records: int = 0
     device_records: int = 0
     merged_records: int = 0
@@ -145,7 +144,7 @@ def _arch_id(record: dict, space: Space) -> str:
 
 
 def merge_records(accuracy: list[dict], results: Iterable[dict], on_conflict: str = "keep-existing",
-                  allow_mixed_protocols: bool = False, space: Space = ANB_SPACE,
+                  allow_mixed_protocols: bool = False, *, space: Space,
                   ) -> tuple[list[dict], MergeReport]:
     """Merge records of ``space`` in memory; return (merged records, report). Inputs are not
     modified."""
@@ -239,7 +238,7 @@ def load_anchor_rows(paths: Iterable[str | Path]) -> list[dict]:
 
 def load_results(paths: Iterable[str | Path],
                  skipped: list[dict[str, str]] | None = None,
-                 space: Space = ANB_SPACE) -> list[dict]:
+                 *, space: Space) -> list[dict]:
     """Per-architecture result records of ``space`` from ``anb measure`` output folders (or any
     record form). A bad record (not UTF-8, not JSON, invalid) is listed in ``skipped`` as
     ``{"file", "reason"}`` and the rest are read; without ``skipped`` it raises ValueError
@@ -256,7 +255,7 @@ def load_results(paths: Iterable[str | Path],
 
 
 def write_merged(records: list[dict], report: MergeReport, out: str | Path,
-                 overwrite: bool = False, space: Space = ANB_SPACE) -> Path:
+                 overwrite: bool = False, *, space: Space) -> Path:
     """Write ``out/records/*.json``, ``out/dataset.csv``, ``out/dataset.parquet`` and
     ``out/merge_report.json`` (whose ``format_version`` versions the folder and its tables;
     each record carries its own); a merge output there is replaced once the new one is complete
@@ -284,16 +283,16 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path,
 
 def merge(accuracy: str | Path | None, results: Iterable[str | Path], out: str | Path,
           on_conflict: str = "keep-existing", allow_mixed_protocols: bool = False,
-          overwrite: bool = False, space: Space = ANB_SPACE) -> MergeReport:
+          overwrite: bool = False, *, space: Space) -> MergeReport:
     """Load, merge and write records of ``space`` (see :func:`merge_records` and
     :func:`write_merged`)."""
     check_folder(out, OUTPUT, overwrite)
     results = list(results)
     skipped: list[dict[str, str]] = []
-    acc = load_results([accuracy], skipped, space) if accuracy else []
-    merged, report = merge_records(acc, load_results(results, skipped, space), on_conflict,
-                                   allow_mixed_protocols, space)
+    acc = load_results([accuracy], skipped, space=space) if accuracy else []
+    merged, report = merge_records(acc, load_results(results, skipped, space=space), on_conflict,
+                                   allow_mixed_protocols, space=space)
     report.skipped = skipped
     report.anchor_drift = anchor_drift(load_anchor_rows(results))
-    write_merged(merged, report, out, overwrite, space)
+    write_merged(merged, report, out, overwrite, space=space)
     return report

@@ -310,7 +310,7 @@ def _rule(cls: type, data: Any, where: str) -> Any:
 
 
 def device_from_mapping(data: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
-                        space: str = DEFAULT_SPACE) -> DeviceConfig:
+                        *, space: str) -> DeviceConfig:
     """Build a :class:`DeviceConfig` measuring ``space`` from a parsed TOML table (see module
     docstring).
 
@@ -358,7 +358,7 @@ def available_devices() -> list[str]:
 
 
 def load_device(name_or_path: str | Path, overrides: Mapping[str, Any] | None = None,
-                space: str = DEFAULT_SPACE) -> DeviceConfig:
+                *, space: str) -> DeviceConfig:
     """Load a shipped device config by name (``cpu-ort``) or a TOML file by path, measuring
     ``space``."""
     # imported here: the rest of this module also runs on a board's older Python
@@ -376,4 +376,4 @@ def load_device(name_or_path: str | Path, overrides: Mapping[str, Any] | None = 
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
-    return device_from_mapping(data, overrides, space)
+    return device_from_mapping(data, overrides, space=space)

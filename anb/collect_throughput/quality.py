@@ -30,6 +30,7 @@ from anb.collect_throughput.protocol import DeviceConfig, Protocol
 from anb.io import atomic_write_json
 from anb.preprocessing import VAL_CROP_RATIO
 from anb.searchspace.arch import Arch, as_arch
+from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
 
 #: Back-ends whose device model quality runs here: name -> precision of the model it runs.
@@ -160,10 +161,10 @@ def trained_network(arch: Arch, weights: Path, num_classes: int) -> Any:
     if trained is None and path.is_file():
         saved = torch.load(path, map_location="cpu", weights_only=True)
         trained = saved.get("arch") if isinstance(saved, dict) else None
-    if trained is not None and as_arch(trained).id != arch.id:
+    if trained is not None and as_arch(trained, ANB_SPACE).id != arch.id:
         raise ValueError(f"weights={str(path)!r} were trained for {trained}, not for {arch}: "
                          "give the weights of the architecture measured")
-    model = build_model(arch, num_classes=num_classes).eval()
+    model = build_model(arch, num_classes=num_classes, space=ANB_SPACE).eval()
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
@@ -279,7 +280,7 @@ def quality_protocol(device: DeviceConfig, arch: Arch | str, source: Source, ima
                      workdir: Path) -> dict[str, Any]:
     """The quality entry of ``arch``'s trained network on a protocol-config device (its
     first protocol's back-end, locally or on its board)."""
-    arch = as_arch(arch)
+    arch = as_arch(arch, ANB_SPACE)
     protocol = device.protocols[0]
     resolution = int(images.x.shape[-1])
     float_path = float_model(arch, source, len(images.classes), resolution, workdir)
@@ -300,7 +301,7 @@ def quality_qualcomm(device: Any, arch: Arch | str, source: Source, images: Imag
     from anb.collect_throughput.qualcomm.device import DeviceStages, open_device_transport
     from anb.collect_throughput.qualcomm.stages import build_dlc
 
-    arch = as_arch(arch)
+    arch = as_arch(arch, ANB_SPACE)
     if source.weights is None:
         raise ValueError(f"device {device.name!r} (Qualcomm): give trainer --weights; an ONNX "
                          "model is not converted for it in this build")
@@ -355,7 +356,7 @@ def measure_quality_archs(device: Any, archs: list[Any], out: str | Path, source
                                              calibration_count(device))
         entry = measure_quality(device, arch, source, loaded[resolution], workdir, transport)
         write_quality(out, device.name, arch, entry)
-        done[as_arch(arch).id] = entry
+        done[as_arch(arch, ANB_SPACE).id] = entry
     return done
 
 
@@ -365,8 +366,9 @@ def quality_record(arch: Arch | str, device: str, entry: dict[str, Any],
     ``device``."""
     from anb.collect_throughput.result import arch_record
 
-    arch = as_arch(arch)
-    out = record if record is not None else arch_record(arch, [], tool="anb measure --quality")
+    arch = as_arch(arch, ANB_SPACE)
+    out = record if record is not None else arch_record(arch, [], tool="anb measure --quality",
+                                                        space=ANB_SPACE)
     out.setdefault("quality", {})[device] = entry
     return out
 
@@ -377,7 +379,7 @@ def write_quality(out: str | Path, device: str, arch: Arch | str,
     entries kept), atomically."""
     from anb.collect_throughput.driver import read_result, result_path
 
-    arch = as_arch(arch)
+    arch = as_arch(arch, ANB_SPACE)
     path = result_path(out, device, arch)
     record = quality_record(arch, device, entry, read_result(path))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,7 @@ from anb.outputs import Kind, has_files
 from anb.preprocessing import VAL_CROP_RATIO, normalise, val_image
 from anb.searchspace.arch import Arch, as_arch
 from anb.searchspace.onnx_export import export_onnx
+from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
 
 
@@ -170,7 +171,7 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
 
     from anb.searchspace.model import build_model
 
-    arch = as_arch(arch)
+    arch = as_arch(arch, ANB_SPACE)
     if resolution < 32:
         raise ValueError(f"resolution={resolution} is invalid; allowed: an integer >= 32")
     if not 0 < crop_ratio <= 1:
@@ -183,15 +184,15 @@ def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibr
     out = Path(out)
     if weights is not None:
         state, trained_arch = load_weights(weights)
-        if trained_arch is not None and as_arch(trained_arch).id != arch.id:
+        if trained_arch is not None and as_arch(trained_arch, ANB_SPACE).id != arch.id:
             raise ValueError(f"weights={str(weights)!r} were trained for {trained_arch} "
                              f"(its record.json), but the report was asked for {arch}: give "
                              "the architecture the weights belong to")
-        model = build_model(arch).eval()
+        model = build_model(arch, space=ANB_SPACE).eval()
         model.load_state_dict(state)
         source = f"trained weights from {weights}"
     elif images is not None:
-        model = build_model(arch).eval()
+        model = build_model(arch, space=ANB_SPACE).eval()
         source = "random initialisation"
     else:
         model = fit_digits(arch, resolution, seed)

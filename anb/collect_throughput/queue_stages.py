@@ -92,7 +92,7 @@ def make_context(store: str | Path, out: str | Path | None, devices: list[str]) 
     register_stages()
     configs = {}
     for spec in devices:
-        config = load_any_device(spec)
+        config = load_any_device(spec, space=DEFAULT_SPACE)  # a job's space: for_space
         configs[config.name] = config
     return StageContext(store=Path(store), out=Path(out) if out else None, devices=configs)
 
@@ -162,7 +162,8 @@ def job_device(job: Job, ctx: StageContext) -> Any:
     if job.device in ctx.devices:
         device = ctx.devices[job.device]
     else:
-        device = load_any_device(job.payload.get("device_config", job.device))
+        device = load_any_device(job.payload.get("device_config", job.device),
+                                 space=DEFAULT_SPACE)
     space = job_space_name(job)
     if isinstance(device, DeviceConfig):
         return for_space(device, space)
@@ -203,7 +204,7 @@ def run_export(job: Job, ctx: StageContext) -> dict[str, Any]:
 
     device = protocol_device(job, ctx)
     path = float_onnx(job_arch(job), ctx.store_dir(job), device.protocols[0].resolution,
-                      job_space(job))
+                      space=job_space(job))
     return {"model": str(path), "bytes": path.stat().st_size}
 
 

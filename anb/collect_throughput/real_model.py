@@ -44,6 +44,7 @@ def from_weights(weights: str | Path, arch: str | None, resolution: int, folder:
     from anb.searchspace.arch import as_arch
     from anb.searchspace.model import build_model
     from anb.searchspace.onnx_export import export_onnx
+    from anb.searchspace.space import ANB_SPACE
 
     if not Path(weights).exists():
         raise ValueError(f"--weights {str(weights)!r} does not exist; give the trainer's "
@@ -52,11 +53,12 @@ def from_weights(weights: str | Path, arch: str | None, resolution: int, folder:
     if arch is None and trained is None:
         raise ValueError(f"--weights {str(weights)!r} names no architecture (a plain "
                          "state_dict): give the architecture as the ARCHS argument")
-    if arch is not None and trained is not None and as_arch(arch).id != as_arch(trained).id:
+    if (arch is not None and trained is not None
+            and as_arch(arch, ANB_SPACE).id != as_arch(trained, ANB_SPACE).id):
         raise ValueError(f"--weights {str(weights)!r} were trained for {trained}, not {arch}")
-    parsed = as_arch(arch or trained)
+    parsed = as_arch(arch or trained, ANB_SPACE)
     classes = state["classifier.weight"].shape[0] if "classifier.weight" in state else 1000
-    model = build_model(parsed, num_classes=classes).eval()
+    model = build_model(parsed, num_classes=classes, space=ANB_SPACE).eval()
     try:
         model.load_state_dict(state)
     except RuntimeError as err:

@@ -27,7 +27,6 @@ import numpy as np
 from anb.collect_throughput.protocol import protocol_fingerprint
 from anb.collect_throughput.stats import summarize
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 from anb.version import __version__
 
 UNITS = {"latency": "ms", "throughput": "images/s"}
@@ -122,7 +121,7 @@ def utilisation_fields(stats: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def arch_record(arch: Any, measurements: list[Measurement], tool: str = "anb measure",
-                space: Space = ANB_SPACE) -> dict:
+                *, space: Space) -> dict:
     """A per-architecture record of ``space`` (:func:`anb.records.new_record`) holding the
     measurements' ``platform_perf`` entries."""
     from anb.records import new_record

@@ -14,12 +14,11 @@ import numpy as np
 
 from anb.nas.objectives import Evaluator
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 
 ANALYTIC_METRICS = ("macs", "true_macs", "params", "depth")
 
 
-def analytic_evaluator(resolution: int | None = None, space: Space = ANB_SPACE) -> Evaluator:
+def analytic_evaluator(resolution: int | None = None, *, space: Space) -> Evaluator:
     """Exact architecture costs; see :data:`ANALYTIC_METRICS` (resolution: the space's)."""
 
     def evaluate(choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
@@ -56,9 +55,9 @@ def surrogate_evaluator(benchmark: Any, noise: bool = False, seed: int = 0) -> E
 
 
 def combined(surrogate: Evaluator | None, resolution: int | None = None,
-             space: Space = ANB_SPACE) -> Evaluator:
+             *, space: Space) -> Evaluator:
     """Analytic metrics exactly, everything else from ``surrogate`` (if given)."""
-    analytic = analytic_evaluator(resolution, space)
+    analytic = analytic_evaluator(resolution, space=space)
 
     def evaluate(choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
         exact = [m for m in metrics if m in ANALYTIC_METRICS]

@@ -25,6 +25,7 @@ from anb.nas.objectives import Objective
 from anb.nas.pareto import pareto_mask
 from anb.nas.report import read_summary
 from anb.outputs import Kind, has_files, prepare_folder
+from anb.searchspace.space import ANB_SPACE
 
 DEFAULT_RECIPE = "imagenet_full.ini"
 #: The folders ``anb retrain`` (resumed) and ``anb front-report`` write (see :mod:`anb.outputs`).
@@ -55,7 +56,7 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     if not archs.is_file():
         raise FileNotFoundError(f"architecture list {archs} does not exist (a search's "
                                 "pareto.csv or a CSV with an 'arch' column or block{i}_* columns)")
-    listed = table_archs(read_table(archs), repr(str(archs)))
+    listed = table_archs(read_table(archs), repr(str(archs)), space=ANB_SPACE)
     recipe = recipe_path(config)
     out = prepare_folder(out, RETRAIN)
     atomic_write(out / "archs.txt", lambda t: t.write_text("".join(f"{a}\n" for a in listed)))
@@ -65,7 +66,7 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     if not runs.is_dir():
         return status, None
     dataset = out / "accuracy.csv"
-    export(dataset, [runs], parquet=False)
+    export(dataset, [runs], parquet=False, space=ANB_SPACE)
     return status, dataset
 
 
@@ -105,7 +106,7 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
         table[f"{o.metric}_search"] = front[o.metric]
         table[f"{o.metric}_measured"] = np.nan
     if accuracy is not None:
-        acc = load_dataset(accuracy).set_index("arch_id")[accuracy_metric]
+        acc = load_dataset(accuracy, space=ANB_SPACE).set_index("arch_id")[accuracy_metric]
         table[f"{accuracy_metric}_measured"] = table["arch_id"].map(acc)
     for o in objectives:  # counted from the architecture: the search's value is exact
         if o.metric in ANALYTIC_METRICS:

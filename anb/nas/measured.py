@@ -101,7 +101,7 @@ class LocalMeasurer(Measurer):
                  interleave: int = 8):
         from anb.collect_throughput.devices import load_target
 
-        self.target = load_target(device, overrides or {})
+        self.target = load_target(device, overrides or {}, space=ANB_SPACE.name)
         self.config = self.target.config
         self.device = self.target.name
         self.metrics = tuple(self.target.keys)
@@ -291,7 +291,7 @@ class MeasuredEvaluator:
                 self.cache[(arch.id, self.measurer.device)] = fut.result()
 
     def __call__(self, choices: np.ndarray, metrics: Sequence[str]) -> dict[str, np.ndarray]:
-        archs = archs_from_choices(choices)
+        archs = archs_from_choices(choices, ANB_SPACE)
         measured = [m for m in metrics if m in self.measurer.metrics]
         rest = [m for m in metrics if m not in self.measurer.metrics]
         spent = None
@@ -367,7 +367,7 @@ def check_measured(other: Evaluator, device: str, objectives: Sequence[str],
     check_objectives(objs)
     cons = [Constraint.parse(c) for c in constraints]
     check_limits(max_measurements, max_hours)
-    target = load_target(device)
+    target = load_target(device, space=ANB_SPACE.name)
     keys = tuple(target.keys)
     wanted = list(dict.fromkeys([o.metric for o in objs] + [c.metric for c in cons]))
     if not set(wanted) & set(keys):
@@ -415,7 +415,8 @@ def _run_measured(algorithm: Any, measurer: Measurer, other: Evaluator,
     info = {"algorithm": name, "seed": seed, "budget_evaluations": budget,
             "stopped": "evaluation budget", "queue": queue, "supported_only": supported_only}
     try:
-        algorithm(Problem(evaluator, objs, cons, supported_only=supported_only), budget,
+        algorithm(Problem(evaluator, objs, cons, space=ANB_SPACE,
+                          supported_only=supported_only), budget,
                   seed=seed, progress=False)
     except BudgetExhausted as err:
         info["stopped"] = str(err)

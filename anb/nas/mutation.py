@@ -4,10 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 
 
-def random_choices(n: int, rng: np.random.Generator, space: Space = ANB_SPACE) -> np.ndarray:
+def random_choices(n: int, rng: np.random.Generator, space: Space) -> np.ndarray:
     """``n`` uniform draws (with replacement) over the space's distinct architectures."""
     size = space.size()
     if space.index_dtype() is object:
@@ -18,7 +17,7 @@ def random_choices(n: int, rng: np.random.Generator, space: Space = ANB_SPACE) -
     return space.choices_from_index(index)
 
 
-def mutate(parents: np.ndarray, rng: np.random.Generator, space: Space = ANB_SPACE) -> np.ndarray:
+def mutate(parents: np.ndarray, rng: np.random.Generator, space: Space) -> np.ndarray:
     """Change exactly one variable in effect of each parent to a different allowed value."""
     parents = np.asarray(parents, dtype=np.int64)
     positions = space.positions(parents)
@@ -42,7 +41,7 @@ def mutate(parents: np.ndarray, rng: np.random.Generator, space: Space = ANB_SPA
 
 
 def crossover(first: np.ndarray, second: np.ndarray, rng: np.random.Generator,
-              space: Space = ANB_SPACE) -> np.ndarray:
+              space: Space) -> np.ndarray:
     """Uniform crossover: each variable from either parent (result canonicalised)."""
     a, b = space.positions(first), space.positions(second)
     take = rng.random(a.shape) < 0.5

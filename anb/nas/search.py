@@ -24,7 +24,6 @@ from anb.nas.mutation import mutate, random_choices
 from anb.nas.objectives import Constraint, Evaluator, Objective, check_objectives
 from anb.nas.pareto import pareto_mask
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 
 
 @dataclass
@@ -34,7 +33,7 @@ class Problem:
     evaluator: Evaluator
     objectives: Sequence[Objective]
     constraints: Sequence[Constraint] = ()
-    space: Space = ANB_SPACE
+    space: Space = field(kw_only=True)
     #: count out-of-distribution architectures (the surrogate's ``ood`` flag) as infeasible
     supported_only: bool = False
 

@@ -67,7 +67,7 @@ class Arch:
     # -- constructors ---------------------------------------------------------------------
     @classmethod
     def from_stages(
-        cls, stages: Iterable[Mapping[str, Any] | Sequence[Any]], space: SearchSpace = ANB_SPACE
+        cls, stages: Iterable[Mapping[str, Any] | Sequence[Any]], space: SearchSpace
     ) -> Arch:
         """Build from per-stage ``{"e", "k", "l", "se"}`` mappings or ``(e, k, l, se)`` tuples."""
         built = []
@@ -97,7 +97,7 @@ class Arch:
         return space.check(cls(tuple(built)))
 
     @classmethod
-    def from_anb_dict(cls, d: Mapping[str, Any], space: SearchSpace = ANB_SPACE) -> Arch:
+    def from_anb_dict(cls, d: Mapping[str, Any], space: SearchSpace) -> Arch:
         """Build from the dataset's ``block{i}_{e,k,l,se}`` mapping (exactly those keys)."""
         if not isinstance(d, Mapping):
             raise ValueError(f"architecture must be a mapping of block{{i}}_{{e,k,l,se}} keys, "
@@ -124,7 +124,7 @@ class Arch:
         return cls.from_stages(stages, space)
 
     @classmethod
-    def from_string(cls, text: str, space: SearchSpace = ANB_SPACE) -> Arch:
+    def from_string(cls, text: str, space: SearchSpace) -> Arch:
         """Parse the compact string form (see module docstring)."""
         if not isinstance(text, str):
             raise ValueError(f"architecture string must be a str, got {type(text).__name__}")
@@ -147,14 +147,14 @@ class Arch:
         return cls.from_stages(stages, space)
 
     @classmethod
-    def from_choices(cls, row: np.ndarray, space: SearchSpace = ANB_SPACE) -> Arch:
+    def from_choices(cls, row: np.ndarray, space: SearchSpace) -> Arch:
         """Build from one ``(num_stages, 4)`` row of raw values (se as 0/1)."""
         row = np.asarray(row)
         return cls.from_stages([(int(e), int(k), int(layers), bool(se))
                                 for e, k, layers, se in row], space)
 
     @classmethod
-    def from_index(cls, index: int, space: SearchSpace = ANB_SPACE) -> Arch:
+    def from_index(cls, index: int, space: SearchSpace) -> Arch:
         """The architecture at mixed-radix position ``index`` of ``space``."""
         return cls.from_choices(space.choices_from_index([index])[0], space)
 
@@ -171,7 +171,7 @@ class Arch:
         """A ``(num_stages, 4)`` int64 array of raw values (se as 0/1)."""
         return np.asarray([[s.e, s.k, s.l, int(s.se)] for s in self.stages], dtype=np.int64)
 
-    def index(self, space: SearchSpace = ANB_SPACE) -> int:
+    def index(self, space: SearchSpace) -> int:
         """Mixed-radix position in ``space`` (a bijection onto ``range(space.size())``)."""
         return int(space.index_from_choices(self.to_choices()[None])[0])
 
@@ -193,10 +193,11 @@ class Arch:
 
 
 #: EfficientNet-B0's own choices, a handy reference point in the space.
-EFFICIENTNET_B0 = Arch.from_string("e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se")
+EFFICIENTNET_B0 = Arch.from_string("e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se",
+                                   ANB_SPACE)
 
 
-def as_arch(obj: Any, space: SearchSpace = ANB_SPACE) -> Arch:
+def as_arch(obj: Any, space: SearchSpace) -> Arch:
     """Coerce an Arch, a dataset dict (or a record holding one), a string or one choices row
     (an integer ``(num_stages, 4)`` array) into an Arch."""
     if isinstance(obj, Arch):
@@ -216,7 +217,7 @@ def as_arch(obj: Any, space: SearchSpace = ANB_SPACE) -> Arch:
     )
 
 
-def archs_from_choices(choices: np.ndarray, space: SearchSpace = ANB_SPACE) -> list[Arch]:
+def archs_from_choices(choices: np.ndarray, space: SearchSpace) -> list[Arch]:
     """Build many architectures from a ``(n, num_stages, 4)`` array, validated in one pass."""
     choices = np.asarray(choices, dtype=np.int64)
     space.ordinal(choices)
@@ -226,8 +227,8 @@ def archs_from_choices(choices: np.ndarray, space: SearchSpace = ANB_SPACE) -> l
     ]
 
 
-def archs_to_choices(archs: Sequence[Arch]) -> np.ndarray:
-    """Stack architectures into a ``(n, num_stages, 4)`` array."""
+def archs_to_choices(archs: Sequence[Arch], space: SearchSpace) -> np.ndarray:
+    """Stack architectures of ``space`` into a ``(n, num_stages, 4)`` array."""
     if len(archs) == 0:
-        return np.zeros((0, ANB_SPACE.num_stages, 4), dtype=np.int64)
+        return np.zeros((0, space.num_stages, 4), dtype=np.int64)
     return np.stack([a.to_choices() for a in archs])

@@ -115,6 +115,17 @@ class UnitCosts:
     parts: tuple[np.ndarray, ...] = ()
 
 
+class SpaceMismatch(ValueError):
+    """Something of one search space was given where another space is in use."""
+
+
+def check_same_space(expected: str, found: str, what: str) -> None:
+    """Refuse mixing spaces, naming both (:class:`SpaceMismatch`)."""
+    if expected != found:
+        raise SpaceMismatch(f"{what} is in search space {found!r}, but {expected!r} is in use; "
+                           "spaces cannot be mixed (pass --space to choose)")
+
+
 @dataclass(frozen=True, eq=False)
 class SpaceArch:
     """An architecture of a generic space: the space and its canonical choices row."""
@@ -315,10 +326,10 @@ class Space(ABC):
         """Coerce a string, record, record's ``architecture`` mapping, native form, one choices
         row (an integer array) or arch."""
         if isinstance(obj, SpaceArch):
-            if obj.space.name != self.name:
-                raise ValueError(f"architecture of space {obj.space.name!r} given where space "
-                                 f"{self.name!r} is expected")
+            check_same_space(self.name, obj.space.name, "the architecture")
             return obj
+        if isinstance(obj, Mapping) and "space" in obj:  # a record naming its space
+            check_same_space(self.name, str(obj["space"]), "the record")
         if isinstance(obj, np.ndarray) and obj.dtype.kind in "iub":
             row = self.to_choices(obj[None])[0]  # one choices row, validated
         elif isinstance(obj, str):

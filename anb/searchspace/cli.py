@@ -92,7 +92,7 @@ def sample_cmd(
     if fmt not in ("string", "json", "id"):
         fail(f"--format {fmt!r} is not one of ['string', 'json', 'id']")
     spec = cli_space(space)
-    sampler = Sampler(seed, spec)
+    sampler = Sampler(seed, space=spec)
     try:
         parse_shard(shard)
     except ValueError as err:

@@ -17,10 +17,10 @@ from ConfigSpace import (
 )
 
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
+from anb.searchspace.space import FIELDS, SearchSpace
 
 
-def to_configspace(space: Space = ANB_SPACE, seed: int | None = None) -> ConfigurationSpace:
+def to_configspace(space: Space, seed: int | None = None) -> ConfigurationSpace:
     """One hyperparameter per variable with the allowed values of the space."""
     cs = ConfigurationSpace(name=space.name, seed=seed)
     if isinstance(space, SearchSpace):
@@ -42,7 +42,7 @@ def to_configspace(space: Space = ANB_SPACE, seed: int | None = None) -> Configu
     return cs
 
 
-def from_configuration(config: Mapping[str, Any], space: Space = ANB_SPACE) -> Any:
+def from_configuration(config: Mapping[str, Any], space: Space) -> Any:
     """The architecture of a ConfigSpace ``Configuration`` (or any mapping of its values);
     variables a condition switched off take their first value."""
     values = dict(config)
@@ -52,7 +52,7 @@ def from_configuration(config: Mapping[str, Any], space: Space = ANB_SPACE) -> A
     return space.arch(values)
 
 
-def to_configuration(arch: Any, cs: ConfigurationSpace, space: Space = ANB_SPACE) -> Any:
+def to_configuration(arch: Any, cs: ConfigurationSpace, space: Space) -> Any:
     """The ``Configuration`` of ``cs`` holding ``arch``'s choices (inactive variables left out)."""
     from ConfigSpace import Configuration
 

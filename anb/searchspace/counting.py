@@ -20,7 +20,7 @@ import numpy as np
 
 from anb.searchspace.arch import Arch, archs_to_choices
 from anb.searchspace.base import COST_NAMES, CostTable
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.space import SearchSpace
 
 OPERATION_NAMES = ("expand_macs", "dw3_macs", "dw5_macs", "se_macs", "project_macs",
                    "activations", "layers", "se_layers")
@@ -84,7 +84,7 @@ def _mbconv(cin: int, cout: int, stride: int, e, k, se, size: int, dims: int) ->
 
 def cost_table(
     choices: np.ndarray,
-    space: SearchSpace = ANB_SPACE,
+    space: SearchSpace,
     resolution: int = 224,
     num_classes: int = 1000,
     in_channels: int | None = None,
@@ -133,7 +133,7 @@ def _add_fixed(total: dict, part: dict) -> None:
 
 def count_batch(
     choices: np.ndarray,
-    space: SearchSpace = ANB_SPACE,
+    space: SearchSpace,
     resolution: int = 224,
     num_classes: int = 1000,
     in_channels: int | None = None,
@@ -147,7 +147,7 @@ def count(
     arch: Arch,
     resolution: int = 224,
     num_classes: int = 1000,
-    space: SearchSpace = ANB_SPACE,
+    *, space: SearchSpace,
     in_channels: int | None = None,
 ) -> Counts:
     """Benchmark-compatible MACs and params of one architecture, in absolute units.
@@ -158,9 +158,10 @@ def count(
     return Counts(int(macs[0]), int(params[0]))
 
 
-def count_many(archs: Sequence[Arch], **kwargs) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`count_batch` on a list of :class:`Arch`."""
-    return count_batch(archs_to_choices(archs), **kwargs)
+def count_many(archs: Sequence[Arch], space: SearchSpace, **kwargs
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`count_batch` on a list of :class:`Arch` of ``space``."""
+    return count_batch(archs_to_choices(archs, space), space, **kwargs)
 
 
 def _operation_parts(cin: int, cout: int, stride: int, size: int, e: np.ndarray,
@@ -178,7 +179,7 @@ def _operation_parts(cin: int, cout: int, stride: int, size: int, e: np.ndarray,
             np.ones(len(e)), se)
 
 
-def operation_costs(choices: np.ndarray, space: SearchSpace = ANB_SPACE,
+def operation_costs(choices: np.ndarray, space: SearchSpace,
                     resolution: int = 224) -> np.ndarray:
     """Exact per-operation totals of each architecture, ``(n, len(OPERATION_NAMES))``: MACs of
     the expand, 3x3 / 5x5 depthwise, squeeze-excite and project convolutions, activation
@@ -202,7 +203,7 @@ def operation_costs(choices: np.ndarray, space: SearchSpace = ANB_SPACE,
     return out
 
 
-def unit_operation_costs(space: SearchSpace = ANB_SPACE,
+def unit_operation_costs(space: SearchSpace,
                          resolution: int = 224) -> tuple[np.ndarray, ...]:
     """Per cost-unit slot (``space.cost_units`` order: each stage's first layer, then its later
     layers), one layer's ``OPERATION_NAMES`` costs for every unit it may hold, ``(width, 8)``."""

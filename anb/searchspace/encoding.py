@@ -19,30 +19,29 @@ from typing import Any
 import numpy as np
 
 from anb.searchspace.base import COST_NAMES, Space
-from anb.searchspace.space import ANB_SPACE
 
 
-def to_choices(archs: Any, space: Space = ANB_SPACE) -> np.ndarray:
+def to_choices(archs: Any, space: Space) -> np.ndarray:
     """Coerce a batch (array, or sequence of architectures / records / strings) to choices."""
     return space.to_choices(archs)
 
 
-def ordinal_names(space: Space = ANB_SPACE) -> list[str]:
+def ordinal_names(space: Space) -> list[str]:
     return space.position_names()
 
 
-def ordinal(archs: Any, space: Space = ANB_SPACE) -> np.ndarray:
+def ordinal(archs: Any, space: Space) -> np.ndarray:
     """Each variable's position, ``(n, num_variables)`` float32."""
     return space.positions(to_choices(archs, space)).astype(np.float32)
 
 
-def onehot_names(space: Space = ANB_SPACE) -> list[str]:
+def onehot_names(space: Space) -> list[str]:
     return [f"{name}={label}" for name, variable in zip(space.position_names(), space.variables,
                                                          strict=True)
             for label in (variable.labels or variable.values)]
 
 
-def onehot(archs: Any, space: Space = ANB_SPACE) -> np.ndarray:
+def onehot(archs: Any, space: Space) -> np.ndarray:
     """One-hot of every choice, ``(n, sum of radices)`` float32."""
     positions = space.positions(to_choices(archs, space))
     blocks = [np.eye(variable.radix, dtype=np.float32)[positions[:, v]]
@@ -50,7 +49,7 @@ def onehot(archs: Any, space: Space = ANB_SPACE) -> np.ndarray:
     return np.concatenate(blocks, axis=1) if blocks else np.zeros((len(positions), 0), np.float32)
 
 
-def feature_names(space: Space = ANB_SPACE) -> list[str]:
+def feature_names(space: Space) -> list[str]:
     names = ordinal_names(space)
     blocks = space.block_names()
     for name in COST_NAMES:
@@ -61,7 +60,7 @@ def feature_names(space: Space = ANB_SPACE) -> list[str]:
     return names + (["depth_total"] if space.variable_depth else [])
 
 
-def features(archs: Any, space: Space = ANB_SPACE, resolution: int | None = None) -> np.ndarray:
+def features(archs: Any, space: Space, resolution: int | None = None) -> np.ndarray:
     """Ordinal choices plus analytic per-block and total costs (logs), float32."""
     choices = to_choices(archs, space)
     table = space.cost_table(choices, resolution=resolution)
@@ -84,12 +83,12 @@ ENCODERS: dict[str, tuple[Callable[..., np.ndarray], Callable[..., list[str]]]] 
 }
 
 
-def encode(archs: Any, kind: str = "ordinal", space: Space = ANB_SPACE) -> np.ndarray:
+def encode(archs: Any, kind: str = "ordinal", *, space: Space) -> np.ndarray:
     """Encode a batch with the named encoder (``ordinal``, ``onehot`` or ``features``)."""
     return _encoder(kind)[0](archs, space=space)
 
 
-def encoding_names(kind: str = "ordinal", space: Space = ANB_SPACE) -> Sequence[str]:
+def encoding_names(kind: str = "ordinal", *, space: Space) -> Sequence[str]:
     """Column names of the named encoder."""
     return _encoder(kind)[1](space)
 

@@ -18,7 +18,7 @@ except ModuleNotFoundError as err:
     raise missing(err, "measure", "the PyTorch model builder (anb.searchspace.model)") from None
 
 from anb.searchspace.arch import Arch
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.space import SearchSpace
 
 ACTIVATIONS: dict[str, tuple[Callable[[], nn.Module], Callable[[], nn.Module]]] = {
     "relu": (lambda: nn.ReLU(inplace=True), nn.Hardsigmoid),
@@ -99,7 +99,7 @@ class ANBNet(nn.Module):
 
     def __init__(self, arch: Arch, num_classes: int = 1000, activation: str = "relu",
                  dropout: float = 0.2, drop_path: float = 0.2, in_channels: int | None = None,
-                 space: SearchSpace = ANB_SPACE):
+                 *, space: SearchSpace):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; allowed are {list(ACTIVATIONS)}")
@@ -157,9 +157,9 @@ class ANBNet(nn.Module):
 
 def build_model(arch: Arch, num_classes: int = 1000, activation: str = "relu",
                 dropout: float = 0.2, drop_path: float = 0.2, in_channels: int | None = None,
-                space: SearchSpace = ANB_SPACE) -> ANBNet:
+                *, space: SearchSpace) -> ANBNet:
     """Build the network of ``arch`` (see :class:`ANBNet`)."""
-    return ANBNet(arch, num_classes, activation, dropout, drop_path, in_channels, space)
+    return ANBNet(arch, num_classes, activation, dropout, drop_path, in_channels, space=space)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -13,7 +13,10 @@ from __future__ import annotations
 from functools import cache
 
 from anb.plugins import import_target, installed_targets
-from anb.searchspace.base import Space
+from anb.searchspace.base import Space, SpaceMismatch, check_same_space
+
+__all__ = ["BUILTIN_SPACES", "DEFAULT_SPACE", "ENTRY_POINT_GROUP", "SpaceMismatch",
+           "check_same_space", "get_space", "resolve_space", "space_names"]
 
 ENTRY_POINT_GROUP = "anb.spaces"
 DEFAULT_SPACE = "anb-mnasnet"
@@ -68,14 +71,3 @@ def resolve_space(given: str | Space | None, found: str | None = None,
     if isinstance(given, Space):
         return given
     return get_space(name or found or DEFAULT_SPACE)
-
-
-class SpaceMismatch(ValueError):
-    """Something of one search space was given where another space is in use."""
-
-
-def check_same_space(expected: str, found: str, what: str) -> None:
-    """Refuse mixing spaces, naming both (:class:`SpaceMismatch`)."""
-    if expected != found:
-        raise SpaceMismatch(f"{what} is in search space {found!r}, but {expected!r} is in use; "
-                           "spaces cannot be mixed (pass --space to choose)")

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 
 _ROUNDS = 6
 _ID_RE = re.compile(r"[0-9a-f]{16}")
@@ -111,7 +110,7 @@ class Sampler:
     (given as Arch, strings, dicts or 16-hex-digit ids).
     """
 
-    def __init__(self, seed: int = 0, space: Space | str = ANB_SPACE, chunk: int = 65536):
+    def __init__(self, seed: int = 0, *, space: Space | str, chunk: int = 65536):
         self.seed = int(seed)
         if isinstance(space, str):  # a registered name (unknown ones are refused, named)
             from anb.searchspace.registry import get_space
@@ -206,7 +205,7 @@ def sample(
     seed: int = 0,
     shard: tuple[int, int] | str | None = None,
     exclude: Iterable[Any] = (),
-    space: Space = ANB_SPACE,
+    *, space: Space,
 ) -> list[Any]:
     """The first ``n`` architectures of shard ``shard`` of seed ``seed``'s stream."""
-    return Sampler(seed, space).sample(n, shard=shard, exclude=exclude)
+    return Sampler(seed, space=space).sample(n, shard=shard, exclude=exclude)

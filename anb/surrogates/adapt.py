@@ -52,7 +52,6 @@ from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt_proxy import fit_proxy, log_proxy
 from anb.surrogates.features import LayerCostModel
 from anb.version import __version__
@@ -99,7 +98,7 @@ def log_cost(target: str, values: np.ndarray) -> np.ndarray:
     return _log_cost_sign(target) * np.log(np.asarray(values, dtype=np.float64))
 
 
-def op_components(choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
+def op_components(choices: np.ndarray, space: Space) -> np.ndarray:
     """Exact per-operation totals of each architecture (``space.operation_costs``)."""
     return space.operation_costs(np.asarray(choices, dtype=np.int64))[0]
 
@@ -148,7 +147,7 @@ class AdaptedModel:
             known_scale: np.ndarray | None = None, std_factor: float = STD_FACTOR,
             known_source: str = "layer_cost", select_blend: bool = SELECT_BLEND,
             leave_one_out: bool = True, choices: np.ndarray | None = None,
-            space: Space = ANB_SPACE) -> AdaptedModel:
+            *, space: Space) -> AdaptedModel:
         """Fit on ``n`` measured rows: known-device log costs ``(n, m)``, op totals, values;
         with the rows' ``choices`` (of ``space``) also the own per-layer model, from
         :data:`OWN_MIN_POINTS` rows, and the best analytic proxy, which replaces the transfer
@@ -212,21 +211,21 @@ class AdaptedModel:
         """Whether the own per-layer model is part of this model (fitted with ``choices``)."""
         return len(self.own_weights) > 0
 
-    def own_log_cost(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray | None:
+    def own_log_cost(self, choices: np.ndarray, space: Space) -> np.ndarray | None:
         """The own per-layer model's log cost of ``choices`` (what :meth:`predict_log_cost`
         takes as ``own``); None without one."""
         if not self.has_own:
             return None
         model = LayerCostModel.of_weights([self.target], self.own_weights[None, :],
-                                          np.array([self.own_floor]))
-        return _log_cost_sign(self.target) * model.transform(choices, space)[:, 0]
+                                          np.array([self.own_floor]), space)
+        return _log_cost_sign(self.target) * model.transform(choices)[:, 0]
 
-    def proxy_log(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray | None:
+    def proxy_log(self, choices: np.ndarray, space: Space) -> np.ndarray | None:
         """The log of the winning proxy of ``choices`` (what :meth:`predict_log_cost` takes as
         ``proxy``); None where the transfer won."""
         return log_proxy(space, choices, self.proxy) if self.proxy else None
 
-    def design_inputs(self, choices: np.ndarray, space: Space = ANB_SPACE
+    def design_inputs(self, choices: np.ndarray, space: Space
                       ) -> dict[str, np.ndarray | None]:
         """What :meth:`predict_log_cost` needs of the architectures themselves (``own``,
         ``proxy``): ``model.predict_log_cost(K, ops, **model.design_inputs(choices, space))``."""
@@ -336,7 +335,7 @@ def _own_residuals(target: str, choices: np.ndarray, values: np.ndarray, y: np.n
     for k in np.unique(fold):
         held = fold == k
         model = _fit_own(target, choices[~held], values[~held], space)
-        out[held] = _log_cost_sign(target) * model.transform(choices[held], space)[:, 0] \
+        out[held] = _log_cost_sign(target) * model.transform(choices[held])[:, 0] \
             - y[held]
     return out
 
@@ -431,7 +430,7 @@ class BenchmarkKnown:
     def log_costs(self, choices: np.ndarray) -> np.ndarray:
         if self.source == "layer_cost":
             layer_cost = self.bench.builder.layer_cost
-            values = layer_cost.transform(choices, self.bench.space, saturated=False)
+            values = layer_cost.transform(choices, saturated=False)
             cols = [values[:, layer_cost.targets_.index(t)] for t in self.targets]
         else:
             dist = self.bench.predict_transformed(choices, self.targets)

@@ -19,7 +19,6 @@ from anb.outputs import check_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.registry import resolve_space
-from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt import (
     MIN_POINTS,
     OUTPUT,
@@ -51,7 +50,7 @@ class Measured:
         """Measurements read (before merging repeats)."""
         return int(self.repeats.sum())
 
-    def summary(self, space: Space = ANB_SPACE) -> dict[str, Any]:
+    def summary(self, space: Space) -> dict[str, Any]:
         """What the adapted artifact records: designs, rows and each repeated design's spread."""
         archs = space.archs_from_choices(self.choices) if len(self.choices) else []
         repeated = np.nonzero(self.repeats > 1)[0]
@@ -81,7 +80,7 @@ def merge_repeats(target: str, choices: np.ndarray, values: np.ndarray) -> Measu
 
 
 def read_measured(path: str | Path, device: str, metric: str | None = None,
-                  space: Space = ANB_SPACE, min_points: int = MIN_POINTS) -> Measured:
+                  *, space: Space, min_points: int = MIN_POINTS) -> Measured:
     """A device's measurements from a table (an ``arch`` column or ``block{i}_*`` columns, and
     ``<metric>_<device>``) or from what ``anb measure`` wrote (a results folder or record JSON
     files); repeated designs are merged (:func:`merge_repeats`) and ``min_points`` counts
@@ -106,7 +105,7 @@ def read_measured(path: str | Path, device: str, metric: str | None = None,
                          + " or ".join(f"metric={k!r}" for k in PERF_KINDS)
                          + f" (anb adapt: --metric {'|'.join(PERF_KINDS)})")
     target = present[0]
-    archs = table_archs(frame, repr(str(path)), space)
+    archs = table_archs(frame, repr(str(path)), space=space)
     values = pd.to_numeric(frame[target], errors="coerce").to_numpy(dtype=np.float64)
     for i, (arch, value, raw) in enumerate(zip(archs, values, frame[target], strict=True)):
         if not np.isfinite(value) or value <= 0:
@@ -155,7 +154,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     if out is not None:
         check_folder(out, OUTPUT, overwrite)
     in_space = base_space(base, space)
-    data = read_measured(measured, device, metric, in_space)  # checked before the base loads
+    data = read_measured(measured, device, metric, space=in_space)  # checked before the base loads
     bench = _load_base(base)
     known = BenchmarkKnown(bench, exclude=device_metrics(data.target))
     model = AdaptedModel.fit(data.target, known.targets, known.log_costs(data.choices),
@@ -182,7 +181,7 @@ def suggest(base: str | Path | Any = resources.PACKAGED_BENCHMARK, k: int = 10,
     if measured is not None:
         if device is None:
             raise ValueError("give --device with --measured (which column holds the values)")
-        data = read_measured(measured, device, metric, bench.space, min_points=0)
+        data = read_measured(measured, device, metric, space=bench.space, min_points=0)
         target, done = data.target, data.choices
     hidden = device_metrics(target) if target else []
     known = BenchmarkKnown(bench, exclude=[*hidden, *exclude])

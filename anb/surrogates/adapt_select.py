@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt import op_components
 
 
@@ -50,11 +49,11 @@ def select(candidates: np.ndarray, k: int, measured: np.ndarray | None = None,
 
 
 def candidate_pool(n: int, seed: int, exclude: np.ndarray | None = None,
-                   space: Space = ANB_SPACE) -> np.ndarray:
+                   *, space: Space) -> np.ndarray:
     """A seeded sample of ``n`` architectures (raw choices) none of which is in ``exclude``."""
     from anb.searchspace.sampler import Sampler
 
-    sampler = Sampler(seed, space)
+    sampler = Sampler(seed, space=space)
     pool = sampler.sample_choices(n + (0 if exclude is None else len(exclude)))
     if exclude is not None and len(exclude):
         taken = set(space.index_from_choices(exclude).tolist())
@@ -64,7 +63,7 @@ def candidate_pool(n: int, seed: int, exclude: np.ndarray | None = None,
 
 
 def suggest(known, k: int, measured: np.ndarray | None = None, pool: np.ndarray | None = None,
-            n_candidates: int = 5000, seed: int = 0, space: Space = ANB_SPACE
+            n_candidates: int = 5000, seed: int = 0, *, space: Space
             ) -> np.ndarray:
     """Raw choices of ``k`` architectures to measure next: distinct, none already measured.
 
@@ -72,7 +71,7 @@ def suggest(known, k: int, measured: np.ndarray | None = None, pool: np.ndarray 
     measured; ``pool``: candidate raw choices (default: ``n_candidates`` sampled ones).
     """
     if pool is None:
-        pool = candidate_pool(n_candidates, seed, measured, space)
+        pool = candidate_pool(n_candidates, seed, measured, space=space)
     elif measured is not None and len(measured):
         taken = set(space.index_from_choices(measured).tolist())
         pool = pool[[i not in taken for i in space.index_from_choices(pool).tolist()]]

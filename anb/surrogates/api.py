@@ -38,7 +38,7 @@ def tune_config(prepared: Prepared, config: FitConfig, seconds: float, seed: int
         prepared.choices[train],
         {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
         prepared.space) if config.layer_cost else None
-    builder = FeatureBuilder(config.feature_set, layer_cost, prepared.space)
+    builder = FeatureBuilder(config.feature_set, layer_cost, space=prepared.space)
     X = builder.transform(prepared.choices)
     per_target = dict(config.per_target)
     for target, lab in prepared.labels.items():
@@ -76,7 +76,7 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
                          per_target={k: replace(v, n_members=members)
                                      for k, v in config.per_target.items()})
     config = _with_jobs(config, n_jobs)
-    prepared = prepare(dataset, config.targets, config.split, config.seed, split_dir, space)
+    prepared = prepare(dataset, config.targets, config.split, config.seed, split_dir, space=space)
     missing = {t: lab.n_missing for t, lab in prepared.labels.items() if lab.n_missing}
     if hpo_seconds > 0:
         config = tune_config(prepared, config, hpo_seconds, config.seed)
@@ -137,7 +137,8 @@ def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
     bench = load(model)
     resolve_space(space, bench.space.name, f"benchmark {str(model)!r}")
     resolve_space(bench.space, detect_space(dataset), f"dataset {_name(dataset)}")
-    prepared = prepare(dataset, [t for t in bench.metrics], split, seed, split_dir, bench.space)
+    prepared = prepare(dataset, [t for t in bench.metrics], split, seed, split_dir,
+                       space=bench.space)
     if on not in prepared.masks:
         raise ValueError(f"unknown split part {on!r}; allowed: {list(prepared.masks)}")
     metrics = evaluate(bench, prepared, on)

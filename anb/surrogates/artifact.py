@@ -125,7 +125,7 @@ def _check_compatible(manifest: dict[str, Any]) -> None:
         raise ValueError(f"artifact was made for search space {space_info['name']!r} version "
                          f"{space_info['version']!r}; this anb has version {space.version!r}")
     schema = manifest["feature_schema"]
-    builder = FeatureBuilder(schema["feature_set"], None, space)
+    builder = FeatureBuilder(schema["feature_set"], None, space=space)
     ours = builder.names()
     theirs = [n for n in schema["names"] if not n.startswith("lc_")]
     if ours != theirs:
@@ -186,8 +186,9 @@ def load(path: str | Path, n_jobs: int | None = None) -> SurrogateBenchmark:
     if schema["layer_cost"] and schema["layer_cost"] not in manifest["files"]:
         raise ValueError(f"feature schema references {schema['layer_cost']!r}, which is not in "
                          "the manifest's checksummed file list")
-    layer_cost = LayerCostModel.load(path / schema["layer_cost"]) if schema["layer_cost"] else None
-    builder = FeatureBuilder(schema["feature_set"], layer_cost, space)
+    layer_cost = (LayerCostModel.load(path / schema["layer_cost"], space)
+                  if schema["layer_cost"] else None)
+    builder = FeatureBuilder(schema["feature_set"], layer_cost, space=space)
     if builder.names() != schema["names"]:
         raise ValueError("artifact layer-cost targets do not match its feature schema")
     support = None

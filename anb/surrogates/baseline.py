@@ -118,7 +118,7 @@ def evaluate_baselines(prepared: Prepared, targets: list[str] | None = None, n_j
                        families: tuple[str, ...] = ("xgboost", "lightgbm")) -> pd.DataFrame:
     """Fit and score the reference's baselines per target; rows ``(target, family)``.
     Fitted models are put into ``fitted`` (keyed by ``(target, family)``) when given."""
-    X = encode(prepared.choices, "ordinal", prepared.space)
+    X = encode(prepared.choices, "ordinal", space=prepared.space)
     train, val, test = (prepared.masks[k] for k in ("train", "val", split))
     rows = []
     for target in targets or list(prepared.labels):

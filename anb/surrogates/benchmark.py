@@ -19,7 +19,6 @@ import pandas as pd
 from anb.records import is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.encoding import to_choices
-from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.compiled import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import XGBoostFamily
@@ -64,7 +63,7 @@ class SurrogateBenchmark:
 
     def __init__(self, builder: FeatureBuilder, models: dict[str, TargetSurrogate],
                  transforms: dict[str, str], info: dict[str, Any] | None = None,
-                 space: Space = ANB_SPACE, n_jobs: int = 1, support: Support | None = None):
+                 *, space: Space, n_jobs: int = 1, support: Support | None = None):
         self.builder = builder
         self.support = support
         self.models = models
@@ -220,10 +219,10 @@ class SurrogateBenchmark:
             holes = choices[score["ood_hole"] > 0]  # the rest need none (see hole_measure)
             if len(holes):
                 share[score["ood_hole"] > 0] = layer_cost.hole_share(
-                    holes, self.support.slot_rarity(holes), self.space)
+                    holes, self.support.slot_rarity(holes))
             score["ood_hole_share"] = share
         if layer_cost is not None and layer_cost.unmeasured_.any():
-            score["ood_unmeasured"] = layer_cost.unmeasured_share(choices, self.space)
+            score["ood_unmeasured"] = layer_cost.unmeasured_share(choices)
         return score
 
     def hole_measure(self, ood: dict[str, np.ndarray], target: str) -> np.ndarray:

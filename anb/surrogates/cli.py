@@ -13,10 +13,9 @@ from anb.cli_support import fail, space_option
 from anb.io import atomic_write_text, parse_json, read_text
 from anb.outputs import check_file
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 
 
-def read_archs(text: str, where: str = "input", space: Space = ANB_SPACE) -> list[Any]:
+def read_archs(text: str, where: str = "input", *, space: Space) -> list[Any]:
     """Architectures from text: JSON (list or one), JSON lines, a CSV table (an ``arch``
     column or the space's record-key columns, e.g. ``anb query``'s own output), or one
     architecture string per line. Errors name ``where`` (file or stdin)."""
@@ -36,7 +35,8 @@ def read_archs(text: str, where: str = "input", space: Space = ANB_SPACE) -> lis
 
         from anb.records import table_archs
 
-        return table_archs(pd.read_csv(io.StringIO(stripped), dtype={"arch": str}), where, space)
+        return table_archs(pd.read_csv(io.StringIO(stripped), dtype={"arch": str}), where,
+                           space=space)
     return [line.strip() for line in stripped.splitlines() if line.strip()]
 
 
@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
             text = sys.stdin.read() if archs == "-" else read_text(archs)
             in_space = resolve_space(space, benchmark_space(model).name,
                                      f"benchmark {str(model)!r}")
-            items = read_archs(text, "stdin" if archs == "-" else archs, in_space)
+            items = read_archs(text, "stdin" if archs == "-" else archs, space=in_space)
             bench = load(model)
             frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed,
                                 level=level)

@@ -13,7 +13,6 @@ from anb import resources
 from anb.io import read_json
 from anb.records import curve_columns, is_perf_metric, load_dataset, perf_columns, table_archs
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 
 ACCURACY_TARGET = "val_top1"
 #: The training-cost target: wall seconds of the record's (proxified) training run as the
@@ -44,7 +43,7 @@ def transform_for(target: str) -> str:
     return "log" if is_perf_metric(target) or target == TRAIN_TIME_TARGET else "identity"
 
 
-def load_table(path: str | Path, space: Space = ANB_SPACE) -> pd.DataFrame:
+def load_table(path: str | Path, space: Space) -> pd.DataFrame:
     """Load any dataset form ``anb.records.load_dataset`` reads (tarball, folder, JSON, CSV...)."""
     frame = load_dataset(path, space)
     if frame.empty:
@@ -52,9 +51,9 @@ def load_table(path: str | Path, space: Space = ANB_SPACE) -> pd.DataFrame:
     return frame
 
 
-def frame_choices(frame: pd.DataFrame, space: Space = ANB_SPACE) -> np.ndarray:
+def frame_choices(frame: pd.DataFrame, space: Space) -> np.ndarray:
     """The choices array of a table's architectures (its ``arch`` column or record keys)."""
-    return space.to_choices(table_archs(frame, "table", space))
+    return space.to_choices(table_archs(frame, "table", space=space))
 
 
 @dataclass(frozen=True)

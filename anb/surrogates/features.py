@@ -35,11 +35,12 @@ import numpy as np
 
 from anb.searchspace.base import COST_NAMES, CostUnits, Space
 from anb.searchspace.encoding import encode, encoding_names
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.registry import check_same_space
+from anb.searchspace.space import SearchSpace
 from anb.surrogates.data import transform_for
 
 
-def layer_design(choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
+def layer_design(choices: np.ndarray, space: Space) -> np.ndarray:
     """Per slot of the space's cost units: the unit's one-hot times its count; then a bias."""
     units = space.cost_units(choices)
     design = np.zeros((len(choices), sum(units.widths) + 1))
@@ -188,6 +189,8 @@ class LayerCostModel:
     #: and, for the sibling effects, hold-outs of each stage's second and third most common
     #: (e, k) rather than the reported first (device MAPE 2.76 -> 2.60 % and 3.70 -> 3.25 %)
     SHRINK = (1e-6, 1e-3, 1e-4, 1e-2, 0.0, 3e-3)
+    #: the space it was fitted on (``fit``, ``of_weights``, ``load``); another is refused
+    space: Space
 
     def __init__(self, alpha: float = 1e-6, trim: float | None = None, trim_rounds: int = 5,
                  shrink: tuple[float, ...] | None = SHRINK,
@@ -323,8 +326,10 @@ class LayerCostModel:
         return idle, (mapping[:-1, idle] != 0).any(axis=1)
 
     def fit(self, choices: np.ndarray, targets: Mapping[str, tuple[np.ndarray, np.ndarray]],
-            space: Space = ANB_SPACE) -> LayerCostModel:
-        """``targets`` maps a name to ``(labels, present mask)`` over the rows of ``choices``."""
+            space: Space) -> LayerCostModel:
+        """``targets`` maps a name to ``(labels, present mask)`` over the rows of ``choices``
+        of ``space`` (the model keeps it and refuses another one)."""
+        self.space = space
         design = layer_design(choices, space)
         if self.shrink is None:
             mapping = np.eye(design.shape[1])
@@ -361,16 +366,21 @@ class LayerCostModel:
             self.floors_[i] = 0.1 * np.abs(c).min() if transform_for(name) == "log" else 0.0
         return self
 
-    def transform(self, choices: np.ndarray, space: Space = ANB_SPACE,
-                  saturated: bool = True) -> np.ndarray:
+    def units(self, archs: Any) -> CostUnits:
+        """The cost units of architectures of the model's space (a choices array, or
+        anything ``space.to_choices`` reads); one of another space is refused, naming both."""
+        return self.space.cost_units(self.space.to_choices(archs))
+
+    def transform(self, archs: Any, saturated: bool = True) -> np.ndarray:
         """Predictions of every target in its transformed space, ``(n, n_targets)``;
         ``saturated=False``: the additive sums under no floor (compute-bound costs)."""
-        cost = self._cost(space.cost_units(choices))
+        units = self.units(archs)
+        cost = self._cost(units)
         floors = self.time_floor_ if saturated else np.zeros(len(self.targets_))
         return np.stack([cost_to_feature(t, saturate(cost[:, i], floors[i],
                                                      self.floor_power_[i]), self.floors_[i])
                          for i, t in enumerate(self.targets_)], axis=1) if self.targets_ \
-            else np.zeros((len(choices), 0))
+            else np.zeros((len(units.units), 0))
 
     def _cost(self, units: CostUnits, slot_weights: np.ndarray | None = None) -> np.ndarray:
         """``layer_design @ weights.T`` as a gather: per slot, the weights of the unit it holds
@@ -385,13 +395,12 @@ class LayerCostModel:
             cost += weights_t[flat[:, s]] * count[:, None]
         return cost
 
-    def hole_share(self, choices: np.ndarray, rarity: np.ndarray, space: Space = ANB_SPACE
-                   ) -> np.ndarray:
+    def hole_share(self, archs: Any, rarity: np.ndarray) -> np.ndarray:
         """``(n, n_targets)``: how much of each prediction (model space) rests on units in
         holes, each slot's part weighted by its ``rarity`` (``Support.slot_rarity``): the
         change were those units' costs wrong by 100 %: their share of the cost for log-space
         targets, their contribution for the others."""
-        return self._hole_share(space.cost_units(choices), rarity, self._log_targets())
+        return self._hole_share(self.units(archs), rarity, self._log_targets())
 
     def _log_targets(self) -> np.ndarray:
         """Per target: modelled in log space (time targets, whose holes count relatively)."""
@@ -409,15 +418,15 @@ class LayerCostModel:
             share[:, i] *= _floor_slope(cost, saturate(cost, self.time_floor_[i], power), power)
         return share
 
-    def unmeasured_share(self, choices: np.ndarray, space: Space = ANB_SPACE) -> np.ndarray:
+    def unmeasured_share(self, archs: Any) -> np.ndarray:
         """``(n, n_targets)``: for time targets, the share of each prediction resting on units
         that hold work of a kind no training architecture had (``unmeasured_``), the measure
         :data:`UNMEASURED_STD` multiplies; 0 for the others and where there is none."""
-        units = space.cost_units(choices)
+        units = self.units(archs)
         held = self.unmeasured_[units.flat()]
         time = self._log_targets()
         if not held.any() or not time.any():
-            return np.zeros((len(choices), len(self.targets_)))
+            return np.zeros((len(units.units), len(self.targets_)))
         return self._hole_share(units, held.astype(np.float64), time) * time
 
     def names(self) -> list[str]:
@@ -431,15 +440,18 @@ class LayerCostModel:
                  trim=np.array(np.nan if self.trim is None else self.trim),
                  shrink=np.array(self.shrink if self.shrink is not None else [], dtype=float),
                  unmeasured=self.unmeasured_, saturating=saturating,
-                 time_floor=self.time_floor_, floor_power=self.floor_power_)
+                 time_floor=self.time_floor_, floor_power=self.floor_power_,
+                 space=np.array(self.space.name))
 
     @classmethod
     def of_weights(cls, targets: Sequence[str], weights: np.ndarray, floors: np.ndarray,
-                   **settings: Any) -> LayerCostModel:
-        """A fitted additive model (no time floor, no unmeasured work) from its collapsed
-        weights ``(len(targets), slots x units + 1)`` and cost floors, constructed with
-        ``settings``: one stored as arrays (a weight file, an adapted device's own model)."""
+                   space: Space, **settings: Any) -> LayerCostModel:
+        """A fitted additive model of ``space`` (no time floor, no unmeasured work) from its
+        collapsed weights ``(len(targets), slots x units + 1)`` and cost floors, constructed
+        with ``settings``: one stored as arrays (a weight file, an adapted device's own
+        model)."""
         model = cls(**settings)
+        model.space = space
         model.targets_ = list(targets)
         model.weights_ = np.asarray(weights, dtype=np.float64)
         model.floors_ = np.asarray(floors, dtype=np.float64)
@@ -449,8 +461,12 @@ class LayerCostModel:
         return model
 
     @classmethod
-    def load(cls, path: str | Path) -> LayerCostModel:
+    def load(cls, path: str | Path, space: Space) -> LayerCostModel:
+        """A saved model of ``space`` (files before the space was stored: the caller's, from
+        the artifact's manifest); one saved for another space is refused, naming both."""
         with np.load(path, allow_pickle=False) as data:
+            if "space" in data.files:
+                check_same_space(space.name, str(data["space"]), f"layer-cost model {path}")
             trim = float(data["trim"]) if "trim" in data.files else float("nan")
             # files before the back-off have no "shrink": their one-hot weights read the same
             shrink = (tuple(float(v) for v in data["shrink"]) or None
@@ -461,7 +477,7 @@ class LayerCostModel:
                 saturating = bool(stored) if stored.dtype == bool \
                     else tuple(str(t) for t in stored)
             model = cls.of_weights([str(t) for t in data["targets"]], data["weights"],
-                                   data["floors"], alpha=float(data["alpha"]),
+                                   data["floors"], space, alpha=float(data["alpha"]),
                                    trim=None if np.isnan(trim) else trim, shrink=shrink,
                                    saturating=saturating)
             # files before them hold no unmeasured work (none widens) and additive times (no
@@ -481,7 +497,7 @@ class StageCostTable:
     ``encode(archs, "features")`` without re-deriving every layer per call.
     """
 
-    def __init__(self, space: SearchSpace = ANB_SPACE):
+    def __init__(self, space: SearchSpace):
         self.space = space
         radices = np.array([spec.radices for spec in space.stages])  # (stages, 4)
         sizes = radices.prod(1)
@@ -534,7 +550,7 @@ class FeatureBuilder:
     """``encode(archs, feature_set)`` followed by the layer-cost predictions of every target."""
 
     def __init__(self, feature_set: str = "features", layer_cost: LayerCostModel | None = None,
-                 space: Space = ANB_SPACE):
+                 *, space: Space):
         self.feature_set = feature_set
         self.layer_cost = layer_cost
         self.space = space
@@ -542,14 +558,14 @@ class FeatureBuilder:
                        and isinstance(space, SearchSpace) else None)
 
     def names(self) -> list[str]:
-        names = list(encoding_names(self.feature_set, self.space))
+        names = list(encoding_names(self.feature_set, space=self.space))
         return names + (self.layer_cost.names() if self.layer_cost is not None else [])
 
     def transform(self, choices: np.ndarray) -> np.ndarray:
         parts = [self._table.features(choices) if self._table is not None
-                 else encode(choices, self.feature_set, self.space)]
+                 else encode(choices, self.feature_set, space=self.space)]
         if self.layer_cost is not None:
-            parts.append(self.layer_cost.transform(choices, self.space).astype(np.float32))
+            parts.append(self.layer_cost.transform(choices).astype(np.float32))
         return np.concatenate(parts, axis=1).astype(np.float32)
 
     def column(self, name: str) -> int:

@@ -14,7 +14,6 @@ import pandas as pd
 from anb import resources
 from anb.io import read_json
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.benchmark import SurrogateBenchmark, learned_std
 from anb.surrogates.data import (
     Labels,
@@ -151,18 +150,19 @@ def _target_config(data: Any, where: str) -> TargetConfig:
 
 @dataclass
 class Prepared:
-    """A dataset made ready for fitting: table, choices, split masks and labels."""
+    """A dataset made ready for fitting: table, choices, split masks and labels, and the
+    search space they are of (the one carrier of the space through fitting)."""
 
     frame: pd.DataFrame
     choices: np.ndarray
     masks: dict[str, np.ndarray]
     labels: dict[str, Labels]
-    space: Space = ANB_SPACE
+    space: Space
 
 
 def prepare(data: str | Path | pd.DataFrame, targets: Sequence[str] | None = None,
             split: str = "published", seed: int = 0, split_dir: str | Path | None = None,
-            space: Space = ANB_SPACE) -> Prepared:
+            *, space: Space) -> Prepared:
     """Load the data, split it, and pick the targets (all present by default)."""
     frame = data if isinstance(data, pd.DataFrame) else load_table(data, space)
     masks = make_split(frame, split, seed, split_dir)
@@ -175,13 +175,13 @@ def to_model_space(target: str, y: np.ndarray) -> np.ndarray:
     return np.log(y) if transform_for(target) == "log" else y
 
 
-def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress: bool = True,
-                  space: Space | None = None) -> SurrogateBenchmark:
-    """Fit one bagged surrogate per target on the train split (val for early stopping/noise);
-    ``space``: the prepared data's."""
+def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress: bool = True
+                  ) -> SurrogateBenchmark:
+    """Fit one bagged surrogate per target on the train split (val for early stopping/noise),
+    in the prepared data's space."""
     from tqdm.auto import tqdm
 
-    space = space or prepared.space
+    space = prepared.space
     config = config or FitConfig()
     for target in prepared.labels:  # a missing extra: one line before any work
         spec = config.for_target(target)
@@ -199,7 +199,7 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
             prepared.choices[train],
             {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
             space)
-    builder = FeatureBuilder(config.feature_set, layer_cost, space)
+    builder = FeatureBuilder(config.feature_set, layer_cost, space=space)
     X = builder.transform(prepared.choices)
     total = sum(config.for_target(t).n_members for t in prepared.labels)
     bar = tqdm(total=total, desc="fitting surrogates", disable=not progress, unit="member")
@@ -225,7 +225,7 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
             info[target]["n_layer_cost"] = layer_cost.n_used_[target]
     bar.close()
     if config.hole_folds:
-        refit = _refit(prepared, config, space)
+        refit = _refit(prepared, config)
         support.hole_std_, base_std, reach_std, cost_std = learn_hole_std(
             prepared.choices, prepared.masks, space, config.hole_folds, refit, log_macs,
             config.seed)
@@ -261,18 +261,19 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
                           "n_records": len(prepared.frame), "split": config.split},
         "targets": info,
     }
-    return SurrogateBenchmark(builder, models, transforms, manifest_info, space, support=support)
+    return SurrogateBenchmark(builder, models, transforms, manifest_info, space=space,
+                              support=support)
 
 
-def _refit(prepared: Prepared, config: FitConfig, space: Space) -> Refit:
+def _refit(prepared: Prepared, config: FitConfig) -> Refit:
     """The internal hold-outs' refit: the same config without hold-outs of its own."""
     inner_config = replace(config, hole_folds=0)
 
     def refit(masks: dict[str, np.ndarray], held: np.ndarray, targets: list[str] | None
               ) -> tuple[dict[str, tuple[np.ndarray, ...]], dict[str, np.ndarray]]:
         labels = {t: prepared.labels[t] for t in targets} if targets else prepared.labels
-        sub = Prepared(prepared.frame, prepared.choices, masks, labels, space)
-        inner = fit_benchmark(sub, inner_config, progress=False, space=space)
+        sub = replace(prepared, masks=masks, labels=labels)
+        inner = fit_benchmark(sub, inner_config, progress=False)
         choices = prepared.choices[held]
         ood = inner.ood(choices)
         no_cost = {**ood, "ood_cost": np.zeros(len(choices))}

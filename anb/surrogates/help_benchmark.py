@@ -237,8 +237,8 @@ class HelpBenchmark(SurrogateBenchmark):
     architecture (module docstring)."""
 
     def __init__(self, bench: SurrogateBenchmark, table: pd.DataFrame):
-        super().__init__(bench.builder, bench.models, bench.transforms, bench.info, bench.space,
-                         bench.n_jobs, bench.support)
+        super().__init__(bench.builder, bench.models, bench.transforms, bench.info,
+                         space=bench.space, n_jobs=bench.n_jobs, support=bench.support)
         #: Table row of each measured architecture (the space's canonical string).
         self.rows = pd.Series(np.arange(len(table)), index=table["arch"].to_numpy())
         #: Measured latency (ms) per target, in table row order.

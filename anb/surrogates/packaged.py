@@ -118,7 +118,8 @@ def reference(bench: SurrogateBenchmark) -> dict[str, Any]:
     """``bench``'s query (numeric columns) on the first test-split architectures."""
     from anb.surrogates.fit import prepare
 
-    prepared = prepare(resources.RELEASED_DATASET, split_dir=resources.RELEASED_SPLIT_DIR)
+    prepared = prepare(resources.RELEASED_DATASET, split_dir=resources.RELEASED_SPLIT_DIR,
+                       space=bench.space)
     frame = bench.query(prepared.choices[prepared.masks["test"]][:N_REFERENCE])
     return {"archs": frame["arch"].tolist(),
             "values": {c: frame[c].astype(float).tolist() for c in frame.columns

@@ -191,9 +191,9 @@ class PlanModel:
                   if is_perf_metric(t) and np.isfinite(v).sum() >= 2}
         if self.config.layer_cost and device:
             layer_cost = LayerCostModel(trim=2.0).fit(data.choices, device, self.space)
-        self.builder = FeatureBuilder(ENCODING, layer_cost, self.space)
+        self.builder = FeatureBuilder(ENCODING, layer_cost, space=self.space)
         X = self.builder.transform(data.choices).astype(np.float64)
-        self.n_space = len(encoding_names(ENCODING, self.space))
+        self.n_space = len(encoding_names(ENCODING, space=self.space))
         self.models: dict[str, TargetSurrogate] = {}
         self.linear: dict[str, Pipeline | KernelBase] = {}
         self.scores: dict[str, NormalScores] = {}
@@ -335,7 +335,7 @@ def linear_base() -> Pipeline:
 
 def encoding(choices: np.ndarray, space: Space) -> np.ndarray:
     """Standardised features the diversity penalty measures distance in."""
-    Z = FeatureBuilder(ENCODING, None, space).transform(choices).astype(np.float64)
+    Z = FeatureBuilder(ENCODING, None, space=space).transform(choices).astype(np.float64)
     sd = Z.std(0)
     keep = sd > 0
     return (Z[:, keep] - Z[:, keep].mean(0)) / sd[keep]
@@ -480,7 +480,7 @@ def quality(data: Collected, config: PlanConfig, space: Space, targets: list[str
         runs[k] = oof
     model = model or PlanModel(config, space).fit(data)
     if population is None:
-        population = candidate_pool(POPULATION, config.seed, None, space)
+        population = candidate_pool(POPULATION, config.seed, None, space=space)
     predicted = model.members(population)
     for t in targets:
         y = data.y[t]
@@ -567,7 +567,7 @@ def make_plan(frame: pd.DataFrame | None, space: Space, config: PlanConfig,
         targets = targets or target_columns(frame)
         data = Collected.from_frame(frame, done, targets)
     if candidates is None:
-        pool = candidate_pool(n_candidates, config.seed, done if len(done) else None, space)
+        pool = candidate_pool(n_candidates, config.seed, done if len(done) else None, space=space)
     else:
         taken = set(space.index_from_choices(done).tolist()) if len(done) else set()
         index = space.index_from_choices(candidates)

@@ -76,7 +76,7 @@ def _plan(dataset: Path | None, space: Any, config: Any, targets: str | None,
     given = None
     if candidates is not None:
         given = space.to_choices(read_archs(read_text(candidates), f"--candidates {candidates}",
-                                            space))
+                                            space=space))
     names = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
     return make_plan(frame, space, config, names, given, pool)
 

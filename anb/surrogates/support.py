@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from anb.searchspace.base import Space
-from anb.searchspace.space import ANB_SPACE, SearchSpace
+from anb.searchspace.space import SearchSpace
 from anb.surrogates.features import stage_cost_table
 
 COSTS = ("macs", "params")
@@ -84,6 +84,7 @@ class Combinations:
     slots: np.ndarray  # (C,) slot index for a unit-in-slot check, -1 otherwise
     slot_variables: tuple[tuple[int, ...], ...]  # per slot: the variables naming its unit
     offsets: np.ndarray  # (C + 1,) start of each combination's counts in the table
+    space: Space  # the space whose architectures are checked
 
     @classmethod
     def of(cls, space: Space) -> Combinations:
@@ -108,16 +109,17 @@ class Combinations:
                 sizes.append(int(width))
         variables = np.array(pairs + [(-1, -1)] * len(slots), dtype=np.int64).reshape(-1, 2)
         return cls(variables, np.array([-1] * len(pairs) + slots, dtype=np.int64),
-                   tuple(slot_variables), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+                   tuple(slot_variables), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                   space)
 
-    def codes(self, positions: np.ndarray, active: np.ndarray, space: Space,
-              choices: np.ndarray) -> np.ndarray:
+    def codes(self, positions: np.ndarray, active: np.ndarray, choices: np.ndarray
+              ) -> np.ndarray:
         """``(n, C)`` index of each row's combination in the flat table; -1 where it is not in
         effect (a variable switched off, a slot used 0 times)."""
         a, b = self.variables[:, 0], self.variables[:, 1]
         single = (b < 0) & (a >= 0)
         pair = b >= 0
-        radices = space.radices()
+        radices = self.space.radices()
         out = np.full((len(positions), len(self.slots)), -1, dtype=np.int64)
         out[:, single] = np.where(active[:, a[single]], positions[:, a[single]], -1)
         pa, pb = a[pair], b[pair]
@@ -125,22 +127,23 @@ class Combinations:
         out[:, pair] = np.where(both, positions[:, pa] * radices[pb] + positions[:, pb], -1)
         unit_cols = self.slots >= 0
         if unit_cols.any():
-            units = space.cost_units(choices)
+            units = self.space.cost_units(choices)
             s = self.slots[unit_cols]
             used = np.asarray(units.counts)[:, s] > 0
             out[:, unit_cols] = np.where(used, np.asarray(units.units, np.int64)[:, s], -1)
         return np.where(out >= 0, out + self.offsets[:-1], -1)
 
-    def describe(self, column: int, positions_row: np.ndarray, space: Space,
-                 slot_names: tuple[str, ...]) -> str:
+    def describe(self, column: int, positions_row: np.ndarray, slot_names: tuple[str, ...]
+                 ) -> str:
         """A combination as text, e.g. ``block5_e=6 with block5_k=5`` or
         ``slot s5_first unit block5_e=6 block5_k=5 block5_se=1``."""
         slot = int(self.slots[column])
         if slot >= 0:
             name = slot_names[slot] if slot < len(slot_names) else f"slot {slot}"
-            naming = " ".join(_value(space, v, positions_row) for v in self.slot_variables[slot])
+            naming = " ".join(_value(self.space, v, positions_row)
+                              for v in self.slot_variables[slot])
             return f"{name} unit {naming}" if naming else f"{name} unit"
-        return " with ".join(_value(space, int(v), positions_row)
+        return " with ".join(_value(self.space, int(v), positions_row)
                              for v in self.variables[column] if v >= 0)
 
 
@@ -169,7 +172,7 @@ def _value(space: Space, v: int, positions_row: np.ndarray) -> str:
 class Support:
     """The training architectures' region of the space (fit once, saved as ``.npz``)."""
 
-    def __init__(self, space: Space = ANB_SPACE, min_count: int | None = None):
+    def __init__(self, space: Space, min_count: int | None = None):
         min_count = MIN_COUNT if min_count is None else min_count
         if min_count < 1:
             raise ValueError(f"min_count must be >= 1, got {min_count}")
@@ -246,7 +249,7 @@ class Support:
 
     def _codes(self, choices: np.ndarray) -> np.ndarray:
         pos = self.space.positions(choices)
-        return self.combinations.codes(pos, self.space.active(pos), self.space, choices)
+        return self.combinations.codes(pos, self.space.active(pos), choices)
 
     def _nearest(self, points: np.ndarray, exclude_self: bool = False, chunk: int = 256
                  ) -> np.ndarray:
@@ -320,7 +323,7 @@ class Support:
             rare = np.flatnonzero(counts < self.min_count)
             for c in rare[np.argsort(counts[rare], kind="stable")][:REASONS]:
                 seen = "unseen" if counts[c] == 0 else f"seen {counts[c]}x"
-                text = self.combinations.describe(int(c), pos, self.space, slot_names)
+                text = self.combinations.describe(int(c), pos, slot_names)
                 parts.append(f"{text} {seen} in training")
         for k, name in enumerate(COSTS):
             if costs[k] > self.cost_high_[k]:
@@ -349,7 +352,7 @@ class Support:
                      cost_low=self.cost_low_, cost_high=self.cost_high_, **hole)
 
     @classmethod
-    def load(cls, path: Path, space: Space = ANB_SPACE) -> Support:
+    def load(cls, path: Path, space: Space) -> Support:
         """Read :meth:`save`'s file; a version-1 file (no hole tables) flags by distance and
         cost only, a version-2 file has no ``ood_unit``, as they did."""
         with np.load(path, allow_pickle=False) as data:

@@ -14,11 +14,10 @@ from anb.collect_throughput.protocol import Protocol
 from anb.collect_throughput.timing import CpuClock
 from anb.searchspace.base import Space
 from anb.searchspace.onnx_export import export_onnx
-from anb.searchspace.space import ANB_SPACE
 
 
 def float_onnx(arch: Any, workdir: Path, resolution: int | None = None,
-               space: Space = ANB_SPACE) -> Path:
+               *, space: Space) -> Path:
     """The exported fp32 model of ``arch`` (``space.build``; dynamic batch and size; the
     example input at ``resolution``, default the architecture's own), cached in ``workdir``."""
     arch = space.arch(arch)
@@ -61,7 +60,7 @@ class OnnxRuntimeBackend(Backend):
                              "['wall']")
 
     def model_path(self, arch: Any, protocol: Protocol, workdir: Path) -> tuple[Path, dict]:
-        return float_onnx(arch, workdir, protocol.resolution, protocol_space(protocol)), {}
+        return float_onnx(arch, workdir, protocol.resolution, space=protocol_space(protocol)), {}
 
     def prepare(self, arch: Any, protocol: Protocol, workdir: Path) -> Session:
         self.check(protocol)

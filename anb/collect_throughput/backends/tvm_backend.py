@@ -77,7 +77,7 @@ class TvmBackend(OnnxRuntimeBackend):
         space = protocol_space(protocol)
         arch = measured_arch(protocol, arch)
         batches = [np.ascontiguousarray(x) for x in make_inputs(protocol, arch)]
-        onnx_path = float_onnx(arch, workdir, protocol.resolution, space)
+        onnx_path = float_onnx(arch, workdir, protocol.resolution, space=space)
         library, facts = compiled_library(onnx_path, tuple(batches[0].shape), protocol.threads,
                                           Path(workdir))
         tvm.get_global_func("runtime.config_threadpool")(1, protocol.threads)

@@ -44,6 +44,7 @@ from anb.collect_throughput.target import MeasureSummary, MeasureTarget
 from anb.collect_throughput.transports import Transport, TransportError
 from anb.io import atomic_write, atomic_write_json
 from anb.searchspace.arch import Arch, as_arch
+from anb.searchspace.space import ANB_SPACE
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def build_dlc(arch: Arch, device: QualcommDevice, folder: Path,
 
     folder.mkdir(parents=True, exist_ok=True)
     with step("export"):
-        onnx_path = export_onnx(model if model is not None else build_model(arch),
+        onnx_path = export_onnx(model if model is not None else build_model(arch, space=ANB_SPACE),
                                 folder / "model.onnx", resolution=device.resolution,
                                 dynamic=False)
     with step("convert"):
@@ -148,7 +149,7 @@ def convert_qualcomm(arch: Arch | str, device: QualcommDevice, store: str | Path
     """The host stages (export, convert, quantize) into ``store`` (see
     :func:`conversion_folder`; built in a scratch folder and renamed, so a reader sees a
     whole one or none); returns the DLC. Needs the SDK's host tools, no board."""
-    arch = as_arch(arch)
+    arch = as_arch(arch, ANB_SPACE)
     folder = conversion_folder(arch, device, Path(store))
     dlc_name = "model.dlc" if device.quantization is not None else "model_float.dlc"
     if not (folder / dlc_name).is_file():
@@ -170,11 +171,11 @@ def measure_qualcomm(arch: Arch | str, device: QualcommDevice, out: str | Path,
     measured under the device's protocol fingerprints is returned as it is; one measured under
     other settings is re-measured and replaced. ``store``: where the DLC is (or is put) by
     :func:`convert_qualcomm`; None: built in a scratch folder."""
-    arch = as_arch(arch)
+    arch = as_arch(arch, ANB_SPACE)
     out_dir = Path(out) / device.name
     record_path = out_dir / f"{arch.id}.json"
     record = (json.loads(record_path.read_text()) if record_path.exists()
-              else arch_record(arch, [], tool="anb measure (qualcomm)"))
+              else arch_record(arch, [], tool="anb measure (qualcomm)", space=ANB_SPACE))
     if is_current(record, device):
         return record
     stale = _stale_reason(record, device)
@@ -274,7 +275,7 @@ class QualcommTarget(MeasureTarget):
         with ``keep_going``, raised (naming device and step) otherwise."""
         summary = MeasureSummary()
         transport = None
-        for arch in map(as_arch, archs):
+        for arch in (as_arch(a, ANB_SPACE) for a in archs):
             path = Path(out) / self.name / f"{arch.id}.json"
             if is_current(json.loads(path.read_text()) if path.exists() else None,
                           self.config):
@@ -317,7 +318,7 @@ class QualcommTarget(MeasureTarget):
         """:func:`measure_qualcomm` into a scratch folder under ``workdir`` (the DLC from, or
         into, ``workdir``: see :meth:`prepare_job`); the per-layer table is kept in
         ``workdir`` as ``<arch_id>.layers.csv`` and listed in ``files``."""
-        arch = as_arch(arch)
+        arch = as_arch(arch, ANB_SPACE)
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{arch.id[:12]}-", dir=workdir) as tmp:
