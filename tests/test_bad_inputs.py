@@ -84,6 +84,10 @@ CASES = [
      {}),
     ("merge-non-utf8-accuracy", ["merge", "records", "--accuracy", "latin1.json", "--out", "o"],
      "latin1.json: not UTF-8", {}),
+    ("merge-empty-results-folder", ["merge", "adir", "--out", "o"], "adir: holds no records",
+     {}),
+    ("merge-empty-accuracy-folder", ["merge", "records", "--accuracy", "adir", "--out", "o"],
+     "adir: holds no records", {}),
     ("merge-file-for-out-folder", ["merge", "records", "--out", "afile.txt"], "afile.txt", {}),
     ("merge-out-holds-user-files", ["merge", "records", "--out", "userdir"], "userdir", {}),
     # anb fit
@@ -121,6 +125,8 @@ CASES = [
     ("search-unknown-metric", ["search", "-o", "bogus"], "['bogus']", {}),
     ("search-absurd-budget", ["search", "-o", "params:min", "--budget", str(10**12)],
      "--budget", {}),
+    ("search-unknown-metric-small-budget", ["search", "-o", "bogus", "--budget", "10"],
+     "['bogus']", {}),  # refused before the output folder is made
     ("search-duplicate-objectives", ["search", "-o", "params:min", "-o", "params:max",
                                      "--budget", "10", "--out", "s"], "params", {}),
     ("search-measure-file-for-out", ["search", "-o", "params:min", "-o",
@@ -157,6 +163,10 @@ CASES = [
     # anb export
     ("export-missing-local", ["export", "--out", "o.csv", "--local", "missing"],
      "'missing' does not exist", {}),
+    ("export-unknown-duplicates-rule", ["export", "--out", "o.csv", "--local", "records",
+                                        "--duplicates", "bogus"], "duplicate rule 'bogus'", {}),
+    ("export-unknown-recipe", ["export", "--out", "o.csv", "--local", "records", "--recipe",
+                               "bogus"], "--recipe: value 'bogus'", {}),
     ("export-nothing-given", ["export", "--out", "o.csv"], "nothing to export", {}),
     # anb front-report
     ("front-report-missing-search", ["front-report", "missing", "--out", "o"],
@@ -168,6 +178,32 @@ CASES = [
     ("quant-report-bad-target", ["quant-report", ARCH, "--out", "o", "--target", "bogus"],
      "--target 'bogus'", {}),
 ]
+
+
+#: Out-of-range numbers Typer refuses itself (exit 2, the option and its bound named): (argv,
+#: option, relation, bound). Run in-process: no console entry is needed for Typer's check.
+RANGE_CASES = [
+    (["space", "count", ARCH, "--resolution", str(10**12)], "--resolution", "<=", "8192"),
+    (["space", "count", ARCH, "--num-classes", str(10**12)], "--num-classes", "<=", "100000"),
+    (["space", "onnx", ARCH, "m.onnx", "--resolution", str(10**12)], "--resolution", "<=",
+     "8192"),
+    (["space", "onnx", ARCH, "m.onnx", "--num-classes", str(10**12)], "--num-classes", "<=",
+     "100000"),
+]
+
+
+def test_absurd_sizes_are_refused_by_range(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+    from tests.cli_helpers import range_refused
+
+    monkeypatch.chdir(tmp_path)
+    for argv, option, relation, bound in RANGE_CASES:
+        run = CliRunner().invoke(app, argv)
+        assert run.exit_code == 2 and range_refused(run.output, option, relation, bound), \
+            (argv, run.output)
+    assert not list(tmp_path.iterdir()), "nothing written"
 
 
 def _tree(folder: Path) -> set[str]:
