@@ -159,6 +159,7 @@ CASES = [
     ("train-missing-config", ["train", "--config", "missing.ini"], "'missing.ini' does not exist",
      {}),
     ("train-folder-for-config", ["train", "--config", "adir"], "'adir' is a folder", {}),
+    ("train-empty-config", ["train", "--config", "empty.csv"], "holds no [section]", {}),
     ("train-non-utf8-config", ["train", "--config", "latin1.ini"], "latin1.ini: not UTF-8", {}),
     # anb export
     ("export-missing-local", ["export", "--out", "o.csv", "--local", "missing"],
@@ -189,6 +190,12 @@ RANGE_CASES = [
      "8192"),
     (["space", "onnx", ARCH, "m.onnx", "--num-classes", str(10**12)], "--num-classes", "<=",
      "100000"),
+    (["measure", "cpu-ort", "--archs", ARCH, "--out", "o", "--resolution", str(10**12)],
+     "--resolution", "<=", "8192"),
+    (["quant-report", ARCH, "--out", "o", "--resolution", str(10**12)], "--resolution", "<=",
+     "8192"),
+    (["quant-layers", ARCH, "--out", "o", "--resolution", str(10**12)], "--resolution", "<=",
+     "8192"),
 ]
 
 
@@ -203,6 +210,20 @@ def test_absurd_sizes_are_refused_by_range(tmp_path, monkeypatch):
         run = CliRunner().invoke(app, argv)
         assert run.exit_code == 2 and range_refused(run.output, option, relation, bound), \
             (argv, run.output)
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+@pytest.mark.parametrize("command", [["quant-report", ARCH], ["quant-layers", ARCH]])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_threshold_that_is_not_a_number_is_refused(tmp_path, monkeypatch, command, value):
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke(app, [*command, "--out", "o", "--sqnr-threshold", value])
+    assert run.exit_code == 2, run.output
+    assert f"error: --sqnr-threshold {float(value)}: not a finite number" in run.output
     assert not list(tmp_path.iterdir()), "nothing written"
 
 

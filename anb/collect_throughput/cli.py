@@ -6,7 +6,8 @@ from typing import Any
 
 import typer
 
-from anb.cli_support import fail, space_option
+from anb.cli_support import check_finite, fail, space_option
+from anb.searchspace.base import MAX_RESOLUTION
 from anb.searchspace.cli import cli_space
 
 
@@ -30,7 +31,7 @@ def measure_cmd(
                               "strings, 'sample:N[:seed]' or comma-separated strings."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
     shard: str = typer.Option("0/1", "--shard", help="Shard 'i/k' of the architecture list."),
-    resolution: int | None = typer.Option(None, min=1,
+    resolution: int | None = typer.Option(None, min=1, max=MAX_RESOLUTION,
                                           help="Override the input resolution (default: "
                                           "the config's for anb-mnasnet, else each "
                                           "architecture's own, e.g. 32 for nasbench201)."),
@@ -197,7 +198,7 @@ def quant_report_cmd(
     target: str = typer.Option("fpga", help="fpga (DPU scheme: per-tensor power-of-two scales) "
                                "| cpu (the cpu-int8 device's u8s8: uint8 activations, "
                                "per-channel int8 weights)."),
-    resolution: int | None = typer.Option(None, min=1,
+    resolution: int | None = typer.Option(None, min=1, max=MAX_RESOLUTION,
                                           help="Input size (default 224 with --images, "
                                              "32 on the digits)."),
     calibration: int = typer.Option(150, min=1,
@@ -216,6 +217,7 @@ def quant_report_cmd(
 
     if target not in TARGET_SCHEMES:
         fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
+    check_finite("--sqnr-threshold", sqnr_threshold)
     try:
         with replace_folder(out, REPORT, overwrite) as tmp:
             s = quant_report(arch, tmp, resolution or (224 if images else 32), calibration,
