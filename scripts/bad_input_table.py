@@ -313,7 +313,7 @@ def cli_cases() -> list[Case]:
                     argv += [slot, value]
                 elif slot.startswith("-"):
                     argv[argv.index(slot) + 1] = value
-                names = (value,) if not slot.startswith("-") else (value, slot)
+                names: tuple[str, ...] = (value, slot) if slot.startswith("-") else (value,)
                 cases.append(Case(target, kind, names, tuple(argv)))
     for target, kind, argv, names in EXTRA_CLI:
         infeasible = kind == "infeasible"

@@ -192,6 +192,8 @@ RANGE_CASES = [
      "100000"),
     (["measure", "cpu-ort", "--archs", ARCH, "--out", "o", "--resolution", str(10**12)],
      "--resolution", "<=", "8192"),
+    (["measure", "cpu-ort", "--archs", ARCH, "--out", "o", "--batch", str(10**12)], "--batch",
+     "<=", "4096"),
     (["quant-report", ARCH, "--out", "o", "--resolution", str(10**12)], "--resolution", "<=",
      "8192"),
     (["quant-layers", ARCH, "--out", "o", "--resolution", str(10**12)], "--resolution", "<=",

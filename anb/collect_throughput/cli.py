@@ -10,6 +10,9 @@ from anb.cli_support import check_finite, fail, space_option
 from anb.searchspace.base import MAX_RESOLUTION
 from anb.searchspace.cli import cli_space
 
+#: The largest throughput batch a command takes (at 224 px its float input alone is 2.5 GB).
+MAX_BATCH = 4096
+
 
 def _overrides(resolution: int | None, batch: int | None, threads: int | None,
                clock: str | None, budget: float | None) -> dict[str, Any]:
@@ -35,7 +38,8 @@ def measure_cmd(
                                           help="Override the input resolution (default: "
                                           "the config's for anb-mnasnet, else each "
                                           "architecture's own, e.g. 32 for nasbench201)."),
-    batch: int | None = typer.Option(None, min=1, help="Override the throughput batch size."),
+    batch: int | None = typer.Option(None, min=1, max=MAX_BATCH,
+                                     help="Override the throughput batch size."),
     threads: int | None = typer.Option(None, min=1, help="Override the pinned thread count."),
     clock: str | None = typer.Option(None, help="Override the clock: wall | cpu."),
     budget: float | None = typer.Option(None, min=1e-3, help="Override the timing budget (s)."),
