@@ -285,6 +285,8 @@ def merge(accuracy: str | Path | None, results: Iterable[str | Path], out: str |
     """Load, merge and write records of ``space`` (see :func:`merge_records` and
     :func:`write_merged`)."""
     check_folder(out, OUTPUT, overwrite)
+    if on_conflict not in ON_CONFLICT:  # the options before the sources are read
+        raise ValueError(f"on_conflict={on_conflict!r} is invalid; allowed: {list(ON_CONFLICT)}")
     results = list(results)
     skipped: list[dict[str, str]] = []
 
