@@ -7,6 +7,7 @@ traceback is left only for a bug in anb itself.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any, NoReturn
@@ -41,6 +42,13 @@ def fail(message: object) -> NoReturn:
     """Print ``error: <message>`` to stderr and leave the command with exit code 2."""
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(EXIT_USAGE)
+
+
+def check_finite(option: str, value: float) -> float:
+    """``value``, unless NaN or infinite (Typer lets both through): then fail naming ``option``."""
+    if not math.isfinite(value):
+        fail(f"{option} {value}: not a finite number")
+    return value
 
 
 def describe_os_error(err: OSError) -> str:

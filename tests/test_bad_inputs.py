@@ -25,6 +25,9 @@ from anb.resources import RELEASED_DATASET as DATASET_TARBALL
 ROOT = Path(__file__).resolve().parents[1]
 ARCH = "e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1"
 DEVICE = str(Path(__file__).parent / "data" / "cpu-ort-32.toml")
+#: Seconds after which a case is taken to hang: a guard only, never a timing bound (a refusal
+#: takes a few seconds, minutes on a loaded machine).
+HANG_GUARD = 300
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -81,6 +84,10 @@ CASES = [
      {}),
     ("merge-non-utf8-accuracy", ["merge", "records", "--accuracy", "latin1.json", "--out", "o"],
      "latin1.json: not UTF-8", {}),
+    ("merge-empty-results-folder", ["merge", "adir", "--out", "o"], "adir: holds no records",
+     {}),
+    ("merge-empty-accuracy-folder", ["merge", "records", "--accuracy", "adir", "--out", "o"],
+     "adir: holds no records", {}),
     ("merge-file-for-out-folder", ["merge", "records", "--out", "afile.txt"], "afile.txt", {}),
     ("merge-out-holds-user-files", ["merge", "records", "--out", "userdir"], "userdir", {}),
     # anb fit
@@ -118,6 +125,8 @@ CASES = [
     ("search-unknown-metric", ["search", "-o", "bogus"], "['bogus']", {}),
     ("search-absurd-budget", ["search", "-o", "params:min", "--budget", str(10**12)],
      "--budget", {}),
+    ("search-unknown-metric-small-budget", ["search", "-o", "bogus", "--budget", "10"],
+     "['bogus']", {}),  # refused before the output folder is made
     ("search-duplicate-objectives", ["search", "-o", "params:min", "-o", "params:max",
                                      "--budget", "10", "--out", "s"], "params", {}),
     ("search-measure-file-for-out", ["search", "-o", "params:min", "-o",
@@ -150,10 +159,15 @@ CASES = [
     ("train-missing-config", ["train", "--config", "missing.ini"], "'missing.ini' does not exist",
      {}),
     ("train-folder-for-config", ["train", "--config", "adir"], "'adir' is a folder", {}),
+    ("train-empty-config", ["train", "--config", "empty.csv"], "holds no [section]", {}),
     ("train-non-utf8-config", ["train", "--config", "latin1.ini"], "latin1.ini: not UTF-8", {}),
     # anb export
     ("export-missing-local", ["export", "--out", "o.csv", "--local", "missing"],
      "'missing' does not exist", {}),
+    ("export-unknown-duplicates-rule", ["export", "--out", "o.csv", "--local", "records",
+                                        "--duplicates", "bogus"], "duplicate rule 'bogus'", {}),
+    ("export-unknown-recipe", ["export", "--out", "o.csv", "--local", "records", "--recipe",
+                               "bogus"], "--recipe: value 'bogus'", {}),
     ("export-nothing-given", ["export", "--out", "o.csv"], "nothing to export", {}),
     # anb front-report
     ("front-report-missing-search", ["front-report", "missing", "--out", "o"],
@@ -165,6 +179,54 @@ CASES = [
     ("quant-report-bad-target", ["quant-report", ARCH, "--out", "o", "--target", "bogus"],
      "--target 'bogus'", {}),
 ]
+
+
+#: Out-of-range numbers Typer refuses itself (exit 2, the option and its bound named): (argv,
+#: option, relation, bound). Run in-process: no console entry is needed for Typer's check.
+RANGE_CASES = [
+    (["space", "count", ARCH, "--resolution", str(10**12)], "--resolution", "<=", "8192"),
+    (["space", "count", ARCH, "--num-classes", str(10**12)], "--num-classes", "<=", "100000"),
+    (["space", "onnx", ARCH, "m.onnx", "--resolution", str(10**12)], "--resolution", "<=",
+     "8192"),
+    (["space", "onnx", ARCH, "m.onnx", "--num-classes", str(10**12)], "--num-classes", "<=",
+     "100000"),
+    (["measure", "cpu-ort", "--archs", ARCH, "--out", "o", "--resolution", str(10**12)],
+     "--resolution", "<=", "8192"),
+    (["measure", "cpu-ort", "--archs", ARCH, "--out", "o", "--batch", str(10**12)], "--batch",
+     "<=", "4096"),
+    (["quant-report", ARCH, "--out", "o", "--resolution", str(10**12)], "--resolution", "<=",
+     "8192"),
+    (["quant-layers", ARCH, "--out", "o", "--resolution", str(10**12)], "--resolution", "<=",
+     "8192"),
+]
+
+
+def test_absurd_sizes_are_refused_by_range(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+    from tests.cli_helpers import range_refused
+
+    monkeypatch.chdir(tmp_path)
+    for argv, option, relation, bound in RANGE_CASES:
+        run = CliRunner().invoke(app, argv)
+        assert run.exit_code == 2 and range_refused(run.output, option, relation, bound), \
+            (argv, run.output)
+    assert not list(tmp_path.iterdir()), "nothing written"
+
+
+@pytest.mark.parametrize("command", [["quant-report", ARCH], ["quant-layers", ARCH]])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_threshold_that_is_not_a_number_is_refused(tmp_path, monkeypatch, command, value):
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke(app, [*command, "--out", "o", "--sqnr-threshold", value])
+    assert run.exit_code == 2, run.output
+    assert f"error: --sqnr-threshold {float(value)}: not a finite number" in run.output
+    assert not list(tmp_path.iterdir()), "nothing written"
 
 
 def _tree(folder: Path) -> set[str]:
@@ -180,7 +242,7 @@ def test_bad_input_is_one_error_line(inputs, tmp_path, argv, expected, env):
     before = _tree(work)
     env = {k: str(work / v) for k, v in env.items()}
     run = subprocess.run([sys.executable, "-m", "anb", *argv], cwd=work, env=_env(**env),
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=HANG_GUARD)
     output = run.stdout + run.stderr
     assert run.returncode == 2, output
     assert "Traceback" not in output, output

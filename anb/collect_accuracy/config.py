@@ -323,6 +323,9 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
             parser.read_string(read_text(path), source=str(path))
         except configparser.Error as err:
             raise ConfigError(f"config file {str(path)!r} is not valid INI: {err}") from None
+        if not parser.sections():  # an empty file (or a CSV) would train the defaults
+            raise ConfigError(f"config file {str(path)!r} holds no [section]; allowed: an INI "
+                              "file of [section] key = value lines")
         for section in parser.sections():
             for key, raw in parser.items(section):
                 config.setdefault(section, {})[key] = _parse(section, key, raw)

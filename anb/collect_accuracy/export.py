@@ -262,6 +262,8 @@ def export(out: Path, local: Iterable[Path] = (), wandb_dirs: Iterable[Path] = (
            recipe: str | None = None) -> dict[str, Any]:
     """Collect, merge and write ``out`` (.csv) plus ``.parquet``, ``.duplicates.csv``,
     ``.incomplete.csv`` and ``.recipes.csv`` beside it. Returns a summary."""
+    if rule not in DUPLICATE_RULES:  # before anything is read or written
+        raise ValueError(f"duplicate rule {rule!r} is unknown; allowed are {list(DUPLICATE_RULES)}")
     collected = Collected()
     for folder in local:
         collected.extend(from_local(Path(folder), space))
@@ -272,8 +274,17 @@ def export(out: Path, local: Iterable[Path] = (), wandb_dirs: Iterable[Path] = (
     out = Path(out)
     stem = out.with_suffix("")
     found = recipes(collected.records)
-    atomic_write(Path(f"{stem}.recipes.csv"), lambda tmp: found.to_csv(tmp, index=False))
-    chosen = select_recipe(collected.records, recipe)
+
+    def write_recipes() -> None:
+        atomic_write(Path(f"{stem}.recipes.csv"), lambda tmp: found.to_csv(tmp, index=False))
+
+    try:
+        chosen = select_recipe(collected.records, recipe)
+    except ValueError:
+        if recipe is None:  # several recipes: the error points to this list to pick from
+            write_recipes()
+        raise
+    write_recipes()
     merged, duplicates = merge(chosen, rule, space=space)
     finished = {validate_record(r, space=space).id for r in merged}
     incomplete = pd.DataFrame(

@@ -6,8 +6,12 @@ from typing import Any
 
 import typer
 
-from anb.cli_support import fail, space_option
+from anb.cli_support import check_finite, fail, space_option
+from anb.searchspace.base import MAX_RESOLUTION
 from anb.searchspace.cli import cli_space
+
+#: The largest throughput batch a command takes (at 224 px its float input alone is 2.5 GB).
+MAX_BATCH = 4096
 
 
 def _overrides(resolution: int | None, batch: int | None, threads: int | None,
@@ -30,11 +34,12 @@ def measure_cmd(
                               "strings, 'sample:N[:seed]' or comma-separated strings."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
     shard: str = typer.Option("0/1", "--shard", help="Shard 'i/k' of the architecture list."),
-    resolution: int | None = typer.Option(None, min=1,
+    resolution: int | None = typer.Option(None, min=1, max=MAX_RESOLUTION,
                                           help="Override the input resolution (default: "
                                           "the config's for anb-mnasnet, else each "
                                           "architecture's own, e.g. 32 for nasbench201)."),
-    batch: int | None = typer.Option(None, min=1, help="Override the throughput batch size."),
+    batch: int | None = typer.Option(None, min=1, max=MAX_BATCH,
+                                     help="Override the throughput batch size."),
     threads: int | None = typer.Option(None, min=1, help="Override the pinned thread count."),
     clock: str | None = typer.Option(None, help="Override the clock: wall | cpu."),
     budget: float | None = typer.Option(None, min=1e-3, help="Override the timing budget (s)."),
@@ -197,7 +202,7 @@ def quant_report_cmd(
     target: str = typer.Option("fpga", help="fpga (DPU scheme: per-tensor power-of-two scales) "
                                "| cpu (the cpu-int8 device's u8s8: uint8 activations, "
                                "per-channel int8 weights)."),
-    resolution: int | None = typer.Option(None, min=1,
+    resolution: int | None = typer.Option(None, min=1, max=MAX_RESOLUTION,
                                           help="Input size (default 224 with --images, "
                                              "32 on the digits)."),
     calibration: int = typer.Option(150, min=1,
@@ -216,6 +221,7 @@ def quant_report_cmd(
 
     if target not in TARGET_SCHEMES:
         fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
+    check_finite("--sqnr-threshold", sqnr_threshold)
     try:
         with replace_folder(out, REPORT, overwrite) as tmp:
             s = quant_report(arch, tmp, resolution or (224 if images else 32), calibration,

@@ -7,7 +7,8 @@ from typing import Any
 
 import typer
 
-from anb.cli_support import fail
+from anb.cli_support import check_finite, fail
+from anb.searchspace.base import MAX_RESOLUTION
 
 
 def parse_keep_float(text: str) -> list[int]:
@@ -40,7 +41,7 @@ def quant_layers_cmd(
                                            "images directly in the folder (unlabelled)."),
     keep_float: str = typer.Option("", "--keep-float", help="Mixed precision sweep: keep the "
                                    "K worst layers float, for each K given (e.g. 1,2,4)."),
-    resolution: int | None = typer.Option(None, min=32,
+    resolution: int | None = typer.Option(None, min=32, max=MAX_RESOLUTION,
                                           help="Image size (>= 32; default 32, an ONNX "
                                           "model's own input size)."),
     calibration: int = typer.Option(64, min=1, help="Calibration images."),
@@ -72,6 +73,7 @@ def quant_layers_cmd(
         fail("--resolution must be >= 32, --compare-images, --calibration and --eval-images "
              f">= 1, --worst >= 0 (got {resolution}, {images}, {calibration}, {eval_images}, "
              f"{worst})")
+    check_finite("--sqnr-threshold", sqnr_threshold)
     ks = parse_keep_float(keep_float)
     real = weights is not None or onnx_file is not None
     if weights is not None and onnx_file is not None:

@@ -287,11 +287,22 @@ def merge(accuracy: str | Path | None, results: Iterable[str | Path], out: str |
     """Load, merge and write records of ``space`` (see :func:`merge_records` and
     :func:`write_merged`)."""
     check_folder(out, OUTPUT, overwrite)
+    if on_conflict not in ON_CONFLICT:  # the options before the sources are read
+        raise ValueError(f"on_conflict={on_conflict!r} is invalid; allowed: {list(ON_CONFLICT)}")
     results = list(results)
     skipped: list[dict[str, str]] = []
-    acc = load_results([accuracy], skipped, space=space) if accuracy else []
-    merged, report = merge_records(acc, load_results(results, skipped, space=space), on_conflict,
-                                   allow_mixed_protocols, space=space)
+
+    def read(path: str | Path) -> list[dict]:  # a source that holds nothing is a mistake
+        seen = len(skipped)
+        found = load_results([path], skipped, space=space)
+        if not found and len(skipped) == seen:
+            raise ValueError(f"{path}: holds no records (nothing to merge)")
+        return found
+
+    acc = read(accuracy) if accuracy else []
+    measured = [record for path in results for record in read(path)]
+    merged, report = merge_records(acc, measured, on_conflict, allow_mixed_protocols,
+                                   space=space)
     report.skipped = skipped
     report.anchor_drift = anchor_drift(load_anchor_rows(results))
     write_merged(merged, report, out, overwrite, space=space)

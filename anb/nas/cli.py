@@ -44,9 +44,12 @@ def search(
 
     Exit status: 0 when a design meets every constraint; 1 when none does (the least violating
     one is shown and the report is written); 2 for bad input or a refused budget."""
+    import numpy as np
+
     from anb.extras import require
     from anb.nas.budget import MAX_SECONDS, PILOT_EVALUATIONS, describe, estimate_seconds
     from anb.nas.evaluators import combined, surrogate_evaluator
+    from anb.nas.mutation import random_choices
     from anb.nas.objectives import Constraint, Objective, check_objectives
     from anb.nas.report import SEARCH, headline, write_report
     from anb.nas.search import ALGORITHMS, PYMOO_ALGORITHMS, Problem
@@ -79,6 +82,8 @@ def search(
                            space=in_space)
 
         run = ALGORITHMS[algorithm]
+        # every metric answered once before the folder is made (an unknown one raises here)
+        problem().evaluate(random_choices(1, np.random.default_rng(seed), in_space))
         if measure is None and budget > PILOT_EVALUATIONS:
             seconds = estimate_seconds(run, problem(), budget, seed)
             if seconds > MAX_SECONDS and not yes:

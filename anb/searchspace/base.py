@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
 
 COST_NAMES = ("macs", "true_macs", "params", "activations")
+#: The largest input resolution (pixels) and classifier width a network is built or counted for.
+MAX_RESOLUTION = 8192
+MAX_CLASSES = 100_000
 ID_LENGTH = 16
 
 
@@ -64,9 +67,9 @@ class Task:
 def check_resolution(space: str, resolution: Any) -> int:
     """A ``resolution`` override as an int; a ValueError unless it is a positive integer."""
     if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)) \
-            or resolution < 1:
-        raise ValueError(f"{space}: resolution must be a positive integer (pixels), got "
-                         f"{resolution!r}")
+            or not 1 <= resolution <= MAX_RESOLUTION:
+        raise ValueError(f"{space}: resolution must be an integer from 1 to {MAX_RESOLUTION} "
+                         f"(pixels), got {resolution!r}")
     return int(resolution)
 
 

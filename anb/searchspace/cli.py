@@ -11,7 +11,7 @@ import typer
 from anb.cli_support import fail
 from anb.io import atomic_write
 from anb.outputs import check_file
-from anb.searchspace.base import Space
+from anb.searchspace.base import MAX_CLASSES, MAX_RESOLUTION, Space
 from anb.searchspace.registry import (
     BUILTIN_SPACES,
     DEFAULT_SPACE,
@@ -113,9 +113,11 @@ def sample_cmd(
 @app.command("count")
 def count_cmd(
     archs: list[str] | None = typer.Argument(None, help="Architecture strings (or stdin)."),
-    resolution: int | None = typer.Option(None, min=1, help="Input resolution (default: the "
+    resolution: int | None = typer.Option(None, min=1, max=MAX_RESOLUTION,
+                                          help="Input resolution (default: the "
                                           "architecture's own, e.g. 224 for anb-mnasnet)."),
-    num_classes: int | None = typer.Option(None, min=1, help="Classifier width (default: the "
+    num_classes: int | None = typer.Option(None, min=1, max=MAX_CLASSES,
+                                           help="Classifier width (default: the "
                                            "space's task, e.g. 1000)."),
     space: str = SPACE_OPTION,
 ) -> None:
@@ -140,9 +142,11 @@ def count_cmd(
 def onnx_cmd(
     arch: str = typer.Argument(..., help="Architecture string."),
     out: Path = typer.Argument(..., help="Output .onnx file."),
-    resolution: int | None = typer.Option(None, min=1, help="Example input resolution (axes stay "
+    resolution: int | None = typer.Option(None, min=1, max=MAX_RESOLUTION,
+                                          help="Example input resolution (axes stay "
                                           "dynamic; default: the architecture's own)."),
-    num_classes: int | None = typer.Option(None, min=1, help="Classifier width (default: the "
+    num_classes: int | None = typer.Option(None, min=1, max=MAX_CLASSES,
+                                           help="Classifier width (default: the "
                                            "space's task)."),
     activation: str | None = typer.Option(None, help="MnasNet spaces: relu (the default; "
                                           "benchmark, FPGA-safe) | silu"),

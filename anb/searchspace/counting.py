@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from anb.searchspace.arch import Arch, archs_to_choices
-from anb.searchspace.base import COST_NAMES, CostTable
+from anb.searchspace.base import COST_NAMES, MAX_CLASSES, CostTable, check_resolution
 from anb.searchspace.space import SearchSpace
 
 OPERATION_NAMES = ("expand_macs", "dw3_macs", "dw5_macs", "se_macs", "project_macs",
@@ -154,6 +154,11 @@ def count(
 
     ``count(a).macs / 1e6`` rounded to 6 decimals is the dataset's ``model_info.macs``.
     """
+    check_resolution(space.name, resolution)
+    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) \
+            or not 1 <= num_classes <= MAX_CLASSES:
+        raise ValueError(f"num_classes {num_classes!r} is invalid; allowed: an integer from 1 "
+                         f"to {MAX_CLASSES}")
     macs, params = count_batch(arch.to_choices()[None], space, resolution, num_classes, in_channels)
     return Counts(int(macs[0]), int(params[0]))
 

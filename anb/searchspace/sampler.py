@@ -119,6 +119,8 @@ class Sampler:
         if not isinstance(space, Space):
             raise TypeError(f"space {space!r} is not a search space; allowed: a Space or the "
                             "name of a registered one (`anb space list`)")
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+            raise ValueError(f"chunk {chunk!r} is invalid; allowed: a positive integer")
         self.space = space
         self.chunk = chunk
         self.permutation = Permutation(space.size(), self.seed)
