@@ -6,21 +6,22 @@ from __future__ import annotations
 import pytest
 
 from anb.searchspace import Sampler, as_arch, count
+from anb.searchspace.space import ANB_SPACE
 
 ARCH = "e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1"
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda: count(as_arch(ARCH), resolution=-1),
+    (lambda: count(as_arch(ARCH, ANB_SPACE), space=ANB_SPACE, resolution=-1),
      r"resolution must be an integer from 1 to 8192 \(pixels\), got -1"),
-    (lambda: count(as_arch(ARCH), resolution=10**12),
+    (lambda: count(as_arch(ARCH, ANB_SPACE), space=ANB_SPACE, resolution=10**12),
      r"resolution must be an integer from 1 to 8192 \(pixels\), got 1000000000000"),
-    (lambda: count(as_arch(ARCH), num_classes=0),
+    (lambda: count(as_arch(ARCH, ANB_SPACE), space=ANB_SPACE, num_classes=0),
      "num_classes 0 is invalid; allowed: an integer from 1 to 100000"),
-    (lambda: count(as_arch(ARCH), num_classes=10**12),
+    (lambda: count(as_arch(ARCH, ANB_SPACE), space=ANB_SPACE, num_classes=10**12),
      "num_classes 1000000000000 is invalid"),
-    (lambda: Sampler(chunk=0), "chunk 0 is invalid; allowed: a positive integer"),
-    (lambda: Sampler(chunk=2.5), "chunk 2.5 is invalid"),
+    (lambda: Sampler(chunk=0, space=ANB_SPACE), "chunk 0 is invalid; allowed: a positive integer"),
+    (lambda: Sampler(chunk=2.5, space=ANB_SPACE), "chunk 2.5 is invalid"),
 ], ids=["count-negative-resolution", "count-absurd-resolution", "count-zero-classes",
         "count-absurd-classes", "sampler-zero-chunk", "sampler-float-chunk"])
 def test_bad_argument_is_a_value_error_naming_it(call, message):
@@ -33,7 +34,7 @@ def test_merge_of_a_source_without_records_writes_nothing(tmp_path):
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="empty: holds no records"):
-        merge(None, [tmp_path / "empty"], tmp_path / "out")
+        merge(None, [tmp_path / "empty"], tmp_path / "out", space=ANB_SPACE)
     assert not (tmp_path / "out").exists()
 
 
@@ -41,10 +42,11 @@ def test_export_with_an_unknown_duplicates_rule_writes_nothing(tmp_path):
     from anb.collect_accuracy.export import export
 
     with pytest.raises(ValueError, match="duplicate rule 'bogus' is unknown"):
-        export(tmp_path / "o.csv", [tmp_path], rule="bogus")
+        export(tmp_path / "o.csv", [tmp_path], rule="bogus", space=ANB_SPACE)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_counting_in_range_still_works():
-    assert count(as_arch(ARCH), resolution=224, num_classes=1000).params == \
-        count(as_arch(ARCH)).params
+    arch = as_arch(ARCH, ANB_SPACE)
+    assert count(arch, space=ANB_SPACE, resolution=224, num_classes=1000).params == \
+        count(arch, space=ANB_SPACE).params
