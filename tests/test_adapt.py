@@ -730,9 +730,10 @@ def test_a_proxy_that_beats_the_transfer_out_of_fold_predicts(base, data, tmp_pa
     from anb.surrogates.adapt import BenchmarkKnown, device_metrics, op_components
 
     known = BenchmarkKnown(bench.base, exclude=device_metrics("latency_paramsbox"))
-    K, ops = known.log_costs(data.choices[test]), op_components(data.choices[test])
+    K = known.log_costs(data.choices[test])
+    ops = op_components(data.choices[test], ANB_SPACE)
     transfer_mean = transfer.predict_log_cost(K, ops, **transfer.design_inputs(
-        data.choices[test]))[0]
+        data.choices[test], ANB_SPACE))[0]
     assert kendalltau(mean, truth)[0] > kendalltau(transfer_mean, truth)[0] + 0.02
     assert np.sqrt(np.mean((mean - truth) ** 2)) < np.sqrt(np.mean((transfer_mean - truth) ** 2))
 

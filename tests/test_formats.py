@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.formats import FORMATS, UNVERSIONED, Format, NewerFormat, check, current, stamp
+from anb.searchspace.space import ANB_SPACE
 
 FIXTURES = Path(__file__).parent / "data" / "formats"
 runner = CliRunner()
@@ -84,7 +85,7 @@ def test_check_refuses_what_it_cannot_read(monkeypatch):
 def test_records_of_each_version_load(version):
     from anb.records import load_records
 
-    (record,) = load_records(FIXTURES / "record" / version / "result_0.json")
+    (record,) = load_records(FIXTURES / "record" / version / "result_0.json", ANB_SPACE)
     assert record["architecture"]["block0_e"] == 6 and record["metrics"]["val_top1"] > 0
 
 
@@ -94,7 +95,7 @@ def test_a_written_record_carries_the_current_version(tmp_path):
 
     record = read_json(FIXTURES / "record" / "unversioned" / "result_0.json")
     assert "format_version" not in record
-    write_record(record, tmp_path / "r.json")
+    write_record(record, tmp_path / "r.json", ANB_SPACE)
     assert read_json(tmp_path / "r.json")["format_version"] == current("record")
 
 
@@ -105,7 +106,7 @@ def test_a_newer_record_is_refused_not_skipped(tmp_path):
                         "record")
     shutil.copy(FIXTURES / "record" / "unversioned" / "result_0.json", folder / "result_1.json")
     with pytest.raises(NewerFormat) as err:
-        read_records(folder)
+        read_records(folder, ANB_SPACE)
     assert str(err.value) == newer_message("record", folder / "result_0.json")
 
 
@@ -116,7 +117,7 @@ def test_a_newer_record_is_refused_not_skipped(tmp_path):
 def test_merge_outputs_of_each_version_load(version, form):
     from anb.records import load_dataset
 
-    frame = load_dataset(FIXTURES / "merge" / version / form)
+    frame = load_dataset(FIXTURES / "merge" / version / form, ANB_SPACE)
     assert len(frame) == 2 and frame["val_top1"].notna().all()
 
 
@@ -127,10 +128,10 @@ def test_a_newer_merge_output_is_refused(tmp_path, form):
     folder = newer_copy(FIXTURES / "merge" / "v1", tmp_path / "merged", "merge_report.json",
                         "merge")
     if form == "records":  # the record files alone are versioned by their own field
-        assert len(load_dataset(folder / form)) == 2
+        assert len(load_dataset(folder / form, ANB_SPACE)) == 2
         return
     with pytest.raises(NewerFormat) as err:
-        load_dataset(folder / form)
+        load_dataset(folder / form, ANB_SPACE)
     assert str(err.value) == newer_message("merge", folder / "merge_report.json")
 
 
@@ -138,7 +139,7 @@ def test_a_merge_writes_the_current_versions(tmp_path):
     from anb.collect_throughput.merge import merge
     from anb.io import read_json
 
-    merge(FIXTURES / "merge" / "unversioned" / "records", [], tmp_path / "out")
+    merge(FIXTURES / "merge" / "unversioned" / "records", [], tmp_path / "out", space=ANB_SPACE)
     assert read_json(tmp_path / "out" / "merge_report.json")["format_version"] == \
         current("merge")
     assert {read_json(f)["format_version"] for f in (tmp_path / "out" / "records").iterdir()} \

@@ -192,7 +192,8 @@ from anb.collect_throughput.protocol import device_from_mapping
 from anb.searchspace.space import ANB_SPACE
 device = device_from_mapping({"name": "resident-a", "backend": "onnxruntime", "resolution": 32,
     "threads": 1, "latency": {"batch": 1}, "warmup": {"max_seconds": 1.0},
-    "stopping": {"budget_seconds": 8, "min_reps": 10000, "max_reps": 100000, "rel_ci": 1e-9}})
+    "stopping": {"budget_seconds": 8, "min_reps": 10000, "max_reps": 100000, "rel_ci": 1e-9}},
+    space=ANB_SPACE.name)
 client = TargetClient("resident-a", "127.0.0.1", int(sys.argv[1]), sys.argv[3].encode())
 client.load_model(sys.argv[2])
 client.send_inputs(np.load(sys.argv[4]))

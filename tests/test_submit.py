@@ -101,7 +101,7 @@ def test_queue_measurer_measures_its_space_with_a_real_worker(tmp_path):
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     measurer = QueueMeasurer(url, str(DEVICE), [KEY], NB201, poll_seconds=0.05)
-    archs = Sampler(2, NB201).sample(2)
+    archs = Sampler(2, space=NB201).sample(2)
     try:
         futures = measurer.submit(archs)
         values = [f.result(timeout=300) for f in futures]
@@ -120,13 +120,13 @@ def test_queue_measurer_measures_its_space_with_a_real_worker(tmp_path):
 def test_jobs_carry_space_device_table_and_stages(tmp_path):
     """Catches: a payload without its space or device table, the default space written out,
     stages left in the given order, or an architecture of another space accepted."""
-    archs = [str(a) for a in Sampler(0, NB201).sample(2)]
+    archs = [str(a) for a in Sampler(0, space=NB201).sample(2)]
     specs = job_specs(archs, [str(DEVICE)], NB201, ["measure", "convert"], priority=7)
     assert [(s.arch, s.device, s.stage, s.next_stages, s.priority) for s in specs] == [
         (a, NAME, "convert", ("measure",), 7) for a in archs]
     assert all(s.payload["space"] == "nasbench201" for s in specs)
     assert specs[0].payload["device_config"]["name"] == NAME
-    (default,) = job_specs([str(Sampler(0).sample(1)[0])], ["cpu-ort"], ANB_SPACE)
+    (default,) = job_specs([str(Sampler(0, space=ANB_SPACE).sample(1)[0])], ["cpu-ort"], ANB_SPACE)
     assert set(default.payload) == {"device_config"}
     with pytest.raises(ValueError, match=r"architecture 'e1k3l1' is not of search space "
                                          r"'nasbench201': nasbench201: cannot parse"):
@@ -146,10 +146,10 @@ def test_a_queue_refuses_another_spaces_jobs_from_any_entry(tmp_path):
     from anb.surrogates.adapt_api import submit
 
     url = str(tmp_path / "q.db")
-    archs = [str(a) for a in Sampler(0, NB201).sample(2)]
+    archs = [str(a) for a in Sampler(0, space=NB201).sample(2)]
     assert submit(archs, "cpu-ort", url, NB201) == (2, 0)
     assert submit(archs, "cpu-ort", url, NB201) == (0, 2)
-    other = job_specs([str(Sampler(0).sample(1)[0])], ["cpu-ort"], ANB_SPACE)
+    other = job_specs([str(Sampler(0, space=ANB_SPACE).sample(1)[0])], ["cpu-ort"], ANB_SPACE)
     with open_queue(url) as q, pytest.raises(ValueError, match=r"the queue's job #1 is in "
                                              r"search space 'nasbench201', but 'anb-mnasnet'"):
         submit_jobs(q, other)

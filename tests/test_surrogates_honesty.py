@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -108,7 +109,7 @@ def test_held_out_extrapolation_beyond_the_80th_macs_percentile(prepared):
     low, high = macs <= cut, macs > cut
     masks = {"train": low & prepared.masks["train"], "val": low & prepared.masks["val"],
              "test": np.zeros(len(macs), dtype=bool)}
-    sub = type(prepared)(prepared.frame, prepared.choices, masks, prepared.labels)
+    sub = replace(prepared, masks=masks)
     bench = fit_benchmark(sub, FitConfig(targets=TARGETS, default=SMALL, per_target={},
                                          layer_cost_trim=None), progress=False)
     out = bench.query(prepared.choices[high])
