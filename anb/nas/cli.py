@@ -82,8 +82,9 @@ def search(
                            space=in_space)
 
         run = ALGORITHMS[algorithm]
-        # every metric answered once before the folder is made (an unknown one raises here)
-        problem().evaluate(random_choices(1, np.random.default_rng(seed), in_space))
+        if measure is None:  # every metric answered once before the folder is made (an
+            # unknown one raises here); a measured search checks its own (check_measured)
+            problem().evaluate(random_choices(1, np.random.default_rng(seed), in_space))
         if measure is None and budget > PILOT_EVALUATIONS:
             seconds = estimate_seconds(run, problem(), budget, seed)
             if seconds > MAX_SECONDS and not yes:
