@@ -129,10 +129,10 @@ CASES = [
     ("query-empty-archs", ["query", "accel-nasbench", "empty.csv"], "empty.csv: no "
      "architectures", {}),
     ("query-duplicate-metrics", ["query", "accel-nasbench", "archs.txt", "--metrics",
-                                 "val_top1,val_top1"], "metric 'val_top1' is given twice", {}),
+                                 "val_top1,val_top1"], "--metrics 'val_top1' is given twice", {}),
     ("query-metric-and-its-alias", ["query", "accel-nasbench", "archs.txt", "--metrics",
                                     "val_top1,accuracy"],
-     "metric 'val_top1' is given twice (val_top1 and accuracy)", {}),
+     "--metrics 'val_top1' is given twice (val_top1 and accuracy)", {}),
     ("query-cache-dir-is-a-file", ["query", "accel-nasbench", "archs.txt"],
      "ANB_CACHE_DIR=", {"ANB_CACHE_DIR": "afile.txt"}),
     # anb search
