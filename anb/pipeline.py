@@ -45,6 +45,12 @@ RELEASED = resources.RELEASED_DATASET
 TRAIN_DEFAULTS = {"trainval.epochs": "3", "trainval.eval_epochs": "3", "trainval.max_steps": "0",
                   "trainval.min_res": "32", "trainval.max_res": "32", "trainval.val_res": "32",
                   "dataloader.image_size": "32"}
+#: The most seconds of timed repetitions per architecture and protocol: the pipeline is a
+#: short demonstration on this CPU; a longer budget belongs to `anb measure`.
+MAX_MEASURE_BUDGET = 60.0
+#: The most surrogate queries of the search: the pipeline runs it without `anb search`'s
+#: time estimate, so the budget is capped to keep it to minutes.
+MAX_SEARCH_BUDGET = 100_000
 _TRAIN_DEFAULTS_TEXT = " ".join(f"{k}={v}" for k, v in TRAIN_DEFAULTS.items())  # for --help
 #: The folder ``anb pipeline`` writes and resumes (see :mod:`anb.outputs`).
 OUTPUT = Kind("pipeline", "an anb pipeline folder",
@@ -261,6 +267,10 @@ def check_inputs(accuracy_config: Path, settings: dict[str, str], device: str,
         raise ValueError(f"--num-measured {num_measured} is too small; allowed: at least "
                          f"--num-archs ({num_archs}) and at least {MIN_POINTS} (adapting needs "
                          f"{MIN_POINTS} measured architectures)")
+    try:
+        Sampler(0, space=ANB_SPACE).check_size(num_measured)
+    except ValueError as err:
+        raise ValueError(f"--num-measured {num_measured:,}: {err}") from None
     for option, path in (("--accuracy-config", accuracy_config),
                          ("--surrogate-config", surrogate_config), ("--released", released)):
         if not path.exists():
@@ -296,14 +306,16 @@ def pipeline(
         None, "--train-set", help="Recipe override 'section.key=value' (repeatable), on top "
         f"of the embedded {_TRAIN_DEFAULTS_TEXT}."),
     device: str = typer.Option("cpu-ort", help="Device config of the throughput stage."),
-    measure_budget: float = typer.Option(2.0, min=0.01, help="Seconds of timed repetitions per "
+    measure_budget: float = typer.Option(2.0, min=0.01, max=MAX_MEASURE_BUDGET,
+                                         help="Seconds of timed repetitions per "
                                          "architecture and protocol (and of warm-up at most)."),
     released: Path = typer.Option(RELEASED, help="Released dataset of the base benchmark (the "
                                   "packaged one for the packaged data and config)."),
     surrogate_config: Path = typer.Option(CONFIGS / "surrogates" / "default.json",
                                           help="Surrogate fit config (JSON) of the base."),
     baseline: bool = typer.Option(True, help="Re-fit the reference baselines to compare with."),
-    search_budget: int = typer.Option(2000, min=1, help="Surrogate queries of the search."),
+    search_budget: int = typer.Option(2000, min=1, max=MAX_SEARCH_BUDGET,
+                                      help="Surrogate queries of the search."),
 ) -> None:
     """Sample, train, measure this CPU, adapt the benchmark to it, search on it, report."""
     started = time.perf_counter()

@@ -18,6 +18,10 @@ IMAGENET_MEAN_255 = tuple(m * 255 for m in IMAGENET_MEAN)
 IMAGENET_STD_255 = tuple(s * 255 for s in IMAGENET_STD)
 #: Validation centre-crop ratio: the crop is this fraction of the short side (224 of 256).
 VAL_CROP_RATIO = 0.875
+#: The most images a command scores or calibrates on: ImageNet's validation set, the
+#: largest labelled set the stages read (a larger count only repeats images or starts
+#: hours of work).
+MAX_IMAGES = 50_000
 
 
 def val_crop_box(width: int, height: int, crop_ratio: float = VAL_CROP_RATIO,

@@ -50,3 +50,28 @@ def test_counting_in_range_still_works():
     arch = as_arch(ARCH, ANB_SPACE)
     assert count(arch, space=ANB_SPACE, resolution=224, num_classes=1000).params == \
         count(arch, space=ANB_SPACE).params
+
+
+@pytest.fixture(scope="module")
+def bench():
+    import anb
+
+    return anb.load("accel-nasbench")
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"noise": True, "seed": -1}, ValueError,
+     r"seed -1 is negative; allowed: an int >= 0 or None"),
+    ({"metrics": ["val_top1", "val_top1"]}, ValueError,
+     r"metric 'val_top1' is given twice \(val_top1 and val_top1\)"),
+    ({"metrics": ["top1", "val_top1"]}, ValueError,
+     r"metric 'val_top1' is given twice \(top1 and val_top1\)"),
+], ids=["negative-seed", "duplicate-metric", "metric-and-its-alias"])
+def test_query_refuses_bad_arguments(bench, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        bench.query(**{"archs": [ARCH], **kwargs})
+
+
+def test_query_with_distinct_metrics_and_a_seed_still_answers(bench):
+    frame = bench.query([ARCH], ["accuracy", "latency_zcu102"], noise=True, seed=0)
+    assert list(frame["arch"]) == [ARCH] and {"val_top1", "latency_zcu102"} <= set(frame)

@@ -79,6 +79,17 @@ CASES = [
      "latin1.txt: not UTF-8", {}),
     ("measure-unknown-device", ["measure", "nodevice", "--archs", "archs.txt", "--out", "o"],
      "'nodevice'", {}),
+    ("measure-absurd-threads", ["measure", "cpu-ort", "--archs", "archs.txt", "--out", "o",
+                                "--threads", str(10**12)],
+     "threads=1000000000000 cannot be pinned", {}),  # refused before --out is locked
+    # anb pipeline
+    ("pipeline-absurd-num-measured", ["pipeline", "--out", "p", "--num-measured", str(10**12)],
+     "--num-measured 1,000,000,000,000: cannot sample", {}),
+    # anb plan
+    ("plan-empty-dataset-folder", ["plan", "adir", "--out", "o"],
+     "dataset 'adir' holds no records", {}),
+    ("plan-duplicate-targets", ["plan", "records", "--out", "o", "--targets",
+                                "val_top1,val_top1"], "--targets 'val_top1' is given twice", {}),
     # anb merge
     ("merge-missing-results", ["merge", "missing", "--out", "o"], "'missing' does not exist",
      {}),
@@ -117,6 +128,11 @@ CASES = [
      "truncated.json:1: not valid JSON", {}),
     ("query-empty-archs", ["query", "accel-nasbench", "empty.csv"], "empty.csv: no "
      "architectures", {}),
+    ("query-duplicate-metrics", ["query", "accel-nasbench", "archs.txt", "--metrics",
+                                 "val_top1,val_top1"], "--metrics 'val_top1' is given twice", {}),
+    ("query-metric-and-its-alias", ["query", "accel-nasbench", "archs.txt", "--metrics",
+                                    "val_top1,accuracy"],
+     "--metrics 'val_top1' is given twice (val_top1 and accuracy)", {}),
     ("query-cache-dir-is-a-file", ["query", "accel-nasbench", "archs.txt"],
      "ANB_CACHE_DIR=", {"ANB_CACHE_DIR": "afile.txt"}),
     # anb search
@@ -178,6 +194,10 @@ CASES = [
     ("quant-report-bad-arch", ["quant-report", "e9", "--out", "o"], "'e9'", {}),
     ("quant-report-bad-target", ["quant-report", ARCH, "--out", "o", "--target", "bogus"],
      "--target 'bogus'", {}),
+    ("quant-report-missing-weights", ["quant-report", ARCH, "--out", "o", "--weights",
+                                      "missing.pt"], "--weights 'missing.pt' does not exist", {}),
+    ("quant-report-weights-without-images", ["quant-report", ARCH, "--out", "o", "--weights",
+                                             "adir"], "--weights 'adir' needs --images", {}),
 ]
 
 
@@ -198,6 +218,26 @@ RANGE_CASES = [
      "8192"),
     (["quant-layers", ARCH, "--out", "o", "--resolution", str(10**12)], "--resolution", "<=",
      "8192"),
+    # image counts: at most ImageNet's validation set (anb.preprocessing.MAX_IMAGES)
+    (["quant-report", ARCH, "--out", "o", "--calibration", str(10**12)], "--calibration", "<=",
+     "50000"),
+    (["quant-report", ARCH, "--out", "o", "--eval-images", str(10**12)], "--eval-images", "<=",
+     "50000"),
+    (["quant-layers", ARCH, "--out", "o", "--calibration", str(10**12)], "--calibration", "<=",
+     "50000"),
+    (["quant-layers", ARCH, "--out", "o", "--eval-images", str(10**12)], "--eval-images", "<=",
+     "50000"),
+    (["quant-layers", ARCH, "--out", "o", "--compare-images", str(10**12)], "--compare-images",
+     "<=", "50000"),
+    (["measure", "cpu-ort", "--archs", ARCH, "--out", "o", "--quality", "--quality-images",
+      str(10**12)], "--quality-images", "<=", "50000"),
+    (["queue", "submit", "--archs", ARCH, "--device", "cpu-ort", "--queue", "q.db",
+      "--quality-images", str(10**12)], "--quality-images", "<=", "50000"),
+    (["quant-layers", ARCH, "--out", "o", "--worst", str(10**12)], "--worst", "<=", "1000"),
+    (["plan", "--out", "o", "--batch", str(10**12)], "--batch", "<=", "1000000"),
+    (["pipeline", "--out", "p", "--search-budget", str(10**12)], "--search-budget", "<=",
+     "100000"),
+    (["pipeline", "--out", "p", "--measure-budget", "1e12"], "--measure-budget", "<=", "60"),
 ]
 
 
@@ -227,6 +267,26 @@ def test_a_threshold_that_is_not_a_number_is_refused(tmp_path, monkeypatch, comm
     assert run.exit_code == 2, run.output
     assert f"error: --sqnr-threshold {float(value)}: not a finite number" in run.output
     assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_merge_with_a_truncated_record_merges_the_rest_and_exits_1(inputs, tmp_path,
+                                                                    monkeypatch):
+    """One bad record never stops the rest, and the merge does not pass for complete: the
+    skipped file is named with its reason and the exit code is 1."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke(app, ["merge", str(inputs / "records"), "--out", "o"])
+    assert run.exit_code == 1, run.output
+    assert "zz_truncated.json: " in run.output and "incomplete: 1 record(s) skipped" in \
+        run.output, run.output
+    assert "merged 3 records" in run.output, run.output
+    report = json.loads((tmp_path / "o" / "merge_report.json").read_text())
+    assert [Path(e["file"]).name for e in report["skipped"]] == ["zz_truncated.json"]
 
 
 def _tree(folder: Path) -> set[str]:

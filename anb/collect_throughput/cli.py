@@ -7,6 +7,7 @@ from typing import Any
 import typer
 
 from anb.cli_support import check_finite, fail, space_option
+from anb.preprocessing import MAX_IMAGES
 from anb.searchspace.base import MAX_RESOLUTION
 from anb.searchspace.cli import cli_space
 
@@ -31,7 +32,8 @@ def measure_cmd(
                                  "*.toml, configs/devices/qualcomm/*.toml), an installed "
                                  "package's, or a TOML path."),
     archs: str = typer.Option(..., "--archs", help="Dataset path, text file of architecture "
-                              "strings, 'sample:N[:seed]' or comma-separated strings."),
+                              "strings, 'sample:N[:seed]' or comma-separated strings (an "
+                              "architecture listed twice is measured once)."),
     out: Path = typer.Option(..., "--out", help="Results folder (<out>/<device>/<arch_id>.json)."),
     shard: str = typer.Option("0/1", "--shard", help="Shard 'i/k' of the architecture list."),
     resolution: int | None = typer.Option(None, min=1, max=MAX_RESOLUTION,
@@ -74,7 +76,7 @@ def measure_cmd(
                                         "folder of <arch_id>.pt checkpoints."),
     onnx: Path | None = typer.Option(None, "--onnx", help="--quality: a trained ONNX model "
                                      "instead of --weights."),
-    quality_images: int = typer.Option(500, min=1,
+    quality_images: int = typer.Option(500, min=1, max=MAX_IMAGES,
                                        help="--quality: images scored (class-stratified "
                                        "sample of --images)."),
 ) -> None:
@@ -98,6 +100,7 @@ def measure_cmd(
                      workdir, quality)
             return
         anchor_archs = parse_anchors(anchors, spec)
+        target.check()
         require("torch", "measure", what="`anb measure`")  # before the folder is made
         # one measure per folder and machine: two would time the same designs on the same cores
         with exclusive(prepare_folder(out, RESULTS), "anb measure", per_host=True):
@@ -160,7 +163,9 @@ def merge_cmd(
                                      "first result folder, names; else anb-mnasnet)"),
 ) -> None:
     """Join accuracy and device results of one search space by architecture id; report
-    conflicts, gaps, protocols and the anchors' drift (records of another space are refused)."""
+    conflicts, gaps, protocols and the anchors' drift (records of another space are refused).
+    An unreadable or invalid record is skipped and named, the rest merged, and the exit code
+    is 1."""
     from anb.collect_throughput.merge import merge
     from anb.records import detect_space
 
@@ -189,6 +194,10 @@ def merge_cmd(
         if len(report.skipped) > 10:
             typer.echo(f"    ... {len(report.skipped) - 10} more in merge_report.json")
     typer.echo(f"-> {out} (report: {Path(out) / 'merge_report.json'})")
+    if report.skipped:
+        typer.echo(f"incomplete: {len(report.skipped)} record(s) skipped (exit code 1); the "
+                   "rest are merged", err=True)
+        raise typer.Exit(1)
 
 
 def quant_report_cmd(
@@ -205,9 +214,10 @@ def quant_report_cmd(
     resolution: int | None = typer.Option(None, min=1, max=MAX_RESOLUTION,
                                           help="Input size (default 224 with --images, "
                                              "32 on the digits)."),
-    calibration: int = typer.Option(150, min=1,
+    calibration: int = typer.Option(150, min=1, max=MAX_IMAGES,
                                     help="Calibration images (the reference used ~150)."),
-    eval_images: int = typer.Option(100, min=1, help="Test images for the accuracy change."),
+    eval_images: int = typer.Option(100, min=1, max=MAX_IMAGES,
+                                    help="Test images for the accuracy change."),
     seed: int = typer.Option(0, min=0, help="Seed of the class-stratified image sample."),
     cos_threshold: float = typer.Option(0.99, min=-1.0, max=1.0,
                                         help="Flag layers with cosine below this."),
@@ -222,6 +232,11 @@ def quant_report_cmd(
     if target not in TARGET_SCHEMES:
         fail(f"--target {target!r} is invalid; allowed: {sorted(TARGET_SCHEMES)}")
     check_finite("--sqnr-threshold", sqnr_threshold)
+    if weights is not None and not weights.exists():
+        fail(f"--weights {str(weights)!r} does not exist")
+    if weights is not None and images is None:
+        fail(f"--weights {str(weights)!r} needs --images: an image folder (class sub-folders) "
+             "to score the trained network on")
     try:
         with replace_folder(out, REPORT, overwrite) as tmp:
             s = quant_report(arch, tmp, resolution or (224 if images else 32), calibration,

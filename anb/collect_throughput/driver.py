@@ -31,7 +31,7 @@ from anb.collect_throughput.anchors import (
     default_anchors,
     new_session_id,
 )
-from anb.collect_throughput.environment import pin_cpus
+from anb.collect_throughput.environment import check_pinnable, pin_cpus
 from anb.collect_throughput.protocol import (
     DeviceConfig,
     Protocol,
@@ -239,7 +239,7 @@ def measure_archs(device: DeviceConfig, archs: Iterable[Any], out: str | Path,
     pending = list(records.values())
     if not pending:
         return summary
-    pinned = [] if device.remote else [p.threads for p in device.protocols if p.pinned]
+    pinned = pinned_threads(device)
     affinity = os.sched_getaffinity(0) if pinned else None
     if pinned:
         summary.pinned_cpus = pin_cpus(max(pinned))
@@ -320,11 +320,21 @@ def _run_blocks(device: DeviceConfig, pending: list, out: str | Path, workdir: s
     bar.close()
 
 
+def pinned_threads(device: DeviceConfig) -> list[int]:
+    """The thread counts of ``device``'s protocols pinned on this host (none for a board)."""
+    return [] if device.remote else [p.threads for p in device.protocols if p.pinned]
+
+
 class ProtocolTarget(MeasureTarget):
     """A protocol config: this host's back-ends, or a board over its ``[remote]`` table."""
 
     def __init__(self, config: DeviceConfig):
         self.config, self.name, self.keys = config, config.name, config.keys
+
+    def check(self) -> None:
+        pinned = pinned_threads(self.config)
+        if pinned:
+            check_pinnable(max(pinned))
 
     def measure(self, archs, out, workdir=None, progress=True, keep_going=False, interleave=1,
                 anchors=None, keep_work=False, anchor_every=500) -> MeasureSummary:

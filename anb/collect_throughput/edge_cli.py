@@ -8,7 +8,12 @@ from typing import Any
 import typer
 
 from anb.cli_support import check_finite, fail
+from anb.preprocessing import MAX_IMAGES
 from anb.searchspace.base import MAX_RESOLUTION
+
+#: The most layers --worst flags: more than any network of the spaces has (a space's deepest
+#: network has well under a thousand quantized layers).
+MAX_WORST = 1000
 
 
 def parse_keep_float(text: str) -> list[int]:
@@ -44,16 +49,17 @@ def quant_layers_cmd(
     resolution: int | None = typer.Option(None, min=32, max=MAX_RESOLUTION,
                                           help="Image size (>= 32; default 32, an ONNX "
                                           "model's own input size)."),
-    calibration: int = typer.Option(64, min=1, help="Calibration images."),
-    images: int = typer.Option(16, "--compare-images", min=1,
+    calibration: int = typer.Option(64, min=1, max=MAX_IMAGES, help="Calibration images."),
+    images: int = typer.Option(16, "--compare-images", min=1, max=MAX_IMAGES,
                                help="Images compared layer by layer."),
-    eval_images: int = typer.Option(200, min=1,
+    eval_images: int = typer.Option(200, min=1, max=MAX_IMAGES,
                                     help="Images scored per model of the mixed-precision "
                                     "sweep (with --weights/--onnx)."),
     cos_threshold: float = typer.Option(0.99, min=-1.0, max=1.0,
                                         help="Flag layers with cosine below this."),
     sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
-    worst: int = typer.Option(5, min=1, help="Flag this many layers that lose most SQNR."),
+    worst: int = typer.Option(5, min=1, max=MAX_WORST,
+                               help="Flag this many layers that lose most SQNR."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb quant-layers report."),
 ) -> None:

@@ -147,12 +147,18 @@ def machine_state() -> dict[str, Any]:
     return state
 
 
-def pin_cpus(threads: int) -> list[int]:
-    """Pin this process to the last ``threads`` CPUs it may use; return them."""
+def check_pinnable(threads: int) -> list[int]:
+    """The CPUs this process may use; ValueError if ``threads`` of them cannot be pinned."""
     allowed = sorted(os.sched_getaffinity(0))
     if threads > len(allowed):
         raise ValueError(f"threads={threads} cannot be pinned: only {len(allowed)} CPU(s) "
                          f"allowed ({allowed})")
+    return allowed
+
+
+def pin_cpus(threads: int) -> list[int]:
+    """Pin this process to the last ``threads`` CPUs it may use; return them."""
+    allowed = check_pinnable(threads)
     chosen = allowed[-threads:]
     os.sched_setaffinity(0, chosen)
     return chosen

@@ -59,6 +59,10 @@ class MeasureTarget(ABC):
         device and the step (a :class:`~anb.collect_throughput.transports.TransportError`
         whose ``transient`` says whether a retry can help)."""
 
+    def check(self) -> None:  # noqa: B027 - optional hook: most targets check nothing here
+        """Refuse (ValueError) a setting this host cannot run, before any folder is made.
+        Default: nothing to check."""
+
     def prepare_job(self, arch: Any, workdir: Path) -> dict:
         """The host-only part of a queue job (export, conversion, quantization: no device
         needed) into ``workdir``, where :meth:`measure_job` finds it: ``models`` (record key

@@ -75,7 +75,7 @@ def check_metrics(wanted: Sequence[str] | None, metrics: Sequence[str]) -> list[
     unknown = [m for m in wanted if m not in metrics]
     if unknown or not wanted:
         raise ValueError(f"unknown objective(s) {unknown}; this benchmark has {list(metrics)}")
-    twice = sorted({m for m in wanted if list(wanted).count(m) > 1})
-    if twice:
-        raise ValueError(f"objective(s) {twice} given twice; each metric may be one objective")
+    from anb.surrogates.benchmark import check_distinct
+
+    check_distinct(wanted, "objective metric")
     return list(wanted)

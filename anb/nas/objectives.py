@@ -46,16 +46,10 @@ class Objective:
 def check_objectives(objectives: Sequence[Objective]) -> None:
     """Refuse a metric given as more than one objective (``-o m -o m:min``), also through an
     alias (``-o val_top1 -o accuracy``)."""
-    from anb.surrogates.benchmark import ALIASES
+    from anb.surrogates.benchmark import check_distinct
 
-    seen: dict[str, Objective] = {}
-    for objective in objectives:
-        metric = ALIASES.get(objective.metric, objective.metric)
-        if metric in seen:
-            raise ValueError(f"objective metric {metric!r} is given twice "
-                             f"({seen[metric]} and {objective}); each metric may be "
-                             "one objective")
-        seen[metric] = objective
+    check_distinct([o.metric for o in objectives], "objective metric",
+                   [str(o) for o in objectives])
 
 
 @dataclass(frozen=True)

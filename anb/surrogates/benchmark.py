@@ -92,8 +92,10 @@ class SurrogateBenchmark:
         """Validate metric names (aliases allowed); ``None`` means all."""
         if metrics is None:
             return self.metrics
+        given = [metrics] if isinstance(metrics, str) else list(metrics)
+        check_distinct(given, "metric")
         out = []
-        for name in [metrics] if isinstance(metrics, str) else metrics:
+        for name in given:
             full = ALIASES.get(name, name)
             if full not in self.models:
                 raise ValueError(f"unknown metric {name!r}; this benchmark knows {self.metrics} "
@@ -358,6 +360,20 @@ class SurrogateBenchmark:
         return f"SurrogateBenchmark(metrics={self.metrics})"
 
 
+def check_distinct(names: Sequence[str], what: str,
+                   labels: Sequence[str] | None = None) -> None:
+    """Refuse a metric named twice in ``names``, also through an alias (``val_top1`` and
+    ``accuracy``): a ValueError naming it and both entries (``labels``, default the names)."""
+    shown = list(names) if labels is None else list(labels)
+    seen: dict[str, str] = {}
+    for name, label in zip(names, shown, strict=True):
+        full = ALIASES.get(name, name)
+        if full in seen:
+            raise ValueError(f"{what} {full!r} is given twice ({seen[full]} and {label}); "
+                             "each metric may be given once")
+        seen[full] = label
+
+
 def check_query_args(archs: Any, noise: Any, seed: Any, level: Any) -> None:
     """TypeError / ValueError naming the argument, the value and what is allowed, before any
     work: ``query(123)``, ``query(None)``, ``noise="no"`` (which added noise) or ``seed="x"``
@@ -370,6 +386,8 @@ def check_query_args(archs: Any, noise: Any, seed: Any, level: Any) -> None:
     if seed is not None and (isinstance(seed, (bool, np.bool_))
                              or not isinstance(seed, (int, np.integer))):
         raise TypeError(f"seed {seed!r} is not an integer; allowed: an int or None")
+    if seed is not None and seed < 0:
+        raise ValueError(f"seed {seed} is negative; allowed: an int >= 0 or None")
     if level is not None:
         z_value(level)
 

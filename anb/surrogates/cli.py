@@ -130,6 +130,7 @@ def register(app: typer.Typer) -> None:
         """Predict metrics for architectures (strings, JSON records or CSV); writes CSV."""
         from anb.searchspace.registry import resolve_space
         from anb.surrogates import load
+        from anb.surrogates.benchmark import check_distinct
         from anb.surrogates.identity import IDENTITY, describe
         from anb.surrogates.packaged import benchmark_space
 
@@ -140,8 +141,11 @@ def register(app: typer.Typer) -> None:
             in_space = resolve_space(space, benchmark_space(model).name,
                                      f"benchmark {str(model)!r}")
             items = read_archs(text, "stdin" if archs == "-" else archs, space=in_space)
+            names = _split_list(metrics)
+            if names:
+                check_distinct(names, "--metrics")
             bench = load(model)
-            frame = bench.query(items, _split_list(metrics), noise=noise, seed=seed,
+            frame = bench.query(items, names, noise=noise, seed=seed,
                                 level=level)
         except (ValueError, FileNotFoundError) as err:
             fail(err)

@@ -16,6 +16,8 @@ OUTPUT = Kind("plan", "an anb plan", has_files("plan.json", "archs.csv"), replac
 ARCHS_FILE, PLAN_FILE = "archs.csv", "plan.json"
 #: ``plan.json``'s ``format`` (before its ``format_version`` it was ``anb-plan/1``: version 1).
 PLAN_FORMAT = "anb-plan"
+#: The most candidates --pool samples, and so the largest --batch that can be filled.
+MAX_POOL = 1_000_000
 
 
 def plan_cmd(
@@ -23,7 +25,8 @@ def plan_cmd(
         None, help="collected records (any dataset form: tarball, folder of JSON, CSV, "
                    "Parquet); left out: nothing collected yet (a space-filling first batch)"),
     out: Path = typer.Option(..., "--out", "-o", help="plan folder to write"),
-    batch: int = typer.Option(100, min=1, help="architectures in the batch (at most)"),
+    batch: int = typer.Option(100, min=1, max=MAX_POOL,
+                              help="architectures in the batch (at most)"),
     gpu_hours: float | None = typer.Option(None, "--gpu-hours", min=1e-6,
                                            help="training budget of the "
                                            "batch in GPU-hours (predicted from train_time)"),
@@ -33,7 +36,7 @@ def plan_cmd(
     candidates: Path | None = typer.Option(None, help="file of candidate architectures "
                                            "(strings, JSON, or a CSV with 'arch'); default: "
                                            "--pool sampled from the space"),
-    pool: int = typer.Option(5000, min=1, max=1_000_000,
+    pool: int = typer.Option(5000, min=1, max=MAX_POOL,
                              help="candidates sampled when --candidates is left out"),
     acquisition: str = typer.Option("kmeans", help="kmeans | penalised | coverage"),
     seed: int = typer.Option(0, min=0, help="seed of the candidate sample and the planner model"),
@@ -67,17 +70,23 @@ def _plan(dataset: Path | None, space: Any, config: Any, targets: str | None,
           candidates: Path | None, pool: int) -> Any:
     from anb.io import read_text
     from anb.records import load_dataset
+    from anb.surrogates.benchmark import check_distinct
     from anb.surrogates.cli import read_archs
     from anb.surrogates.plan import make_plan
 
+    names = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
+    if names:
+        check_distinct(names, "--targets")
     if dataset is not None and not Path(dataset).exists():
         raise FileNotFoundError(f"dataset {str(dataset)!r} does not exist")
     frame = load_dataset(dataset, space) if dataset is not None else None
+    if frame is not None and frame.empty:
+        raise ValueError(f"dataset {str(dataset)!r} holds no records; leave it out to plan "
+                         "the first batch of a space with nothing collected")
     given = None
     if candidates is not None:
         given = space.to_choices(read_archs(read_text(candidates), f"--candidates {candidates}",
                                             space=space))
-    names = [t.strip() for t in targets.split(",") if t.strip()] if targets else None
     return make_plan(frame, space, config, names, given, pool)
 
 
