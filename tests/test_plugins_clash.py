@@ -4,14 +4,13 @@ it is installed (pip, into a folder of its own, put on ``sys.path``) each regist
 naming the entry point's target and the built-in's, instead of letting one shadow the other."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from anb.collect_throughput import registries
 from anb.searchspace import registry as spaces
+from tests.plugin_helpers import pip_install
 
 PLUGIN = Path(__file__).resolve().parent / "plugins" / "anb_clash"
 REMEDY = ("; allowed: a name that is not built in: rename the entry point in the package "
@@ -20,11 +19,7 @@ REMEDY = ("; allowed: a name that is not built in: rename the entry point in the
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--target", str(target), str(PLUGIN)],
-                   check=True, capture_output=True, timeout=300)
-    return target
+    return pip_install(PLUGIN, tmp_path_factory.mktemp("site"))
 
 
 @pytest.mark.parametrize("registry, name, builtin", [

@@ -25,6 +25,7 @@ from anb.collect_throughput.protocol import Protocol
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
+from tests.plugin_helpers import pip_install
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "plugins" / "anb_tiny_device"
@@ -35,11 +36,7 @@ FAST = ["--no-progress", "--anchors", "none"]
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     """The plug-in installed with pip into a folder of its own (no anb file touched)."""
-    target = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--target", str(target), str(PLUGIN)],
-                   check=True, capture_output=True, timeout=300)
-    return target
+    return pip_install(PLUGIN, tmp_path_factory.mktemp("site"))
 
 
 def _anb(args: list[str], cwd: Path, site: Path | None, check: bool = True,

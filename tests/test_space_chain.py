@@ -19,6 +19,7 @@ import pytest
 
 from anb.records import model_info
 from anb.searchspace.registry import get_space
+from tests.plugin_helpers import pip_install
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "plugins" / "anb_tiny_space"
@@ -102,10 +103,7 @@ def test_whole_chain_on_a_shipped_space(space_name, tmp_path):
 @pytest.mark.timeout(900)
 def test_whole_chain_on_a_third_party_space(tmp_path):
     """Installed with pip (no anb file touched); anb finds it by its entry point."""
-    target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--target", str(target), str(PLUGIN)],
-                   check=True, capture_output=True, timeout=300)
+    target = pip_install(PLUGIN, tmp_path / "site")
     listed = _anb(["space", "list"], tmp_path, target)
     assert "tiny-chain v1: 27 architectures" in listed
     sys.path.insert(0, str(target))
