@@ -194,9 +194,8 @@ class AdaptedModel:
         proxy, proxy_coef, proxy_rmse = "", np.zeros(2), float("nan")
         proxy_range = np.zeros(2)
         if choices is not None:
-            name, line, proxy_rmse = fit_proxy(space, choices, y)
+            name, line, proxy_rmse, x = fit_proxy(space, choices, y)
             if proxy_rmse < transfer_rmse:
-                x = log_proxy(space, choices, name)
                 proxy, proxy_coef, proxy_range = name, line, np.array([x.min(), x.max()])
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
                    np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),

@@ -32,35 +32,42 @@ def loo_error(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean((residual / (1 - np.diag(hat))) ** 2))
 
 
+def _logs(proxies: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``log`` of each proxy, floored at ``log 1`` (a block-free architecture has none)."""
+    return {name: np.log(np.maximum(values, 1.0)) for name, values in proxies.items()}
+
+
 def log_proxy(space: Space, choices: np.ndarray, name: str) -> np.ndarray:
-    """``log`` of proxy ``name`` (one of :data:`PROXY_NAMES`) of each architecture, floored at
-    ``log 1`` as :func:`best_proxy` fits it."""
+    """``log`` of proxy ``name`` (one of :data:`PROXY_NAMES`) of each architecture, as
+    :func:`fit_proxy` fits it."""
     if name not in PROXY_NAMES:
         raise ValueError(f"proxy {name!r} is unknown; allowed: {list(PROXY_NAMES)}")
-    return np.log(np.maximum(analytic_proxies(space, choices)[name], 1.0))
+    return _logs(analytic_proxies(space, choices))[name]
+
+
+def choose_proxy(logs: dict[str, np.ndarray], y: np.ndarray) -> tuple[str, np.ndarray, float]:
+    """Among the log proxies ``logs`` of the measured rows, the one whose least-squares line
+    fits ``y`` (their log costs) with the least leave-one-out error: its name, the line
+    ``(intercept, slope)`` and that error's RMSE (``inf`` where no proxy varies)."""
+    errors = {name: loo_error(x, y) for name, x in logs.items()}
+    name = min(errors, key=errors.__getitem__)
+    X = np.column_stack([np.ones(len(y)), logs[name]])
+    return name, np.linalg.lstsq(X, y, rcond=None)[0], float(np.sqrt(errors[name]))
 
 
 def fit_proxy(space: Space, choices: np.ndarray, y: np.ndarray
-              ) -> tuple[str, np.ndarray, float]:
-    """The proxy whose log-log line fits ``y`` (log costs of ``choices``) with the least
-    leave-one-out error: its name, the line ``(intercept, slope)`` and that error's RMSE
-    (``inf`` where no proxy varies over ``choices``)."""
-    logs = {name: np.log(np.maximum(values, 1.0))
-            for name, values in analytic_proxies(space, choices).items()}
-    errors = {name: loo_error(x, y) for name, x in logs.items()}
-    name = min(errors, key=errors.__getitem__)
-    if not np.isfinite(errors[name]):
-        return name, np.zeros(2), float("inf")
-    X = np.column_stack([np.ones(len(y)), logs[name]])
-    return name, np.linalg.lstsq(X, y, rcond=None)[0], float(np.sqrt(errors[name]))
+              ) -> tuple[str, np.ndarray, float, np.ndarray]:
+    """:func:`choose_proxy` over the analytic proxies of ``choices``, plus the chosen log
+    proxy of those rows."""
+    logs = _logs(analytic_proxies(space, choices))
+    name, line, rmse = choose_proxy(logs, y)
+    return name, line, rmse, logs[name]
 
 
 def best_proxy(proxies: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray
                ) -> tuple[str, np.ndarray]:
     """The proxy with the least leave-one-out error of ``log y ~ log proxy`` on ``rows``
     (``y`` the log costs of those rows), and its fitted log cost of every architecture."""
-    logs = {name: np.log(np.maximum(values, 1.0)) for name, values in proxies.items()}
-    name = min(logs, key=lambda k: loo_error(logs[k][rows], y))
-    X = np.column_stack([np.ones(len(rows)), logs[name][rows]])
-    coef = np.linalg.lstsq(X, y, rcond=None)[0]
-    return name, coef[0] + coef[1] * logs[name]
+    logs = _logs(proxies)
+    name, line, _ = choose_proxy({k: v[rows] for k, v in logs.items()}, y)
+    return name, line[0] + line[1] * logs[name]
