@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import time
 from functools import cache
 from importlib.resources import files
@@ -45,6 +44,8 @@ from anb.surrogates.packaged import (
     RELEASED,
     SHIPPED_KEY,
     cache_root,
+    reference_values,
+    say,
 )
 from anb.version import __version__
 
@@ -171,10 +172,7 @@ def reference(bench: SurrogateBenchmark) -> dict[str, Any]:
     its compiled copy must reproduce (:func:`anb.surrogates.packaged.reference_diff`)."""
     table = pd.read_csv(resources.HELP_DIR / bench.info[HELP]["table"], usecols=["arch"])
     archs = table["arch"].to_numpy()[bench.info[HELP]["split"]["test_rows"][:N_REFERENCE]]
-    frame = SurrogateBenchmark.query(bench, list(archs))
-    return {"archs": frame["arch"].tolist(),
-            "values": {c: frame[c].astype(float).tolist() for c in frame.columns
-                       if frame[c].dtype.kind in "fb"}}
+    return reference_values(SurrogateBenchmark.query(bench, list(archs)))
 
 
 def folder(name: str, config: FitConfig | None = None, n_jobs: int = 1,
@@ -193,15 +191,10 @@ def folder(name: str, config: FitConfig | None = None, n_jobs: int = 1,
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT):
         if not (path / artifact.MANIFEST).is_file():
-            _say(quiet, f"fitting {name!r} (27 latency targets) on HELP's table with "
+            say(quiet, f"fitting {name!r} (27 latency targets) on HELP's table with "
                         f"{n_jobs} thread(s); cached in {path}")
             fit_help(name, path, config, n_jobs)
     return path
-
-
-def _say(quiet: bool, text: str) -> None:
-    if not quiet:
-        print(f"anb: {text}", file=sys.stderr, flush=True)
 
 
 def released(name: str, info: dict[str, Any]) -> dict[str, Any]:
@@ -227,7 +220,7 @@ def load(name: str, config: str | Path | FitConfig | None = None, n_jobs: int | 
                          f"{table_path(name).name}; remove it to fit it again")
     bench = HelpBenchmark(base, help_tables.read_table(resources.HELP_DIR, check_name(name)))
     bench.info[RELEASED] = released(name, bench.info)
-    _say(quiet, f"loaded the packaged benchmark {name!r} in "
+    say(quiet, f"loaded the packaged benchmark {name!r} in "
                 f"{time.perf_counter() - started:.2f} s")
     return bench
 

@@ -25,7 +25,7 @@ import sys
 import time
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from anb.surrogates.adapt_base import resolve_base
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import FitConfig
 from anb.version import __version__
+
+if TYPE_CHECKING:  # an annotation only
+    import pandas as pd
 
 #: Names :func:`load` resolves to a packaged benchmark (anything else is an artifact folder).
 PACKAGED = (resources.PACKAGED_BENCHMARK, *resources.HELP_BENCHMARKS)
@@ -120,7 +123,12 @@ def reference(bench: SurrogateBenchmark) -> dict[str, Any]:
 
     prepared = prepare(resources.RELEASED_DATASET, split_dir=resources.RELEASED_SPLIT_DIR,
                        space=bench.space)
-    frame = bench.query(prepared.choices[prepared.masks["test"]][:N_REFERENCE])
+    return reference_values(bench.query(prepared.choices[prepared.masks["test"]][:N_REFERENCE]))
+
+
+def reference_values(frame: pd.DataFrame) -> dict[str, Any]:
+    """A query's architectures and numeric columns, as the manifest keeps them (see
+    :func:`reference_diff`)."""
     return {"archs": frame["arch"].tolist(),
             "values": {c: frame[c].astype(float).tolist() for c in frame.columns
                        if frame[c].dtype.kind in "fb"}}
@@ -172,7 +180,8 @@ def _check_name(name: str) -> None:
                          "`anb fit` or `anb adapt`")
 
 
-def _say(quiet: bool, text: str) -> None:
+def say(quiet: bool, text: str) -> None:
+    """One ``anb: <text>`` line on stderr unless ``quiet``."""
     if not quiet:
         print(f"anb: {text}", file=sys.stderr, flush=True)
 
@@ -233,18 +242,18 @@ def _load_or_fit(name: str, config: FitConfig, n_jobs: int | None, quiet: bool,
     ready = shipped(config)
     if ready is not None:
         bench = artifact.load(ready)
-        _say(quiet, f"loaded the packaged benchmark {name!r} in "
+        say(quiet, f"loaded the packaged benchmark {name!r} in "
                     f"{time.perf_counter() - started:.2f} s")
         return bench
     if config == FitConfig() and (resources.SHIPPED_DIR / artifact.MANIFEST).is_file():
-        _say(quiet, f"the shipped fitted {name!r} was made for other inputs (data, config, "
+        say(quiet, f"the shipped fitted {name!r} was made for other inputs (data, config, "
                     "fitting code or anb version; scripts/build_packaged.py remakes it): not used")
     path = cache_path(name, config)
     if (path / artifact.MANIFEST).is_file():
         try:
             return _load(path, quiet, started)
         except ValueError as err:  # damaged after it was written: refit under the lock
-            _say(quiet, f"the cached benchmark {path} is unreadable ({err}); fitting it again")
+            say(quiet, f"the cached benchmark {path} is unreadable ({err}); fitting it again")
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT):
         if (path / artifact.MANIFEST).is_file():  # another process fitted it while we waited
@@ -257,7 +266,7 @@ def _load_or_fit(name: str, config: FitConfig, n_jobs: int | None, quiet: bool,
 
 def _load(path: Path, quiet: bool, started: float) -> SurrogateBenchmark:
     bench = artifact.load(path)
-    _say(quiet, f"loaded the cached benchmark {path} in {time.perf_counter() - started:.2f} s")
+    say(quiet, f"loaded the cached benchmark {path} in {time.perf_counter() - started:.2f} s")
     return bench
 
 
@@ -270,13 +279,13 @@ def _fit(name: str, path: Path, config: FitConfig, n_jobs: int | None, quiet: bo
     jobs = n_jobs or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                       else os.cpu_count() or 1)
     targets = ", ".join(config.targets) if config.targets else "every target"
-    _say(quiet, f"first use of {name!r}: fitting the surrogates ({targets}) on the packaged "
+    say(quiet, f"first use of {name!r}: fitting the surrogates ({targets}) on the packaged "
                 f"dataset ({resources.RELEASED_DATASET.name}, published "
                 f"split) with {jobs} thread(s); cached in {path}")
     start = time.perf_counter()
     bench, _ = fit(resources.RELEASED_DATASET, path, config=config,
                    split_dir=resources.RELEASED_SPLIT_DIR, n_jobs=jobs, progress=not quiet)
-    _say(quiet, f"fitted and cached {name!r} in {time.perf_counter() - start:.1f} s; "
+    say(quiet, f"fitted and cached {name!r} in {time.perf_counter() - start:.1f} s; "
                 "later loads read the cache")
     return artifact.load(path)
 
