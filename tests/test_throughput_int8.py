@@ -368,7 +368,7 @@ def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
     assert random_summary["agreement_meaningful"] is False and "note:" in cpu.output
     bad = runner.invoke(app, ["quant-report", str(ARCH), "--out", str(tmp_path / "b"),
                               "--weights", str(tmp_path / "ckpt.pt")])
-    assert bad.exit_code == 2 and "weights need images" in bad.output
+    assert bad.exit_code == 2 and "needs --images: an image folder" in bad.output
 
 
 @pytest.mark.slow
