@@ -230,7 +230,8 @@ def test_ofa_resolutions_are_the_training_image_sizes():
     for size in (124, 126, 131, 200 + 2, 228):
         with pytest.raises(ValueError, match=rf"r is {size}; allowed values are \[128, 132, "):
             space.arch({**base, "r": size})
-    with pytest.raises(ValueError, match="ofa-mbv3: resolution must be an integer from 1 to 8192 \\(pixels\\), got 0"):
+    refused = r"ofa-mbv3: resolution must be an integer from 1 to 8192 \(pixels\), got 0"
+    with pytest.raises(ValueError, match=refused):
         space.cost_table(space.to_choices([space.arch(base)]), resolution=0)
 
 
