@@ -97,8 +97,11 @@ def fit_code_sha256() -> str:
     """The sha256 of the :data:`FIT_CODE` modules' source, in that order."""
     code = hashlib.sha256()
     for module in FIT_CODE:
+        source = files("anb.surrogates")
         *folders, name = module.split(".")
-        code.update(files("anb.surrogates").joinpath(*folders, f"{name}.py").read_bytes())
+        for folder in folders:
+            source = source / folder
+        code.update((source / f"{name}.py").read_bytes())
     return code.hexdigest()
 
 
