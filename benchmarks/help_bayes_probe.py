@@ -4,7 +4,7 @@
 
 The new device's time is ``b + sum_d a_d c_d(x) + sum_u delta_u phi_u(x)``: ``c_d`` the known
 devices' additive layer-cost predictions (over their medians), ``phi`` the space's unit design
-(:func:`~anb.surrogates.features.layer_design`), Gaussian priors on ``a`` (one scale) and
+(:func:`~anb.surrogates.layer_cost.layer_design`), Gaussian priors on ``a`` (one scale) and
 ``delta`` (one scale times each unit's RMS known-device weight, the weights read back from the
 layer-cost columns by least squares), noise proportional to the time; the two prior scales and
 the noise by marginal likelihood. Printed per unseen device (n = 20, Spearman / 90 % coverage):
@@ -32,7 +32,7 @@ from anb.searchspace import get_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import help_tables as ht
 from anb.surrogates.adapt import AdaptedModel, op_components
-from anb.surrogates.features import layer_design
+from anb.surrogates.layer_cost import layer_design
 
 
 def fit_bayes(X: np.ndarray, t: np.ndarray, m: int, scale: np.ndarray) -> dict:

@@ -56,8 +56,9 @@ from anb.surrogates.adapt import (
     op_components,
 )
 from anb.surrogates.adapt_select import design_features, select
-from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.features import FeatureBuilder
 from anb.surrogates.fit import prepare
+from anb.surrogates.layer_cost import LayerCostModel
 
 Z90 = intervals.z_value(0.9)  # the one interval definition
 

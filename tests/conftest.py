@@ -85,7 +85,7 @@ def drop_idle_prior(monkeypatch):
     left idle, so none takes the median speed and no unit is ``unmeasured_``."""
     import numpy as np
 
-    from anb.surrogates.features import LayerCostModel
+    from anb.surrogates.layer_cost import LayerCostModel
 
     def no_idle_costs(self, design: np.ndarray, mapping: np.ndarray):
         return np.zeros(design.shape[1], dtype=bool), np.zeros(len(mapping) - 1, dtype=bool)

@@ -13,7 +13,7 @@ import anb
 from anb.records import new_record, records_to_frame
 from anb.searchspace.registry import BUILTIN_SPACES, SpaceMismatch, get_space, space_names
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare
-from anb.surrogates.features import LayerCostModel
+from anb.surrogates.layer_cost import LayerCostModel
 
 PACKAGE = Path(anb.__file__).parent
 #: where a default space may be chosen: ``anb.load`` (resolves it from a manifest)

@@ -169,7 +169,7 @@ def test_shipped_benchmark_is_compiled_whole_and_predicts_like_the_fitted_one():
     assert bench.support is not None and set(bench.support.hole_std_) == set(bench.metrics)
     assert bench.builder.layer_cost is not None
     assert all(m.noise_curve_ is not None and m.noise_std_ > 0 for m in bench.models.values())
-    assert bench.models["val_top1"].observation_std_ > 0  # repeated trainings: seed noise
+    assert bench.models["val_top1"].std_terms_.observation_std > 0  # repeated trainings: seed noise
     absolute, relative = packaged.reference_diff(bench)
     print(f"shipped vs fitted: max abs diff {absolute:.3g}, max rel diff {relative:.3g}")
     assert relative < 1e-5 and len(manifest[packaged.REFERENCE]["archs"]) == packaged.N_REFERENCE

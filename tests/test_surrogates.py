@@ -36,7 +36,7 @@ from anb.surrogates import (
 from anb.surrogates.benchmark import label_std
 from anb.surrogates.data import kfold_splits, labels, random_split, target_columns
 from anb.surrogates.metrics import regression_metrics
-from anb.surrogates.noise import standard_normal
+from anb.surrogates.uncertainty.noise import standard_normal
 
 SMALL_TARGETS = ["val_top1", "throughput_a100", "throughput_tpuv3", "latency_zcu102"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 3)
@@ -253,7 +253,7 @@ def test_noise_draws_observation_noise_seeded_per_architecture_and_metric(bench)
     b = bench.query(choices, "val_top1", noise=True, seed=5)
     pd.testing.assert_frame_equal(a, b)
     # observation noise (seed-to-seed, from the duplicated architectures), not model error
-    obs = bench.models["val_top1"].observation_std_
+    obs = bench.models["val_top1"].std_terms_.observation_std
     assert obs == pytest.approx(0.301, abs=0.01) and obs < bench.models["val_top1"].noise_std_
     z = (a["val_top1"] - mean["val_top1"]) / obs
     assert z.std() == pytest.approx(1.0, abs=0.05) and abs(z.mean()) < 0.06
@@ -267,11 +267,12 @@ def test_noise_draws_observation_noise_seeded_per_architecture_and_metric(bench)
     one = bench.query(choices[:1], "val_top1", noise=True, seed=5)
     assert one["val_top1"][0] == pytest.approx(a["val_top1"][0], abs=1e-4)  # packed vs native
     # FPGA timing is deterministic: no noise; GPU: the recorded relative std
-    assert bench.models["latency_zcu102"].observation_std_ == 0.0
+    assert bench.models["latency_zcu102"].std_terms_.observation_std == 0.0
     lat = bench.query(choices[:5], "latency_zcu102", noise=True, seed=5)
     np.testing.assert_allclose(lat["latency_zcu102"],
                                bench.query(choices[:5], "latency_zcu102")["latency_zcu102"])
-    assert bench.models["throughput_a100"].observation_std_ == pytest.approx(0.00044, rel=0.2)
+    a100 = bench.models["throughput_a100"].std_terms_
+    assert a100.observation_std == pytest.approx(0.00044, rel=0.2)
 
 
 def test_query_mean_and_std_combine_every_member(bench):
@@ -295,12 +296,12 @@ def test_query_mean_and_std_combine_every_member(bench):
             sigma = np.sqrt(preds.var(1) + model.noise_at(mu) ** 2)
             ood = bench.ood(choices)
             sigma = np.sqrt((sigma * np.maximum(ood["ood_distance"], 1.0)) ** 2
-                            + (model.trend_ * ood["ood_cost"]) ** 2
+                            + (model.std_terms_.cost_std * ood["ood_cost"]) ** 2
                             + (bench.support.hole_std_.get(name, 0.0)
                                * bench.hole_measure(ood, name)) ** 2
                             + (bench.support.unit_std_.get(name, 0.0) * ood["ood_unit"]) ** 2
-                            + (model.base_std_ * model.base_excess(X)) ** 2
-                            + (model.reach_std_ * bench.reach(X)) ** 2
+                            + (model.std_terms_.base_std * model.base_excess(X)) ** 2
+                            + (model.std_terms_.reach_std * bench.reach(X)) ** 2
                             + model.edge_width(mu) ** 2)
             if name == "throughput_a100":  # log model space -> original units
                 mu, sigma = np.exp(mu), np.exp(mu) * np.sqrt(np.expm1(sigma**2))
@@ -391,20 +392,20 @@ def test_noise_draws_are_keyed_by_metric():
 
 def test_noisy_query_adds_the_metric_keyed_draw(bench):
     """Catches: the benchmark drawing noise with another metric's (or no) key: each noisy
-    value is the mean plus ``observation_std_`` times the draw keyed by its own metric."""
+    value is the mean plus ``std_terms_.observation_std`` times the draw keyed by its own metric."""
     choices = Sampler(seed=2, space=ANB_SPACE).sample_choices(8)
     names = ["val_top1", "throughput_a100"]
     mean = bench.query(choices, names)
     noisy = bench.query(choices, names, noise=True, seed=5)
-    acc = bench.models["val_top1"]
+    acc = bench.models["val_top1"].std_terms_
     np.testing.assert_allclose(
         noisy["val_top1"],
-        mean["val_top1"] + acc.observation_std_ * standard_normal(5, choices, "val_top1",
-                                                                  bench.space), rtol=1e-12)
-    dev = bench.models["throughput_a100"]
+        mean["val_top1"] + acc.observation_std * standard_normal(5, choices, "val_top1",
+                                                                 bench.space), rtol=1e-12)
+    dev = bench.models["throughput_a100"].std_terms_
     np.testing.assert_allclose(
         noisy["throughput_a100"],
-        mean["throughput_a100"] * np.exp(dev.observation_std_ * standard_normal(
+        mean["throughput_a100"] * np.exp(dev.observation_std * standard_normal(
             5, choices, "throughput_a100", bench.space)), rtol=1e-12)
 
 
@@ -552,7 +553,7 @@ def test_tabulated_features_equal_the_features_encoding(name):
     classes, not ImageNet's 224 px): its features and the support's log costs."""
     from anb.searchspace import get_space
     from anb.surrogates.features import StageCostTable
-    from anb.surrogates.support import COSTS, log_costs
+    from anb.surrogates.uncertainty.support import COSTS, log_costs
 
     space = get_space(name)
     choices = Sampler(seed=11, space=space).sample_choices(3000)

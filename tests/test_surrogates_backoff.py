@@ -17,8 +17,9 @@ from anb.searchspace import Sampler, get_space
 from anb.searchspace.base import COST_NAMES
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare
-from anb.surrogates.features import UNMEASURED_STD, LayerCostModel
 from anb.surrogates.fit import Prepared
+from anb.surrogates.layer_cost import LayerCostModel
+from anb.surrogates.uncertainty.terms import UNMEASURED_STD
 
 SPACES = ("anb-mnasnet", "anb-seq1d", "nasbench201", "fbnet", "ofa-mbv3")
 
@@ -239,7 +240,7 @@ def test_a_saturating_base_carries_a_throughput_ceiling_to_an_unseen_unit(
     img/s, ``benchmarks/shift.py``): time = (compute**4 + floor**4)**(1/4). The trimmed
     additive base prices a held-out stage-0 unit from compute-bound siblings; the saturating
     base fits the floor and stays close where the unit's networks run near it."""
-    from anb.surrogates.features import saturate
+    from anb.surrogates.layer_cost import saturate
 
     choices, cost = analytic_throughput
     floor = np.quantile(cost, 0.4)
@@ -272,8 +273,8 @@ def test_a_saturating_fit_weighs_rows_by_what_they_say_about_their_sum(analytic_
     additive sum, so the fit weighs each row by ``d log T / d log S`` (Gauss-Newton). Against
     every row weighed alike (relative error of the floor-inverted time), the error on unseen
     in-distribution architectures drops from 0.0064 to 0.0036."""
-    from anb.surrogates import features
-    from anb.surrogates.features import saturate
+    from anb.surrogates import layer_cost
+    from anb.surrogates.layer_cost import saturate
 
     choices, _ = analytic_throughput
     rng = np.random.default_rng(0)
@@ -292,8 +293,8 @@ def test_a_saturating_fit_weighs_rows_by_what_they_say_about_their_sum(analytic_
                                     * clean[~train] - 1)))
 
     weighed = error()
-    unfloored = features._unfloored
-    monkeypatch.setattr(features, "_unfloored", lambda unit, fraction, power: (
+    unfloored = layer_cost._unfloored
+    monkeypatch.setattr(layer_cost, "_unfloored", lambda unit, fraction, power: (
         unfloored(unit, fraction, power)[0], 1.0 / unit))
     alike = error()
     assert weighed < 0.8 * alike
@@ -329,7 +330,7 @@ def test_where_no_floor_fits_better_the_saturating_fit_is_the_additive_one(relea
 
 
 def test_saturating_can_name_the_time_targets_it_covers(analytic_throughput, tmp_path):
-    from anb.surrogates.features import saturate
+    from anb.surrogates.layer_cost import saturate
 
     choices, cost = analytic_throughput
     slow = saturate(cost, np.quantile(cost, 0.4), 4.0)

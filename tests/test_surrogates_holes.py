@@ -3,6 +3,8 @@ lack (or hold fewer than ``MIN_COUNT`` times) is flagged, the combination is nam
 ``ood_reason``, and its std widens by what internal hold-outs learned (MnasNet and NB201)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy.stats import kendalltau
@@ -13,11 +15,11 @@ from anb.searchspace import get_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, load, prepare, save
 from anb.surrogates import help_tables as ht
-from anb.surrogates.benchmark import flag_extrapolation, learned_std
+from anb.surrogates.benchmark import flag_extrapolation
 from anb.surrogates.ensemble import TargetSurrogate
-from anb.surrogates.features import LayerCostModel, layer_design, saturate
 from anb.surrogates.fit import Prepared, to_model_space
-from anb.surrogates.holes import (
+from anb.surrogates.layer_cost import LayerCostModel, layer_design, saturate
+from anb.surrogates.uncertainty.holes import (
     COST_SHARE,
     EDGE_SHARE,
     HOLE_SHARE,
@@ -27,7 +29,8 @@ from anb.surrogates.holes import (
     hole_std,
     unit_folds,
 )
-from anb.surrogates.support import MIN_COUNT, Support
+from anb.surrogates.uncertainty.support import MIN_COUNT, Support
+from anb.surrogates.uncertainty.terms import StdTerms, widened_std
 
 TARGETS = ["val_top1", "throughput_a100"]
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 2)
@@ -139,12 +142,12 @@ def test_a_rare_pair_is_named_with_its_count_and_widens_in_proportion():
     assert score["ood_reason"][1] == ("block0_e=6 seen 2x in training; "
                                       "block0_k=5 seen 2x in training")
     assert score["ood_hole"][1] == pytest.approx(1 - 2 / MIN_COUNT)
-    support.hole_std_ = {"t": 3.0}
+    support = support.with_stds({"t": 3.0}, {})
     X = np.random.default_rng(0).normal(size=(40, 3))
     model = TargetSurrogate("xgboost", {"n_estimators": 2}, 2).fit(X, X[:, 0])
-    assert model.trend_ == 0.0  # no cost term: the hole term alone widens
-    terms = {**score, "hole": score["ood_hole"], "excess": np.zeros(2), "reach": np.zeros(2)}
-    wide = learned_std(model, support, "t", np.array([0.4, 0.4]), terms)
+    assert model.std_terms_.cost_std == 0.0  # no cost term: the hole term alone widens
+    measures = {**score, "hole": score["ood_hole"], "excess": np.zeros(2), "reach": np.zeros(2)}
+    wide = widened_std(model.std_terms_, support, "t", np.array([0.4, 0.4]), measures)
     assert wide[0] == 0.4 and wide[1] == pytest.approx(np.hypot(0.4, 3.0 * (1 - 2 / MIN_COUNT)))
 
 
@@ -187,10 +190,13 @@ def test_edge_excess_is_the_mean_past_the_label_quantiles():
     mean = np.array([-0.1, 0.05, 0.5, 0.97, 2.0])
     np.testing.assert_allclose(model.edge_excess(mean), [-0.15, 0.0, 0.0, 0.02, 1.05], atol=1e-12)
     assert model.edge_width(mean).tolist() == [0.0] * 5  # nothing learned: no term
-    model.edge_std_ = (2.0, 0.5)  # below, above
+    model.fit(np.zeros((101, 2)), np.linspace(0.0, 1.0, 101),
+              std_terms=StdTerms(edge_std=(2.0, 0.5)))  # below, above
     np.testing.assert_allclose(model.edge_width(mean), [0.3, 0.0, 0.0, 0.01, 0.525], atol=1e-12)
-    model.edge_cap_ = (0.1, 0.5)  # no further than the hold-outs it was learned on reached
-    np.testing.assert_allclose(model.edge_width(mean), [0.2, 0.0, 0.0, 0.01, 0.25], atol=1e-12)
+    # no further than the hold-outs it was learned on reached
+    capped = StdTerms(edge_std=(2.0, 0.5), edge_cap=(0.1, 0.5))
+    np.testing.assert_allclose(capped.edge_width(model.edge_excess(mean)),
+                               [0.2, 0.0, 0.0, 0.01, 0.25], atol=1e-12)
 
 
 @pytest.mark.slow
@@ -209,26 +215,27 @@ def test_own_top_decile_is_covered_by_the_edge_std():
     bench = fit_benchmark(_without(prepared, top), FitConfig(targets=[target], default=SMALL,
                                                              per_target={}), progress=False)
     model = bench.models[target]
-    assert list(model.edge_std_) == bench.info["targets"][target]["edge_std"]
-    assert list(model.edge_cap_) == bench.info["targets"][target]["edge_cap"]
-    assert model.edge_std_[1] > 0
+    learned = model.std_terms_
+    assert list(learned.edge_std) == bench.info["targets"][target]["edge_std"]
+    assert list(learned.edge_cap) == bench.info["targets"][target]["edge_cap"]
+    assert learned.edge_std[1] > 0
     rows = prepared.choices[top]
     y = to_model_space(target, lab.values[top])
     mean, std = bench.predict_transformed(rows, [target])[target]
     assert (model.edge_excess(mean) > 0).mean() > 0.7
-    model.edge_std_, learned = (0.0, 0.0), model.edge_std_
+    model.std_terms_ = replace(learned, edge_std=(0.0, 0.0))  # what if none were learned
     _, plain = bench.predict_transformed(rows, [target])[target]
-    model.edge_std_ = learned
-    np.testing.assert_allclose(std, np.hypot(plain, learned[1] * np.minimum(
-        model.edge_excess(mean), model.edge_cap_[1])))
+    model.std_terms_ = learned
+    np.testing.assert_allclose(std, np.hypot(plain, learned.edge_std[1] * np.minimum(
+        model.edge_excess(mean), learned.edge_cap[1])))
     assert intervals.coverage(y, mean, plain, log=False) < 0.5
     assert intervals.coverage(y, mean, std, log=False) >= 0.8
     # in distribution (the test rows up to the cut) the intervals barely move
     rest = prepared.masks["test"] & lab.present & (lab.values <= cut)
     wide = bench.predict_transformed(prepared.choices[rest], [target])[target][1]
-    model.edge_std_ = (0.0, 0.0)
+    model.std_terms_ = replace(learned, edge_std=(0.0, 0.0))
     narrow = bench.predict_transformed(prepared.choices[rest], [target])[target][1]
-    model.edge_std_ = learned
+    model.std_terms_ = learned
     assert np.mean(wide > narrow) < 0.1
 
 
@@ -245,7 +252,7 @@ def test_cost_extreme_is_covered_without_an_absurd_std(mnasnet):
     bench = fit_benchmark(_without(mnasnet, far), FitConfig(targets=TARGETS, default=SMALL,
                                                             per_target={}), progress=False)
     model = bench.models["throughput_a100"]
-    assert model.trend_ == bench.info["targets"]["throughput_a100"]["cost_std"]
+    assert model.std_terms_.cost_std == bench.info["targets"]["throughput_a100"]["cost_std"]
     coverage, sharpness, _ = _scores(bench, mnasnet, far, "throughput_a100")
     assert coverage >= 0.85 and sharpness < 3
 
@@ -275,7 +282,7 @@ def test_support_file_versions(tmp_path, mnasnet):
     train = mnasnet.choices[mnasnet.masks["train"]]
     no_se = train[(train[:, :, 3] == 0).all(axis=1)]
     support = Support(space).fit(no_se)
-    support.hole_std_, support.unit_std_ = {"val_top1": 2.5}, {"val_top1": 1.5}
+    support = support.with_stds({"val_top1": 2.5}, {"val_top1": 1.5})
     support.save(tmp_path / "s.npz")
     again = Support.load(tmp_path / "s.npz", space)
     assert again.hole_std_ == {"val_top1": 2.5} and again.min_count == support.min_count
@@ -306,11 +313,9 @@ def test_artifact_round_trip_keeps_the_learned_widening(mnasnet, tmp_path):
     assert bench.info["targets"]["val_top1"]["hole_std"] == bench.support.hole_std_["val_top1"]
     again = load(save(bench, tmp_path / "b"))
     assert again.support.hole_std_ == bench.support.hole_std_
-    assert again.models["val_top1"].trend_ == bench.models["val_top1"].trend_ > 0
-    assert again.models["val_top1"].reach_std_ == bench.models["val_top1"].reach_std_
-    assert again.models["val_top1"].edge_std_ == bench.models["val_top1"].edge_std_
+    assert again.models["val_top1"].std_terms_ == bench.models["val_top1"].std_terms_
+    assert bench.models["val_top1"].std_terms_.cost_std > 0
     assert again.models["val_top1"].edge_range_ == bench.models["val_top1"].edge_range_
-    assert again.models["val_top1"].edge_cap_ == bench.models["val_top1"].edge_cap_
     c = mnasnet.choices[:50]
     # as if each were in a hole on which all of its prediction rests
     forced = {**bench.ood(c), "ood_hole": np.ones(50), "ood_hole_share": np.ones((50, 1))}
@@ -352,11 +357,12 @@ def test_top_decile_of_a_device_metric_is_extrapolated_and_flagged(mnasnet):
         bench.models["val_top1"].base_excess(X) / bench.models["val_top1"].base_span()))
     assert (reach > 0).mean() >= 0.9
     model = bench.models["val_top1"]
-    model.reach_std_, learned = 0.0, model.reach_std_
+    learned = model.std_terms_
+    model.std_terms_ = replace(learned, reach_std=0.0)  # what if it were 0, or 0.5
     plain = bench.predict_transformed(rows, ["val_top1"])["val_top1"][1]
-    model.reach_std_ = 0.5
+    model.std_terms_ = replace(learned, reach_std=0.5)
     wide = bench.predict_transformed(rows, ["val_top1"])["val_top1"][1]
-    model.reach_std_ = learned
+    model.std_terms_ = learned
     np.testing.assert_allclose(wide, np.hypot(plain, 0.5 * reach), rtol=1e-9)
     # and a query of top-1 alone is flagged where it is widened, naming the A100's estimate
     alone = bench.query(rows, ["val_top1"])

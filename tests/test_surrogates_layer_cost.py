@@ -18,7 +18,8 @@ from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, TargetSurrogate, fit_benchmark, prepare
 from anb.surrogates.benchmark import SMALL_BATCH, SurrogateBenchmark
 from anb.surrogates.estimators import SVRFamily
-from anb.surrogates.features import FeatureBuilder, LayerCostModel, layer_design
+from anb.surrogates.features import FeatureBuilder
+from anb.surrogates.layer_cost import LayerCostModel, layer_design
 
 
 @pytest.fixture(scope="module")

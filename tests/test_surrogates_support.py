@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from anb.searchspace import get_space
-from anb.surrogates.support import Combinations, Support
+from anb.surrogates.uncertainty.support import Combinations, Support
 
 
 def test_each_slot_is_named_by_the_variables_that_decide_its_unit():

@@ -63,7 +63,7 @@ def test_fit_and_query_train_time_with_std_and_noise(fitted):
     assert np.array_equal(one, same) and not np.allclose(one, other)
     assert not np.allclose(one, frame["train_time"].to_numpy())
     # noise in log space from the architectures trained twice: a few %, not seconds
-    assert 0.0 < bench.models["train_time"].observation_std_ < 0.5
+    assert 0.0 < bench.models["train_time"].std_terms_.observation_std < 0.5
     assert np.all(np.abs(np.log(one / frame["train_time"].to_numpy())) < 2.0)
 
 

@@ -53,7 +53,7 @@ from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.surrogates.adapt_proxy import fit_proxy, log_proxy
-from anb.surrogates.features import LayerCostModel
+from anb.surrogates.layer_cost import LayerCostModel
 from anb.version import __version__
 
 FORMAT = "anb-adapted-surrogate"
@@ -502,7 +502,7 @@ class AdaptedBenchmark:
         from anb.surrogates.benchmark import OOD_COLUMNS, check_query_args
         from anb.surrogates.identity import IDENTITY, identity
         from anb.surrogates.intervals import bounds
-        from anb.surrogates.noise import standard_normal
+        from anb.surrogates.uncertainty.noise import standard_normal
 
         check_query_args(archs, noise, seed, level)
         names = self.resolve(metrics)

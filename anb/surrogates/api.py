@@ -14,7 +14,7 @@ from anb.searchspace.base import Space
 from anb.searchspace.registry import resolve_space
 from anb.surrogates.artifact import OUTPUT, load, save
 from anb.surrogates.benchmark import SurrogateBenchmark
-from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.features import FeatureBuilder
 from anb.surrogates.fit import (
     FitConfig,
     Prepared,
@@ -24,6 +24,7 @@ from anb.surrogates.fit import (
     prepare,
     to_model_space,
 )
+from anb.surrogates.layer_cost import LayerCostModel
 from anb.surrogates.report import REPORT, markdown_table, parity_plots, write_report
 
 

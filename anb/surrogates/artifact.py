@@ -21,7 +21,8 @@ from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.searchspace.registry import get_space
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.ensemble import TargetSurrogate
-from anb.surrogates.features import FeatureBuilder, LayerCostModel
+from anb.surrogates.features import FeatureBuilder
+from anb.surrogates.layer_cost import LayerCostModel
 from anb.version import __version__
 
 FORMAT = "anb-surrogate"
@@ -196,7 +197,7 @@ def load(path: str | Path, n_jobs: int | None = None) -> SurrogateBenchmark:
         if manifest["support"] != SUPPORT_FILE or SUPPORT_FILE not in manifest["files"]:
             raise ValueError(f"manifest references support file {manifest['support']!r}, "
                              f"which is not the checksummed {SUPPORT_FILE!r}")
-        from anb.surrogates.support import Support
+        from anb.surrogates.uncertainty.support import Support
 
         support = Support.load(path / SUPPORT_FILE, space)
     models, transforms = {}, {}

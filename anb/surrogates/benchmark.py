@@ -9,7 +9,7 @@ all batches of members compiled to node tables (the query install has no xgboost
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,11 +22,12 @@ from anb.searchspace.encoding import to_choices
 from anb.surrogates.compiled import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import XGBoostFamily
-from anb.surrogates.features import UNMEASURED_STD, FeatureBuilder
+from anb.surrogates.features import FeatureBuilder
 from anb.surrogates.identity import IDENTITY, identity
 from anb.surrogates.intervals import bounds, z_value
-from anb.surrogates.noise import standard_normal
-from anb.surrogates.support import Support
+from anb.surrogates.uncertainty.noise import standard_normal
+from anb.surrogates.uncertainty.support import Support
+from anb.surrogates.uncertainty.terms import widened_std
 
 #: Columns every query adds after the metrics: the out-of-distribution flag, its two scores and
 #: why it is flagged (the unseen or rare combination, the cost or the distance; "" if not).
@@ -36,26 +37,6 @@ OOD_COLUMNS = ("ood", "ood_distance", "ood_cost", "ood_reason")
 ALIASES = {"accuracy": "val_top1", "top1": "val_top1"}
 #: Batches up to this size use the packed numpy forest; larger ones the native predictor.
 SMALL_BATCH = 64
-
-
-def learned_std(model: TargetSurrogate, support: Support | None, name: str, std: np.ndarray,
-                terms: Mapping[str, Any], mean: np.ndarray | None = None) -> np.ndarray:
-    """``std`` (model space, already scaled by the support distance) widened in quadrature by
-    every learned term: ``model.trend_`` per unit of ``ood_cost``; the support's hole std of
-    ``name`` times ``hole`` (:meth:`SurrogateBenchmark.hole_measure`) and its unit std times
-    ``ood_unit``; ``base_std_`` times the base ``excess``; ``reach_std_`` times ``reach``;
-    given the ``mean``, the edge width (:meth:`TargetSurrogate.edge_width`); and the a-priori
-    :data:`UNMEASURED_STD` times ``unmeasured`` (:meth:`SurrogateBenchmark.unmeasured_measure`).
-    The one composition a query and the internal hold-outs that learn these stds share."""
-    hole_std = support.hole_std_.get(name, 0.0) if support is not None else 0.0
-    unit_std = support.unit_std_.get(name, 0.0) if support is not None else 0.0
-    edge = model.edge_width(mean) if mean is not None else 0.0
-    return np.sqrt(std**2 + (model.trend_ * terms["ood_cost"]) ** 2
-                   + (hole_std * terms["hole"]) ** 2
-                   + (unit_std * terms.get("ood_unit", 0.0)) ** 2
-                   + (UNMEASURED_STD * terms.get("unmeasured", 0.0)) ** 2
-                   + (model.base_std_ * terms["excess"]) ** 2
-                   + (model.reach_std_ * terms["reach"]) ** 2 + edge**2)
 
 
 class SurrogateBenchmark:
@@ -237,7 +218,8 @@ class SurrogateBenchmark:
         return np.where(np.asarray(ood["ood_hole"]) > 0, share, 0.0)
 
     def unmeasured_measure(self, ood: dict[str, np.ndarray], target: str) -> np.ndarray:
-        """What :data:`~anb.surrogates.features.UNMEASURED_STD` multiplies for ``target``: the
+        """What :data:`~anb.surrogates.uncertainty.terms.UNMEASURED_STD` multiplies for
+        ``target``: the
         share of its prediction resting on units that hold work of a kind no training
         architecture had (:meth:`LayerCostModel.unmeasured_share`; 0 without any)."""
         share = self._per_target(ood, "ood_unmeasured", target)
@@ -269,11 +251,12 @@ class SurrogateBenchmark:
                             ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Mean and predictive std in each target's model space (log for device metrics);
         the std scales with the support distance and grows by every learned term
-        (:func:`learned_std`): outside the training cost range, in holes, on unseen units,
-        where the layer-cost base extrapolates beyond its training range (its ``base_std_``
-        times :meth:`TargetSurrogate.base_excess`, and its ``reach_std_`` times :meth:`reach`)
-        and where the mean lies past the edge of the training labels (its
-        :meth:`TargetSurrogate.edge_width`)."""
+        (:func:`~anb.surrogates.uncertainty.terms.widened_std` of the target's
+        :class:`~anb.surrogates.uncertainty.terms.StdTerms`): outside the training cost range,
+        in holes, on unseen units, where the layer-cost base extrapolates beyond its training
+        range (its ``base_std`` times :meth:`TargetSurrogate.base_excess`, and its
+        ``reach_std`` times :meth:`reach`) and where the mean lies past the edge of the training
+        labels (:meth:`TargetSurrogate.edge_width`)."""
         return self.predict_with_excess(self.choices(archs), self.resolve(metrics), ood)[0]
 
     def predict_with_excess(self, choices: np.ndarray, names: list[str],
@@ -295,14 +278,15 @@ class SurrogateBenchmark:
             model = self.models[name]
             mean = preds.mean(1)
             std = np.sqrt(preds.var(1) + model.noise_at(mean) ** 2)
-            terms = {"ood_cost": ood["ood_cost"], "hole": self.hole_measure(ood, name),
-                     "ood_unit": ood.get("ood_unit", 0.0),
-                     "unmeasured": self.unmeasured_measure(ood, name),
-                     "excess": excess[name] if base_widening else 0.0,
-                     "reach": reach if base_widening else 0.0}
-            std = learned_std(model, self.support, name,
-                              std * np.maximum(ood["ood_distance"], 1.0), terms,
-                              mean if base_widening else None)
+            measures = {"ood_cost": ood["ood_cost"], "hole": self.hole_measure(ood, name),
+                        "ood_unit": ood.get("ood_unit", 0.0),
+                        "unmeasured": self.unmeasured_measure(ood, name),
+                        "excess": excess[name] if base_widening else 0.0,
+                        "reach": reach if base_widening else 0.0}
+            if base_widening:
+                measures["edge"] = model.edge_excess(mean)
+            std = widened_std(model.std_terms_, self.support, name,
+                              std * np.maximum(ood["ood_distance"], 1.0), measures)
             result[name] = (mean, std)
         return result, excess
 
@@ -334,7 +318,7 @@ class SurrogateBenchmark:
             mu, sigma = dist[name]
             draw = mu
             if noise and seed is not None:  # a seed is drawn above when none is given
-                draw = mu + self.models[name].observation_std_ * standard_normal(
+                draw = mu + self.models[name].std_terms_.observation_std * standard_normal(
                     seed, choices, name, self.space)
             log = self.transforms[name] == "log"
             columns[name] = np.exp(draw) if log else draw

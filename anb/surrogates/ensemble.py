@@ -20,7 +20,8 @@ import numpy as np
 
 from anb.io import atomic_write_bytes
 from anb.surrogates.estimators import FAMILIES, NATIVE_SUFFIX, Family, make_family
-from anb.surrogates.holes import hole_std
+from anb.surrogates.uncertainty.holes import hole_std
+from anb.surrogates.uncertainty.terms import StdTerms
 
 #: Bins of the predicted value the noise std is estimated in. Re-chosen for the interval-level
 #: rule by 2-fold cross-validation over the validation split (the packaged fit's members; each
@@ -28,10 +29,6 @@ from anb.surrogates.holes import hole_std
 #: quartile of the target for 1, 3, 4, 5, 6, 8, 10 bins: 0.075, 0.041, 0.037, 0.038, 0.041,
 #: 0.044, 0.041. 4 and 5 tie; 5 (chosen so before) is kept.
 NOISE_BINS = 5
-#: Std per model-space unit of base excess when no internal hold-out learned one (a fit with
-#: ``hole_folds: 0``): an extrapolation by d is uncertain by about d. The slopes the internal
-#: hold-outs learn for the 10 targets of the packaged fit span 0.08-2.9, mean 0.96.
-BASE_STD = 1.0
 #: The edge of the training labels: a predicted mean beyond this quantile of them (or short of
 #: ``1 -`` it) is at the edge, where the truth may lie beyond what the data hold (measured in
 #: ``benchmarks/shift.py``, top family, 1 member: of the own-target top-decile hold-outs 73-100 %
@@ -92,19 +89,19 @@ class TargetSurrogate:
         return np.maximum(mean - high, 0.0) - np.maximum(low - mean, 0.0)
 
     def edge_width(self, mean: np.ndarray) -> np.ndarray:
-        """The std the edge adds: ``edge_std_`` (below, above) times the edge excess, up to
-        ``edge_cap_`` (the furthest the internal hold-outs it was learned on reached). The two
-        ends differ: the slowest architectures are large ones, beyond the layer-cost base's
-        range, which extrapolates there; the fastest, small ones stay inside it."""
-        excess = self.edge_excess(mean)
-        (below, above), (cap_below, cap_above) = self.edge_std_, self.edge_cap_
-        return (above * np.clip(excess, 0.0, cap_above)
-                + below * np.clip(-excess, 0.0, cap_below))
+        """The std the edge adds at predicted means ``mean``
+        (:meth:`StdTerms.edge_width` of the :meth:`edge_excess`). The two ends differ: the
+        slowest architectures are large ones, beyond the layer-cost base's range, which
+        extrapolates there; the fastest, small ones stay inside it."""
+        return self.std_terms_.edge_width(self.edge_excess(mean))
 
     def fit(self, X: np.ndarray, y: np.ndarray, X_val: np.ndarray | None = None,
             y_val: np.ndarray | None = None,
-            progress: Callable[[], object] | None = None) -> TargetSurrogate:
-        """Fit the members on ``(X, y)``; early stopping and the noise estimate use the val set."""
+            progress: Callable[[], object] | None = None,
+            std_terms: StdTerms | None = None) -> TargetSurrogate:
+        """Fit the members on ``(X, y)``; early stopping and the noise estimate use the val set.
+        ``std_terms``: the target's learned std terms (:mod:`anb.surrogates.uncertainty`),
+        stored as ``std_terms_``; the defaults (nothing learned) without them."""
         if len(X) == 0:
             raise ValueError("empty training set: no labelled rows are left after filtering")
         if (X_val is None) != (y_val is None):
@@ -116,20 +113,7 @@ class TargetSurrogate:
             self.base_range_ = (float(raw.min()), float(raw.max()))
         self.edge_range_ = (float(np.quantile(y, 1 - EDGE_QUANTILE)),
                             float(np.quantile(y, EDGE_QUANTILE)))
-        #: std per log unit of cost excess (model space; learned on internal hold-outs, else
-        #: |d target / d log MACs|), std per unit of base excess (learned on internal
-        #: hold-outs, else ``BASE_STD``) and observation noise; set by the fit
-        self.trend_ = getattr(self, "trend_", 0.0)
-        self.base_std_ = getattr(self, "base_std_", BASE_STD)
-        #: std per unit of the benchmark's ``reach`` (the largest base excess over all its
-        #: targets, each relative to its span): learned on internal hold-outs, else 0
-        self.reach_std_ = getattr(self, "reach_std_", 0.0)
-        #: std per model-space unit of :meth:`edge_excess` below and above the edge: learned
-        #: on internal hold-outs of the target's label extremes, else 0
-        self.edge_std_ = getattr(self, "edge_std_", (0.0, 0.0))
-        #: the largest edge excess (below, above) those hold-outs had: the measure stops there
-        self.edge_cap_ = getattr(self, "edge_cap_", (np.inf, np.inf))
-        self.observation_std_ = getattr(self, "observation_std_", 0.0)
+        self.std_terms_ = std_terms if std_terms is not None else StdTerms()
         resid = y - self._base(X)
         resid_val = None if X_val is None else y_val - self._base(X_val)
         self.members_: list[Family] = []
@@ -240,6 +224,7 @@ class TargetSurrogate:
 
     def spec(self) -> dict[str, Any]:
         """JSON-able description for the manifest (everything but the member files)."""
+        terms = self.std_terms_.to_spec()
         return {"family": self.family, "params": self.params or {}, "n_members": self.n_members,
                 "bootstrap": self.bootstrap, "base_column": self.base_column,
                 "random_state": self.random_state, "extrapolate": self.extrapolate,
@@ -247,10 +232,11 @@ class TargetSurrogate:
                 "noise_curve": None if (curve := getattr(self, "noise_curve_", None)) is None
                 else [c.tolist() for c in curve],
                 "base_range": list(getattr(self, "base_range_", (None, None))),
-                "trend": self.trend_, "base_std": self.base_std_, "reach_std": self.reach_std_,
+                "trend": terms["trend"], "base_std": terms["base_std"],
+                "reach_std": terms["reach_std"],
                 "edge_range": list(getattr(self, "edge_range_", (None, None))),
-                "edge_std": list(self.edge_std_), "edge_cap": list(self.edge_cap_),
-                "observation_std": self.observation_std_,
+                "edge_std": terms["edge_std"], "edge_cap": terms["edge_cap"],
+                "observation_std": terms["observation_std"],
                 "member_params": [m.get_params() for m in self.members_]}
 
     @classmethod
@@ -268,16 +254,9 @@ class TargetSurrogate:
         low, high = spec.get("base_range", [None, None])
         if low is not None:
             model.base_range_ = (float(low), float(high))
-        model.trend_ = float(spec.get("trend", 0.0))
-        model.base_std_ = float(spec.get("base_std", BASE_STD))
-        model.reach_std_ = float(spec.get("reach_std", 0.0))  # absent before it: no term
         low, high = spec.get("edge_range", [None, None])  # absent before it: no edge
         if low is not None:
             model.edge_range_ = (float(low), float(high))
-        below, above = spec.get("edge_std", (0.0, 0.0))
-        model.edge_std_ = (float(below), float(above))
-        below, above = spec.get("edge_cap", (np.inf, np.inf))
-        model.edge_cap_ = (float(below), float(above))
-        model.observation_std_ = float(spec.get("observation_std", 0.0))
+        model.std_terms_ = StdTerms.from_spec(spec)  # a term absent before it: none
         return model
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -14,7 +14,7 @@ import pandas as pd
 from anb import resources
 from anb.io import read_json
 from anb.searchspace.base import Space
-from anb.surrogates.benchmark import SurrogateBenchmark, learned_std
+from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.data import (
     Labels,
     data_hash,
@@ -27,12 +27,15 @@ from anb.surrogates.data import (
 )
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import FAMILIES
-from anb.surrogates.features import FeatureBuilder, LayerCostModel
-from anb.surrogates.holes import Refit, learn_edge_std, learn_hole_std, learn_unit_std
+from anb.surrogates.features import FeatureBuilder
 from anb.surrogates.intervals import scores
+from anb.surrogates.layer_cost import LayerCostModel
 from anb.surrogates.metrics import regression_metrics
-from anb.surrogates.noise import observation_std
-from anb.surrogates.support import Support, trend
+from anb.surrogates.uncertainty.holes import Refit
+from anb.surrogates.uncertainty.learn import learn_std_terms
+from anb.surrogates.uncertainty.noise import observation_std
+from anb.surrogates.uncertainty.support import Support
+from anb.surrogates.uncertainty.terms import StdTerms, cost_slope
 
 #: The packaged surrogate config: the one source of every default below.
 PACKAGED_CONFIG = ("surrogates", "default.json")
@@ -43,8 +46,8 @@ def _packaged() -> dict[str, Any]:
     return read_json(resources.config_path(*PACKAGED_CONFIG))
 
 
-def _from_file(*keys: str) -> Any:
-    """A dataclass default factory: the value at ``keys`` in the packaged config (a copy)."""
+def packaged_default(*keys: str) -> Callable[[], Any]:
+    """A default factory: the value at ``keys`` in the packaged config (a copy)."""
     def value() -> Any:
         data: Any = _packaged()
         for key in keys:
@@ -54,12 +57,12 @@ def _from_file(*keys: str) -> Any:
 
 
 def _default_target() -> TargetConfig:
-    return _target_config(_from_file("default")(), "default")
+    return _target_config(packaged_default("default")(), "default")
 
 
 def _per_target() -> dict[str, TargetConfig]:
     return {k: _target_config(v, f"per_target.{k}")
-            for k, v in _from_file("per_target")().items()}
+            for k, v in packaged_default("per_target")().items()}
 
 
 @dataclass
@@ -69,7 +72,7 @@ class TargetConfig:
 
     family: str | list[str]
     params: dict[str, Any] | list[dict[str, Any]] = field(default_factory=dict)
-    n_members: int = field(default_factory=_from_file("default", "n_members"))
+    n_members: int = field(default_factory=packaged_default("default", "n_members"))
     bootstrap: bool = False
 
 
@@ -82,21 +85,22 @@ class FitConfig:
     to every target."""
 
     targets: list[str] | None = None
-    feature_set: str = field(default_factory=_from_file("feature_set"))
-    layer_cost: bool = field(default_factory=_from_file("layer_cost"))
+    feature_set: str = field(default_factory=packaged_default("feature_set"))
+    layer_cost: bool = field(default_factory=packaged_default("layer_cost"))
     #: Robust refit of the layer-cost model for device metrics: leave out rows measured more
     #: than ``layer_cost_trim`` robust stds slower than the additive model (saturated devices).
-    layer_cost_trim: float | None = field(default_factory=_from_file("layer_cost_trim"))
+    layer_cost_trim: float | None = field(default_factory=packaged_default("layer_cost_trim"))
     #: Time targets (device metrics, training time) as a saturating sum
     #: ``(S**p + F**p)**(1/p)`` with a per-target floor (host-side throughput ceilings) instead
     #: of the trimmed additive fit: all (true), none (false) or the targets listed.
     layer_cost_saturating: bool | list[str] = field(
-        default_factory=_from_file("layer_cost_saturating"))
+        default_factory=packaged_default("layer_cost_saturating"))
     #: Internal hold-outs that learn how much wider predictions in holes of the training data
-    #: must be (:mod:`anb.surrogates.holes`; each refits the benchmark once; 0: none).
-    hole_folds: int = field(default_factory=_from_file("hole_folds"))
-    split: str = field(default_factory=_from_file("split"))
-    seed: int = field(default_factory=_from_file("seed"))
+    #: must be (:mod:`anb.surrogates.uncertainty.holes`; each refits the benchmark once;
+    #: 0: none).
+    hole_folds: int = field(default_factory=packaged_default("hole_folds"))
+    split: str = field(default_factory=packaged_default("split"))
+    seed: int = field(default_factory=packaged_default("seed"))
     default: TargetConfig = field(default_factory=_default_target)
     per_target: dict[str, TargetConfig] = None  # type: ignore[assignment]  # see __post_init__
 
@@ -201,11 +205,23 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
             space)
     builder = FeatureBuilder(config.feature_set, layer_cost, space=space)
     X = builder.transform(prepared.choices)
-    total = sum(config.for_target(t).n_members for t in prepared.labels)
-    bar = tqdm(total=total, desc="fitting surrogates", disable=not progress, unit="member")
     support = Support(space).fit(prepared.choices[train])
     log_macs = support.log_macs(prepared.choices)
     seen = ~prepared.masks["test"]  # observation noise: any row but the test split's
+    values = {t: (to_model_space(t, np.where(lab.present, lab.values, 1.0)), lab.present)
+              for t, lab in prepared.labels.items()}
+    terms = {target: StdTerms(cost_std=cost_slope(log_macs[lab.present & train],
+                                                  values[target][0][lab.present & train]),
+                              observation_std=observation_std(
+                                  prepared.frame, prepared.choices, target,
+                                  transform_for(target), lab.present & seen))
+             for target, lab in prepared.labels.items()}
+    if config.hole_folds:
+        support, terms = learn_std_terms(prepared.choices, prepared.masks, space,
+                                         config.hole_folds, _refit(prepared, config), log_macs,
+                                         config.seed, support, terms, values)
+    total = sum(config.for_target(t).n_members for t in prepared.labels)
+    bar = tqdm(total=total, desc="fitting surrogates", disable=not progress, unit="member")
     models: dict[str, TargetSurrogate] = {}
     info: dict[str, dict[str, Any]] = {}
     for target, lab in prepared.labels.items():
@@ -215,45 +231,14 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
         base = builder.column(f"lc_{target}") if layer_cost is not None else None
         model = TargetSurrogate(spec.family, spec.params, spec.n_members, spec.bootstrap, base,
                                 config.seed, extrapolate=transform_for(target) == "log")
-        model.trend_ = trend(log_macs[tr], y[tr])
-        model.observation_std_ = observation_std(prepared.frame, prepared.choices, target,
-                                                 transform_for(target), lab.present & seen)
-        models[target] = model.fit(X[tr], y[tr], X[va], y[va], progress=bar.update)
+        models[target] = model.fit(X[tr], y[tr], X[va], y[va], progress=bar.update,
+                                   std_terms=terms[target])
         info[target] = {"n_train": int(tr.sum()), "n_val": int(va.sum()),
                         "n_missing": lab.n_missing}
         if layer_cost is not None:
             info[target]["n_layer_cost"] = layer_cost.n_used_[target]
+        info[target].update(_learned_info(terms[target], support, target, config.hole_folds))
     bar.close()
-    if config.hole_folds:
-        refit = _refit(prepared, config)
-        support.hole_std_, base_std, reach_std, cost_std = learn_hole_std(
-            prepared.choices, prepared.masks, space, config.hole_folds, refit, log_macs,
-            config.seed)
-        for target, value in support.hole_std_.items():
-            info[target]["hole_std"] = value
-            models[target].base_std_ = info[target]["base_std"] = base_std[target]
-            models[target].reach_std_ = info[target]["reach_std"] = reach_std[target]
-            models[target].trend_ = cost_std[target]  # learned: replaces the slope
-            info[target]["cost_std"] = cost_std[target]
-        if len(support.unseen_units()):  # a unit no training architecture holds anywhere
-            support.unit_std_ = learn_unit_std(prepared.choices, prepared.masks, space, refit,
-                                               support.hole_std_)
-            for target, value in support.unit_std_.items():
-                info[target]["unit_std"] = value
-
-        def widen(target: str, result: tuple[np.ndarray, ...], ood: dict[str, np.ndarray]
-                  ) -> np.ndarray:
-            """A refit's std with every learned term but the edge (as a query adds them)."""
-            _, _, std, excess, hole, _ = result
-            return learned_std(models[target], support, target, std,
-                               {**ood, "hole": hole, "excess": excess})
-
-        values = {t: (to_model_space(t, np.where(lab.present, lab.values, 1.0)), lab.present)
-                  for t, lab in prepared.labels.items()}
-        for target, (edge_std, edge_cap) in learn_edge_std(prepared.masks, refit, values,
-                                                           widen).items():
-            models[target].edge_std_, models[target].edge_cap_ = edge_std, edge_cap
-            info[target]["edge_std"], info[target]["edge_cap"] = list(edge_std), list(edge_cap)
     transforms = {t: transform_for(t) for t in models}
     manifest_info = {
         "fit_config": config.to_dict(),
@@ -263,6 +248,21 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
     }
     return SurrogateBenchmark(builder, models, transforms, manifest_info, space=space,
                               support=support)
+
+
+def _learned_info(terms: StdTerms, support: Support, target: str, hole_folds: int
+                  ) -> dict[str, Any]:
+    """What the manifest records of a target's stds learned on internal hold-outs."""
+    if not hole_folds:
+        return {}
+    info: dict[str, Any] = {}
+    if target in support.hole_std_:
+        info.update(hole_std=support.hole_std_[target], base_std=terms.base_std,
+                    reach_std=terms.reach_std, cost_std=terms.cost_std)
+    if target in support.unit_std_:
+        info["unit_std"] = support.unit_std_[target]
+    info.update(edge_std=list(terms.edge_std), edge_cap=list(terms.edge_cap))
+    return info
 
 
 def _refit(prepared: Prepared, config: FitConfig) -> Refit:

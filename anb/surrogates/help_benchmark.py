@@ -23,7 +23,6 @@ import json
 import re
 import time
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +37,12 @@ from anb.surrogates.benchmark import OOD_COLUMNS, SurrogateBenchmark
 from anb.surrogates.data import make_split
 from anb.surrogates.fit import FitConfig
 from anb.surrogates.packaged import (
-    FIT_CODE,
     LOCK_TIMEOUT,
     N_REFERENCE,
     RELEASED,
     SHIPPED_KEY,
     cache_root,
+    fit_code_sha256,
     reference_values,
     say,
 )
@@ -127,11 +126,8 @@ def provenance(name: str, config: FitConfig, frame: pd.DataFrame) -> dict[str, A
 def shipped_key(name: str, config: FitConfig) -> dict[str, Any]:
     """What a fitted HELP benchmark depends on: the anb version, the table's sha256, the
     config and the fitting code's sha256 (the same modules as the accel-nasbench key)."""
-    code = hashlib.sha256()
-    for module in FIT_CODE:
-        code.update((files("anb.surrogates") / f"{module}.py").read_bytes())
     return {"benchmark": name, "anb_version": __version__, "table_sha256": table_sha256(name),
-            "config": config.to_dict(), "fit_code_sha256": code.hexdigest()}
+            "config": config.to_dict(), "fit_code_sha256": fit_code_sha256()}
 
 
 def shipped(name: str, config: FitConfig) -> Path | None:

@@ -86,19 +86,30 @@ def cache_key(config: FitConfig) -> dict[str, Any]:
 
 #: The manifest field holding the :func:`shipped_key` a shipped artifact was fitted under.
 SHIPPED_KEY = "packaged_key"
-#: The modules whose code decides what a fit produces (part of :func:`shipped_key`).
-FIT_CODE = ("compiled", "data", "ensemble", "estimators", "features", "fit", "holes", "noise",
-            "support")
+#: The modules of ``anb.surrogates`` whose code decides what a fit produces (part of
+#: :func:`shipped_key`).
+FIT_CODE = ("compiled", "data", "ensemble", "estimators", "features", "fit", "layer_cost",
+            "uncertainty.holes", "uncertainty.learn", "uncertainty.noise", "uncertainty.support",
+            "uncertainty.terms")
+
+
+def fit_code_sha256() -> str:
+    """The sha256 of the :data:`FIT_CODE` modules' source, in that order."""
+    code = hashlib.sha256()
+    for module in FIT_CODE:
+        source = files("anb.surrogates")
+        *folders, name = module.split(".")
+        for folder in folders:
+            source = source / folder
+        code.update((source / f"{name}.py").read_bytes())
+    return code.hexdigest()
 
 
 def shipped_key(config: FitConfig) -> dict[str, Any]:
     """What a shipped fitted artifact depends on: the anb version and the hashes of the data,
     split, config and fitting code (library versions are recorded in its manifest)."""
-    code = hashlib.sha256()
-    for module in FIT_CODE:
-        code.update((files("anb.surrogates") / f"{module}.py").read_bytes())
     key = {k: v for k, v in cache_key(config).items() if k not in ("libraries", "python")}
-    return {**key, "fit_code_sha256": code.hexdigest()}
+    return {**key, "fit_code_sha256": fit_code_sha256()}
 
 
 def shipped(config: FitConfig) -> Path | None:

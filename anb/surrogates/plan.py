@@ -48,8 +48,9 @@ from anb.searchspace.encoding import encoding_names
 from anb.surrogates.adapt_select import select
 from anb.surrogates.data import ACCURACY_TARGET, labels, transform_for
 from anb.surrogates.ensemble import TargetSurrogate
-from anb.surrogates.features import FeatureBuilder, LayerCostModel
-from anb.surrogates.fit import to_model_space
+from anb.surrogates.features import FeatureBuilder
+from anb.surrogates.fit import packaged_default, to_model_space
+from anb.surrogates.layer_cost import LayerCostModel
 
 ACQUISITIONS = ("kmeans", "penalised", "coverage")
 #: The column of a training run's wall time (seconds on ``PlanConfig.gpus`` GPUs).
@@ -94,9 +95,13 @@ _BUDGET_NEEDS = (f"a GPU-hour budget needs the training time: the collected data
                  "kmeans or penalised acquisition")
 
 
+#: What the planner's small XGBoost members change of the packaged fit's XGBoost settings
+#: (``default.json``'s ``default.params``, their one source): fewer trees, no early stopping.
+PLANNER_XGBOOST = {"n_estimators": 200, "early_stopping_rounds": 0}
+
+
 def _planner_params() -> dict[str, Any]:
-    return {"n_estimators": 200, "max_depth": 4, "learning_rate": 0.1, "subsample": 0.8,
-            "colsample_bytree": 0.8, "early_stopping_rounds": 0}
+    return {**packaged_default("default", "params")(), **PLANNER_XGBOOST}
 
 
 @dataclass(frozen=True)

@@ -17,17 +17,19 @@ Three signals per architecture:
   model has only the unit's analytic costs to go on.
 
 ``ood`` flags any of them and ``ood_reason`` says why (empty in distribution). The predictive
-std grows with each (:func:`anb.surrogates.benchmark.learned_std`): the spread scales with the
-relative distance, a cost excess adds a per-target std per log unit of excess, and a hole adds a
-per-target std in proportion to the part of the prediction resting on the units in holes of
-their slots (:meth:`slot_rarity` weights each; without a layer-cost model, to how rare the
-rarest combination is), a unit unseen in every slot a per-target std per unit of
+std grows with each (:func:`anb.surrogates.uncertainty.terms.widened_std`): the spread scales
+with the relative distance, a cost excess adds a per-target std per log unit of excess, and a
+hole adds a per-target std in proportion to the part of the prediction resting on the units in
+holes of their slots (:meth:`slot_rarity` weights each; without a layer-cost model, to how rare
+the rarest combination is), a unit unseen in every slot a per-target std per unit of
 ``ood_unit``; all are learned at fit time on internal hold-outs
-(:mod:`anb.surrogates.holes`; without them the cost term is the target's own trend,
-``|d target / d log MACs| * excess``).
+(:mod:`anb.surrogates.uncertainty.holes`; without them the cost term is the target's own
+slope, ``|d target / d log MACs| * excess``).
 """
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,13 +180,14 @@ class Support:
             raise ValueError(f"min_count must be >= 1, got {min_count}")
         self.space = space
         self.min_count = min_count
-        #: per target: the std (model space) a hole adds; set by the fit (see holes.py)
+        #: per target: the std (model space) a hole adds (learned in holes.py, given to
+        #: :meth:`with_stds`)
         self.hole_std_: dict[str, float] = {}
-        #: per target: the std (model space) per unit of ``ood_unit``; set by the fit
+        #: per target: the std (model space) per unit of ``ood_unit`` (likewise)
         self.unit_std_: dict[str, float] = {}
         self.counts_: np.ndarray | None = None  # None: a version-1 support without hole tables
         #: training count of each (slot, unit) of :meth:`Space.cost_units`, flat in
-        #: :func:`~anb.surrogates.features.layer_design`'s order (None before version 3)
+        #: :func:`~anb.surrogates.layer_cost.layer_design`'s order (None before version 3)
         self.slot_counts_: np.ndarray | None = None
         self._combinations: Combinations | None = None
         self._vocabulary: int | None = None
@@ -217,6 +220,14 @@ class Support:
         self.slot_counts_ = np.bincount(units.flat()[np.asarray(units.counts) > 0],
                                         minlength=int(sum(units.widths))).astype(np.int64)
         return self
+
+    def with_stds(self, hole_std: Mapping[str, float], unit_std: Mapping[str, float]
+                  ) -> Support:
+        """A copy of this fitted support holding the per-target hole and unit stds learned on
+        its internal hold-outs (:mod:`anb.surrogates.uncertainty.holes`)."""
+        out = copy.copy(self)
+        out.hole_std_, out.unit_std_ = dict(hole_std), dict(unit_std)
+        return out
 
     def slot_rarity(self, choices: np.ndarray) -> np.ndarray:
         """``(n, slots)``: per slot in use, ``1 - count / min_count`` of its unit's training
@@ -390,8 +401,3 @@ def shared_vocabulary(space: Space) -> int:
         return 0
     widths = {len(table) for table in analytic.tables}
     return widths.pop() if len(widths) == 1 else 0
-
-
-def trend(log_macs: np.ndarray, y: np.ndarray) -> float:
-    """``|slope|`` of a target (model space) against log MACs on the training rows."""
-    return float(abs(np.polyfit(log_macs, y, 1)[0]))
