@@ -654,7 +654,7 @@ def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
     bench = load_adapted(tmp_path / "model")
     model = bench.models[HIDDEN]
     manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
-    assert manifest["format_version"] == current("adapted") == 3 and model.has_own
+    assert manifest["format_version"] == current("adapted") == 4 and model.has_own
     fitted = adapt("zcu102", csv, base)[1]
     np.testing.assert_array_equal(model.own_weights, fitted.own_weights)
     assert (model.own_floor, model.own_blend, model.blend) == (
