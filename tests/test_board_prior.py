@@ -134,3 +134,77 @@ def test_a100_reads_its_resolution_from_its_device_config():
     device config, state 224 in the table."""
     assert board_prior.board_spec("throughput_a100")["resolution"] == 256
     assert board_prior.board_spec("latency_zcu102")["resolution"] == 224
+
+
+@pytest.fixture(scope="module")
+def gpu_board():
+    """The released dataset with the GPUs hidden: the other devices' additive layer-cost
+    models (fitted on the train split) are what the adapted model transfers from."""
+    from anb import resources
+    from anb.surrogates.adapt import op_components
+    from anb.surrogates.features import LayerCostModel
+    from anb.surrogates.fit import prepare
+
+    data = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
+    train = data.masks["train"]
+    known = [t for t in data.labels if t.startswith(("throughput_", "latency_"))
+             and t not in ("throughput_a100", "throughput_3090")]
+    costs = LayerCostModel(trim=3.0).fit(
+        data.choices[train], {t: (data.labels[t].values[train], data.labels[t].present[train])
+                              for t in known}, ANB_SPACE).transform(data.choices)
+    sign = np.array([-1.0 if t.startswith("throughput_") else 1.0 for t in known])
+    return data, known, costs * sign, op_components(data.choices, ANB_SPACE)
+
+
+def _adapted_tau(gpu_board, target: str, seeds) -> float:
+    from scipy.stats import kendalltau
+
+    from anb.surrogates.adapt import AdaptedModel
+
+    data, known, K, ops = gpu_board
+    lab = data.labels[target]
+    pool = np.flatnonzero(lab.present & data.masks["train"])
+    test = np.flatnonzero(lab.present & data.masks["test"])
+    taus = []
+    for seed in seeds:
+        rows = np.random.default_rng(seed).choice(pool, 20, replace=False)
+        model = AdaptedModel.fit(target, known, K[rows], ops[rows], lab.values[rows],
+                                 choices=data.choices[rows], space=ANB_SPACE)
+        mean = model.predict_log_cost(K[test], ops[test],
+                                      **model.design_inputs(data.choices[test], ANB_SPACE))[0]
+        taus.append(kendalltau(-mean, lab.values[test])[0])
+    return float(np.mean(taus))
+
+
+def test_the_prior_is_part_of_the_adapted_model_and_needed_to_predict(gpu_board):
+    from anb.surrogates.adapt import AdaptedModel
+
+    data, known, K, ops = gpu_board
+    lab = data.labels["throughput_a100"]
+    rows = np.flatnonzero(lab.present & data.masks["train"])[:20]
+    model = AdaptedModel.fit("throughput_a100", known, K[rows], ops[rows], lab.values[rows],
+                             choices=data.choices[rows], space=ANB_SPACE)
+    assert model.board_prior == "a100"
+    assert len(model.op_scale) == ops.shape[1] + len(COMPONENTS)
+    assert model.nnls_weights.shape == (K.shape[1] + ops.shape[1] + len(COMPONENTS) + 1,)
+    with pytest.raises(ValueError, match="board prior"):
+        model.predict_log_cost(K[rows], ops[rows], own=None, proxy=None, prior=None)
+    # without the measured choices (no design inputs), no prior
+    plain = AdaptedModel.fit("throughput_a100", known, K[rows], ops[rows], lab.values[rows],
+                             space=ANB_SPACE)
+    assert plain.board_prior == "" and len(plain.op_scale) == ops.shape[1]
+
+
+@pytest.mark.statistical
+def test_the_gpu_prior_lifts_a_new_gpu_from_20_measurements(gpu_board, monkeypatch,
+                                                          statistical_seed):
+    """throughput_a100 with every GPU hidden, 20 random train architectures, 5 draws: the
+    roofline prior's parts (tensor-core vs non-tensor compute, traffic) rank the test split
+    better than the same model without them (measured: 0.988 vs 0.975 at seed 0)."""
+    seeds = [statistical_seed * 5 + i for i in range(5)]
+    with_prior = _adapted_tau(gpu_board, "throughput_a100", seeds)
+    import anb.surrogates.adapt as adapt_module
+
+    monkeypatch.setattr(adapt_module, "prior_components", lambda *args: None)
+    without = _adapted_tau(gpu_board, "throughput_a100", seeds)
+    assert with_prior > without + 0.005, (with_prior, without)
