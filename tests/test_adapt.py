@@ -585,7 +585,8 @@ def test_a_whole_new_board_ranks_better_from_its_own_layers_as_measurements_grow
                                 choices=data.choices[rows], space=ANB_SPACE)
     transfer = AdaptedModel.fit(HIDDEN, known.targets, K[rows], ops[rows], values, space=ANB_SPACE)
     tau_own = kendalltau(with_own.predict_log_cost(
-        K[test], ops[test], with_own.own_log_cost(data.choices[test], ANB_SPACE))[0], truth)[0]
+        K[test], ops[test], **with_own.design_inputs(data.choices[test], ANB_SPACE))[0],
+        truth)[0]
     tau_transfer = kendalltau(transfer.predict_log_cost(K[test], ops[test])[0], truth)[0]
     assert with_own.own_blend > 0
     assert tau_own > tau_transfer + 0.02, (tau_own, tau_transfer)
