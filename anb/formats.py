@@ -43,8 +43,9 @@ FORMATS: dict[str, Format] = {
     "surrogate": Format("surrogate artifact", 1, unversioned=False),
     # 2: the adapted model's own per-layer model (own_blend, own_weights, own_floor); 3: the
     # analytic proxy that can win over the transfer (proxy, proxy_coef, proxy_range,
-    # transfer_rmse, proxy_rmse)
-    "adapted": Format("adapted surrogate", 3, unversioned=False),
+    # transfer_rmse, proxy_rmse); 4: a new board's analytic prior (board_prior; its components
+    # follow the op totals in op_scale and nnls_weights)
+    "adapted": Format("adapted surrogate", 4, unversioned=False),
 }
 
 

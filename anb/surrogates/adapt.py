@@ -53,6 +53,7 @@ from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.surrogates.adapt_proxy import fit_proxy, log_proxy
+from anb.surrogates.board_prior import device_of, prior_components
 from anb.surrogates.layer_cost import LayerCostModel
 from anb.version import __version__
 
@@ -139,6 +140,9 @@ class AdaptedModel:
     #: compared; ``loo_rmse`` is the winner's); nan where not compared
     transfer_rmse: float = float("nan")
     proxy_rmse: float = float("nan")
+    #: the board whose analytic prior (:mod:`anb.surrogates.board_prior`) extends the
+    #: additive model's components ("": none; they follow ``ops`` in ``op_scale``)
+    board_prior: str = ""
 
     # ---------------------------------------------------------------- fitting
     @classmethod
@@ -165,6 +169,9 @@ class AdaptedModel:
             bad = values[~(np.isfinite(values) & (values > 0))][0]
             raise ValueError(f"measured {target} values must be positive numbers, got {bad!r}")
         y = log_cost(target, values)
+        prior = None if choices is None else prior_components(target, choices, space)
+        if prior is not None:
+            ops = np.concatenate([ops, prior], axis=1)
         known_scale = np.median(np.exp(known_log), 0) if known_scale is None else known_scale
         op_scale = np.median(ops, 0) + 1.0 if op_scale is None else op_scale
         alpha = _gcv_alpha(known_log, y)
@@ -202,7 +209,8 @@ class AdaptedModel:
                    level, proxy_rmse if proxy else transfer_rmse, known_log.min(0),
                    known_log.max(0), len(y), std_factor, known_source, blend, own_blend,
                    own_weights, own_floor, proxy, proxy_coef, proxy_range,
-                   float(transfer_rmse) if choices is not None else float("nan"), proxy_rmse)
+                   float(transfer_rmse) if choices is not None else float("nan"), proxy_rmse,
+                   device_of(target) if prior is not None else "")
 
     # ---------------------------------------------------------------- prediction
     @property
@@ -224,18 +232,27 @@ class AdaptedModel:
         ``proxy``); None where the transfer won."""
         return log_proxy(space, choices, self.proxy) if self.proxy else None
 
+    def prior_parts(self, choices: np.ndarray, space: Space) -> np.ndarray | None:
+        """The board prior's components of ``choices`` (what :meth:`predict_log_cost` takes
+        as ``prior``); None without a prior."""
+        return prior_components(self.target, choices, space) if self.board_prior else None
+
     def design_inputs(self, choices: np.ndarray, space: Space
                       ) -> dict[str, np.ndarray | None]:
         """What :meth:`predict_log_cost` needs of the architectures themselves (``own``,
-        ``proxy``): ``model.predict_log_cost(K, ops, **model.design_inputs(choices, space))``."""
-        return {"own": self.own_log_cost(choices, space), "proxy": self.proxy_log(choices, space)}
+        ``proxy``, ``prior``):
+        ``model.predict_log_cost(K, ops, **model.design_inputs(choices, space))``."""
+        return {"own": self.own_log_cost(choices, space), "proxy": self.proxy_log(choices, space),
+                "prior": self.prior_parts(choices, space)}
 
     def predict_log_cost(self, known_log: np.ndarray, ops: np.ndarray,
-                         own: np.ndarray | None = None, proxy: np.ndarray | None = None
+                         own: np.ndarray | None = None, proxy: np.ndarray | None = None,
+                         prior: np.ndarray | None = None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and std of the log cost, and the out-of-range flag, per row (``own``: the rows'
         :meth:`own_log_cost`, needed when the model has one; ``proxy``: their
-        :meth:`proxy_log`, needed when a proxy won). The std widens by the parts' spread about
+        :meth:`proxy_log`, needed when a proxy won; ``prior``: their :meth:`prior_parts`,
+        needed when the model has a board prior). The std widens by the parts' spread about
         the mean, each weighted as in the blend; a proxy's by how far the rows lie beyond the
         measured range of the proxy."""
         if self.proxy:
@@ -246,6 +263,11 @@ class AdaptedModel:
             excess = np.maximum(np.maximum(lo - proxy, proxy - hi) / max(hi - lo, 1e-9), 0)
             std = self.std_factor * self.loo_rmse * (1.0 + excess)
             return self.proxy_coef[0] + self.proxy_coef[1] * proxy, std, excess > 0.1
+        if self.board_prior:
+            if prior is None:
+                raise ValueError(f"adapted target {self.target!r} needs its board prior's "
+                                 "components (prior_parts)")
+            ops = np.concatenate([ops, prior], axis=1)
         ridge = known_log @ self.ridge_coef + self.ridge_intercept
         additive = _additive(known_log, ops, self.known_scale, self.op_scale,
                              self.nnls_weights, self.level)
@@ -265,10 +287,10 @@ class AdaptedModel:
         return mean, std * (1.0 + excess), excess > 0.1
 
     def predict(self, known_log: np.ndarray, ops: np.ndarray, own: np.ndarray | None = None,
-                proxy: np.ndarray | None = None
+                proxy: np.ndarray | None = None, prior: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and std in the target's model space (``log`` of its value), and the flag."""
-        mean, std, ood = self.predict_log_cost(known_log, ops, own, proxy)
+        mean, std, ood = self.predict_log_cost(known_log, ops, own, proxy, prior)
         return _log_cost_sign(self.target) * mean, std, ood
 
     # ---------------------------------------------------------------- persistence
@@ -285,7 +307,7 @@ class AdaptedModel:
                 "std_factor": self.std_factor, "known_source": self.known_source,
                 "blend": self.blend, "own_blend": self.own_blend, "own_floor": self.own_floor,
                 "proxy": self.proxy, "transfer_rmse": _json_float(self.transfer_rmse),
-                "proxy_rmse": _json_float(self.proxy_rmse)}
+                "proxy_rmse": _json_float(self.proxy_rmse), "board_prior": self.board_prior}
 
 
 def device_metrics(target: str) -> list[str]:
