@@ -142,8 +142,8 @@ def gpu_board():
     models (fitted on the train split) are what the adapted model transfers from."""
     from anb import resources
     from anb.surrogates.adapt import op_components
-    from anb.surrogates.layer_cost import LayerCostModel
     from anb.surrogates.fit import prepare
+    from anb.surrogates.layer_cost import LayerCostModel
 
     data = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
     train = data.masks["train"]
