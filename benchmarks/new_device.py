@@ -60,7 +60,20 @@ from anb.surrogates.features import FeatureBuilder
 from anb.surrogates.fit import prepare
 from anb.surrogates.layer_cost import LayerCostModel
 
-Z90 = intervals.z_value(0.9)  # the one interval definition
+#: What :func:`log_scores` reports per adapted model.
+SCORES = ("cov", "crps", "nll", "interval", "sharp", "sharp_mean")
+
+
+def log_scores(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> dict[str, float]:
+    """90 % coverage, CRPS, NLL, interval score and both sharpness figures of log-cost
+    predictions (``mean``, ``std``) of log costs ``y``, by the one interval definition
+    (:mod:`anb.surrogates.intervals`; already in the fitted space, so ``log=False``)."""
+    sharp, sharp_mean = intervals.sharpness(y, mean, std, log=False)
+    return {"cov": intervals.coverage(y, mean, std, log=False),
+            "crps": intervals.crps(y, mean, std, log=False),
+            "nll": intervals.nll(y, mean, std, log=False),
+            "interval": intervals.interval_score(y, mean, std, log=False),
+            "sharp": sharp, "sharp_mean": sharp_mean}
 
 
 def fit_device(X: np.ndarray, base: np.ndarray, y: np.ndarray, train: np.ndarray,
@@ -174,8 +187,9 @@ def leave_one_out(args: argparse.Namespace) -> None:
                 y = y_all[t]
                 ev = np.isfinite(y) & score_on
                 full_tau = tau(full[t][ev], y[ev])
-                res = {"xgb": [], "ridge": [], "random": [], "active": [], "cov_r": [],
-                       "cov_a": []}
+                res: dict[str, list[float]] = {k: [] for k in (
+                    "xgb", "ridge", "random", "active", *(f"{s}_{m}" for s in SCORES
+                                                            for m in "ra"))}
                 for rep, rows in enumerate(picks):
                     for mode, idx in rows.items():
                         model = AdaptedModel.fit(t, others, KL[idx], ops[idx], _value(t, y[idx]),
@@ -184,8 +198,8 @@ def leave_one_out(args: argparse.Namespace) -> None:
                         mean, std, _ = model.predict_log_cost(
                             KL[ev], ops[ev], **model.design_inputs(choices[ev], ANB_SPACE))
                         res[mode].append(tau(mean, y[ev]))
-                        res["cov_" + mode[0]].append(float(np.mean(np.abs(mean - y[ev])
-                                                                   <= Z90 * std)))
+                        for name, value in log_scores(y[ev], mean, std).items():
+                            res[f"{name}_{mode[0]}"].append(value)
                     res["xgb"].append(tau(scratch_xgb(X, np.nan_to_num(y), rows["random"],
                                                       rep)[ev], y[ev]))
                     res["ridge"].append(tau(ridge_baseline(K, np.nan_to_num(y),
@@ -218,6 +232,17 @@ def leave_one_out(args: argparse.Namespace) -> None:
                          + ("met" if gap.mean() <= 0.03 and gap.max() <= 0.06
                             and covs.min() >= 0.85 and covs.max() <= 0.95 else "missed"))
     print("\n".join(lines + goals))
+    print("\nproper scores and sharpness (log cost; mean over the hidden metrics and reps; "
+          "sharpness: median std / median |error|, mean ratio beside it)")
+    print("| n | mode | 90 % coverage | CRPS | NLL | interval score | sharpness | mean ratio |\n"
+          "|---|---|---|---|---|---|---|---|")
+    for n in args.n:
+        for mode in "ra":
+            m = {s: np.mean([summary[(t, n)][1][f"{s}_{mode}"] for t in chosen])
+                 for s in SCORES}
+            print(f"| {n} | {'random' if mode == 'r' else 'active'} | {m['cov']:.3f} | "
+                  f"{m['crps']:.4f} | {m['nll']:.3f} | {m['interval']:.3f} | "
+                  f"{m['sharp']:.2f} | {m['sharp_mean']:.2f} |")
     print(f"total {time.perf_counter() - began:.0f} s")
 
 
@@ -280,7 +305,7 @@ def real_device(args: argparse.Namespace) -> None:
                                      choices=choices[fit_rows], space=space)
             mean, std, ood = model.predict_log_cost(K[test], ops[test],
                                                     **model.design_inputs(choices[test], space))
-            scores.append((tau(mean, y[test]), np.mean(np.abs(mean - y[test]) <= Z90 * std),
+            scores.append((tau(mean, y[test]), log_scores(y[test], mean, std)["cov"],
                            ood.sum(), tau(ridge_baseline(K_pred, y, fit_rows)[test], y[test]),
                            tau(scratch_xgb(X, y, fit_rows, 0)[test], y[test]),
                            tau(macs[test], y[test])))

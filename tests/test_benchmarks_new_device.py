@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import REPO
@@ -31,4 +32,14 @@ def test_whole_board_protocol_runs_and_scores_every_hidden_metric():
         # the full-data surrogate bounds the transfer, which beats 5 points from scratch
         assert full > ceiling > max(random, active) > scratch
     assert re.search(r"^n = 5 random: mean tau gap [\d.]+", proc.stdout, re.M)
+    # the proper scores by the one interval definition: the coverage is the table's
+    scored = {m.group(1): [float(v) for v in m.groups()[1:]] for m in re.finditer(
+        r"^\| 5 \| (random|active) \| ([\d.]+) \| ([\d.]+) \| (-?[\d.]+) \| ([\d.]+) \| "
+        r"([\d.]+) \| ([\d.]+) \|$", proc.stdout, re.M)}
+    assert set(scored) == {"random", "active"}, proc.stdout
+    for mode, column in (("random", 5), ("active", 7)):
+        coverage = np.mean([row[column] for row in rows.values()])
+        assert scored[mode][0] == pytest.approx(coverage, abs=1e-3)
+        crps, _nll, interval, sharp, _mean_ratio = scored[mode][1:]
+        assert 0 < crps < interval and sharp > 0
     assert results.read_bytes() == before  # ANB_PUBLISH=0: nothing published

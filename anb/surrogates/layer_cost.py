@@ -339,6 +339,9 @@ class LayerCostModel:
         self.time_floor_ = np.zeros(len(self.targets_))
         self.floor_power_ = np.ones(len(self.targets_))
         self.n_used_ = {}
+        #: each target's back-off parameters (``weights_[i] = mapping_ @ params_[target]``;
+        #: kept in memory only, for studies of the shared speeds)
+        self.params_: dict[str, np.ndarray] = {}
         for i, (name, (y, present)) in enumerate(targets.items()):
             if present.sum() < 2:
                 raise ValueError(f"target {name!r} has {int(present.sum())} labelled rows; "
@@ -354,6 +357,7 @@ class LayerCostModel:
                 theta = theta.copy()
                 theta[idle] = np.median(theta[(self.groups_ == 0) & ~idle])
             self.weights_[i] = mapping @ theta
+            self.params_[name] = theta
             self.floors_[i] = 0.1 * np.abs(c).min() if transform_for(name) == "log" else 0.0
         return self
 
