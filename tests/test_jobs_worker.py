@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.queue_stages import make_context, quality_payload
+from anb.collect_throughput.queue.stages import make_context, quality_payload
 from anb.jobs.queue import Capability, JobSpec, open_queue
 from anb.jobs.stages import chain
 from anb.jobs.worker import Worker

@@ -21,7 +21,7 @@ import pytest
 from anb.cli import app
 from anb.cli_support import run
 from anb.collect_throughput import registries
-from anb.collect_throughput.protocol import Protocol
+from anb.collect_throughput.timing.protocol import Protocol
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
@@ -133,7 +133,7 @@ def test_a_registered_back_end_is_valid_and_a_broken_one_is_named(monkeypatch):
     with pytest.raises(ValueError, match=r"backend 'npu' \('no_such_module:Npu'\) cannot be "
                                          "loaded: ModuleNotFoundError"):
         get_backend(protocol.backend)
-    registry.register("npu", "anb.collect_throughput.protocol:Protocol")
+    registry.register("npu", "anb.collect_throughput.timing.protocol:Protocol")
     with pytest.raises(ValueError, match="not an anb Backend subclass"):
         get_backend("npu")
 

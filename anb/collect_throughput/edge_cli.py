@@ -66,8 +66,8 @@ def quant_layers_cmd(
     """Per-layer quantization effect (cosine, SQNR, max abs error) of a quantized path; with
     --weights or --onnx and --images, of a trained model on real images, with per-layer times
     and a mixed-precision sweep (--keep-float)."""
-    from anb.collect_throughput.layerwise import CPU_PATHS, REPORT, layerwise
-    from anb.collect_throughput.qualcomm.config import QUALCOMM_DIR
+    from anb.collect_throughput.quantization.layerwise import CPU_PATHS, REPORT, layerwise
+    from anb.collect_throughput.targets.qualcomm.config import QUALCOMM_DIR
     from anb.outputs import replace_folder
 
     shipped = sorted(p.stem for p in QUALCOMM_DIR.glob("*.toml"))
@@ -104,7 +104,7 @@ def quant_layers_cmd(
                                       sqnr_threshold=sqnr_threshold, worst=worst,
                                       keep_float=ks)
             else:
-                from anb.collect_throughput.driver import read_arch_list
+                from anb.collect_throughput.arch_lists import read_arch_list
                 from anb.searchspace.space import ANB_SPACE
 
                 result = layerwise(read_arch_list(str(archs), space=ANB_SPACE), path, tmp,
@@ -136,8 +136,8 @@ def _real_report(arch: str | None, weights: Path | None, onnx_file: Path | None,
     """The report of one trained model (``--weights`` or ``--onnx``) on ``images_dir``."""
     import tempfile
 
-    from anb.collect_throughput.layerwise import model_report, write_summary
-    from anb.collect_throughput.real_model import from_onnx, from_weights
+    from anb.collect_throughput.quantization.layerwise import model_report, write_summary
+    from anb.collect_throughput.quantization.real_model import from_onnx, from_weights
 
     if images_dir is None or not images_dir.is_dir():
         raise ValueError(f"--images {str(images_dir)!r} is not a folder")
@@ -158,9 +158,11 @@ def measure_qualcomm_cmd(
 ) -> None:
     """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times
     (as 'anb measure DEVICE', with a transport override)."""
-    from anb.collect_throughput.driver import RESULTS, read_arch_list
-    from anb.collect_throughput.qualcomm.config import load_qualcomm_device
-    from anb.collect_throughput.qualcomm.stages import QualcommTarget
+    from anb.collect_throughput.arch_lists import read_arch_list
+    from anb.collect_throughput.results.folder import RESULTS
+    from anb.collect_throughput.targets.base import RunSettings
+    from anb.collect_throughput.targets.qualcomm.config import load_qualcomm_device
+    from anb.collect_throughput.targets.qualcomm.stages import QualcommTarget
     from anb.outputs import exclusive, prepare_folder
     from anb.searchspace.space import ANB_SPACE
 
@@ -171,7 +173,8 @@ def measure_qualcomm_cmd(
         target = QualcommTarget(config)
         arch_list = read_arch_list(archs, space=ANB_SPACE)
         with exclusive(prepare_folder(out, RESULTS), "anb measure-qualcomm", per_host=True):
-            summary = target.measure(arch_list, out, workdir=workdir, keep_going=True)
+            summary = target.measure(arch_list, out, RunSettings(workdir=workdir,
+                                                                 keep_going=True))
     except (ValueError, FileNotFoundError) as err:
         fail(err)
     for arch_id, message in summary.failed.items():

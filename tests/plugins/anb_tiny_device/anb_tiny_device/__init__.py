@@ -14,8 +14,8 @@ from typing import Any
 
 from anb.collect_throughput.backends.base import Session
 from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.remote import OnnxRuntimeBoard
+from anb.collect_throughput.targets.remote import OnnxRuntimeBoard
+from anb.collect_throughput.timing.protocol import Protocol
 from anb.collect_throughput.transports.local import LocalTransport
 
 FAST = {"warmup": {"min_steps": 2, "window": 2, "tolerance": 0.5, "max_steps": 10,
@@ -36,8 +36,8 @@ class UnoptimisedOrtBackend(OnnxRuntimeBackend):
         import onnxruntime as ort
 
         from anb.collect_throughput.backends.base import cycling
-        from anb.collect_throughput.inputs import make_inputs
-        from anb.collect_throughput.timing import CpuClock
+        from anb.collect_throughput.timing.inputs import make_inputs
+        from anb.collect_throughput.timing.loop import CpuClock
 
         self.check(protocol)
         path, extra = self.model_path(arch, protocol, workdir)
