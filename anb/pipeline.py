@@ -121,7 +121,7 @@ def stage_accuracy(out: Path, archs: list[Arch], config: Path, settings: dict[st
 def stage_throughput(out: Path, archs: list[Arch], accuracy_csv: Path, device: str,
                      budget: float) -> dict:
     """Measure ``archs`` on ``device`` (resumable), then merge with the accuracy records."""
-    from anb.collect_throughput.results.merge import merge
+    from anb.collect_throughput.records.merge import merge
     from anb.collect_throughput.targets.base import RunSettings
     from anb.collect_throughput.targets.local import LocalTarget
     from anb.collect_throughput.timing.protocol import load_device

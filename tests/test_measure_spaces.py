@@ -19,7 +19,7 @@ from anb.cli_support import run as run_console
 from anb.collect_throughput.arch_lists import read_arch_list
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx, ort_session
 from anb.collect_throughput.queue.stages import job_device, make_context
-from anb.collect_throughput.results.anchors import default_anchors
+from anb.collect_throughput.records.anchors import default_anchors
 from anb.collect_throughput.timing.inputs import make_inputs
 from anb.collect_throughput.timing.network import measured_resolution
 from anb.collect_throughput.timing.protocol import load_device

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.results.merge import MergeConflict, merge_records
+from anb.collect_throughput.records.merge import MergeConflict, merge_records
 from anb.collect_throughput.targets.base import RunSettings
 from anb.collect_throughput.targets.local import LocalTarget
 from anb.collect_throughput.targets.protocol_target import Schedule

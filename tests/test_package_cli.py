@@ -50,7 +50,7 @@ def test_slurm_template_prints_the_packaged_script():
 
 
 def test_version_stamp_in_device_and_merged_records(tmp_path, released_records):
-    from anb.collect_throughput.results.merge import merge_records, write_merged
+    from anb.collect_throughput.records.merge import merge_records, write_merged
     from anb.collect_throughput.timing.environment import host_environment
 
     assert host_environment()["anb_version"] == anb.__version__

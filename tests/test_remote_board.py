@@ -205,7 +205,7 @@ def test_board_runner_sampler_keeps_a_bounded_record():
 # -- SSH: a real sshd plays the board ---------------------------------------------------------
 @pytest.mark.slow
 def test_ssh_board_measures_with_the_board_runner(ssh_board, board_python, tmp_path):
-    from anb.collect_throughput.results.merge import merge
+    from anb.collect_throughput.records.merge import merge
     from anb.collect_throughput.timing.result import arch_record
     from anb.io import atomic_write_json
 

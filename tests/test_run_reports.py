@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.results.run_report import (
+from anb.collect_throughput.records.run_report import (
     entry_figures,
     quality_fields,
     step_times_ms,

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.collect_throughput.backends.torch_backend import TorchBackend
-from anb.collect_throughput.results.anchors import ANCHORS, anchor_drift, read_anchor_rows
-from anb.collect_throughput.results.folder import ProtocolMismatch
-from anb.collect_throughput.results.merge import MixedProtocols, merge_records
+from anb.collect_throughput.records.anchors import ANCHORS, anchor_drift, read_anchor_rows
+from anb.collect_throughput.records.folder import ProtocolMismatch
+from anb.collect_throughput.records.merge import MixedProtocols, merge_records
 from anb.collect_throughput.targets.base import RunSettings
 from anb.collect_throughput.targets.local import LocalTarget, measure
 from anb.collect_throughput.targets.protocol_target import Schedule
@@ -137,7 +137,7 @@ def test_resume_never_reuses_a_result_of_another_protocol(tmp_path):
 def test_merge_refuses_two_protocols_in_one_column(tmp_path):
     LocalTarget(_device(), NO_ANCHORS).measure(ARCHS[:1], tmp_path / "a", QUIET)
     LocalTarget(_device(resolution=64), NO_ANCHORS).measure(ARCHS[1:2], tmp_path / "b", QUIET)
-    from anb.collect_throughput.results.merge import load_results
+    from anb.collect_throughput.records.merge import load_results
 
     results = load_results([tmp_path / "a", tmp_path / "b"], space=ANB_SPACE)
     fps = {r["platform_perf"]["latency_cpu-ort"]["protocol_fingerprint"] for r in results}

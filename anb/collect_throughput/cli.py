@@ -84,8 +84,8 @@ def measure_cmd(
     (this host, a board over [remote], a Qualcomm SoC, a plug-in's; resumable, shardable); the
     records name the space. With --quality, the trained network's accuracy on the device."""
     from anb.collect_throughput.arch_lists import read_arch_list, shard_of
-    from anb.collect_throughput.results.anchors import parse_anchors
-    from anb.collect_throughput.results.folder import RESULTS
+    from anb.collect_throughput.records.anchors import parse_anchors
+    from anb.collect_throughput.records.folder import RESULTS
     from anb.collect_throughput.targets.base import RunSettings
     from anb.collect_throughput.targets.devices import load_target
     from anb.collect_throughput.targets.protocol_target import Schedule, scheduled
@@ -111,7 +111,7 @@ def measure_cmd(
             summary = target.measure(arch_list, out, RunSettings(workdir, progress, keep_going,
                                                                  keep_work))
             if report:
-                from anb.collect_throughput.results.run_report import write_reports
+                from anb.collect_throughput.records.run_report import write_reports
 
                 write_reports(Path(out) / target.name, summary.measured)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
@@ -130,7 +130,7 @@ def _quality(device: Any, archs: list, out: Path, images: Path | None, weights: 
              onnx: Path | None, count: int, workdir: Path | None, asked: bool) -> None:
     """``anb measure --quality``: each architecture's entry into its record, one line each."""
     from anb.collect_throughput.quantization.quality import Source, measure_quality_archs
-    from anb.collect_throughput.results.folder import RESULTS
+    from anb.collect_throughput.records.folder import RESULTS
     from anb.outputs import exclusive, prepare_folder
 
     if not asked:
@@ -168,7 +168,7 @@ def merge_cmd(
     conflicts, gaps, protocols and the anchors' drift (records of another space are refused).
     An unreadable or invalid record is skipped and named, the rest merged, and the exit code
     is 1."""
-    from anb.collect_throughput.results.merge import merge
+    from anb.collect_throughput.records.merge import merge
     from anb.records import detect_space
 
     first = accuracy or (results[0] if results else None)

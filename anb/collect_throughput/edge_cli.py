@@ -159,7 +159,7 @@ def measure_qualcomm_cmd(
     """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times
     (as 'anb measure DEVICE', with a transport override)."""
     from anb.collect_throughput.arch_lists import read_arch_list
-    from anb.collect_throughput.results.folder import RESULTS
+    from anb.collect_throughput.records.folder import RESULTS
     from anb.collect_throughput.targets.base import RunSettings
     from anb.collect_throughput.targets.qualcomm.config import load_qualcomm_device
     from anb.collect_throughput.targets.qualcomm.stages import QualcommTarget

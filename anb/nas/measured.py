@@ -125,7 +125,7 @@ class LocalMeasurer(Measurer):
                       f"{len(archs)} of the batch", file=sys.stderr, flush=True)
 
     def _measure(self, archs: list[Arch], futures: list[Future]) -> None:
-        from anb.collect_throughput.results.folder import read_result, result_path
+        from anb.collect_throughput.records.folder import read_result, result_path
         from anb.collect_throughput.targets.base import RunSettings
         from anb.collect_throughput.targets.protocol_target import Schedule, scheduled
 

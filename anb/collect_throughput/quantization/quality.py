@@ -354,7 +354,7 @@ def write_quality(out: str | Path, device: str, arch: Arch | str,
                   entry: dict[str, Any]) -> Path:
     """Add ``entry`` to ``<out>/<device>/<arch_id>.json`` (created when missing; its timing
     entries kept), atomically."""
-    from anb.collect_throughput.results.folder import read_result, result_path
+    from anb.collect_throughput.records.folder import read_result, result_path
 
     arch = as_arch(arch, ANB_SPACE)
     path = result_path(out, device, arch)

@@ -220,7 +220,7 @@ def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<ou
     """Write the records of finished measure and accuracy jobs from the queue (timings and
     the trained network's quality on the device; for 'anb merge')."""
     from anb.collect_throughput.queue.stages import publish
-    from anb.collect_throughput.results.folder import RESULTS
+    from anb.collect_throughput.records.folder import RESULTS
     from anb.outputs import check_folder, prepare_folder
 
     try:
@@ -258,7 +258,7 @@ def worker_cmd(
     import logging
 
     from anb.collect_throughput.queue.stages import make_context
-    from anb.collect_throughput.results.folder import RESULTS
+    from anb.collect_throughput.records.folder import RESULTS
     from anb.jobs.worker import Worker, serve
     from anb.outputs import check_folder, prepare_folder
 

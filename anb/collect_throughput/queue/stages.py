@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from anb.collect_throughput.results.folder import check_results_space, read_result, result_path
+from anb.collect_throughput.records.folder import check_results_space, read_result, result_path
 from anb.collect_throughput.targets.base import MeasureTarget
 from anb.collect_throughput.targets.devices import as_target, device_table, load_any_device
 from anb.collect_throughput.timing.network import require_images

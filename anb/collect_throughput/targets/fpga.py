@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from anb.collect_throughput.device_kinds import FPGA, without_kind
-from anb.collect_throughput.results.folder import check_results_space, result_path
+from anb.collect_throughput.records.folder import check_results_space, result_path
 from anb.collect_throughput.targets.base import MeasureSummary, MeasureTarget, RunSettings
 from anb.collect_throughput.targets.remote import BoardFolder, RemoteSpec, board_folder
 from anb.collect_throughput.transports import TransportError

@@ -2,12 +2,12 @@
 resumable, block-by-block run both of its targets share (this host's back-ends,
 :mod:`.local`; a board over ``[remote]``, :mod:`.remote`).
 
-Results go to ``<out>/<device>/<arch_id>.json`` (:mod:`anb.collect_throughput.results.folder`),
+Results go to ``<out>/<device>/<arch_id>.json`` (:mod:`anb.collect_throughput.records.folder`),
 written atomically after every measurement; a (architecture, key) already in that file under
 the same protocol fingerprint is skipped, so an interrupted job picks up where it stopped and
 loses at most the measurement in flight (one under another protocol is an error, never reused).
 Anchor architectures are re-measured at the start of the run and every ``anchor_every``
-architectures (:mod:`anb.collect_throughput.results.anchors`); exported models are deleted once
+architectures (:mod:`anb.collect_throughput.records.anchors`); exported models are deleted once
 used unless ``keep_work``. The device config names the search space measured
 (``DeviceConfig.space``); a results folder holds one space's records and a run of another space
 is refused. With ``interleave=K`` blocks of K architectures are timed round-robin (robust ranks
@@ -24,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from anb.collect_throughput.results.anchors import (
+from anb.collect_throughput.records.anchors import (
     anchor_path,
     anchor_rows,
     append_anchor_rows,
     default_anchors,
     new_session_id,
 )
-from anb.collect_throughput.results.folder import (
+from anb.collect_throughput.records.folder import (
     check_results_space,
     read_result,
     remove_work_files,
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 class Schedule:
     """When a protocol target times what: architectures in blocks of ``interleave`` timed
     round-robin, and ``anchors`` (None: the space's
-    :func:`~anb.collect_throughput.results.anchors.default_anchors`; empty: none) measured
+    :func:`~anb.collect_throughput.records.anchors.default_anchors`; empty: none) measured
     before the first block and before the first block after every ``anchor_every``
     architectures."""
 

@@ -18,7 +18,7 @@ Every measured entry carries its protocol fingerprint; a key whose results were 
 more than one protocol is refused (:class:`MixedProtocols`, naming both and how they differ)
 unless ``allow_mixed_protocols``; the fingerprints of each key are in the report. Anchor
 sessions found in the result folders (``anchors.jsonl``) are summarised per key as
-``anchor_drift`` (see :func:`anb.collect_throughput.results.anchors.anchor_drift`). A file that is
+``anchor_drift`` (see :func:`anb.collect_throughput.records.anchors.anchor_drift`). A file that is
 not a readable, valid record (truncated, not UTF-8) is listed in ``skipped`` and the rest merge.
 
 A merge is of one search space (``space``, default ``anb-mnasnet``): a record of another space,
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anb.collect_throughput.results.anchors import ANCHOR_FILE, anchor_drift, read_anchor_rows
+from anb.collect_throughput.records.anchors import ANCHOR_FILE, anchor_drift, read_anchor_rows
 from anb.collect_throughput.timing.protocol import entry_fingerprint, protocol_difference
 from anb.formats import stamp
 from anb.io import atomic_write_json
