@@ -138,7 +138,8 @@ def test_runtime_and_backend_must_match(tmp_path):
     assert ("device 'board-onnxruntime': backend='onnxruntime' cannot run on a board with the "
             "openvino runtime; allowed: ['openvino', 'openvino-int8']") in result.output
     assert not (tmp_path / "out" / "board-onnxruntime").exists()
-    device = device_from_mapping({"name": "b", "backend": "tvm", "resolution": 32,
+    device = device_from_mapping({"kind": "remote", "name": "b", "backend": "tvm",
+                                  "resolution": 32,
                                   "latency": {"batch": 1}, "clock": "wall",
                                   "remote": {"transport": "local://", "runtime": "tvm"}},
                                  space=ANB_SPACE.name)
@@ -183,7 +184,7 @@ def test_a_resident_board_runs_openvino_for_an_openvino_device(tmp_path):
 
     with server(tmp_path) as (_, port):
         device = device_from_mapping({
-            "name": "resident-ov", "backend": "openvino", "resolution": 32, "threads": 1,
+            "kind": "remote", "name": "resident-ov", "backend": "openvino", "resolution": 32, "threads": 1,
             "latency": {"batch": 1}, "stopping": {"budget_seconds": 0.3, "min_reps": 5},
             "remote": {"transport": f"tcp://127.0.0.1:{port}", "runtime": "resident",
                        "token_file": str(tmp_path / "token")}}, space=ANB_SPACE.name)

@@ -43,7 +43,8 @@ def xmodels(tmp_path_factory) -> Path:
 def _config(tmp_path: Path, xmodels: Path, name: str = "zcu102", fpga_extra: str = "",
             remote_extra: str = "") -> Path:
     config = tmp_path / f"{name}-board.toml"
-    config.write_text(f"""name = "{name}"
+    config.write_text(f"""kind = "fpga"
+name = "{name}"
 [fpga]
 xmodels = "{xmodels}"
 resolution = {RES}

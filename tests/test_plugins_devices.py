@@ -150,9 +150,10 @@ def test_measure_errors_say_what_kind_of_config_was_given(tmp_path, capsys, monk
     no_kinds = tmp_path / "nokinds.toml"
     no_kinds.write_text('name = "x"\nbackend = "onnxruntime"\n')
     err = _measure_error([str(no_kinds)], capsys)
-    assert err.startswith(f"error: device config {str(no_kinds)!r} (a protocol config (tables "
-                          "[latency]/[throughput]; [remote] for a board)): kinds=None is "
-                          "invalid; allowed: at least one of the tables")
+    assert err.startswith(f"error: device config {str(no_kinds)!r} (a device config of no "
+                          "known kind): kind=None is invalid; allowed: one of ['fpga', "
+                          "'local', 'qualcomm', 'remote'] (a config without kind loads only "
+                          "when its tables show one kind")
     err = _measure_error(["no-such-device"], capsys)
     assert "device='no-such-device' is invalid; allowed: a TOML file, a shipped protocol " \
            "config [" in err and "a Qualcomm config ['qnn-htp', 'snpe-dsp'" in err

@@ -47,7 +47,7 @@ def _runner_module():
 
 def _device(remote: dict, name: str = "board-a", budget: float = 0.6) -> object:
     return device_from_mapping({
-        "name": name, "backend": "onnxruntime", "resolution": 32, "threads": 1,
+        "kind": "remote", "name": name, "backend": "onnxruntime", "resolution": 32, "threads": 1,
         "latency": {"batch": 1}, "warmup": {"max_seconds": 2.0, "max_steps": 50},
         "stopping": {"budget_seconds": budget, "min_reps": 5}, "remote": remote},
         space=ANB_SPACE.name)

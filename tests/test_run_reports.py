@@ -30,7 +30,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _config(tmp_path: Path) -> Path:
     config = tmp_path / f"{DEVICE}.toml"
-    config.write_text(f"""name = "{DEVICE}"
+    config.write_text(f"""kind = "local"
+name = "{DEVICE}"
 backend = "onnxruntime"
 resolution = 32
 threads = 1

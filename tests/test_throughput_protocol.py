@@ -81,8 +81,9 @@ def test_bad_rules_and_config_tables_are_named():
     with pytest.raises(ValueError, match="stopping.typo"):
         device_from_mapping({"name": "x", "backend": "torch", "latency": {},
                              "stopping": {"typo": 1}}, space=ANB_SPACE.name)
-    with pytest.raises(ValueError, match="at least one of the tables"):
-        device_from_mapping({"name": "x", "backend": "torch"}, space=ANB_SPACE.name)
+    with pytest.raises(ValueError, match="kind='local' needs at least one of the tables"):
+        device_from_mapping({"kind": "local", "name": "x", "backend": "torch"},
+                            space=ANB_SPACE.name)
     with pytest.raises(ValueError, match="'nope'"):
         load_device("nope", space=ANB_SPACE.name)
 

@@ -45,8 +45,10 @@ def device_kind(data: Mapping[str, Any]) -> str:
     if kind is None:
         found = inferred_kind(data)
         if found is None:
-            raise ValueError(f"kind is missing; allowed: one of {allowed} (a config without it "
-                             "loads only when its tables show one kind)")
+            raise ValueError(f"kind=None is invalid; allowed: one of {allowed} (a config "
+                             "without kind loads only when its tables show one kind: 'sdk' "
+                             "for qualcomm, [fpga], or [latency]/[throughput] with [remote] "
+                             "for remote and without for local)")
         return found
     if kind not in DEVICE_KINDS:
         raise ValueError(f"kind={kind!r} is invalid; allowed: one of {allowed}")
@@ -65,7 +67,11 @@ def device_kind(data: Mapping[str, Any]) -> str:
 
 
 def without_kind(data: Mapping[str, Any], *kinds: str) -> dict[str, Any]:
-    """``data`` less its ``kind`` field, refused (ValueError) unless it is one of ``kinds``."""
+    """``data`` less its ``kind`` field for the loader of ``kinds``: a ``kind`` it names is
+    checked (:func:`device_kind`) and refused (ValueError) unless it is one of ``kinds``; a table
+    without one is taken as the loader's."""
+    if "kind" not in data:
+        return dict(data)
     kind = device_kind(data)
     if kind not in kinds:
         raise ValueError(f"kind={kind!r} is invalid here; allowed: {list(kinds)} "
