@@ -7,6 +7,12 @@ from typing import Any
 import typer
 
 from anb.cli_support import check_finite, fail, space_option
+from anb.collect_throughput.defaults import (
+    ANCHOR_EVERY,
+    COS_THRESHOLD,
+    QUALITY_IMAGES,
+    SQNR_THRESHOLD_DB,
+)
 from anb.preprocessing import MAX_IMAGES
 from anb.searchspace.base import MAX_RESOLUTION
 from anb.searchspace.cli import cli_space
@@ -58,7 +64,8 @@ def measure_cmd(
                                 "(anb-mnasnet: EfficientNet-B0, smallest, largest; another "
                                 "space: all-first and all-last choices), 'none' or "
                                 "comma-separated strings."),
-    anchor_every: int = typer.Option(500, min=1, help="Architectures between anchor sessions."),
+    anchor_every: int = typer.Option(ANCHOR_EVERY, min=1,
+                                     help="Architectures between anchor sessions."),
     space: str | None = space_option("search space (default: the one an --archs dataset "
                                      "names, else anb-mnasnet)"),
     report: bool = typer.Option(False, "--report", help="Also write a report of each "
@@ -76,7 +83,7 @@ def measure_cmd(
                                         "folder of <arch_id>.pt checkpoints."),
     onnx: Path | None = typer.Option(None, "--onnx", help="--quality: a trained ONNX model "
                                      "instead of --weights."),
-    quality_images: int = typer.Option(500, min=1, max=MAX_IMAGES,
+    quality_images: int = typer.Option(QUALITY_IMAGES, min=1, max=MAX_IMAGES,
                                        help="--quality: images scored (class-stratified "
                                        "sample of --images)."),
 ) -> None:
@@ -221,9 +228,10 @@ def quant_report_cmd(
     eval_images: int = typer.Option(100, min=1, max=MAX_IMAGES,
                                     help="Test images for the accuracy change."),
     seed: int = typer.Option(0, min=0, help="Seed of the class-stratified image sample."),
-    cos_threshold: float = typer.Option(0.99, min=-1.0, max=1.0,
+    cos_threshold: float = typer.Option(COS_THRESHOLD, min=-1.0, max=1.0,
                                         help="Flag layers with cosine below this."),
-    sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
+    sqnr_threshold: float = typer.Option(SQNR_THRESHOLD_DB,
+                                         help="Flag layers with SQNR (dB) below this."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb quant-report."),
 ) -> None:

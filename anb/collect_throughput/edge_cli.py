@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from anb.cli_support import check_finite, fail
+from anb.collect_throughput.defaults import COS_THRESHOLD, SQNR_THRESHOLD_DB
 from anb.preprocessing import MAX_IMAGES
 from anb.searchspace.base import MAX_RESOLUTION
 
@@ -55,9 +56,10 @@ def quant_layers_cmd(
     eval_images: int = typer.Option(200, min=1, max=MAX_IMAGES,
                                     help="Images scored per model of the mixed-precision "
                                     "sweep (with --weights/--onnx)."),
-    cos_threshold: float = typer.Option(0.99, min=-1.0, max=1.0,
+    cos_threshold: float = typer.Option(COS_THRESHOLD, min=-1.0, max=1.0,
                                         help="Flag layers with cosine below this."),
-    sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
+    sqnr_threshold: float = typer.Option(SQNR_THRESHOLD_DB,
+                                         help="Flag layers with SQNR (dB) below this."),
     worst: int = typer.Option(5, min=1, max=MAX_WORST,
                                help="Flag this many layers that lose most SQNR."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "

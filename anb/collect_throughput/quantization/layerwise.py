@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from anb.collect_throughput.backends.int8_quantize import cosine, sqnr_db
+from anb.collect_throughput.defaults import COS_THRESHOLD, SQNR_THRESHOLD_DB
 from anb.collect_throughput.quantization.layer_times import join_times
 from anb.collect_throughput.timing.digits import digits_images, fit_digits, top1
 from anb.io import atomic_write, atomic_write_json
@@ -263,8 +264,8 @@ def _device_path(arch: Arch, model: Any, device_name: str, calibration: np.ndarr
 
 
 def layer_report(arch: Arch | str, path: str, out: str | Path, resolution: int = 32,
-                 calibration: int = 64, images: int = 16, cos_threshold: float = 0.99,
-                 sqnr_threshold: float = 20.0, worst: int = 5, seed: int = 0,
+                 calibration: int = 64, images: int = 16, cos_threshold: float = COS_THRESHOLD,
+                 sqnr_threshold: float = SQNR_THRESHOLD_DB, worst: int = 5, seed: int = 0,
                  transport: Any = None) -> tuple[dict, pd.DataFrame]:
     """The report of one architecture under one quantized ``path`` (see module docstring)."""
     import onnx
@@ -374,7 +375,8 @@ def _device_times(path: str, quant_path: Path, float_path: Path, image: np.ndarr
 
 def model_report(model: Any, path: str, out: str | Path, images_dir: str | Path,
                  calibration: int = 64, images: int = 16, eval_images: int = 200,
-                 cos_threshold: float = 0.99, sqnr_threshold: float = 20.0, worst: int = 5,
+                 cos_threshold: float = COS_THRESHOLD,
+                 sqnr_threshold: float = SQNR_THRESHOLD_DB, worst: int = 5,
                  keep_float: Sequence[int] = (), seed: int = 0, latency_budget_s: float = 2.0,
                  ) -> tuple[dict, pd.DataFrame]:
     """The report of a trained model (a :class:`.real_model.RealModel`) on real images under

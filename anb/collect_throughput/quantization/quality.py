@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from anb.collect_throughput.defaults import QUALITY_IMAGES
 from anb.collect_throughput.targets.devices import as_target
 from anb.collect_throughput.targets.local import onnx_outputs
 from anb.collect_throughput.targets.protocol_target import ProtocolTarget
@@ -82,8 +83,8 @@ class Images:
     classes: list[str]
 
 
-def load_images(folder: str | Path, resolution: int, count: int = 500, calibration: int = 64,
-                seed: int = 0, crop_ratio: float = VAL_CROP_RATIO) -> Images:
+def load_images(folder: str | Path, resolution: int, count: int = QUALITY_IMAGES,
+                calibration: int = 64, seed: int = 0, crop_ratio: float = VAL_CROP_RATIO) -> Images:
     """``count`` class-stratified images of ``folder`` (fewer where the folder holds fewer
     than ``count`` + ``calibration``) and ``calibration`` others, through the trainer's
     validation transform at ``resolution``. A missing folder, one without class
@@ -319,7 +320,7 @@ def measure_quality(device: Any, arch: Arch | str, source: Source, images: Image
 
 
 def measure_quality_archs(device: Any, archs: list[Any], out: str | Path, source: Source,
-                          folder: str | Path, count: int = 500,
+                          folder: str | Path, count: int = QUALITY_IMAGES,
                           workdir: str | Path | None = None,
                           transport: Any = None) -> dict[str, dict[str, Any]]:
     """Quality of each of ``archs`` on ``device`` written into ``<out>/<device>/<arch_id>.json``

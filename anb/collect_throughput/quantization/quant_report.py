@@ -29,6 +29,7 @@ from anb.collect_throughput.backends.int8_quantize import (
     run_model,
     sqnr_db,
 )
+from anb.collect_throughput.defaults import COS_THRESHOLD, SQNR_THRESHOLD_DB
 from anb.collect_throughput.timing.digits import digits_images, fit_digits, top1
 from anb.collect_throughput.timing.inputs import calibration_and_eval
 from anb.io import atomic_write, atomic_write_json
@@ -154,7 +155,8 @@ def eval_inputs(items: list, resolution: int, crop_ratio: float = VAL_CROP_RATIO
 
 
 def quant_report(arch: Arch | str, out: str | Path, resolution: int = 32, calibration: int = 64,
-                 eval_images: int = 100, cos_threshold: float = 0.99, sqnr_threshold: float = 20.0,
+                 eval_images: int = 100, cos_threshold: float = COS_THRESHOLD,
+                 sqnr_threshold: float = SQNR_THRESHOLD_DB,
                  seed: int = 0, scheme: str = "dpu", weights: str | Path | None = None,
                  images: str | Path | None = None, crop_ratio: float = VAL_CROP_RATIO,
                  ) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import typer
 
 from anb.cli_support import fail, queue_option, space_option
+from anb.collect_throughput.defaults import QUALITY_IMAGES
 from anb.preprocessing import MAX_IMAGES
 from anb.searchspace.base import Space
 from anb.searchspace.cli import cli_space
@@ -80,7 +81,7 @@ def submit_cmd(
                                         "folder of <arch_id>.pt checkpoints."),
     onnx: Path | None = typer.Option(None, "--onnx", help="accuracy stage: a trained ONNX "
                                      "model instead of --weights."),
-    quality_images: int = typer.Option(500, min=1, max=MAX_IMAGES,
+    quality_images: int = typer.Option(QUALITY_IMAGES, min=1, max=MAX_IMAGES,
                                        help="accuracy stage: images scored (class-"
                                        "stratified sample of --images)."),
     quality_resolution: int | None = typer.Option(None, min=1, help="accuracy stage: input size "

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from anb.collect_throughput.defaults import QUALITY_IMAGES
 from anb.collect_throughput.records.folder import check_results_space, read_result, result_path
 from anb.collect_throughput.targets.base import MeasureTarget
 from anb.collect_throughput.targets.devices import as_target, device_table, load_any_device
@@ -222,7 +223,7 @@ def run_measure(job: Job, ctx: StageContext) -> dict[str, Any]:
 
 
 def quality_payload(images: str | Path, weights: str | Path | None = None,
-                    onnx: str | Path | None = None, count: int = 500,
+                    onnx: str | Path | None = None, count: int = QUALITY_IMAGES,
                     resolution: int | None = None) -> dict[str, Any]:
     """What an accuracy job carries (``payload["quality"]``): the image folder, the trained
     network (:class:`~.quality.Source`: checked to exist), the number of images scored and
@@ -263,7 +264,7 @@ def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
         require_images(device.protocols[0], "the accuracy stage (an image folder)")
     arch = job_arch(job)
     images = load_images(spec["images"], spec.get("resolution") or device_resolution(device, arch),
-                         spec.get("count", 500), calibration_count(device))
+                         spec.get("count", QUALITY_IMAGES), calibration_count(device))
     entry = measure_quality(device, arch, Source.from_dict(spec), images, ctx.store_dir(job))
     return {"record": quality_record(arch, job.device, entry),
             **{k: entry[k] for k in ("top1", "host_top1", "top1_agreement", "logits_cosine_min",

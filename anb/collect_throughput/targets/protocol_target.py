@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from anb.collect_throughput.defaults import ANCHOR_EVERY
 from anb.collect_throughput.records.anchors import (
     anchor_path,
     anchor_rows,
@@ -57,7 +58,7 @@ class Schedule:
 
     interleave: int = 1
     anchors: Sequence[Any] | None = None
-    anchor_every: int = 500
+    anchor_every: int = ANCHOR_EVERY
 
     def __post_init__(self) -> None:
         if self.interleave < 1:
