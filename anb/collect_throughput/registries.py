@@ -33,10 +33,10 @@ BACKENDS = Registry("backend", "anb.backends", {
     "tvm": f"{_PKG}.backends.tvm_backend:TvmBackend",
 })
 RUNTIMES = Registry("remote.runtime", "anb.runtimes", {
-    "onnxruntime": f"{_PKG}.remote:OnnxRuntimeBoard",
-    "openvino": f"{_PKG}.board_runtimes:OpenVinoBoard",
-    "tvm": f"{_PKG}.board_runtimes:TvmBoard",
-    "resident": f"{_PKG}.resident:ResidentBoard",
+    "onnxruntime": f"{_PKG}.targets.remote:OnnxRuntimeBoard",
+    "openvino": f"{_PKG}.targets.board_runtimes:OpenVinoBoard",
+    "tvm": f"{_PKG}.targets.board_runtimes:TvmBoard",
+    "resident": f"{_PKG}.targets.resident:ResidentBoard",
 })
 TRANSPORTS = Registry("transport", "anb.transports", {
     "local": f"{_PKG}.transports.local:LocalTransport",
