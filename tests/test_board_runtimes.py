@@ -184,7 +184,8 @@ def test_a_resident_board_runs_openvino_for_an_openvino_device(tmp_path):
 
     with server(tmp_path) as (_, port):
         device = device_from_mapping({
-            "kind": "remote", "name": "resident-ov", "backend": "openvino", "resolution": 32, "threads": 1,
+            "kind": "remote", "name": "resident-ov", "backend": "openvino", "resolution": 32,
+            "threads": 1,
             "latency": {"batch": 1}, "stopping": {"budget_seconds": 0.3, "min_reps": 5},
             "remote": {"transport": f"tcp://127.0.0.1:{port}", "runtime": "resident",
                        "token_file": str(tmp_path / "token")}}, space=ANB_SPACE.name)

@@ -12,8 +12,9 @@ to them under the entry-point groups ``anb.backends``, ``anb.runtimes``, ``anb.t
     [project.entry-points."anb.devices"]
     my-npu-dev = "my_package:DEVICE"              # a device table (dict) or a TOML file's path
 
-Only names live here (nothing is imported until asked for), so :mod:`.protocol` validates a
-``backend`` against :data:`BACKENDS` without importing a back-end.
+Only names live here (nothing is imported until asked for), so
+:mod:`anb.collect_throughput.timing.protocol` validates a ``backend`` against :data:`BACKENDS`
+without importing a back-end.
 """
 from __future__ import annotations
 

@@ -7,11 +7,12 @@ sorted: index = label) through the trainer's validation transform
 (:func:`~anb.collect_throughput.quantization.quant_report.eval_inputs`); a class-stratified sample
 is scored, a disjoint one calibrates int8 models.
 
-The device runs the model through its own path: this host's back-end (``onnxruntime``,
+The device runs the model through its own path, its target's ``outputs``: this host's back-end
+(:class:`~anb.collect_throughput.targets.local.LocalTarget`: ``onnxruntime``,
 ``onnxruntime-int8``, ``openvino``, ``openvino-int8``: int8 models quantized under the
 protocol's scheme, as the back-end builds them), a board over ``[remote]``
-(:func:`~anb.collect_throughput.targets.remote.device_outputs`: ssh, adb, local, resident TCP), or a
-Qualcomm SoC through its SDK stages (DLC converted and quantized, ``snpe-net-run`` outputs).
+(:class:`~anb.collect_throughput.targets.remote.RemoteTarget`: ssh, adb, local, resident TCP), or
+a Qualcomm SoC through its SDK stages (DLC converted and quantized, ``snpe-net-run`` outputs).
 The host's reference is the fp32 model in onnxruntime here. The entry
 (:func:`score`) holds top-1/top-5 against the labels, the host's, and the agreement with the
 host (top-1 agreement, logits cosine); it is stored in the record's ``quality`` section under

@@ -2,13 +2,13 @@
 
 For one architecture, with trained weights scored on an image folder (or, without weights, a
 random backbone whose agreement figures mean nothing, flagged as such): export, quantize under
-the target's scheme (``dpu`` for FPGA targets, ``u8s8`` for the CPU; :mod:`.quantize`),
-run the float and int8 networks on the same test images and compare every layer's output
-tensor (onnxruntime's QDQ debugging tools): cosine similarity and SQNR
-(dB) of the int8 activation against the float one (cumulative error up to that layer) and of the
-tensor just before/after its own quantize-dequantize pair (local error). Reports the output
-drop (top-1 of both networks, logits cosine/SQNR, top-1 agreement) and the layers below the
-thresholds; writes ``layers.csv``, ``summary.json`` and ``layers.png``.
+the target's scheme (``dpu`` for FPGA targets, ``u8s8`` for the CPU;
+:mod:`anb.collect_throughput.backends.int8_quantize`), run the float and int8 networks on the same
+test images and compare every layer's output tensor (onnxruntime's QDQ debugging tools): cosine
+similarity and SQNR (dB) of the int8 activation against the float one (cumulative error up to that
+layer) and of the tensor just before/after its own quantize-dequantize pair (local error). Reports
+the output drop (top-1 of both networks, logits cosine/SQNR, top-1 agreement) and the layers below
+the thresholds; writes ``layers.csv``, ``summary.json`` and ``layers.png``.
 """
 from __future__ import annotations
 

@@ -14,23 +14,23 @@ it, correctly, where the store is not shared). A handler's result is JSON; ``res
 (measure) is the per-architecture record, written to ``<out>/<device>/<arch_id>.json`` by
 :func:`publish` once the queue accepted the result, so it is written exactly once.
 
-Devices of either kind of config work here (:mod:`.devices` tells them apart): ``convert`` and
-``measure`` run the device's target (``prepare_job``, ``measure_job``), so a Qualcomm SNPE config
-(``configs/devices/qualcomm/*.toml``) has its DLC converted and quantized by ``convert`` on any
-worker with the SDK's host tools (no board), and is measured on its board by
+Devices of either kind of config work here (:mod:`anb.collect_throughput.targets.devices` tells them
+apart): ``convert`` and ``measure`` run the device's target (``prepare_job``, ``measure_job``), so a
+Qualcomm SNPE config (``configs/devices/qualcomm/*.toml``) has its DLC converted and quantized by
+``convert`` on any worker with the SDK's host tools (no board), and is measured on its board by
 :func:`~anb.collect_throughput.targets.qualcomm.stages.measure_qualcomm` through its transport,
 which finds that DLC in the store (or builds it when queued without ``convert``); its per-layer
 table (``result["files"]``) is published beside the record. The separate export stage is for
 protocol configs; ``accuracy`` scores a trained network on an image folder on any device
-(:mod:`.quality`; the job's ``payload["quality"]``) and publishes the ``quality`` entry into
-the same record.
+(:mod:`anb.collect_throughput.quantization.quality`; the job's ``payload["quality"]``) and publishes
+the ``quality`` entry into the same record.
 
 Every job anb queues is built by :func:`job_specs` (``anb queue submit``, ``anb adapt --submit``,
 a measured search's queue) and queued by :func:`submit_jobs`. A job of a search space other
 than ``anb-mnasnet`` names it in its payload (``"space"``); every stage reads the architecture
 in that space (:func:`job_arch`) and measures ``space.build(arch)`` on its task's input
-(:mod:`.network`). A Qualcomm device runs ``anb-mnasnet`` only; its job of another space
-fails with an error naming the space.
+(:mod:`anb.collect_throughput.timing.network`). A Qualcomm device runs ``anb-mnasnet`` only; its job
+of another space fails with an error naming the space.
 """
 from __future__ import annotations
 
@@ -85,7 +85,8 @@ def register_stages() -> None:
 
 def make_context(store: str | Path, out: str | Path | None, devices: list[str]) -> StageContext:
     """The stages registered, and a :class:`StageContext` with the device configs ``devices``
-    (names or TOML paths; a protocol config or a Qualcomm SNPE one, see :mod:`.devices`)."""
+    (names or TOML paths; a protocol config or a Qualcomm SNPE one, see
+    :mod:`anb.collect_throughput.targets.devices`)."""
     register_stages()
     configs = {}
     for spec in devices:
@@ -226,8 +227,8 @@ def quality_payload(images: str | Path, weights: str | Path | None = None,
                     onnx: str | Path | None = None, count: int = QUALITY_IMAGES,
                     resolution: int | None = None) -> dict[str, Any]:
     """What an accuracy job carries (``payload["quality"]``): the image folder, the trained
-    network (:class:`~.quality.Source`: checked to exist), the number of images scored and
-    the resolution (None: the device's)."""
+    network (:class:`~anb.collect_throughput.quantization.quality.Source`: checked to exist), the
+    number of images scored and the resolution (None: the device's)."""
     from anb.collect_throughput.quantization.quality import Source
 
     source = Source(Path(weights).resolve() if weights else None,
@@ -240,11 +241,11 @@ def quality_payload(images: str | Path, weights: str | Path | None = None,
 
 
 def run_accuracy(job: Job, ctx: StageContext) -> dict[str, Any]:
-    """The trained network's quality on the device (:mod:`.quality`): the job's
-    ``payload["quality"]`` (:func:`quality_payload`) names the image folder and the network;
-    run through the device's own path (its back-end here, its board, a Qualcomm device's SDK
-    stages). ``result["record"]`` holds the ``quality`` entry, published with the device's
-    record (:func:`publish`)."""
+    """The trained network's quality on the device
+    (:mod:`anb.collect_throughput.quantization.quality`): the job's ``payload["quality"]``
+    (:func:`quality_payload`) names the image folder and the network; run through the device's own
+    path (its back-end here, its board, a Qualcomm device's SDK stages). ``result["record"]`` holds
+    the ``quality`` entry, published with the device's record (:func:`publish`)."""
     from anb.collect_throughput.quantization.quality import (
         Source,
         calibration_count,

@@ -10,9 +10,10 @@ accuracy record, then result folders in the order given), ``replace`` (last seen
 accuracy record are kept as records without metrics (with the analytic ``model_info``, MACs and
 params) and listed as ``device_only``.
 
-A device's ``quality`` entry (the trained network's top-1 on the device, :mod:`.quality`) is
-carried the same way under the key ``val_top1_<device>`` (its ``top1`` compared for conflicts
-and gaps), into the record's ``quality`` section and the table's ``val_top1_<device>`` column.
+A device's ``quality`` entry (the trained network's top-1 on the device,
+:mod:`anb.collect_throughput.quantization.quality`) is carried the same way under the key
+``val_top1_<device>`` (its ``top1`` compared for conflicts and gaps), into the record's ``quality``
+section and the table's ``val_top1_<device>`` column.
 
 Every measured entry carries its protocol fingerprint; a key whose results were taken under
 more than one protocol is refused (:class:`MixedProtocols`, naming both and how they differ)

@@ -2,11 +2,11 @@
 
 ``openvino`` takes the back-ends ``openvino`` and ``openvino-int8`` and pushes the same ONNX
 files their host back-ends run, compiled on the board by OpenVINO's CPU plug-in with the host
-back-end's settings (:func:`~.backends.openvino_backend.cpu_config`). ``tvm`` takes the back-end
-``tvm``: the host compiles the library (:func:`~.backends.tvm_backend.compiled_library`) for the
-board's LLVM target (``[remote] tvm_target``, default this host's CPU) and links it with
-``tvm_cc`` (default this host's compiler); the board loads it with the TVM runtime into the
-Relax virtual machine.
+back-end's settings (:func:`~anb.collect_throughput.backends.openvino_backend.cpu_config`). ``tvm``
+takes the back-end ``tvm``: the host compiles the library
+(:func:`~anb.collect_throughput.backends.tvm_backend.compiled_library`) for the board's LLVM target
+(``[remote] tvm_target``, default this host's CPU) and links it with ``tvm_cc`` (default this host's
+compiler); the board loads it with the TVM runtime into the Relax virtual machine.
 """
 from __future__ import annotations
 

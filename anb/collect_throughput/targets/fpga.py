@@ -49,7 +49,7 @@ from anb.io import atomic_write_json, read_json
 from anb.searchspace.registry import DEFAULT_SPACE, get_space
 
 log = logging.getLogger(__name__)
-FPGA_CODE = Path(__file__).resolve().parents[2] / "fpga_code"
+FPGA_CODE = Path(__file__).resolve().parents[3] / "fpga_code"
 """Where a checkout keeps ``fpga_code/`` (the package does not ship it)."""
 
 

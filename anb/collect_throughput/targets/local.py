@@ -12,7 +12,7 @@ models warm up and are timed (:class:`~anb.collect_throughput.board.runner.Sampl
 the board runner uses: every :data:`SAMPLE_INTERVAL` s, the peak RSS exact from the kernel's
 high-water mark reset at the start; an interleaved block's figures are the block's, with
 ``shared_by``). Architectures belong to the protocol's search space
-(:mod:`.network`); a string is parsed in it.
+(:mod:`anb.collect_throughput.timing.network`); a string is parsed in it.
 """
 from __future__ import annotations
 

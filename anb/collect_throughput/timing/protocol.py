@@ -164,8 +164,9 @@ class Protocol:
     quantization: str = "per-channel"
     """int8 scheme of the onnxruntime-int8 back-end: ``u8s8`` (uint8 activations, what the
     ``cpu-int8`` device sets), ``per-channel`` (int8 activations) or ``dpu`` (per-tensor,
-    power-of-two scales, as Xilinx DPUs run); see :mod:`.quantize`. The default stays
-    ``per-channel``: it is in every protocol's fingerprint, int8 or not."""
+    power-of-two scales, as Xilinx DPUs run); see
+    :mod:`anb.collect_throughput.backends.int8_quantize`. The default stays ``per-channel``: it is
+    in every protocol's fingerprint, int8 or not."""
     cuda_graphs: bool = False
     """CUDA back-end: capture the forward once as a CUDA graph and replay it per step, so a
     batch-1 request times the device's work, not Python's kernel launches."""

@@ -23,7 +23,8 @@ FAST = {"warmup": {"min_steps": 2, "window": 2, "tolerance": 0.5, "max_steps": 1
         "stopping": {"min_reps": 3, "max_reps": 20, "rel_ci": 0.5, "budget_seconds": 0.3,
                      "min_rep_seconds": 0.01}}
 DEVICE = {"kind": "local", "name": "tiny-cpu", "backend": "tiny-ort", "precision": "fp32",
-          "threads": 1, "resolution": 32, "latency": {"batch": 1}, "throughput": {"batch": 2}, **FAST}
+          "threads": 1, "resolution": 32, "latency": {"batch": 1}, "throughput": {"batch": 2},
+          **FAST}
 BOARD_CONFIG = str(Path(__file__).parent / "tiny-board.toml")
 
 
