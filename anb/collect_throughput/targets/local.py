@@ -154,16 +154,19 @@ class LocalTarget(ProtocolTarget):
 
     def run_pending(self, pending: list, out: str | Path, run: RunSettings,
                     summary: MeasureSummary) -> None:
+        """The blocks, pinned where the config says; every protocol's back-end is made first
+        (a missing one stops the run before anything is timed, ``keep_going`` or not)."""
         pinned = self.pinned_threads()
-        if not pinned:
-            super().run_pending(pending, out, run, summary)
-            return
-        affinity = os.sched_getaffinity(0)
-        summary.pinned_cpus = pin_cpus(max(pinned))
+        affinity = os.sched_getaffinity(0) if pinned else None
+        if pinned:
+            summary.pinned_cpus = pin_cpus(max(pinned))
         try:
+            for protocol in self.config.protocols:
+                self.backend(protocol)
             super().run_pending(pending, out, run, summary)
         finally:
-            os.sched_setaffinity(0, affinity)
+            if affinity is not None:
+                os.sched_setaffinity(0, affinity)
 
     def measure_block(self, protocol: Protocol, archs: list[Any],
                       workdir: Path) -> list[Measurement]:

@@ -1,7 +1,8 @@
 """Measure on a board the host reaches over a transport (SSH, ADB, or this machine).
 
-A device config gains a ``[remote]`` table::
+A device config of ``kind = "remote"`` (:class:`RemoteTarget`) has a ``[remote]`` table::
 
+    kind = "remote"
     [remote]
     transport = "ssh://pi@rpi4.lab:22"   # or "adb://SERIAL", "local://"
     runtime = "onnxruntime"              # what runs the model on the board (registries.RUNTIMES):

@@ -2,6 +2,7 @@
 
 A device config reaches it as a board runtime (see :mod:`.remote`)::
 
+    kind = "remote"
     [remote]
     transport = "tcp://rpi4.lab:7341"
     runtime = "resident"
