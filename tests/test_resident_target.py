@@ -39,8 +39,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def _protocol(budget: float = 0.4):
     device = device_from_mapping({
-        "kind": "remote", "name": "resident-a", "backend": "onnxruntime", "resolution": 32,
-        "threads": 1,
+        "name": "resident-a", "backend": "onnxruntime", "resolution": 32, "threads": 1,
         "latency": {"batch": 1}, "warmup": {"max_seconds": 2.0, "max_steps": 50, "min_steps": 7},
         "stopping": {"budget_seconds": budget, "min_reps": 5}}, space=ANB_SPACE.name)
     return device.protocols[0]
