@@ -6,7 +6,8 @@ import typer
 from anb import package_cli, pipeline
 from anb.collect_accuracy import cli as accuracy_cli
 from anb.collect_throughput import cli as throughput_cli
-from anb.collect_throughput import edge_cli, queue_cli
+from anb.collect_throughput import edge_cli
+from anb.collect_throughput.queue import cli as queue_cli
 from anb.nas import cli as search_cli
 from anb.nas import followup_cli
 from anb.searchspace import cli as space_cli

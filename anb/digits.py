@@ -1,7 +1,7 @@
 """The bundled small image set: scikit-learn's 8x8 digits (1,797 images, 10 classes) upscaled
 to RGB, with one fixed 80/20 split. The trainer's ``digits`` loader trains and validates on
 it; the throughput stage calibrates int8 models on its train part and scores them on its
-validation part (:func:`anb.collect_throughput.digits.digits_images`)."""
+validation part (:func:`anb.collect_throughput.timing.digits.digits_images`)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

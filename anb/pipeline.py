@@ -121,16 +121,17 @@ def stage_accuracy(out: Path, archs: list[Arch], config: Path, settings: dict[st
 def stage_throughput(out: Path, archs: list[Arch], accuracy_csv: Path, device: str,
                      budget: float) -> dict:
     """Measure ``archs`` on ``device`` (resumable), then merge with the accuracy records."""
-    from anb.collect_throughput.driver import measure_archs
-    from anb.collect_throughput.merge import merge
-    from anb.collect_throughput.protocol import load_device
+    from anb.collect_throughput.records.merge import merge
+    from anb.collect_throughput.targets.base import RunSettings
+    from anb.collect_throughput.targets.local import LocalTarget
+    from anb.collect_throughput.timing.protocol import load_device
 
     config = load_device(device, {"stopping": {"budget_seconds": budget},
                                   "warmup": {"max_seconds": budget}}, space=ANB_SPACE.name)
     results = out / "throughput"
     console.print(f"[bold]throughput[/]: {config.name} "
                   f"({', '.join(p.key for p in config.protocols)}) -> {results}")
-    summary = measure_archs(config, archs, results, progress=True)
+    summary = LocalTarget(config).measure(archs, results, RunSettings(progress=True))
     report = merge(accuracy_csv, [results], out / "dataset", space=ANB_SPACE)
     console.print(f"  measured {len(summary.measured)}, reused {len(summary.skipped)}; merged "
                   f"{report.merged_records} records -> {out / 'dataset'}")
@@ -258,7 +259,7 @@ def check_inputs(accuracy_config: Path, settings: dict[str, str], device: str,
     """Every input checked before any work: a ValueError naming the option; returns the
     device's name."""
     from anb.collect_accuracy.config import load_config
-    from anb.collect_throughput.protocol import load_device
+    from anb.collect_throughput.timing.protocol import load_device
     from anb.records import load_dataset
     from anb.surrogates.adapt import MIN_POINTS
     from anb.surrogates.fit import FitConfig

@@ -14,9 +14,9 @@ A record has the released dataset's JSON shape plus optional provenance::
 it (the released dataset's) hold none and read as version 1.
 
 ``quality`` (optional) is the trained network's quality on a device, by device name
-(:mod:`anb.collect_throughput.quality`): ``top1`` / ``top5`` (%) against the labels of an image
-folder, ``host_top1`` / ``host_top5`` of the fp32 model on the host, ``top1_agreement`` (0-1)
-and ``logits_cosine_mean`` / ``logits_cosine_min`` against the host's outputs, ``images``,
+(:mod:`anb.collect_throughput.quantization.quality`): ``top1`` / ``top5`` (%) against the labels of
+an image folder, ``host_top1`` / ``host_top5`` of the fp32 model on the host, ``top1_agreement``
+(0-1) and ``logits_cosine_mean`` / ``logits_cosine_min`` against the host's outputs, ``images``,
 ``dataset``, ``model``, ``backend``, ``precision`` (and ``quantization`` for int8 models).
 
 A learning curve, when the trainer kept one (``trainval.curve = true``), is in ``metrics`` as

@@ -91,14 +91,14 @@ def main() -> None:
         allowed = sorted(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {args.cpu} if args.threads == 1 else set(allowed[-args.threads:]))
 
-    from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
-    from anb.collect_throughput.digits import digits_images
-    from anb.collect_throughput.quantize import (
+    from anb.collect_throughput.backends.int8_quantize import (
         SCHEMES,
         quantize_int8,
         run_model,
         sqnr_db,
     )
+    from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
+    from anb.collect_throughput.timing.digits import digits_images
     from anb.searchspace.arch import Arch
     from anb.searchspace.sampler import Sampler
 

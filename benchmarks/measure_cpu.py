@@ -57,8 +57,10 @@ def main() -> None:
 
     import torch
 
-    from anb.collect_throughput.driver import measure_archs
-    from anb.collect_throughput.protocol import load_device
+    from anb.collect_throughput.targets.base import RunSettings
+    from anb.collect_throughput.targets.local import LocalTarget
+    from anb.collect_throughput.targets.protocol_target import Schedule
+    from anb.collect_throughput.timing.protocol import load_device
     from anb.searchspace.sampler import Sampler
 
     torch.set_num_threads(1)
@@ -74,8 +76,8 @@ def main() -> None:
     passes, seconds = [], []
     for p in range(2):
         began = time.perf_counter()
-        measure_archs(config, archs, out / f"pass{p + 1}", workdir=out / "models", progress=True,
-                      interleave=args.interleave, keep_work=True, anchors=())
+        LocalTarget(config, Schedule(interleave=args.interleave, anchors=())).measure(
+            archs, out / f"pass{p + 1}", RunSettings(workdir=out / "models", keep_work=True))
         seconds.append(time.perf_counter() - began)
         passes.append({a.id: json.loads((out / f"pass{p + 1}" / config.name / f"{a.id}.json")
                                         .read_text())["platform_perf"] for a in archs})

@@ -53,8 +53,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
-    from anb.collect_throughput.driver import measure_archs
-    from anb.collect_throughput.protocol import load_device
+    from anb.collect_throughput.targets.base import RunSettings
+    from anb.collect_throughput.targets.local import LocalTarget
+    from anb.collect_throughput.targets.protocol_target import Schedule
+    from anb.collect_throughput.timing.protocol import load_device
     from anb.searchspace.arch import Arch
 
     out = args.out or Path(tempfile.mkdtemp(prefix="anb-measure-gpu-"))
@@ -67,8 +69,8 @@ def main() -> None:
     passes, seconds = [], []
     for p in range(2):
         began = time.perf_counter()
-        measure_archs(config, archs, out / f"pass{p + 1}", workdir=out / "models", progress=True,
-                      anchors=())
+        LocalTarget(config, Schedule(anchors=())).measure(
+            archs, out / f"pass{p + 1}", RunSettings(workdir=out / "models"))
         seconds.append(time.perf_counter() - began)
         passes.append([json.loads((out / f"pass{p + 1}" / config.name / f"{a.id}.json")
                                   .read_text()) for a in archs])

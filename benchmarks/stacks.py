@@ -46,8 +46,10 @@ def main() -> None:
     if args.cpu >= 0:
         os.sched_setaffinity(0, {args.cpu})
 
-    from anb.collect_throughput.driver import measure_archs
-    from anb.collect_throughput.protocol import load_device
+    from anb.collect_throughput.targets.base import RunSettings
+    from anb.collect_throughput.targets.local import LocalTarget
+    from anb.collect_throughput.targets.protocol_target import Schedule
+    from anb.collect_throughput.timing.protocol import load_device
     from anb.searchspace.sampler import Sampler
 
     out = args.out or Path(tempfile.mkdtemp(prefix="anb-stacks-"))
@@ -64,8 +66,9 @@ def main() -> None:
         passes, cvs, seconds = [], [], []
         for p in (1, 2):
             began = time.perf_counter()
-            measure_archs(config, archs, out / f"pass{p}", workdir=out / "models" / device,
-                          progress=True, interleave=args.n, keep_work=True, anchors=())
+            LocalTarget(config, Schedule(interleave=args.n, anchors=())).measure(
+                archs, out / f"pass{p}", RunSettings(workdir=out / "models" / device,
+                                                     keep_work=True))
             seconds.append(time.perf_counter() - began)
             entries = [json.loads((out / f"pass{p}" / device / f"{a.id}.json").read_text())
                        ["platform_perf"][key] for a in archs]

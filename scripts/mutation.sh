@@ -25,7 +25,7 @@ done
 
 tests_of() {  # the tests that exercise a module
   case "$1" in
-    anb/collect_throughput/board/server.py|anb/collect_throughput/resident.py)
+    anb/collect_throughput/board/server.py|anb/collect_throughput/targets/resident.py)
       echo tests/test_resident_target.py ;;
     anb/outputs.py) echo tests/test_outputs.py ;;
     anb/io.py) echo tests/test_io.py tests/test_outputs.py ;;

@@ -10,7 +10,8 @@ def board_config(folder: Path, name: str, remote: dict[str, str], backend: str =
     on the board of ``remote`` (string keys of ``[remote]``; ``extra``: more lines of it)."""
     keys = "".join(f'{key} = "{value}"\n' for key, value in remote.items())
     path = folder / f"{name}.toml"
-    path.write_text(f"""name = "{name}"
+    path.write_text(f"""kind = "remote"
+name = "{name}"
 backend = "{backend}"
 resolution = 32
 [latency]

@@ -30,7 +30,7 @@ def test_bad_argument_is_a_value_error_naming_it(call, message):
 
 
 def test_merge_of_a_source_without_records_writes_nothing(tmp_path):
-    from anb.collect_throughput.merge import merge
+    from anb.collect_throughput.records.merge import merge
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="empty: holds no records"):

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from anb.collect_throughput.board import RUNNER
-from anb.collect_throughput.protocol import device_from_mapping
-from anb.collect_throughput.remote import RemoteSpec, device_outputs, remote_spec
+from anb.collect_throughput.targets.remote import RemoteSpec, RemoteTarget, remote_spec
+from anb.collect_throughput.timing.protocol import device_from_mapping
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
 from tests.board_helpers import board_config
@@ -67,8 +67,8 @@ def test_anb_measure_on_an_openvino_board(tmp_path):
 
     from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
     from anb.collect_throughput.backends.openvino_backend import cpu_config
-    from anb.collect_throughput.protocol import load_device
-    from anb.collect_throughput.quality import onnx_outputs, openvino_outputs
+    from anb.collect_throughput.targets.local import onnx_outputs, openvino_outputs
+    from anb.collect_throughput.timing.protocol import load_device
 
     config = _config(tmp_path, "openvino", "openvino")
     entry = _measure(tmp_path, config)
@@ -80,7 +80,7 @@ def test_anb_measure_on_an_openvino_board(tmp_path):
     device = load_device(str(config), space=ANB_SPACE.name)
     model = float_onnx(ARCH, tmp_path / "models", 32, space=ANB_SPACE)
     images = _images()
-    board = device_outputs(device, device.protocols[0], model, images)
+    board = RemoteTarget(device).outputs(device.protocols[0], model, images)
     assert board.shape == (4, 1000)
     assert np.array_equal(board, openvino_outputs(model, images, 1))
     assert np.allclose(board, onnx_outputs(model, images), rtol=1e-3, atol=1e-4)
@@ -104,8 +104,8 @@ def test_anb_measure_on_a_tvm_board(tmp_path):
     import tvm
 
     from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
-    from anb.collect_throughput.protocol import load_device
-    from anb.collect_throughput.quality import onnx_outputs
+    from anb.collect_throughput.targets.local import onnx_outputs
+    from anb.collect_throughput.timing.protocol import load_device
 
     config = _config(tmp_path, "tvm", "tvm", 'tvm_target = {kind = "llvm", mcpu = "x86-64"}\n')
     entry = _measure(tmp_path, config)
@@ -117,7 +117,7 @@ def test_anb_measure_on_a_tvm_board(tmp_path):
     device = load_device(str(config), space=ANB_SPACE.name)
     model = float_onnx(ARCH, tmp_path / "models", 32, space=ANB_SPACE)
     images = _images(2)
-    board = device_outputs(device, device.protocols[0], model, images)
+    board = RemoteTarget(device).outputs(device.protocols[0], model, images)
     (library,) = (tmp_path / "models").glob("*_tvm_*.so")  # compiled once, for batch 1
     assert np.array_equal(board, _host_tvm_outputs(library, images))
     assert np.allclose(board, onnx_outputs(model, images), rtol=1e-3, atol=1e-4)
@@ -138,7 +138,8 @@ def test_runtime_and_backend_must_match(tmp_path):
     assert ("device 'board-onnxruntime': backend='onnxruntime' cannot run on a board with the "
             "openvino runtime; allowed: ['openvino', 'openvino-int8']") in result.output
     assert not (tmp_path / "out" / "board-onnxruntime").exists()
-    device = device_from_mapping({"name": "b", "backend": "tvm", "resolution": 32,
+    device = device_from_mapping({"kind": "remote", "name": "b", "backend": "tvm",
+                                  "resolution": 32,
                                   "latency": {"batch": 1}, "clock": "wall",
                                   "remote": {"transport": "local://", "runtime": "tvm"}},
                                  space=ANB_SPACE.name)
@@ -177,20 +178,21 @@ def test_a_resident_board_runs_openvino_for_an_openvino_device(tmp_path):
     """Catches: the resident server ignoring the ``runtime`` of a RUN request (timing
     onnxruntime for an OpenVINO device) or the host not sending it."""
     from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
-    from anb.collect_throughput.quality import openvino_outputs
-    from anb.collect_throughput.remote import measure_remote
+    from anb.collect_throughput.targets.local import openvino_outputs
+    from anb.collect_throughput.targets.remote import RemoteTarget
     from tests.test_resident_target import server
 
     with server(tmp_path) as (_, port):
         device = device_from_mapping({
-            "name": "resident-ov", "backend": "openvino", "resolution": 32, "threads": 1,
+            "kind": "remote", "name": "resident-ov", "backend": "openvino", "resolution": 32,
+            "threads": 1,
             "latency": {"batch": 1}, "stopping": {"budget_seconds": 0.3, "min_reps": 5},
             "remote": {"transport": f"tcp://127.0.0.1:{port}", "runtime": "resident",
                        "token_file": str(tmp_path / "token")}}, space=ANB_SPACE.name)
-        (m,) = measure_remote(device, ARCH, tmp_path / "store")
+        (m,) = RemoteTarget(device).measurements(ARCH, tmp_path / "store")
         model = float_onnx(ARCH, tmp_path / "models", 32, space=ANB_SPACE)
         images = _images(2)
-        board = device_outputs(device, device.protocols[0], model, images)
+        board = RemoteTarget(device).outputs(device.protocols[0], model, images)
     env = m.environment
     assert (env["board_runtime"], env["runtime"]) == ("resident", "openvino")
     assert "openvino_settings" in env and "ort_providers" not in env

@@ -23,8 +23,8 @@ SPACE_OBJECTS = {target.split(":")[1] for target in BUILTIN_SPACES.values()}
 SPACE_OBJECTS |= {"DEFAULT_SPACE"}
 #: dataclass fields of a file format, where an absent ``space`` means the default space
 #: (device configs and protocol fingerprints written before spaces were named)
-FORMAT_FIELDS = {"collect_throughput/protocol.py Protocol.space",
-                 "collect_throughput/fpga.py FpgaDevice.space"}
+FORMAT_FIELDS = {"collect_throughput/timing/protocol.py Protocol.space",
+                 "collect_throughput/targets/fpga.py FpgaDevice.space"}
 SMALL = FitConfig(hole_folds=0, layer_cost_trim=None, per_target={}, default=TargetConfig(
     "xgboost", {"n_estimators": 20, "learning_rate": 0.3, "n_jobs": 1}, 1))
 

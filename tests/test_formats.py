@@ -136,7 +136,7 @@ def test_a_newer_merge_output_is_refused(tmp_path, form):
 
 
 def test_a_merge_writes_the_current_versions(tmp_path):
-    from anb.collect_throughput.merge import merge
+    from anb.collect_throughput.records.merge import merge
     from anb.io import read_json
 
     merge(FIXTURES / "merge" / "unversioned" / "records", [], tmp_path / "out", space=ANB_SPACE)

@@ -4,7 +4,11 @@ from __future__ import annotations
 import pytest
 from torch import nn
 
-from anb.collect_throughput.dpu_check import assert_dpu_safe, dpu_violations, unsupported_modules
+from anb.collect_throughput.quantization.dpu_check import (
+    assert_dpu_safe,
+    dpu_violations,
+    unsupported_modules,
+)
 from anb.searchspace.arch import EFFICIENTNET_B0
 from anb.searchspace.model import build_model
 from anb.searchspace.sampler import Sampler

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 
-from anb.collect_throughput import stats
-from anb.collect_throughput.inputs import calibration_and_eval
-from anb.collect_throughput.protocol import Protocol, StoppingRule, WarmupRule
+from anb.collect_throughput.timing import stats
+from anb.collect_throughput.timing.inputs import calibration_and_eval
+from anb.collect_throughput.timing.protocol import Protocol, StoppingRule, WarmupRule
 from anb.records import validate_record
 from anb.searchspace.arch import EFFICIENTNET_B0, as_arch
 from anb.searchspace.model import build_model

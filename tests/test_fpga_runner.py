@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from anb.collect_throughput.backends.int8_quantize import quantize_int8, run_model
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
-from anb.collect_throughput.digits import digits_images
-from anb.collect_throughput.merge import load_results, merge_records
-from anb.collect_throughput.quantize import quantize_int8, run_model
+from anb.collect_throughput.records.merge import load_results, merge_records
+from anb.collect_throughput.timing.digits import digits_images
 from anb.records import validate_record
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE

@@ -12,11 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
+from anb.collect_throughput.backends.int8_quantize import quantize_int8
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
-from anb.collect_throughput.devices import load_target
-from anb.collect_throughput.digits import digits_images
-from anb.collect_throughput.fpga import FpgaTarget
-from anb.collect_throughput.quantize import quantize_int8
+from anb.collect_throughput.targets.devices import load_target
+from anb.collect_throughput.targets.fpga import FpgaTarget
+from anb.collect_throughput.timing.digits import digits_images
 from anb.records import load_records, validate_record
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
@@ -43,7 +43,8 @@ def xmodels(tmp_path_factory) -> Path:
 def _config(tmp_path: Path, xmodels: Path, name: str = "zcu102", fpga_extra: str = "",
             remote_extra: str = "") -> Path:
     config = tmp_path / f"{name}-board.toml"
-    config.write_text(f"""name = "{name}"
+    config.write_text(f"""kind = "fpga"
+name = "{name}"
 [fpga]
 xmodels = "{xmodels}"
 resolution = {RES}

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from anb.collect_throughput.queue_stages import (
+from anb.collect_throughput.queue.stages import (
     PRIORITY_ACCURACY,
     PRIORITY_CONVERT,
     PRIORITY_MEASURE,

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from anb.collect_throughput import queue_stages
+from anb.collect_throughput.queue import stages as queue_stages
 from anb.jobs import stages
 from anb.jobs.errors import JobError
 from anb.jobs.queue import open_queue

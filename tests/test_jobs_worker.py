@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.queue_stages import make_context, quality_payload
+from anb.collect_throughput.queue.stages import make_context, quality_payload
 from anb.jobs.queue import Capability, JobSpec, open_queue
 from anb.jobs.stages import chain
 from anb.jobs.worker import Worker
@@ -28,7 +28,8 @@ from tests.realservers import free_port, missing_postgres, postgres_server
 
 REPO = Path(__file__).resolve().parents[1]
 ARCHS = [str(a) for a in Sampler(3, space=ANB_SPACE).sample(3)]
-DEVICE = """name = "{name}"
+DEVICE = """kind = "{kind}"
+name = "{name}"
 backend = "onnxruntime"
 resolution = 32
 threads = 1
@@ -49,7 +50,8 @@ def _device_file(folder: Path, name: str = "host-cpu", budget: float = 1.0, remo
                  rel_ci: float = 0.005) -> Path:
     """A device config; ``rel_ci`` near 0 makes each measurement run its whole ``budget``."""
     path = folder / f"{name}.toml"
-    path.write_text(DEVICE.format(name=name, budget=budget, rel_ci=rel_ci) + remote)
+    kind = "remote" if remote else "local"
+    path.write_text(DEVICE.format(kind=kind, name=name, budget=budget, rel_ci=rel_ci) + remote)
     return path
 
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import anb
 from anb.cli import app
-from anb.collect_throughput.layerwise import (
+from anb.collect_throughput.quantization.layerwise import (
     by_layer_type,
     compare_layers,
     flag,
@@ -104,8 +104,8 @@ def test_cli_bad_path_and_resolution():
 
 @pytest.mark.slow
 def test_dpu_scheme_loses_more_than_per_channel_for_real(tmp_path):
-    from anb.collect_throughput.layerwise import CPU_PATHS
-    from anb.collect_throughput.quantize import SCHEMES
+    from anb.collect_throughput.backends.int8_quantize import SCHEMES
+    from anb.collect_throughput.quantization.layerwise import CPU_PATHS
 
     assert set(CPU_PATHS.values()) <= set(SCHEMES)
     _, per_channel = layer_report(ARCH, "cpu-int8", tmp_path / "pc", **SMALL)

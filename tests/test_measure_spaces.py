@@ -16,13 +16,13 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.cli_support import run as run_console
-from anb.collect_throughput.anchors import default_anchors
+from anb.collect_throughput.arch_lists import read_arch_list
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx, ort_session
-from anb.collect_throughput.driver import read_arch_list
-from anb.collect_throughput.inputs import make_inputs
-from anb.collect_throughput.network import measured_resolution
-from anb.collect_throughput.protocol import load_device
-from anb.collect_throughput.queue_stages import job_device, make_context
+from anb.collect_throughput.queue.stages import job_device, make_context
+from anb.collect_throughput.records.anchors import default_anchors
+from anb.collect_throughput.timing.inputs import make_inputs
+from anb.collect_throughput.timing.network import measured_resolution
+from anb.collect_throughput.timing.protocol import load_device
 from anb.jobs.queue import open_queue
 from anb.jobs.stages import chain
 from anb.jobs.worker import Worker
@@ -212,7 +212,7 @@ def test_queue_job_carries_its_space_to_the_worker(tmp_path):
 
 def test_a_qualcomm_job_of_another_space_is_refused_naming_it(tmp_path):
     """Catches: a Qualcomm device (MnasNet-only DLC export) handed another space's job."""
-    from anb.collect_throughput.devices import device_table
+    from anb.collect_throughput.targets.devices import device_table
 
     name, table = device_table("snpe-dsp")
     ctx = make_context(tmp_path / "store", None, [])  # registers the stages

@@ -8,9 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.driver import measure_archs
-from anb.collect_throughput.merge import MergeConflict, merge_records
-from anb.collect_throughput.protocol import load_device
+from anb.collect_throughput.records.merge import MergeConflict, merge_records
+from anb.collect_throughput.targets.base import RunSettings
+from anb.collect_throughput.targets.local import LocalTarget
+from anb.collect_throughput.targets.protocol_target import Schedule
+from anb.collect_throughput.timing.protocol import load_device
 from anb.records import load_dataset, load_records, model_info
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
@@ -28,8 +30,8 @@ def measured(tmp_path_factory, released_records):
     duplicate = as_arch(released_records[0], ANB_SPACE)  # result_0 and result_443 share it
     archs = [duplicate, as_arch(released_records[100], ANB_SPACE),
              Sampler(11, space=ANB_SPACE).sample(1)[0]]
-    measure_archs(load_device("cpu-ort", FAST, space=ANB_SPACE.name), archs, out, progress=False,
-                  anchors=())
+    LocalTarget(load_device("cpu-ort", FAST, space=ANB_SPACE.name), Schedule(anchors=())).measure(
+        archs, out, RunSettings(progress=False))
     return out, archs
 
 

@@ -50,8 +50,8 @@ def test_slurm_template_prints_the_packaged_script():
 
 
 def test_version_stamp_in_device_and_merged_records(tmp_path, released_records):
-    from anb.collect_throughput.environment import host_environment
-    from anb.collect_throughput.merge import merge_records, write_merged
+    from anb.collect_throughput.records.merge import merge_records, write_merged
+    from anb.collect_throughput.timing.environment import host_environment
 
     assert host_environment()["anb_version"] == anb.__version__
     merged, report = merge_records(released_records[:3], [], space=ANB_SPACE)

@@ -64,9 +64,9 @@ ALLOWED = {("anb/collect_accuracy/provenance.py", ".parent.parent"),
            # the FPGA target pushes fpga_code/board/ (Python 3.7, outside the wheel) to the
            # board: found in a checkout beside the package or the working folder, or given by
            # fpga.fpga_code
-           ("anb/collect_throughput/fpga.py", ".parents["),
-           ("anb/collect_throughput/fpga.py", "__file__"),
-           ("anb/collect_throughput/fpga.py", "Path.cwd()")}
+           ("anb/collect_throughput/targets/fpga.py", ".parents["),
+           ("anb/collect_throughput/targets/fpga.py", "__file__"),
+           ("anb/collect_throughput/targets/fpga.py", "Path.cwd()")}
 
 
 def test_nothing_reads_shared_or_the_source_tree_at_run_time():

@@ -25,7 +25,7 @@ def site(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("registry, name, builtin", [
     (registries.BACKENDS, "onnxruntime",
      "anb.collect_throughput.backends.onnxruntime_backend:OnnxRuntimeBackend"),
-    (registries.RUNTIMES, "resident", "anb.collect_throughput.resident:ResidentBoard"),
+    (registries.RUNTIMES, "resident", "anb.collect_throughput.targets.resident:ResidentBoard"),
     (registries.TRANSPORTS, "ssh", "anb.collect_throughput.transports.ssh:SshTransport"),
 ])
 def test_an_entry_point_named_like_a_built_in_is_refused(site, monkeypatch, registry, name,

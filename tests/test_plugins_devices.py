@@ -21,7 +21,7 @@ import pytest
 from anb.cli import app
 from anb.cli_support import run
 from anb.collect_throughput import registries
-from anb.collect_throughput.protocol import Protocol
+from anb.collect_throughput.timing.protocol import Protocol
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
@@ -133,7 +133,7 @@ def test_a_registered_back_end_is_valid_and_a_broken_one_is_named(monkeypatch):
     with pytest.raises(ValueError, match=r"backend 'npu' \('no_such_module:Npu'\) cannot be "
                                          "loaded: ModuleNotFoundError"):
         get_backend(protocol.backend)
-    registry.register("npu", "anb.collect_throughput.protocol:Protocol")
+    registry.register("npu", "anb.collect_throughput.timing.protocol:Protocol")
     with pytest.raises(ValueError, match="not an anb Backend subclass"):
         get_backend("npu")
 
@@ -150,9 +150,10 @@ def test_measure_errors_say_what_kind_of_config_was_given(tmp_path, capsys, monk
     no_kinds = tmp_path / "nokinds.toml"
     no_kinds.write_text('name = "x"\nbackend = "onnxruntime"\n')
     err = _measure_error([str(no_kinds)], capsys)
-    assert err.startswith(f"error: device config {str(no_kinds)!r} (a protocol config (tables "
-                          "[latency]/[throughput]; [remote] for a board)): kinds=None is "
-                          "invalid; allowed: at least one of the tables")
+    assert err.startswith(f"error: device config {str(no_kinds)!r} (a device config of no "
+                          "known kind): kind=None is invalid; allowed: one of ['fpga', "
+                          "'local', 'qualcomm', 'remote'] (a config without kind loads only "
+                          "when its tables show one kind")
     err = _measure_error(["no-such-device"], capsys)
     assert "device='no-such-device' is invalid; allowed: a TOML file, a shipped protocol " \
            "config [" in err and "a Qualcomm config ['qnn-htp', 'snpe-dsp'" in err

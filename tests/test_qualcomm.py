@@ -17,21 +17,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from anb.collect_throughput.qualcomm import host
-from anb.collect_throughput.qualcomm.config import (
+from anb.collect_throughput.targets.qualcomm import host
+from anb.collect_throughput.targets.qualcomm.config import (
     Quantization,
     device_from_mapping,
     load_qualcomm_device,
 )
-from anb.collect_throughput.qualcomm.device import DeviceStages
-from anb.collect_throughput.qualcomm.parse import (
+from anb.collect_throughput.targets.qualcomm.device import DeviceStages
+from anb.collect_throughput.targets.qualcomm.parse import (
     ParseError,
     parse_diagview_csv,
     parse_dlc_info,
     parse_throughput,
 )
-from anb.collect_throughput.qualcomm.stages import build_dlc, measure_qualcomm
-from anb.collect_throughput.qualcomm.tools import ToolFailed, ToolMissing
+from anb.collect_throughput.targets.qualcomm.stages import build_dlc, measure_qualcomm
+from anb.collect_throughput.targets.qualcomm.tools import ToolFailed, ToolMissing
 from anb.searchspace.arch import as_arch
 from anb.searchspace.space import ANB_SPACE
 from tests.qualcomm_helpers import ARCH, STANDINS, CountingLocal
@@ -200,7 +200,7 @@ def test_parsers():
 
 
 def test_shipped_transport_opens_adb_with_the_serial():
-    from anb.collect_throughput.qualcomm.device import open_device_transport
+    from anb.collect_throughput.targets.qualcomm.device import open_device_transport
 
     board = open_device_transport(load_qualcomm_device("snpe-dsp"))
     assert board.command(["snpe-net-run", "--version"])[1:3] == ["-s", "qcs-devkit"]
@@ -244,7 +244,7 @@ def test_peak_rss_wrapper_reads_the_tools_high_water_mark_and_keeps_its_status()
     import subprocess
     import sys
 
-    from anb.collect_throughput.qualcomm.device import peak_rss_bytes, with_peak_rss
+    from anb.collect_throughput.targets.qualcomm.device import peak_rss_bytes, with_peak_rss
 
     grow = "x = bytearray(150 * 2 ** 20); import time; time.sleep(0.4)"
     proc = subprocess.run(with_peak_rss([sys.executable, "-c", grow]), capture_output=True,

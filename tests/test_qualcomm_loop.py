@@ -19,8 +19,8 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.devices import as_target, load_target
-from anb.collect_throughput.target import MeasureTarget
+from anb.collect_throughput.targets.base import MeasureTarget
+from anb.collect_throughput.targets.devices import as_target, load_target
 from anb.jobs.queue import JobSpec, open_queue
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
@@ -77,7 +77,7 @@ def test_a_qualcomm_config_is_a_measurement_target(tmp_path):
     assert type(target).__name__ == "QualcommTarget"
     assert isinstance(target, MeasureTarget) and as_target(target) is target  # as is
     assert load_target("snpe-dsp", {"duration": 5}, space=ANB_SPACE.name).config.duration == 5
-    assert type(load_target("cpu-ort", space=ANB_SPACE.name)).__name__ == "ProtocolTarget"
+    assert type(load_target("cpu-ort", space=ANB_SPACE.name)).__name__ == "LocalTarget"
     with pytest.raises(ValueError, match="sdk='qnn' cannot be measured"):
         load_target("qnn-htp", space=ANB_SPACE.name)
 
@@ -115,7 +115,7 @@ def test_search_measure_qualcomm_end_to_end(tmp_path, sdk_path):
 def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, sdk_path,
                                                                       monkeypatch):
     import anb.jobs.worker as worker_module
-    from anb.collect_throughput.queue_stages import make_context
+    from anb.collect_throughput.queue.stages import make_context
     from anb.jobs.worker import Worker
     from anb.nas.evaluators import combined
     from anb.nas.measured import search_measured
@@ -172,7 +172,7 @@ def test_worker_measures_qualcomm_jobs_for_a_search_through_the_queue(tmp_path, 
 
 @pytest.mark.slow
 def test_queue_jobs_on_qualcomm_devices_fail_naming_the_step(tmp_path, monkeypatch):
-    from anb.collect_throughput.queue_stages import make_context
+    from anb.collect_throughput.queue.stages import make_context
     from anb.jobs.worker import Worker
 
     arch = str(Sampler(7, space=ANB_SPACE).sample(1)[0])
@@ -270,7 +270,7 @@ def test_convert_stage_builds_the_dlc_on_a_boardless_host(tmp_path, sdk_path, mo
     """`convert` runs the SDK's host tools on a worker with no board (its transport reaches
     none); `measure` on the board's worker then finds the DLC in the store: it measures with
     the converter and quantizer absent from its PATH."""
-    from anb.collect_throughput.queue_stages import make_context, register_stages
+    from anb.collect_throughput.queue.stages import make_context, register_stages
     from anb.jobs.stages import chain
     from anb.jobs.worker import Worker
 

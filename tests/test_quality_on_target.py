@@ -140,8 +140,8 @@ def test_queue_accuracy_stage_and_results_export(trained, tmp_path):
 def test_qualcomm_quality_with_the_sdk_standins(trained, sdk_path, tmp_path):
     import dataclasses
 
-    from anb.collect_throughput.qualcomm.config import load_qualcomm_device
-    from anb.collect_throughput.quality import Source, load_images, measure_quality
+    from anb.collect_throughput.quantization.quality import Source, load_images, measure_quality
+    from anb.collect_throughput.targets.qualcomm.config import load_qualcomm_device
 
     val, weights, _, _ = trained
     device = load_qualcomm_device("snpe-dsp")

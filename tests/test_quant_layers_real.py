@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from anb.cli import app
 from anb.cli_support import run as run_cli
-from anb.collect_throughput.mixed_precision import float_nodes
+from anb.collect_throughput.quantization.mixed_precision import float_nodes
 
 pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]
 SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
@@ -68,7 +68,7 @@ def report(tmp_path_factory, trained, digits) -> Path:
 
 
 def test_trained_int8_layers_are_close_unlike_a_random_backbone(report, tmp_path):
-    from anb.collect_throughput.layerwise import layer_report
+    from anb.collect_throughput.quantization.layerwise import layer_report
 
     summary = json.loads((report / "summary.json").read_text())
     table = pd.read_csv(report / "layers.csv")
@@ -202,7 +202,7 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path, monkeypatch, capsys, arg
 def test_qualcomm_layer_times_from_diagview_are_joined(sdk_path, tmp_path):
     """Through the SNPE stand-ins (tests/standins/snpe): the debug run's diagnostic log, read
     by snpe-diagview, gives per-layer times; each lands on a layer row."""
-    from anb.collect_throughput.layerwise import layer_report
+    from anb.collect_throughput.quantization.layerwise import layer_report
     from tests.qualcomm_helpers import ARCH, CountingLocal
 
     config = tmp_path / "snpe-dsp-32.toml"

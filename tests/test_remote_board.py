@@ -19,10 +19,16 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from anb.collect_throughput import stats, timing
 from anb.collect_throughput.board import RUNNER
-from anb.collect_throughput.protocol import StoppingRule, WarmupRule, device_from_mapping
-from anb.collect_throughput.remote import OnnxRuntimeBoard, RemoteSpec, board_folder, measure_remote
+from anb.collect_throughput.targets.remote import (
+    OnnxRuntimeBoard,
+    RemoteSpec,
+    RemoteTarget,
+    board_folder,
+)
+from anb.collect_throughput.timing import loop as timing
+from anb.collect_throughput.timing import stats
+from anb.collect_throughput.timing.protocol import StoppingRule, WarmupRule, device_from_mapping
 from anb.collect_throughput.transports import TransportError, open_transport
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
@@ -41,7 +47,7 @@ def _runner_module():
 
 def _device(remote: dict, name: str = "board-a", budget: float = 0.6) -> object:
     return device_from_mapping({
-        "name": name, "backend": "onnxruntime", "resolution": 32, "threads": 1,
+        "kind": "remote", "name": name, "backend": "onnxruntime", "resolution": 32, "threads": 1,
         "latency": {"batch": 1}, "warmup": {"max_seconds": 2.0, "max_steps": 50},
         "stopping": {"budget_seconds": budget, "min_reps": 5}, "remote": remote},
         space=ANB_SPACE.name)
@@ -199,12 +205,12 @@ def test_board_runner_sampler_keeps_a_bounded_record():
 # -- SSH: a real sshd plays the board ---------------------------------------------------------
 @pytest.mark.slow
 def test_ssh_board_measures_with_the_board_runner(ssh_board, board_python, tmp_path):
-    from anb.collect_throughput.merge import merge
-    from anb.collect_throughput.result import arch_record
+    from anb.collect_throughput.records.merge import merge
+    from anb.collect_throughput.timing.result import arch_record
     from anb.io import atomic_write_json
 
     device = _device(_ssh_remote(ssh_board, board_python))
-    (m,) = measure_remote(device, ARCH, tmp_path / "store")
+    (m,) = RemoteTarget(device).measurements(ARCH, tmp_path / "store")
     env = m.environment
     assert env["python_executable"] == board_python
     assert env["libraries"]["onnxruntime"] and env["libraries"]["numpy"]
@@ -229,7 +235,7 @@ def test_ssh_errors_name_device_and_step(ssh_board, board_python, tmp_path):
     closed = _device({**_ssh_remote(ssh_board, board_python),
                       "transport": f"ssh://{ssh_board.user}@127.0.0.1:{free_port()}"})
     with pytest.raises(TransportError) as err:
-        measure_remote(closed, ARCH, tmp_path)
+        RemoteTarget(closed).measurements(ARCH, tmp_path)
     assert (err.value.device, err.value.step, err.value.kind) == ("board-a", "connect",
                                                                   "unreachable")
     assert err.value.transient
@@ -237,19 +243,20 @@ def test_ssh_errors_name_device_and_step(ssh_board, board_python, tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong_key)],
                    check=True)
     with pytest.raises(TransportError) as err:
-        measure_remote(_device(_ssh_remote(ssh_board, board_python, identity=str(wrong_key))),
-                       ARCH, tmp_path)
+        RemoteTarget(_device(_ssh_remote(ssh_board, board_python, identity=str(wrong_key)))
+                     ).measurements(ARCH, tmp_path)
     assert (err.value.step, err.value.kind) == ("connect", "auth")
     assert "Permission denied" in str(err.value) and "'board-a'" in str(err.value)
     assert not err.value.transient
     # A board whose Python has no numpy/onnxruntime (Debian's own python3).
     with pytest.raises(TransportError) as err:
-        measure_remote(_device(_ssh_remote(ssh_board, "/usr/bin/python3")), ARCH, tmp_path)
+        RemoteTarget(_device(_ssh_remote(ssh_board, "/usr/bin/python3"))).measurements(
+            ARCH, tmp_path)
     assert (err.value.step, err.value.kind) == ("import_runtime", "missing")
     assert "No module named" in str(err.value) and "/usr/bin/python3" in str(err.value)
     # No such interpreter at all.
     with pytest.raises(TransportError) as err:
-        measure_remote(_device(_ssh_remote(ssh_board, "python3.99")), ARCH, tmp_path)
+        RemoteTarget(_device(_ssh_remote(ssh_board, "python3.99"))).measurements(ARCH, tmp_path)
     assert (err.value.step, err.value.kind) == ("run", "missing")
     assert "'python3.99' not found" in str(err.value)
     # A model the board rejects.
@@ -283,7 +290,7 @@ def test_hung_board_times_out_and_is_cleaned_up(ssh_board, board_python, tmp_pat
     device = _device(_ssh_remote(ssh_board, str(hung), timeout=3))
     began = time.monotonic()
     with pytest.raises(TransportError) as err:
-        measure_remote(device, ARCH, tmp_path)
+        RemoteTarget(device).measurements(ARCH, tmp_path)
     assert time.monotonic() - began < 30
     assert (err.value.device, err.value.step, err.value.kind) == ("board-a", "run", "timeout")
     assert "no answer within 3 s" in str(err.value)
@@ -362,7 +369,7 @@ def test_adb_board_measures_through_the_stand_in(adb, tmp_path):
     path, log = adb
     device = _device({"transport": "adb://R5CT1234", "adb": str(path), "python": sys.executable,
                       "workdir": str(tmp_path / "data-local-tmp")}, name="phone", budget=0.3)
-    (m,) = measure_remote(device, ARCH, tmp_path / "store")
+    (m,) = RemoteTarget(device).measurements(ARCH, tmp_path / "store")
     assert m.environment["transport"] == "adb://R5CT1234" and len(m.times_s) >= 3
     lines = log.read_text().splitlines()
     assert lines[0].startswith(f"-s R5CT1234 shell mkdir -p {tmp_path}/data-local-tmp/job-")
@@ -427,8 +434,8 @@ def test_anb_measure_runs_a_remote_device_on_its_board(tmp_path):
 
 
 def test_shipped_board_example_is_a_remote_device():
-    from anb.collect_throughput.protocol import load_device
-    from anb.collect_throughput.remote import remote_spec
+    from anb.collect_throughput.targets.remote import remote_spec
+    from anb.collect_throughput.timing.protocol import load_device
 
     device = load_device("rpi4-ort", space=ANB_SPACE.name)
     spec = remote_spec(device)
@@ -445,7 +452,7 @@ def test_one_measurement_at_a_time_per_board(tmp_path):
     OnnxRuntimeBoard().model(ARCH, device.protocols[0], tmp_path / "store")  # exported once
     results = []
     threads = [threading.Thread(target=lambda: results.append(
-        measure_remote(device, ARCH, tmp_path / "store")[0])) for _ in range(2)]
+        RemoteTarget(device).measurements(ARCH, tmp_path / "store")[0])) for _ in range(2)]
     lock = tmp_path / "board" / ".board.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     with open(lock, "a") as held:  # both runners queue behind this holder, however slow the host

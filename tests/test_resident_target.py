@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 from anb.collect_throughput.board import RUNNER
-from anb.collect_throughput.protocol import device_from_mapping
-from anb.collect_throughput.resident import TargetClient
+from anb.collect_throughput.targets.resident import TargetClient
+from anb.collect_throughput.timing.protocol import device_from_mapping
 from anb.collect_throughput.transports import TransportError
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
@@ -86,7 +86,7 @@ def _client(port: int, token: bytes = TOKEN, timeout: float = 60) -> TargetClien
 
 
 def _inputs(protocol) -> np.ndarray:
-    from anb.collect_throughput.inputs import make_inputs
+    from anb.collect_throughput.timing.inputs import make_inputs
 
     return np.stack(make_inputs(protocol, ARCH))
 
@@ -187,8 +187,8 @@ def test_malformed_and_oversized_messages_get_an_error(tmp_path, model):
 
 CLIENT = """
 import sys, numpy as np
-from anb.collect_throughput.resident import TargetClient
-from anb.collect_throughput.protocol import device_from_mapping
+from anb.collect_throughput.targets.resident import TargetClient
+from anb.collect_throughput.timing.protocol import device_from_mapping
 from anb.searchspace.space import ANB_SPACE
 device = device_from_mapping({"name": "resident-a", "backend": "onnxruntime", "resolution": 32,
     "threads": 1, "latency": {"batch": 1}, "warmup": {"max_seconds": 1.0},
@@ -273,7 +273,7 @@ def test_anb_measure_runs_a_resident_board_and_records_its_statistics(tmp_path):
 
 
 def test_resident_config_errors_are_clear():
-    from anb.collect_throughput.remote import RemoteSpec
+    from anb.collect_throughput.targets.remote import RemoteSpec
 
     with pytest.raises(ValueError, match="transport 'tcp://HOST:PORT' exactly with runtime "
                                          "'resident'"):

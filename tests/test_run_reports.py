@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.run_report import (
+from anb.collect_throughput.records.run_report import (
     entry_figures,
     quality_fields,
     step_times_ms,
@@ -30,7 +30,8 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _config(tmp_path: Path) -> Path:
     config = tmp_path / f"{DEVICE}.toml"
-    config.write_text(f"""name = "{DEVICE}"
+    config.write_text(f"""kind = "local"
+name = "{DEVICE}"
 backend = "onnxruntime"
 resolution = 32
 threads = 1
@@ -148,8 +149,8 @@ def test_reports_of_a_resumed_run_keep_the_index_whole(measured, tmp_path):
 
 
 def test_interleaved_blocks_say_their_utilisation_is_shared(tmp_path):
-    from anb.collect_throughput.devices import load_any_device
-    from anb.collect_throughput.measure import measure_interleaved
+    from anb.collect_throughput.targets.devices import load_any_device
+    from anb.collect_throughput.targets.local import measure_interleaved
 
     device = load_any_device(_config(tmp_path), {"stopping": {"budget_seconds": 0.2}},
                              space=ANB_SPACE.name)

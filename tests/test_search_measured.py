@@ -77,7 +77,7 @@ def test_hours_budget_and_failed_measurement(tmp_path):
 
 @pytest.mark.slow
 def test_queue_measurer_with_a_real_worker(tmp_path):
-    from anb.collect_throughput.queue_stages import make_context
+    from anb.collect_throughput.queue.stages import make_context
     from anb.jobs.queue import open_queue
     from anb.jobs.worker import Worker
 

@@ -1,4 +1,4 @@
-"""One way to queue work (:func:`anb.collect_throughput.queue_stages.job_specs`): every entry
+"""One way to queue work (:func:`anb.collect_throughput.queue.stages.job_specs`): every entry
 that queues measure jobs (``anb queue submit`` with a plan's ``archs.csv``, ``anb adapt
 --suggest --submit``, a measured search's :class:`~anb.nas.measured.QueueMeasurer`) queues
 jobs of a non-default space (nasbench201) that a real worker measures in that space (onnxruntime
@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.queue_stages import job_specs, make_context, submit_jobs
+from anb.collect_throughput.queue.stages import job_specs, make_context, submit_jobs
 from anb.jobs.queue import open_queue
 from anb.jobs.worker import Worker
 from anb.searchspace.registry import get_space

@@ -11,13 +11,15 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.anchors import ANCHORS, anchor_drift, read_anchor_rows
 from anb.collect_throughput.backends.torch_backend import TorchBackend
-from anb.collect_throughput.driver import ProtocolMismatch, measure_archs
-from anb.collect_throughput.environment import parse_nvidia_smi
-from anb.collect_throughput.measure import measure
-from anb.collect_throughput.merge import MixedProtocols, merge_records
-from anb.collect_throughput.protocol import (
+from anb.collect_throughput.records.anchors import ANCHORS, anchor_drift, read_anchor_rows
+from anb.collect_throughput.records.folder import ProtocolMismatch
+from anb.collect_throughput.records.merge import MixedProtocols, merge_records
+from anb.collect_throughput.targets.base import RunSettings
+from anb.collect_throughput.targets.local import LocalTarget, measure
+from anb.collect_throughput.targets.protocol_target import Schedule
+from anb.collect_throughput.timing.environment import parse_nvidia_smi
+from anb.collect_throughput.timing.protocol import (
     FINGERPRINT_FIELDS,
     LATER_FINGERPRINT_FIELDS,
     Protocol,
@@ -32,6 +34,7 @@ from anb.searchspace.space import ANB_SPACE
 
 runner = CliRunner()
 ARCHS = Sampler(5, space=ANB_SPACE).sample(3)
+NO_ANCHORS, QUIET = Schedule(anchors=()), RunSettings(progress=False)
 FAST = {"resolution": 32, "batch": 1, "stopping": {"budget_seconds": 0.1, "min_reps": 3,
                                                     "min_rep_seconds": 0.0},
         "warmup": {"max_seconds": 1.0, "min_steps": 2, "window": 1}}
@@ -116,14 +119,14 @@ def test_fingerprint_follows_every_setting_that_changes_the_number():
 
 
 def test_resume_never_reuses_a_result_of_another_protocol(tmp_path):
-    summary = measure_archs(_device(), ARCHS[:1], tmp_path, progress=False, anchors=())
+    summary = LocalTarget(_device(), NO_ANCHORS).measure(ARCHS[:1], tmp_path, QUIET)
     assert summary.measured == [ARCHS[0].id]
     entry = _records(tmp_path)[ARCHS[0].id]["platform_perf"]["latency_cpu-ort"]
     assert entry["protocol_fingerprint"] == next(iter(_device().protocols)).fingerprint
-    again = measure_archs(_device(), ARCHS[:1], tmp_path, progress=False, anchors=())
+    again = LocalTarget(_device(), NO_ANCHORS).measure(ARCHS[:1], tmp_path, QUIET)
     assert again.skipped == [ARCHS[0].id]
     with pytest.raises(ProtocolMismatch, match=r"resolution: 32 -> 64"):
-        measure_archs(_device(resolution=64), ARCHS[:1], tmp_path, progress=False, anchors=())
+        LocalTarget(_device(resolution=64), NO_ANCHORS).measure(ARCHS[:1], tmp_path, QUIET)
     result = runner.invoke(app, ["measure", "cpu-ort", "--archs", str(ARCHS[0]), "--out",
                                  str(tmp_path), "--resolution", "32", "--batch", "1",
                                  "--budget", "0.5", "--no-progress", "--anchors", "none"])
@@ -132,9 +135,9 @@ def test_resume_never_reuses_a_result_of_another_protocol(tmp_path):
 
 @pytest.mark.slow
 def test_merge_refuses_two_protocols_in_one_column(tmp_path):
-    measure_archs(_device(), ARCHS[:1], tmp_path / "a", progress=False, anchors=())
-    measure_archs(_device(resolution=64), ARCHS[1:2], tmp_path / "b", progress=False, anchors=())
-    from anb.collect_throughput.merge import load_results
+    LocalTarget(_device(), NO_ANCHORS).measure(ARCHS[:1], tmp_path / "a", QUIET)
+    LocalTarget(_device(resolution=64), NO_ANCHORS).measure(ARCHS[1:2], tmp_path / "b", QUIET)
+    from anb.collect_throughput.records.merge import load_results
 
     results = load_results([tmp_path / "a", tmp_path / "b"], space=ANB_SPACE)
     fps = {r["platform_perf"]["latency_cpu-ort"]["protocol_fingerprint"] for r in results}
@@ -155,10 +158,11 @@ def test_merge_refuses_two_protocols_in_one_column(tmp_path):
 @pytest.mark.slow
 def test_work_files_are_removed_unless_kept(tmp_path):
     work = tmp_path / "work"
-    measure_archs(_device(), ARCHS[:2], tmp_path / "a", workdir=work, progress=False, anchors=())
+    LocalTarget(_device(), Schedule(anchors=())).measure(
+        ARCHS[:2], tmp_path / "a", RunSettings(workdir=work, progress=False))
     assert list(work.glob("*.onnx")) == []
-    measure_archs(_device(), ARCHS[:2], tmp_path / "b", workdir=work, progress=False, anchors=(),
-                  keep_work=True)
+    LocalTarget(_device(), Schedule(anchors=())).measure(
+        ARCHS[:2], tmp_path / "b", RunSettings(workdir=work, progress=False, keep_work=True))
     assert sorted(p.name for p in work.glob("*.onnx")) == sorted(f"{a.id}_fp32.onnx"
                                                                  for a in ARCHS[:2])
 
@@ -166,7 +170,7 @@ def test_work_files_are_removed_unless_kept(tmp_path):
 @pytest.mark.slow
 def test_records_carry_machine_state_and_pinned_configs_pin(tmp_path):
     before = os.sched_getaffinity(0)
-    summary = measure_archs(_device(), ARCHS[:1], tmp_path, progress=False, anchors=())
+    summary = LocalTarget(_device(), NO_ANCHORS).measure(ARCHS[:1], tmp_path, QUIET)
     assert os.sched_getaffinity(0) == before  # restored after the run
     assert summary.pinned_cpus == [max(before)]
     entry = _records(tmp_path)[ARCHS[0].id]["platform_perf"]["throughput_cpu-ort"]
@@ -175,8 +179,8 @@ def test_records_carry_machine_state_and_pinned_configs_pin(tmp_path):
     assert env["cpu"] and "cpu_governor" in env
     for state in (env["state_start"], env["state_end"]):
         assert "load_average" in state and isinstance(state["busy_processes"], list)
-    unpinned = measure_archs(_device(pinned=False), ARCHS[1:2], tmp_path / "u", progress=False,
-                             anchors=())
+    unpinned = LocalTarget(_device(pinned=False), Schedule(anchors=())).measure(
+        ARCHS[1:2], tmp_path / "u", RunSettings(progress=False))
     assert unpinned.pinned_cpus is None
 
 
@@ -218,8 +222,8 @@ def test_latency_synchronises_every_request(tmp_path):
 @pytest.mark.slow
 def test_anchors_are_measured_per_block_and_stored_with_results(tmp_path):
     anchors = (EFFICIENTNET_B0, ARCHS[2])
-    summary = measure_archs(_device(), ARCHS[:2], tmp_path, progress=False, anchors=anchors,
-                            anchor_every=1)
+    summary = LocalTarget(_device(), Schedule(anchors=anchors, anchor_every=1)).measure(
+        ARCHS[:2], tmp_path, RunSettings(progress=False))
     assert len(summary.anchor_sessions) == 2  # one before each architecture
     rows = read_anchor_rows(tmp_path / "cpu-ort" / "anchors.jsonl")
     assert len(rows) == 2 * 2 * 2  # sessions x anchors x kinds
@@ -260,7 +264,7 @@ def test_a_busy_process_is_seen():
     import subprocess
     import sys
 
-    from anb.collect_throughput.environment import busy_processes
+    from anb.collect_throughput.timing.environment import busy_processes
 
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:

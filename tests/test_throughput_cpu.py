@@ -7,10 +7,10 @@ import torch
 
 from anb.collect_throughput.backends import get_backend
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx, ort_session
-from anb.collect_throughput.inputs import image_batches, make_inputs
-from anb.collect_throughput.measure import measure
-from anb.collect_throughput.protocol import Protocol, StoppingRule, WarmupRule
-from anb.collect_throughput.result import arch_record
+from anb.collect_throughput.targets.local import measure
+from anb.collect_throughput.timing.inputs import image_batches, make_inputs
+from anb.collect_throughput.timing.protocol import Protocol, StoppingRule, WarmupRule
+from anb.collect_throughput.timing.result import arch_record
 from anb.records import records_to_frame, validate_record
 from anb.searchspace.model import build_model
 from anb.searchspace.sampler import Sampler

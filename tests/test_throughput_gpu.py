@@ -7,8 +7,8 @@ import torch
 
 from anb.collect_throughput.backends import get_backend
 from anb.collect_throughput.backends.cuda import CudaBackend, driver_version
-from anb.collect_throughput.measure import measure
-from anb.collect_throughput.protocol import load_device
+from anb.collect_throughput.targets.local import measure
+from anb.collect_throughput.timing.protocol import load_device
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
 
@@ -118,7 +118,7 @@ def test_gpu_latency_replays_a_cuda_graph_throughput_stays_eager():
 
 
 def test_cuda_graphs_need_the_cuda_backend_without_compile():
-    from anb.collect_throughput.protocol import Protocol
+    from anb.collect_throughput.timing.protocol import Protocol
 
     with pytest.raises(ValueError, match="cuda_graphs"):
         Protocol(device="cpu-torch", backend="torch", cuda_graphs=True)
@@ -128,7 +128,7 @@ def test_cuda_graphs_need_the_cuda_backend_without_compile():
 
 def test_cuda_graphs_joins_the_fingerprint_only_when_set():
     """Results stored before the field existed keep their fingerprint; graphs vs eager differ."""
-    from anb.collect_throughput.protocol import protocol_difference, protocol_fingerprint
+    from anb.collect_throughput.timing.protocol import protocol_difference, protocol_fingerprint
 
     eager = next(p for p in load_device("a100", space=ANB_SPACE.name).protocols
                  if p.kind == "throughput")

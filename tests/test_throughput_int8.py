@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 import anb
 from anb.cli import app
+from anb.collect_throughput.backends.int8_quantize import cosine, quantize_int8, run_model, sqnr_db
 from anb.collect_throughput.backends.onnxruntime_backend import float_onnx
-from anb.collect_throughput.digits import digits_images, top1
-from anb.collect_throughput.measure import measure
-from anb.collect_throughput.protocol import load_device
-from anb.collect_throughput.quantize import cosine, quantize_int8, run_model, sqnr_db
+from anb.collect_throughput.targets.local import measure
+from anb.collect_throughput.timing.digits import digits_images, top1
+from anb.collect_throughput.timing.protocol import load_device
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
 
@@ -219,7 +219,7 @@ def test_dpu_scales_are_rounded_up_to_a_power_of_two_and_weights_requantized():
     old / new (0.6): [100, -50, 127] -> [60, -30, 76]."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from anb.collect_throughput.quantize import power_of_two_scales
+    from anb.collect_throughput.backends.int8_quantize import power_of_two_scales
 
     inits = [numpy_helper.from_array(np.array([100, -50, 127], dtype=np.int8), "w"),
              numpy_helper.from_array(np.array(0.3, dtype=np.float32), "w_scale"),
@@ -257,7 +257,7 @@ def _image_folder(root, classes=4, per_class=12, size=40, width=None):
 
 
 def test_stratified_sample_covers_every_class_and_is_seeded(tmp_path):
-    from anb.collect_throughput.inputs import calibration_and_eval
+    from anb.collect_throughput.timing.inputs import calibration_and_eval
 
     folder = _image_folder(tmp_path / "val", classes=5, per_class=10)
     calib, evaluated = calibration_and_eval(folder, 10, 15, seed=3)
@@ -291,7 +291,7 @@ def _trained_model(folder, resolution=32):
     import torch
     from sklearn.linear_model import LogisticRegression
 
-    from anb.collect_throughput.inputs import labelled_files
+    from anb.collect_throughput.timing.inputs import labelled_files
     from anb.searchspace.model import build_model
 
     torch.manual_seed(1)
@@ -323,7 +323,7 @@ def _checkpoint_top1(model, folder, resolution, evaluation, calibration=8, seed=
     trainer's transform)."""
     import torch
 
-    from anb.collect_throughput.inputs import calibration_and_eval
+    from anb.collect_throughput.timing.inputs import calibration_and_eval
 
     _, items = calibration_and_eval(folder, calibration, evaluation, seed)
     with torch.no_grad():
@@ -409,8 +409,8 @@ def test_quant_report_preprocesses_images_as_the_trainers_validation(tmp_path):
     from anb.collect_accuracy.config import load_config
     from anb.collect_accuracy.data import make_loaders
     from anb.collect_accuracy.imagefolder import scan
-    from anb.collect_throughput.inputs import preprocess_image
-    from anb.collect_throughput.quant_report import eval_inputs
+    from anb.collect_throughput.quantization.quant_report import eval_inputs
+    from anb.collect_throughput.timing.inputs import preprocess_image
 
     folder = _image_folder(tmp_path / "val", classes=2, per_class=3, size=40, width=56)
     paths, labels, _ = scan(folder)

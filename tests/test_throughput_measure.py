@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anb.cli import app
-from anb.collect_throughput.driver import SAMPLE_LIMIT, read_arch_list, shard_of
+from anb.collect_throughput.arch_lists import SAMPLE_LIMIT, read_arch_list, shard_of
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
 from tests.cli_helpers import range_refused

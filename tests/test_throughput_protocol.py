@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from anb.collect_throughput.protocol import (
+from anb.collect_throughput.timing.loop import (
+    CompilationDuringTiming,
+    run_interleaved,
+    run_loop,
+    warm_up,
+)
+from anb.collect_throughput.timing.protocol import (
     Protocol,
     StoppingRule,
     WarmupRule,
@@ -15,13 +21,7 @@ from anb.collect_throughput.protocol import (
     device_from_mapping,
     load_device,
 )
-from anb.collect_throughput.stats import relative_ci, summarize, t_quantile, trimmed_mean
-from anb.collect_throughput.timing import (
-    CompilationDuringTiming,
-    run_interleaved,
-    run_loop,
-    warm_up,
-)
+from anb.collect_throughput.timing.stats import relative_ci, summarize, t_quantile, trimmed_mean
 from anb.searchspace.space import ANB_SPACE
 
 
@@ -81,8 +81,9 @@ def test_bad_rules_and_config_tables_are_named():
     with pytest.raises(ValueError, match="stopping.typo"):
         device_from_mapping({"name": "x", "backend": "torch", "latency": {},
                              "stopping": {"typo": 1}}, space=ANB_SPACE.name)
-    with pytest.raises(ValueError, match="at least one of the tables"):
-        device_from_mapping({"name": "x", "backend": "torch"}, space=ANB_SPACE.name)
+    with pytest.raises(ValueError, match="kind='local' needs at least one of the tables"):
+        device_from_mapping({"kind": "local", "name": "x", "backend": "torch"},
+                            space=ANB_SPACE.name)
     with pytest.raises(ValueError, match="'nope'"):
         load_device("nope", space=ANB_SPACE.name)
 
@@ -207,7 +208,7 @@ def _interleaved_sequence(levels, rounds, drift, rng, noise=0.002):
 
 
 def test_drift_factors_remove_machine_drift_shared_by_interleaved_models():
-    from anb.collect_throughput.stats import drift_factors
+    from anb.collect_throughput.timing.stats import drift_factors
 
     rng = np.random.default_rng(3)
     levels = np.linspace(1e-3, 5e-3, 30)
@@ -226,7 +227,7 @@ def test_drift_factors_remove_machine_drift_shared_by_interleaved_models():
 
 
 def test_drift_factors_never_let_a_repetition_correct_itself():
-    from anb.collect_throughput.stats import drift_factors
+    from anb.collect_throughput.timing.stats import drift_factors
 
     rng = np.random.default_rng(4)
     order, times = _interleaved_sequence(np.linspace(1e-3, 2e-3, 10), 8, lambda t: 1.0, rng)
@@ -278,7 +279,7 @@ class DriftingClocks:
 
 
 def test_interleaved_loop_records_drift_and_corrects_its_statistics():
-    from anb.collect_throughput.result import Measurement
+    from anb.collect_throughput.timing.result import Measurement
 
     levels = [1e-3, 1.5e-3, 2e-3, 3e-3]
     drift = lambda t: 1 + 0.1 * np.sin(t / 40.0)  # noqa: E731

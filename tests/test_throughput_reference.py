@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from anb.collect_throughput.protocol import load_device
+from anb.collect_throughput.timing.protocol import load_device
 from anb.searchspace.arch import EFFICIENTNET_B0
 from anb.searchspace.space import ANB_SPACE
 from tests.conftest import REPO
@@ -71,7 +71,7 @@ def test_config_comments_state_the_batch_and_resolution_measured(config):
     is batch 1) is the throughput protocol's: the comment cannot contradict the setting."""
     import re
 
-    from anb.collect_throughput.protocol import CONFIG_DIR
+    from anb.collect_throughput.timing.protocol import CONFIG_DIR
 
     protocol = _protocol(config, "throughput")
     table, comments = None, []
@@ -113,7 +113,7 @@ def test_imagenet_inputs_are_fed_at_the_protocol_resolution(tmp_path):
     """docs/background/devices.md, "GPU": ImageNet-val at 256 px: resize + centre crop to 256."""
     from PIL import Image
 
-    from anb.collect_throughput.inputs import preprocess_image
+    from anb.collect_throughput.timing.inputs import preprocess_image
 
     Image.new("RGB", (400, 300), (255, 0, 0)).save(tmp_path / "a.png")
     assert preprocess_image(tmp_path / "a.png", 256).shape == (3, 256, 256)

@@ -11,8 +11,10 @@ import pytest
 
 from anb.collect_throughput.backends import get_backend
 from anb.collect_throughput.backends.onnxruntime_backend import ort_session
-from anb.collect_throughput.driver import measure_archs
-from anb.collect_throughput.protocol import load_device
+from anb.collect_throughput.targets.base import RunSettings
+from anb.collect_throughput.targets.local import LocalTarget
+from anb.collect_throughput.targets.protocol_target import Schedule
+from anb.collect_throughput.timing.protocol import load_device
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
 
@@ -25,8 +27,9 @@ pytestmark = pytest.mark.timeout(600)
 
 def _record(device: str, tmp_path: Path) -> dict:
     config = load_device(device, FAST, space=ANB_SPACE.name)
-    summary = measure_archs(config, [ARCH], tmp_path / "out", workdir=tmp_path / "work",
-                            progress=False, anchors=(), keep_work=True)
+    summary = LocalTarget(config, Schedule(anchors=())).measure(
+        [ARCH], tmp_path / "out", RunSettings(workdir=tmp_path / "work", progress=False,
+                                              keep_work=True))
     assert summary.measured == [ARCH.id] and not summary.failed
     return json.loads((tmp_path / "out" / device / f"{ARCH.id}.json").read_text())
 

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from anb.collect_throughput.backends import get_backend
-from anb.collect_throughput.measure import measure
-from anb.collect_throughput.protocol import Protocol, StoppingRule, WarmupRule, load_device
-from anb.collect_throughput.timing import CompilationDuringTiming, run_loop
+from anb.collect_throughput.targets.local import measure
+from anb.collect_throughput.timing.loop import CompilationDuringTiming, run_loop
+from anb.collect_throughput.timing.protocol import Protocol, StoppingRule, WarmupRule, load_device
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE
 

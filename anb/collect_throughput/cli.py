@@ -7,6 +7,12 @@ from typing import Any
 import typer
 
 from anb.cli_support import check_finite, fail, space_option
+from anb.collect_throughput.defaults import (
+    ANCHOR_EVERY,
+    COS_THRESHOLD,
+    QUALITY_IMAGES,
+    SQNR_THRESHOLD_DB,
+)
 from anb.preprocessing import MAX_IMAGES
 from anb.searchspace.base import MAX_RESOLUTION
 from anb.searchspace.cli import cli_space
@@ -58,7 +64,8 @@ def measure_cmd(
                                 "(anb-mnasnet: EfficientNet-B0, smallest, largest; another "
                                 "space: all-first and all-last choices), 'none' or "
                                 "comma-separated strings."),
-    anchor_every: int = typer.Option(500, min=1, help="Architectures between anchor sessions."),
+    anchor_every: int = typer.Option(ANCHOR_EVERY, min=1,
+                                     help="Architectures between anchor sessions."),
     space: str | None = space_option("search space (default: the one an --archs dataset "
                                      "names, else anb-mnasnet)"),
     report: bool = typer.Option(False, "--report", help="Also write a report of each "
@@ -76,16 +83,19 @@ def measure_cmd(
                                         "folder of <arch_id>.pt checkpoints."),
     onnx: Path | None = typer.Option(None, "--onnx", help="--quality: a trained ONNX model "
                                      "instead of --weights."),
-    quality_images: int = typer.Option(500, min=1, max=MAX_IMAGES,
+    quality_images: int = typer.Option(QUALITY_IMAGES, min=1, max=MAX_IMAGES,
                                        help="--quality: images scored (class-stratified "
                                        "sample of --images)."),
 ) -> None:
     """Measure latency/throughput of architectures of a search space on a device of any kind
     (this host, a board over [remote], a Qualcomm SoC, a plug-in's; resumable, shardable); the
     records name the space. With --quality, the trained network's accuracy on the device."""
-    from anb.collect_throughput.anchors import parse_anchors
-    from anb.collect_throughput.devices import load_target
-    from anb.collect_throughput.driver import RESULTS, read_arch_list, shard_of
+    from anb.collect_throughput.arch_lists import read_arch_list, shard_of
+    from anb.collect_throughput.records.anchors import parse_anchors
+    from anb.collect_throughput.records.folder import RESULTS
+    from anb.collect_throughput.targets.base import RunSettings
+    from anb.collect_throughput.targets.devices import load_target
+    from anb.collect_throughput.targets.protocol_target import Schedule, scheduled
     from anb.extras import require
     from anb.outputs import exclusive, prepare_folder
     from anb.records import detect_space
@@ -104,12 +114,11 @@ def measure_cmd(
         require("torch", "measure", what="`anb measure`")  # before the folder is made
         # one measure per folder and machine: two would time the same designs on the same cores
         with exclusive(prepare_folder(out, RESULTS), "anb measure", per_host=True):
-            summary = target.measure(arch_list, out, workdir=workdir, progress=progress,
-                                     keep_going=keep_going, interleave=interleave,
-                                     anchors=anchor_archs, keep_work=keep_work,
-                                     anchor_every=anchor_every)
+            target = scheduled(target, Schedule(interleave, anchor_archs, anchor_every))
+            summary = target.measure(arch_list, out, RunSettings(workdir, progress, keep_going,
+                                                                 keep_work))
             if report:
-                from anb.collect_throughput.run_report import write_reports
+                from anb.collect_throughput.records.run_report import write_reports
 
                 write_reports(Path(out) / target.name, summary.measured)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
@@ -127,8 +136,8 @@ def measure_cmd(
 def _quality(device: Any, archs: list, out: Path, images: Path | None, weights: Path | None,
              onnx: Path | None, count: int, workdir: Path | None, asked: bool) -> None:
     """``anb measure --quality``: each architecture's entry into its record, one line each."""
-    from anb.collect_throughput.driver import RESULTS
-    from anb.collect_throughput.quality import Source, measure_quality_archs
+    from anb.collect_throughput.quantization.quality import Source, measure_quality_archs
+    from anb.collect_throughput.records.folder import RESULTS
     from anb.outputs import exclusive, prepare_folder
 
     if not asked:
@@ -166,7 +175,7 @@ def merge_cmd(
     conflicts, gaps, protocols and the anchors' drift (records of another space are refused).
     An unreadable or invalid record is skipped and named, the rest merged, and the exit code
     is 1."""
-    from anb.collect_throughput.merge import merge
+    from anb.collect_throughput.records.merge import merge
     from anb.records import detect_space
 
     first = accuracy or (results[0] if results else None)
@@ -219,14 +228,19 @@ def quant_report_cmd(
     eval_images: int = typer.Option(100, min=1, max=MAX_IMAGES,
                                     help="Test images for the accuracy change."),
     seed: int = typer.Option(0, min=0, help="Seed of the class-stratified image sample."),
-    cos_threshold: float = typer.Option(0.99, min=-1.0, max=1.0,
+    cos_threshold: float = typer.Option(COS_THRESHOLD, min=-1.0, max=1.0,
                                         help="Flag layers with cosine below this."),
-    sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
+    sqnr_threshold: float = typer.Option(SQNR_THRESHOLD_DB,
+                                         help="Flag layers with SQNR (dB) below this."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb quant-report."),
 ) -> None:
     """Per-layer float-vs-int8 agreement and the accuracy change under the target's int8 scheme."""
-    from anb.collect_throughput.quant_report import REPORT, TARGET_SCHEMES, quant_report
+    from anb.collect_throughput.quantization.quant_report import (
+        REPORT,
+        TARGET_SCHEMES,
+        quant_report,
+    )
     from anb.outputs import replace_folder
 
     if target not in TARGET_SCHEMES:

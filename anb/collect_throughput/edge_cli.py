@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from anb.cli_support import check_finite, fail
+from anb.collect_throughput.defaults import COS_THRESHOLD, SQNR_THRESHOLD_DB
 from anb.preprocessing import MAX_IMAGES
 from anb.searchspace.base import MAX_RESOLUTION
 
@@ -55,9 +56,10 @@ def quant_layers_cmd(
     eval_images: int = typer.Option(200, min=1, max=MAX_IMAGES,
                                     help="Images scored per model of the mixed-precision "
                                     "sweep (with --weights/--onnx)."),
-    cos_threshold: float = typer.Option(0.99, min=-1.0, max=1.0,
+    cos_threshold: float = typer.Option(COS_THRESHOLD, min=-1.0, max=1.0,
                                         help="Flag layers with cosine below this."),
-    sqnr_threshold: float = typer.Option(20.0, help="Flag layers with SQNR (dB) below this."),
+    sqnr_threshold: float = typer.Option(SQNR_THRESHOLD_DB,
+                                         help="Flag layers with SQNR (dB) below this."),
     worst: int = typer.Option(5, min=1, max=MAX_WORST,
                                help="Flag this many layers that lose most SQNR."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
@@ -66,8 +68,8 @@ def quant_layers_cmd(
     """Per-layer quantization effect (cosine, SQNR, max abs error) of a quantized path; with
     --weights or --onnx and --images, of a trained model on real images, with per-layer times
     and a mixed-precision sweep (--keep-float)."""
-    from anb.collect_throughput.layerwise import CPU_PATHS, REPORT, layerwise
-    from anb.collect_throughput.qualcomm.config import QUALCOMM_DIR
+    from anb.collect_throughput.quantization.layerwise import CPU_PATHS, REPORT, layerwise
+    from anb.collect_throughput.targets.qualcomm.config import QUALCOMM_DIR
     from anb.outputs import replace_folder
 
     shipped = sorted(p.stem for p in QUALCOMM_DIR.glob("*.toml"))
@@ -104,7 +106,7 @@ def quant_layers_cmd(
                                       sqnr_threshold=sqnr_threshold, worst=worst,
                                       keep_float=ks)
             else:
-                from anb.collect_throughput.driver import read_arch_list
+                from anb.collect_throughput.arch_lists import read_arch_list
                 from anb.searchspace.space import ANB_SPACE
 
                 result = layerwise(read_arch_list(str(archs), space=ANB_SPACE), path, tmp,
@@ -136,8 +138,8 @@ def _real_report(arch: str | None, weights: Path | None, onnx_file: Path | None,
     """The report of one trained model (``--weights`` or ``--onnx``) on ``images_dir``."""
     import tempfile
 
-    from anb.collect_throughput.layerwise import model_report, write_summary
-    from anb.collect_throughput.real_model import from_onnx, from_weights
+    from anb.collect_throughput.quantization.layerwise import model_report, write_summary
+    from anb.collect_throughput.quantization.real_model import from_onnx, from_weights
 
     if images_dir is None or not images_dir.is_dir():
         raise ValueError(f"--images {str(images_dir)!r} is not a folder")
@@ -158,9 +160,11 @@ def measure_qualcomm_cmd(
 ) -> None:
     """Measure architectures on a Qualcomm board (SNPE): throughput, latency, per-layer times
     (as 'anb measure DEVICE', with a transport override)."""
-    from anb.collect_throughput.driver import RESULTS, read_arch_list
-    from anb.collect_throughput.qualcomm.config import load_qualcomm_device
-    from anb.collect_throughput.qualcomm.stages import QualcommTarget
+    from anb.collect_throughput.arch_lists import read_arch_list
+    from anb.collect_throughput.records.folder import RESULTS
+    from anb.collect_throughput.targets.base import RunSettings
+    from anb.collect_throughput.targets.qualcomm.config import load_qualcomm_device
+    from anb.collect_throughput.targets.qualcomm.stages import QualcommTarget
     from anb.outputs import exclusive, prepare_folder
     from anb.searchspace.space import ANB_SPACE
 
@@ -171,7 +175,8 @@ def measure_qualcomm_cmd(
         target = QualcommTarget(config)
         arch_list = read_arch_list(archs, space=ANB_SPACE)
         with exclusive(prepare_folder(out, RESULTS), "anb measure-qualcomm", per_host=True):
-            summary = target.measure(arch_list, out, workdir=workdir, keep_going=True)
+            summary = target.measure(arch_list, out, RunSettings(workdir=workdir,
+                                                                 keep_going=True))
     except (ValueError, FileNotFoundError) as err:
         fail(err)
     for arch_id, message in summary.failed.items():

@@ -12,8 +12,9 @@ to them under the entry-point groups ``anb.backends``, ``anb.runtimes``, ``anb.t
     [project.entry-points."anb.devices"]
     my-npu-dev = "my_package:DEVICE"              # a device table (dict) or a TOML file's path
 
-Only names live here (nothing is imported until asked for), so :mod:`.protocol` validates a
-``backend`` against :data:`BACKENDS` without importing a back-end.
+Only names live here (nothing is imported until asked for), so
+:mod:`anb.collect_throughput.timing.protocol` validates a ``backend`` against :data:`BACKENDS`
+without importing a back-end.
 """
 from __future__ import annotations
 
@@ -33,10 +34,10 @@ BACKENDS = Registry("backend", "anb.backends", {
     "tvm": f"{_PKG}.backends.tvm_backend:TvmBackend",
 })
 RUNTIMES = Registry("remote.runtime", "anb.runtimes", {
-    "onnxruntime": f"{_PKG}.remote:OnnxRuntimeBoard",
-    "openvino": f"{_PKG}.board_runtimes:OpenVinoBoard",
-    "tvm": f"{_PKG}.board_runtimes:TvmBoard",
-    "resident": f"{_PKG}.resident:ResidentBoard",
+    "onnxruntime": f"{_PKG}.targets.remote:OnnxRuntimeBoard",
+    "openvino": f"{_PKG}.targets.board_runtimes:OpenVinoBoard",
+    "tvm": f"{_PKG}.targets.board_runtimes:TvmBoard",
+    "resident": f"{_PKG}.targets.resident:ResidentBoard",
 })
 TRANSPORTS = Registry("transport", "anb.transports", {
     "local": f"{_PKG}.transports.local:LocalTransport",

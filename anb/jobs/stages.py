@@ -3,7 +3,7 @@
 A stage is a name, a default priority, whether it needs the device (a worker takes it only for
 the devices it reaches) and a handler ``f(job, ctx) -> result`` (JSON). The registry starts
 empty: the stages themselves live with the layer that runs them
-(:mod:`anb.collect_throughput.queue_stages`: export -> convert -> measure -> accuracy) and are
+(:mod:`anb.collect_throughput.queue.stages`: export -> convert -> measure -> accuracy) and are
 added with :func:`register_stage` where a worker or the queue CLI is assembled. Hooks are
 ``"module:function"`` strings, imported when first used.
 

@@ -5,8 +5,8 @@ A :class:`Measurer` measures architectures on one device and answers with future
 :class:`LocalMeasurer` runs the throughput stage here (``anb measure``'s driver, results in
 ``<out>/<device>/<arch_id>.json``), :class:`QueueMeasurer` submits ``measure`` jobs to the job
 queue and waits for the workers that reach the device. The device is either kind of config
-(:func:`anb.collect_throughput.devices.load_target`): a protocol config, or a Qualcomm SNPE one
-measured on its board with ``measure_qualcomm`` through its transport.
+(:func:`anb.collect_throughput.targets.devices.load_target`): a protocol config, or a Qualcomm SNPE
+one measured on its board with ``measure_qualcomm`` through its transport.
 :class:`MeasuredEvaluator` is an evaluator for :mod:`anb.nas.search`: the device's metrics
 (``throughput_<device>``, ``latency_<device>``) come from the measurer, cached by (architecture
 id, device) in memory and on disk; each batch's new architectures are submitted together and
@@ -99,7 +99,7 @@ class LocalMeasurer(Measurer):
 
     def __init__(self, device: str, out: str | Path, overrides: dict[str, Any] | None = None,
                  interleave: int = 8):
-        from anb.collect_throughput.devices import load_target
+        from anb.collect_throughput.targets.devices import load_target
 
         self.target = load_target(device, overrides or {}, space=ANB_SPACE.name)
         self.config = self.target.config
@@ -125,11 +125,14 @@ class LocalMeasurer(Measurer):
                       f"{len(archs)} of the batch", file=sys.stderr, flush=True)
 
     def _measure(self, archs: list[Arch], futures: list[Future]) -> None:
-        from anb.collect_throughput.driver import read_result, result_path
+        from anb.collect_throughput.records.folder import read_result, result_path
+        from anb.collect_throughput.targets.base import RunSettings
+        from anb.collect_throughput.targets.protocol_target import Schedule, scheduled
 
         try:
-            summary = self.target.measure(archs, self.out, progress=False, keep_going=True,
-                                          interleave=self.interleave, anchors=())
+            target = scheduled(self.target, Schedule(interleave=self.interleave, anchors=()))
+            summary = target.measure(archs, self.out, RunSettings(progress=False,
+                                                                  keep_going=True))
         except Exception as err:  # noqa: BLE001 - every future of the batch gets the error
             for fut in futures:
                 fut.set_exception(err)
@@ -176,7 +179,7 @@ class QueueMeasurer(Measurer):
 
     def __init__(self, url: str, device: str, metrics: Sequence[str], space: Space,
                  priority: int | None = None, poll_seconds: float = 0.5):
-        from anb.collect_throughput.devices import device_table
+        from anb.collect_throughput.targets.devices import device_table
         from anb.jobs.queue import open_queue
 
         self.device_spec, self.space = device, space
@@ -190,7 +193,7 @@ class QueueMeasurer(Measurer):
         self._thread.start()
 
     def submit(self, archs: Sequence[Arch]) -> list[Future]:
-        from anb.collect_throughput.queue_stages import job_specs, submit_jobs
+        from anb.collect_throughput.queue.stages import job_specs, submit_jobs
 
         specs = job_specs(archs, [self.device_spec], self.space, ["measure"], self.priority)
         futures: list[Future] = [Future() for _ in archs]
@@ -361,7 +364,7 @@ def check_measured(other: Evaluator, device: str, objectives: Sequence[str],
     objectives and constraints parse, the limits are positive, the device's config loads and
     measures one of their metrics, and ``other`` answers the rest (an unknown metric is a
     ValueError here, not after a batch was measured). Returns them parsed, and the target."""
-    from anb.collect_throughput.devices import load_target
+    from anb.collect_throughput.targets.devices import load_target
 
     objs = [Objective.parse(o) for o in objectives]
     check_objectives(objs)

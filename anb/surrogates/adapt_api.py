@@ -193,7 +193,7 @@ def submit(archs: Sequence[str], device: str, queue: str, space: Space,
            priority: int | None = None) -> tuple[int, int]:
     """Queue a ``measure`` job per architecture of ``space`` on ``device`` (a device config
     name or TOML path) in the measurement queue ``queue``; returns (added, already queued)."""
-    from anb.collect_throughput.queue_stages import job_specs, submit_jobs
+    from anb.collect_throughput.queue.stages import job_specs, submit_jobs
     from anb.jobs.queue import open_queue
 
     specs = job_specs(archs, [device], space, ["measure"], priority)

@@ -2,11 +2,11 @@
 
 Board images (ZCU102 / VCK190 Petalinux) have Python 3, numpy, ``xir`` and ``vart`` and
 nothing else, so this file carries its own copies of: the architecture string parser and id,
-the robust statistics of :mod:`anb.collect_throughput.stats`, the warm-up + stopping loop of
-:mod:`anb.collect_throughput.timing`, the protocol fingerprint of
-:mod:`anb.collect_throughput.protocol` and the ``platform_perf`` entry of
-:mod:`anb.collect_throughput.result`. ``tests/test_fpga_host.py`` checks every copy against the
-original, so a record written here is one ``anb merge`` joins.
+the robust statistics of :mod:`anb.collect_throughput.timing.stats`, the warm-up + stopping loop of
+:mod:`anb.collect_throughput.timing.loop`, the protocol fingerprint of
+:mod:`anb.collect_throughput.timing.protocol` and the ``platform_perf`` entry of
+:mod:`anb.collect_throughput.timing.result`. ``tests/test_fpga_host.py`` checks every copy
+against the original, so a record written here is one ``anb merge`` joins.
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def anb_dict(text):
     return out
 
 
-# -- statistics (anb.collect_throughput.stats) -----------------------------------------------
+# -- statistics (anb.collect_throughput.timing.stats) ----------------------------------------------
 def normal_quantile(p):
     """Inverse standard normal CDF by bisection on ``math.erf`` (``statistics.NormalDist`` is
     Python 3.8+)."""
@@ -121,7 +121,7 @@ def summarize(values, trim=0.1, confidence=0.95):
             "ci_rel": relative_ci(x, trim, confidence), "trim": trim, "confidence": confidence}
 
 
-# -- protocol (anb.collect_throughput.protocol) ----------------------------------------------
+# -- protocol (anb.collect_throughput.timing.protocol) ---------------------------------------------
 FINGERPRINT_FIELDS = ("device", "backend", "kind", "batch", "resolution", "precision", "threads",
                       "layout", "inputs", "clock", "pinned", "compile", "cudnn_benchmark",
                       "allow_fallbacks", "calibration_images", "quantization", "warmup",
@@ -132,7 +132,8 @@ STOPPING = {"min_reps": 5, "max_reps": 200, "rel_ci": 0.005, "confidence": 0.95,
 
 
 def protocol(device, kind, batch, threads, resolution=224, budget_seconds=None, inputs="synthetic"):
-    """The measurement as ``anb.collect_throughput.protocol.Protocol.as_dict()`` spells it."""
+    """The measurement as ``anb.collect_throughput.timing.protocol.Protocol.as_dict()``
+    spells it."""
     stopping = dict(STOPPING)
     if budget_seconds is not None:
         stopping["budget_seconds"] = float(budget_seconds)
@@ -150,7 +151,7 @@ def fingerprint(proto):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# -- timing loop (anb.collect_throughput.timing) ---------------------------------------------
+# -- timing loop (anb.collect_throughput.timing.loop) ----------------------------------------------
 def _stable(times, rule):
     w = rule["window"]
     if len(times) < max(rule["min_steps"], 2 * w):
@@ -192,7 +193,7 @@ def run_loop(step, proto):
             return times, warm_times, inner, "budget"
 
 
-# -- records (anb.collect_throughput.result) -------------------------------------------------
+# -- records (anb.collect_throughput.timing.result) ------------------------------------------------
 UNITS = {"latency": "ms", "throughput": "images/s"}
 
 

@@ -2,11 +2,12 @@
 
 Samples across every class of an ImageNet-style folder (class sub-folders, sorted names =
 labels) with a seed: each class shuffled, then one image per class in turn (classes in a
-shuffled order). The same algorithm as :func:`anb.collect_throughput.inputs.stratified_sample`
-(checked equal by ``tests/test_fpga_host.py``). Preprocessing: the trainer's validation
-transform, a copy of :mod:`anb.preprocessing` (constants and pixels checked equal by the same
-test): the centred square of ``VAL_CROP_RATIO`` x the short side resized to the resolution
-(the short side at ``resolution / 0.875``, 256 for 224), ImageNet mean/std.
+shuffled order). The same algorithm as
+:func:`anb.collect_throughput.timing.inputs.stratified_sample` (checked equal by
+``tests/test_fpga_host.py``). Preprocessing: the trainer's validation transform, a copy of
+:mod:`anb.preprocessing` (constants and pixels checked equal by the same test): the centred
+square of ``VAL_CROP_RATIO`` x the short side resized to the resolution (the short side at
+``resolution / 0.875``, 256 for 224), ImageNet mean/std.
 """
 from __future__ import annotations
 

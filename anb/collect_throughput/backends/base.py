@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.timing import Clock
+from anb.collect_throughput.timing.loop import Clock
+from anb.collect_throughput.timing.protocol import Protocol
 
 
 @dataclass

@@ -21,9 +21,9 @@ import torch
 
 from anb.collect_throughput.backends.base import Session, cycling
 from anb.collect_throughput.backends.torch_backend import AUTOCAST, TorchBackend
-from anb.collect_throughput.environment import host_environment
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.timing import Clock
+from anb.collect_throughput.timing.environment import host_environment
+from anb.collect_throughput.timing.loop import Clock
+from anb.collect_throughput.timing.protocol import Protocol
 
 GRAPH_WARMUP_STEPS = 3
 """Eager steps on a side stream before capture (cuDNN autotuning, allocator, lazy init)."""

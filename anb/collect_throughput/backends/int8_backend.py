@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from anb.collect_throughput.backends.int8_quantize import SCHEMES, quantize_int8, run_model, sqnr_db
 from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
-from anb.collect_throughput.digits import digits_images
-from anb.collect_throughput.network import measured_arch, measured_resolution, require_images
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.quantize import SCHEMES, quantize_int8, run_model, sqnr_db
+from anb.collect_throughput.timing.digits import digits_images
+from anb.collect_throughput.timing.network import measured_arch, measured_resolution, require_images
+from anb.collect_throughput.timing.protocol import Protocol
 
 
 class OnnxRuntimeInt8Backend(OnnxRuntimeBackend):

@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 
 from anb.collect_throughput.backends.base import Backend, Session, cycling
-from anb.collect_throughput.environment import host_environment
-from anb.collect_throughput.inputs import make_inputs
-from anb.collect_throughput.network import protocol_space
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.timing import CpuClock
+from anb.collect_throughput.timing.environment import host_environment
+from anb.collect_throughput.timing.inputs import make_inputs
+from anb.collect_throughput.timing.loop import CpuClock
+from anb.collect_throughput.timing.network import protocol_space
+from anb.collect_throughput.timing.protocol import Protocol
 from anb.searchspace.base import Space
 from anb.searchspace.onnx_export import export_onnx
 

@@ -17,10 +17,10 @@ import numpy as np
 from anb.collect_throughput.backends.base import Session, cycling
 from anb.collect_throughput.backends.int8_backend import OnnxRuntimeInt8Backend
 from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
-from anb.collect_throughput.environment import host_environment
-from anb.collect_throughput.inputs import make_inputs
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.timing import CpuClock
+from anb.collect_throughput.timing.environment import host_environment
+from anb.collect_throughput.timing.inputs import make_inputs
+from anb.collect_throughput.timing.loop import CpuClock
+from anb.collect_throughput.timing.protocol import Protocol
 
 
 def cpu_config(threads: int) -> dict[str, Any]:

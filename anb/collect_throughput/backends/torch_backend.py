@@ -18,11 +18,11 @@ except ModuleNotFoundError as err:
     raise missing(err, "measure", "the PyTorch measurement back-end") from None
 
 from anb.collect_throughput.backends.base import Backend, Session, cycling
-from anb.collect_throughput.environment import host_environment
-from anb.collect_throughput.inputs import make_inputs
-from anb.collect_throughput.network import build_network, protocol_space
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.timing import Clock, CpuClock
+from anb.collect_throughput.timing.environment import host_environment
+from anb.collect_throughput.timing.inputs import make_inputs
+from anb.collect_throughput.timing.loop import Clock, CpuClock
+from anb.collect_throughput.timing.network import build_network, protocol_space
+from anb.collect_throughput.timing.protocol import Protocol
 
 AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
 

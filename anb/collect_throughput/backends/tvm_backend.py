@@ -18,11 +18,11 @@ import numpy as np
 
 from anb.collect_throughput.backends.base import Session, cycling
 from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend, float_onnx
-from anb.collect_throughput.environment import host_environment
-from anb.collect_throughput.inputs import make_inputs
-from anb.collect_throughput.network import measured_arch, measured_resolution, protocol_space
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.timing import CpuClock
+from anb.collect_throughput.timing.environment import host_environment
+from anb.collect_throughput.timing.inputs import make_inputs
+from anb.collect_throughput.timing.loop import CpuClock
+from anb.collect_throughput.timing.network import measured_arch, measured_resolution, protocol_space
+from anb.collect_throughput.timing.protocol import Protocol
 
 
 def target_dict(threads: int) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from anb.collect_throughput.backends.base import Backend, Session
-from anb.collect_throughput.protocol import Protocol
+from anb.collect_throughput.timing.protocol import Protocol
 
 
 class VartBackend(Backend):

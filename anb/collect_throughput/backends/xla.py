@@ -4,7 +4,7 @@ Each step keeps its output alive until the clock stops and ends with ``torch_xla
 and launch the graph; a dropped output would leave nothing to execute); the clock waits for all
 device ops (``xm.wait_device_ops``) before reading the time; warm-up runs until the
 uncached-compile counter stops growing and the step time is stable, and a compilation while
-timing is an error (:class:`~anb.collect_throughput.timing.CompilationDuringTiming`). Ops that
+timing is an error (:class:`~anb.collect_throughput.timing.loop.CompilationDuringTiming`). Ops that
 fell back to the CPU (``executed_fallback_ops``) are recorded and fail the measurement unless
 ``allow_fallbacks``. Without a TPU, ``PJRT_DEVICE=CPU`` runs the same code on the XLA CPU client.
 torch-xla lives in its own environment: ``scripts/setup_xla_env.sh``.
@@ -19,10 +19,10 @@ from typing import Any
 import torch
 
 from anb.collect_throughput.backends.base import Backend, Session, cycling
-from anb.collect_throughput.environment import host_environment, library_versions
-from anb.collect_throughput.inputs import make_inputs
-from anb.collect_throughput.network import build_network
-from anb.collect_throughput.protocol import Protocol
+from anb.collect_throughput.timing.environment import host_environment, library_versions
+from anb.collect_throughput.timing.inputs import make_inputs
+from anb.collect_throughput.timing.network import build_network
+from anb.collect_throughput.timing.protocol import Protocol
 
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 

@@ -1,5 +1,5 @@
 """The self-contained board runner (``runner.py``: Python >= 3.7 + numpy + onnxruntime), pushed
-to boards by :mod:`anb.collect_throughput.remote`; it never imports ``anb``."""
+to boards by :mod:`anb.collect_throughput.targets.remote`; it never imports ``anb``."""
 from __future__ import annotations
 
 from importlib.resources import files

@@ -11,11 +11,11 @@ JOB: ``{"mode": "time" | "outputs", "runtime": "onnxruntime" | "openvino" | "tvm
 path, "inputs": path, "threads": int, "clock": "wall" | "cpu", "providers": [...],
 "openvino_config": {...}, "lock": path, "lock_timeout": s, "sample_interval": s, "gpu": bool,
 "warmup": {...}, "stopping": {...}}`` with the warm-up and stopping fields of
-``anb.collect_throughput.protocol`` (all given by the host). ``runtime`` (default
+``anb.collect_throughput.timing.protocol`` (all given by the host). ``runtime`` (default
 ``onnxruntime``) says what runs the model: onnxruntime or OpenVINO's CPU plug-in (compiled with
 ``openvino_config``, the host back-end's settings) load an ONNX file; ``tvm`` loads a library
 the host compiled (``.so``) into the Relax virtual machine on ``threads`` threads of TVM's pool.
-Timing follows the same rules as local measurement (``anb.collect_throughput.timing`` and
+Timing follows the same rules as local measurement (``anb.collect_throughput.timing.loop`` and
 ``stats``; tests/test_remote_board.py checks step for step that both decide alike): warm up
 until the median of the last ``window`` steps is within ``tolerance`` of the window before,
 pick ``inner`` steps per repetition to last ``min_rep_seconds``, repeat until the confidence
@@ -50,7 +50,7 @@ class BoardError(Exception):
         self.step, self.kind = step, kind
 
 
-# -- statistics (as anb.collect_throughput.stats) ---------------------------------------------
+# -- statistics (as anb.collect_throughput.timing.stats) -------------------------------------------
 def normal_quantile(p):
     """Inverse standard normal CDF (Wichura's AS241, as ``statistics.NormalDist.inv_cdf``)."""
     q = p - 0.5
@@ -122,7 +122,7 @@ def relative_ci(values, trim, confidence):
     return half / abs(centre) if centre else math.inf
 
 
-# -- timing loop (as anb.collect_throughput.timing.run_loop, no compile counter) --------------
+# -- timing loop (as anb.collect_throughput.timing.loop.run_loop, no compile counter) --------------
 class Clock(object):
     """Wall (``perf_counter``) or the calling thread's CPU time (``thread_time``)."""
 

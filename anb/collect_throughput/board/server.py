@@ -7,8 +7,8 @@ copy both files to the board and start::
 
     python3 server.py --port 7341 --token-file ~/.anb-token [--host 0.0.0.0]
 
-The host (``anb.collect_throughput.resident``) speaks a small message protocol over TCP. Every
-message is a frame: a 4-byte big-endian header length, a JSON header, then ``header["size"]``
+The host (``anb.collect_throughput.targets.resident``) speaks a small message protocol over TCP.
+Every message is a frame: a 4-byte big-endian header length, a JSON header, then ``header["size"]``
 payload bytes (0 when absent). The server opens with ``HELLO {nonce}``; the client answers
 ``AUTH {mac}``, the HMAC-SHA256 of the nonce under the shared token, so the token never crosses
 the network and no other host can load a model. Requests, each answered ``OK`` or

@@ -14,16 +14,17 @@ from typing import Any
 
 from anb.collect_throughput.backends.base import Session
 from anb.collect_throughput.backends.onnxruntime_backend import OnnxRuntimeBackend
-from anb.collect_throughput.protocol import Protocol
-from anb.collect_throughput.remote import OnnxRuntimeBoard
+from anb.collect_throughput.targets.remote import OnnxRuntimeBoard
+from anb.collect_throughput.timing.protocol import Protocol
 from anb.collect_throughput.transports.local import LocalTransport
 
 FAST = {"warmup": {"min_steps": 2, "window": 2, "tolerance": 0.5, "max_steps": 10,
                    "max_seconds": 1.0},
         "stopping": {"min_reps": 3, "max_reps": 20, "rel_ci": 0.5, "budget_seconds": 0.3,
                      "min_rep_seconds": 0.01}}
-DEVICE = {"name": "tiny-cpu", "backend": "tiny-ort", "precision": "fp32", "threads": 1,
-          "resolution": 32, "latency": {"batch": 1}, "throughput": {"batch": 2}, **FAST}
+DEVICE = {"kind": "local", "name": "tiny-cpu", "backend": "tiny-ort", "precision": "fp32",
+          "threads": 1, "resolution": 32, "latency": {"batch": 1}, "throughput": {"batch": 2},
+          **FAST}
 BOARD_CONFIG = str(Path(__file__).parent / "tiny-board.toml")
 
 
@@ -36,8 +37,8 @@ class UnoptimisedOrtBackend(OnnxRuntimeBackend):
         import onnxruntime as ort
 
         from anb.collect_throughput.backends.base import cycling
-        from anb.collect_throughput.inputs import make_inputs
-        from anb.collect_throughput.timing import CpuClock
+        from anb.collect_throughput.timing.inputs import make_inputs
+        from anb.collect_throughput.timing.loop import CpuClock
 
         self.check(protocol)
         path, extra = self.model_path(arch, protocol, workdir)
