@@ -14,19 +14,25 @@ pymoo minimises; objectives go in negated scores, constraints as ``value - bound
 from __future__ import annotations
 
 import numpy as np
-from pymoo.algorithms.moo.nsga2 import NSGA2
-from pymoo.algorithms.moo.nsga3 import NSGA3
-from pymoo.core.crossover import Crossover
-from pymoo.core.mutation import Mutation
-from pymoo.core.problem import Problem as PymooProblem
-from pymoo.core.sampling import Sampling
-from pymoo.operators.crossover.sbx import SBX
-from pymoo.operators.mutation.pm import PM
-from pymoo.operators.repair.rounding import RoundingRepair
-from pymoo.operators.sampling.rnd import IntegerRandomSampling
-from pymoo.optimize import minimize
-from pymoo.util.ref_dirs import get_reference_directions
 from tqdm.auto import tqdm
+
+from anb.extras import missing
+
+try:
+    from pymoo.algorithms.moo.nsga2 import NSGA2
+    from pymoo.algorithms.moo.nsga3 import NSGA3
+    from pymoo.core.crossover import Crossover
+    from pymoo.core.mutation import Mutation
+    from pymoo.core.problem import Problem as PymooProblem
+    from pymoo.core.sampling import Sampling
+    from pymoo.operators.crossover.sbx import SBX
+    from pymoo.operators.mutation.pm import PM
+    from pymoo.operators.repair.rounding import RoundingRepair
+    from pymoo.operators.sampling.rnd import IntegerRandomSampling
+    from pymoo.optimize import minimize
+    from pymoo.util.ref_dirs import get_reference_directions
+except ModuleNotFoundError as err:
+    raise missing(err, "search", "multi-objective search on pymoo (anb.nas.moo)") from None
 
 from anb.nas.mutation import mutate, random_choices
 from anb.nas.search import Problem, SearchResult, check_budget, concat_values
