@@ -29,6 +29,7 @@ from anb.collect_throughput.protocol import (
 from anb.collect_throughput.qualcomm import config as qc
 from anb.collect_throughput.registries import DEVICES
 from anb.collect_throughput.target import MeasureTarget
+from anb.io import read_text
 from anb.searchspace.registry import DEFAULT_SPACE
 
 PROTOCOL_KIND = "a protocol config (tables [latency]/[throughput]; [remote] for a board)"
@@ -66,7 +67,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     else:  # Python 3.10: the backport, a dependency there
         import tomli as tomllib
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
 
