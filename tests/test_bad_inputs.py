@@ -177,6 +177,8 @@ CASES = [
     ("train-folder-for-config", ["train", "--config", "adir"], "'adir' is a folder", {}),
     ("train-empty-config", ["train", "--config", "empty.csv"], "holds no [section]", {}),
     ("train-non-utf8-config", ["train", "--config", "latin1.ini"], "latin1.ini: not UTF-8", {}),
+    ("search-non-utf8-device", ["search", "-o", "params:min", "--budget", "10", "--measure",
+                                "latin1.txt"], "latin1.txt: not UTF-8", {}),
     # anb export
     ("export-missing-local", ["export", "--out", "o.csv", "--local", "missing"],
      "'missing' does not exist", {}),
@@ -238,6 +240,11 @@ RANGE_CASES = [
     (["pipeline", "--out", "p", "--search-budget", str(10**12)], "--search-budget", "<=",
      "100000"),
     (["pipeline", "--out", "p", "--measure-budget", "1e12"], "--measure-budget", "<=", "60"),
+    # fit / evaluate: anb.surrogates.api's MAX_JOBS, MAX_MEMBERS, MAX_HPO_SECONDS
+    (["fit", "--out", "o", "--jobs", str(10**12)], "--jobs", "<=", "1024"),
+    (["fit", "--out", "o", "--members", "100000"], "--members", "<=", "100"),
+    (["fit", "--out", "o", "--hpo-seconds", "1e300"], "--hpo-seconds", "<=", "604800"),
+    (["evaluate", "accel-nasbench", "--jobs", str(10**12)], "--jobs", "<=", "1024"),
 ]
 
 
