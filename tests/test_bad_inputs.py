@@ -45,6 +45,8 @@ def inputs(tmp_path_factory) -> Path:
     (root / "userdir" / "notes.txt").write_text("the user's own file\n")
     (root / "afile.txt").write_text("hello\n")
     (root / "archs.txt").write_text(ARCH + "\n")
+    (root / "nb201_archs.txt").write_text("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|"
+                                          "skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|\n")
     (root / "corrupt.db").write_text("not a database\n")
     (root / "table.csv").write_text("a,b\n1,2\n")
     (root / "empty.csv").write_bytes(b"")
@@ -177,6 +179,12 @@ CASES = [
     ("train-folder-for-config", ["train", "--config", "adir"], "'adir' is a folder", {}),
     ("train-empty-config", ["train", "--config", "empty.csv"], "holds no [section]", {}),
     ("train-non-utf8-config", ["train", "--config", "latin1.ini"], "latin1.ini: not UTF-8", {}),
+    ("measure-wrong-space-archs", ["measure", "cpu-ort", "--archs", "nb201_archs.txt", "--out",
+                                   "o"], "--archs nb201_archs.txt:1: architecture string", {}),
+    ("query-wrong-space-archs", ["query", "accel-nasbench", "nb201_archs.txt"],
+     "nb201_archs.txt:1: architecture string", {}),
+    ("queue-submit-empty-csv", ["queue", "submit", "--archs", "empty.csv", "--device", "cpu-ort",
+                                "--queue", "q.db"], "empty.csv: empty file", {}),
     ("search-non-utf8-device", ["search", "-o", "params:min", "--budget", "10", "--measure",
                                 "latin1.txt"], "latin1.txt: not UTF-8", {}),
     # anb export

@@ -52,9 +52,9 @@ def _archs(spec: str, space: Space) -> list[str]:
 
     path = _archs_path(spec)
     if path.suffix == ".csv" and path.is_file():
-        import pandas as pd
+        from anb.io import read_csv
 
-        frame = pd.read_csv(path)
+        frame = read_csv(path)
         if "arch" in frame.columns:
             return list(dict.fromkeys(str(space.arch(a)) for a in frame["arch"]))
     return [str(a) for a in read_arch_list(spec, space)]

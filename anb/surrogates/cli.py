@@ -38,7 +38,14 @@ def read_archs(text: str, where: str = "input", *, space: Space) -> list[Any]:
 
         return table_archs(pd.read_csv(io.StringIO(stripped), dtype={"arch": str}), where,
                            space=space)
-    return [line.strip() for line in stripped.splitlines() if line.strip()]
+    lines = [(i, line.strip()) for i, line in enumerate(stripped.splitlines(), 1)
+             if line.strip()]
+    for i, line in lines:  # a wrong one named with its line before any work
+        try:
+            space.arch(line)
+        except ValueError as err:
+            raise ValueError(f"{where}:{i}: {err}") from None
+    return [line for _, line in lines]
 
 
 def register(app: typer.Typer) -> None:
