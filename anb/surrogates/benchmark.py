@@ -321,7 +321,8 @@ class SurrogateBenchmark:
         ``block5_e=6 with block5_k=5 unseen in training``; empty when it is not). With a
         ``level`` (e.g. 0.9), ``<metric>_lo`` / ``<metric>_hi`` follow each std: the central
         interval of the predictive distribution (:mod:`anb.surrogates.intervals`). Its
-        ``attrs["anb"]`` holds :attr:`identity`: which data answered.
+        ``attrs["anb"]`` holds :attr:`identity`: which data answered. An empty ``archs``
+        answers an empty frame with these columns (a search's empty batch relies on it).
         """
         check_query_args(archs, noise, seed, level)
         names = self.resolve(metrics)
