@@ -45,6 +45,7 @@ def inputs(tmp_path_factory) -> Path:
     (root / "userdir" / "notes.txt").write_text("the user's own file\n")
     (root / "afile.txt").write_text("hello\n")
     (root / "archs.txt").write_text(ARCH + "\n")
+    (root / "pareto.csv").write_text(f"arch\n{ARCH}\n")
     (root / "nb201_archs.txt").write_text("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|"
                                           "skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|\n")
     (root / "corrupt.db").write_text("not a database\n")
@@ -185,6 +186,11 @@ CASES = [
      "nb201_archs.txt:1: architecture string", {}),
     ("queue-submit-empty-csv", ["queue", "submit", "--archs", "empty.csv", "--device", "cpu-ort",
                                 "--queue", "q.db"], "empty.csv: empty file", {}),
+    ("retrain-empty-config", ["retrain", "pareto.csv", "--out", "o", "--config", "empty.csv"],
+     "config file 'empty.csv' holds no [section]", {}),
+    ("retrain-truncated-config", ["retrain", "pareto.csv", "--out", "o", "--config",
+                                  "truncated.json"],
+     "contains no section headers. file: 'truncated.json', line: 1", {}),
     ("search-non-utf8-device", ["search", "-o", "params:min", "--budget", "10", "--measure",
                                 "latin1.txt"], "latin1.txt: not UTF-8", {}),
     # anb export

@@ -322,7 +322,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         try:
             parser.read_string(read_text(path), source=str(path))
         except configparser.Error as err:
-            raise ConfigError(f"config file {str(path)!r} is not valid INI: {err}") from None
+            raise ConfigError(f"config file {str(path)!r} is not valid INI: "
+                              f"{' '.join(str(err).split())}") from None  # one line
         if not parser.sections():  # an empty file (or a CSV) would train the defaults
             raise ConfigError(f"config file {str(path)!r} holds no [section]; allowed: an INI "
                               "file of [section] key = value lines")

@@ -48,6 +48,7 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     ``<out>/accuracy.csv``; ``<out>/archs.txt`` lists them for ``anb measure --archs``. Return
     (trainer exit status, dataset path, or None when the trainer wrote no runs to export).
     ``out`` is new, empty or a retrain folder to resume."""
+    from anb.collect_accuracy.config import load_config
     from anb.collect_accuracy.export import export
     from anb.collect_accuracy.train import main
     from anb.records import read_table, table_archs
@@ -58,6 +59,7 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
                                 "pareto.csv or a CSV with an 'arch' column or block{i}_* columns)")
     listed = table_archs(read_table(archs), repr(str(archs)), space=ANB_SPACE)
     recipe = recipe_path(config)
+    load_config(recipe, extra)  # a bad recipe or override is refused before any folder
     out = prepare_folder(out, RETRAIN)
     atomic_write(out / "archs.txt", lambda t: t.write_text("".join(f"{a}\n" for a in listed)))
     runs = out / "runs"
