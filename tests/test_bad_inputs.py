@@ -259,6 +259,8 @@ RANGE_CASES = [
     (["fit", "--out", "o", "--members", "100000"], "--members", "<=", "100"),
     (["fit", "--out", "o", "--hpo-seconds", "1e300"], "--hpo-seconds", "<=", "604800"),
     (["evaluate", "accel-nasbench", "--jobs", str(10**12)], "--jobs", "<=", "1024"),
+    (["write-ffcv", "adir", "o.beton", "--max-side", str(10**12)], "--max-side", "<=", "8192"),
+    (["write-ffcv", "adir", "o.beton", "--workers", str(10**12)], "--workers", "<=", "256"),
 ]
 
 

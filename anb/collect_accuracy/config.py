@@ -15,6 +15,7 @@ from typing import Any
 
 from anb.io import read_text
 from anb.preprocessing import VAL_CROP_RATIO
+from anb.searchspace.base import MAX_RESOLUTION
 
 Config = dict[str, dict[str, Any]]
 
@@ -196,6 +197,11 @@ RECIPE_KEYS = {
                       and ("trainval", k) not in LATER_RECIPE_KEYS),
     "optimizer": tuple(SCHEMA["optimizer"]),
 }
+
+
+#: The largest image side (pixels) and writer-process count ``anb write-ffcv`` takes.
+MAX_IMAGE_SIDE = MAX_RESOLUTION
+MAX_WRITERS = 256
 
 
 class ConfigError(ValueError):
