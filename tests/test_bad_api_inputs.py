@@ -3,6 +3,8 @@ value and what is allowed, before any work (the cases ``scripts/bad_input_table.
 answered with a result or a traceback)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from anb.searchspace import Sampler, as_arch, count
@@ -132,3 +134,24 @@ def test_evaluate_takes_the_packaged_benchmark_by_name():
         evaluate_artifact("accel-nasbench", RELEASED_DATASET, on="bogus")
     with pytest.raises(ValueError, match=r"n_jobs=0 is invalid"):
         evaluate_artifact("accel-nasbench", RELEASED_DATASET, n_jobs=0)
+
+
+def test_evaluate_on_a_split_with_nothing_to_score_is_refused(tmp_path):
+    """Three records leave the published test split without two labels of any target: a
+    ValueError naming the dataset and the split (it was a KeyError from the comparison table),
+    and no report."""
+    import tarfile
+
+    from anb.resources import RELEASED_DATASET
+    from anb.surrogates import evaluate_artifact
+
+    records = tmp_path / "records"
+    records.mkdir()
+    with tarfile.open(RELEASED_DATASET) as archive:
+        members = [m for m in archive.getmembers() if m.name.endswith(".json")][:3]
+        for member in members:
+            (records / Path(member.name).name).write_bytes(archive.extractfile(member).read())
+    with pytest.raises(ValueError, match=r"its 'test' split has fewer than 2 labelled "
+                                         r"architectures for every target"):
+        evaluate_artifact("accel-nasbench", records, report=tmp_path / "report")
+    assert not (tmp_path / "report").exists()

@@ -166,6 +166,10 @@ def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
     if on not in prepared.masks:
         raise ValueError(f"unknown split part {on!r}; allowed: {list(prepared.masks)}")
     metrics = evaluate(bench, prepared, on)
+    if metrics.empty:
+        raise ValueError(f"dataset {_name(dataset)}: its {on!r} split has fewer than 2 "
+                         f"labelled architectures for every target "
+                         f"({int(prepared.masks[on].sum())} rows); nothing to score")
     text = [f"{on} split:", markdown_table(metrics)]
     comparison = comparison_table(
         metrics, evaluate_baselines(prepared, list(metrics.index), n_jobs, split=on)
