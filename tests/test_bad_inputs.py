@@ -46,6 +46,9 @@ def inputs(tmp_path_factory) -> Path:
     (root / "afile.txt").write_text("hello\n")
     (root / "archs.txt").write_text(ARCH + "\n")
     (root / "pareto.csv").write_text(f"arch\n{ARCH}\n")
+    (root / "measured.csv").write_text("arch,throughput_cpu\n" + "".join(
+        f"{f'e{e}k{k}l{depth}-' * 6}e6k5l1,{100 + i}\n" for i, (e, k, depth) in enumerate(
+            [(1, 3, 1), (4, 3, 2), (6, 5, 3), (6, 3, 1), (4, 5, 2), (1, 5, 3)])))
     (root / "nb201_archs.txt").write_text("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|"
                                           "skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|\n")
     (root / "corrupt.db").write_text("not a database\n")
@@ -191,6 +194,10 @@ CASES = [
     ("retrain-truncated-config", ["retrain", "pareto.csv", "--out", "o", "--config",
                                   "truncated.json"],
      "contains no section headers. file: 'truncated.json', line: 1", {}),
+    ("adapt-suggest-over-candidates", ["adapt", "--device", "cpu", "--measured", "measured.csv",
+                                       "--out", "ad", "--suggest", "10000", "--candidates",
+                                       "100"],
+     "--suggest 10,000 is invalid; allowed: 1 to --candidates (100)", {}),
     ("search-non-utf8-device", ["search", "-o", "params:min", "--budget", "10", "--measure",
                                 "latin1.txt"], "latin1.txt: not UTF-8", {}),
     # anb export
