@@ -268,6 +268,11 @@ RANGE_CASES = [
     (["evaluate", "accel-nasbench", "--jobs", str(10**12)], "--jobs", "<=", "1024"),
     (["write-ffcv", "adir", "o.beton", "--max-side", str(10**12)], "--max-side", "<=", "8192"),
     (["write-ffcv", "adir", "o.beton", "--workers", str(10**12)], "--workers", "<=", "256"),
+    (["queue", "status", "--queue", "q.db", "--watch", "1e300"], "--watch", "<=", "86400"),
+    (["queue", "status", "--queue", "q.db", "--failed", str(10**12)], "--failed", "<=",
+     "10000"),
+    (["worker", "--idle-exit", "--lease", "1e300"], "--lease", "<=", "86400"),
+    (["worker", "--idle-exit", "--poll", "1e300"], "--poll", "<=", "3600"),
 ]
 
 
@@ -283,6 +288,35 @@ def test_absurd_sizes_are_refused_by_range(tmp_path, monkeypatch):
         assert run.exit_code == 2 and range_refused(run.output, option, relation, bound), \
             (argv, run.output)
     assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_queue_commands_refuse_what_the_queue_does_not_hold(tmp_path, monkeypatch):
+    """retry / cancel / bump / results of a job id, device or stage the queue lacks: one error
+    naming it (they answered "0 job(s)" with exit 0); a worker with an unknown stage creates no
+    queue."""
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    submitted = CliRunner().invoke(app, ["queue", "submit", "--archs", ARCH, "--device",
+                                         "cpu-ort", "--queue", "q.db"])
+    assert submitted.exit_code == 0, submitted.output
+    before = (tmp_path / "q.db").read_bytes()
+    for argv, message in (
+            (["retry", str(10**12)], f"job id(s) [{10**12}] are not in the queue"),
+            (["cancel", "1", "--device", "bogus"],
+             "--device 'bogus' has no job in the queue; it has ['cpu-ort']"),
+            (["cancel", "--stage", "bogus"],
+             "--stage 'bogus' has no job in the queue; it has ['measure']"),
+            (["bump", "77", "--priority", "1"], "job id(s) [77] are not in the queue"),
+            (["results", "--out", "o", "--device", "bogus"], "--device 'bogus' has no job")):
+        run = CliRunner().invoke(app, ["queue", *argv, "--queue", "q.db"])
+        assert run.exit_code == 2 and f"error: {message}" in run.output, (argv, run.output)
+    assert (tmp_path / "q.db").read_bytes() == before and not (tmp_path / "o").exists()
+    run = CliRunner().invoke(app, ["worker", "--idle-exit", "--stages", "bogus"])
+    assert run.exit_code == 2 and "stage='bogus' is invalid" in run.output, run.output
+    assert not (tmp_path / "anb-queue.db").exists()
 
 
 @pytest.mark.parametrize("command", [["quant-report", ARCH], ["quant-layers", ARCH]])
