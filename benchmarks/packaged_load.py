@@ -177,6 +177,8 @@ def main() -> None:
     print(f"of which the walk of {r['trees']:,} trees: {r['walk_10k_s']:.2f} s, "
           f"{r['walk_ratio']:.1f}x one numpy pass over the same node tables (a leaf value "
           "gathered per tree and row, summed; same process)")
+    print(f"machine load (1-minute average, {os.cpu_count()} CPUs) at the end: "
+          f"{os.getloadavg()[0]:.1f}: seconds above stretch with it, the walk ratio less")
     print(f"installed vs fitted artifact ({r['metrics']} metrics): max abs diff "
           f"{r['max_abs_diff']:.3g}, max rel diff {r['max_rel_diff']:.3g}")
     if args.json:
