@@ -290,6 +290,20 @@ def test_absurd_sizes_are_refused_by_range(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir()), "nothing written"
 
 
+def test_measure_qualcomm_refuses_an_unknown_transport_before_any_work(tmp_path, monkeypatch):
+    """It measured, failed every architecture on the transport and exited 0 with a folder."""
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke(app, ["measure-qualcomm", "snpe-dsp", "--archs", ARCH, "--out", "o",
+                                   "--transport", "bogus"])
+    assert run.exit_code == 2 and "error: device 'snpe-dsp': transport='bogus' is invalid; " \
+        "allowed: adb://..., local://..., ssh://..." in run.output, run.output
+    assert not list(tmp_path.iterdir())
+
+
 def test_queue_commands_refuse_what_the_queue_does_not_hold(tmp_path, monkeypatch):
     """retry / cancel / bump / results of a job id, device or stage the queue lacks: one error
     naming it (they answered "0 job(s)" with exit 0); a worker with an unknown stage creates no
