@@ -152,13 +152,13 @@ def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
     write a report folder (replaced whole, see :func:`anb.outputs.replace_folder`) and compare
     to baselines."""
     from anb.surrogates.baseline import comparison_table, evaluate_baselines
-    from anb.surrogates.packaged import load as load_packaged
+    from anb.surrogates.packaged import packaged_folder
 
     check_fit_sizes(None, n_jobs, 0.0)
     if report is not None:
         check_folder(report, REPORT, overwrite, "--report")
 
-    bench = load(model) if Path(model).exists() else load_packaged(str(model), quiet=True)
+    bench = load(model if Path(model).exists() else packaged_folder(str(model)))
     resolve_space(space, bench.space.name, f"benchmark {str(model)!r}")
     resolve_space(bench.space, detect_space(dataset), f"dataset {_name(dataset)}")
     prepared = prepare(dataset, [t for t in bench.metrics], split, seed, split_dir,
