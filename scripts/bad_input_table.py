@@ -196,7 +196,7 @@ COMMANDS: dict[str, Command] = {
                    {"model": "in-folder", "dataset": "in-data", "--split": "name",
                     "--on": "name", "--split-dir": "in-folder", "--report": "out-file",
                     "--jobs": "int", "--space": "space"},
-                   model="accel-nasbench", dataset="records"),
+                   model="accel-nasbench", dataset="dataset.tar.gz"),
     "query": _c("query {model} {archs}",
                 {"model": "name", "archs": "archs-file", "--metrics": "names", "--level": "float",
                  "--seed": "seed", "--out": "out-file", "--space": "space"},
