@@ -16,13 +16,16 @@ another config in this environment (it needs the ``fit`` extra).
     .venv/bin/python benchmarks/packaged_load.py [--repeats 3] [--json]
     .venv/bin/python benchmarks/packaged_load.py --config small.json
 
-Measured (2 CPU cores shared with other work; the index a local PyPI mirror): wheel 4.29 MB;
-pip install 19-26 s, 360 MB on disk, no torch/xgboost/lightgbm/scikit-learn/wandb/onnx/pymoo;
-first anb.load() 0.21-0.30 s (1.4-2.0 s for the whole process with Python start and imports);
-later anb.load() + first query 0.25-0.30 s (imports 1.0-1.3 s apart); installed (compiled) vs
-fitted artifact on 128 test architectures x 9 metrics: max abs diff 6.6e-4 (a throughput in
-the thousands), max rel diff 3.9e-6. Before (every dependency, first use fitting): 6.8 GB,
-224 s, first anb.load() 54 s, cached 0.61 s.
+Measured (2 CPU cores shared with other work, load average 8.5 at the end; the index a local
+PyPI mirror): wheel 14.4 MB; pip install 601 s under that load (19-45 s on a quieter machine),
+395 MB on disk, no torch/xgboost/lightgbm/scikit-learn/wandb/onnx/pymoo; first anb.load() 0.13 s
+(5.2 s for the whole process with Python start and imports); later anb.load() + first query
+0.34 s (imports 0.73 s apart); 10,000 architectures x 10 metrics with std 2.15 s, of which the
+walk of 6,967 trees 1.32 s = 6.0x one numpy gather pass over the same node tables (the walk
+before the bit-matrix selects: about 2.5x slower in CPU time, 1.4-2.1 s against 0.55-0.8 s in
+one process); installed (compiled) vs fitted artifact on 128 test architectures x 10 metrics:
+max abs diff 3.5e-4 (a throughput in the thousands), max rel diff 3e-6. Before (every
+dependency, first use fitting): 6.8 GB, 224 s, first anb.load() 54 s, cached 0.61 s.
 """
 from __future__ import annotations
 
