@@ -194,7 +194,7 @@ COMMANDS: dict[str, Command] = {
                "--space": "space"}, dataset="dataset.tar.gz", out="o"),
     "evaluate": _c("evaluate {model} {dataset}",
                    {"model": "in-folder", "dataset": "in-data", "--split": "name",
-                    "--on": "name", "--split-dir": "in-folder", "--report": "out-file",
+                    "--on": "name", "--split-dir": "in-folder", "--report": "out-folder",
                     "--jobs": "int", "--space": "space"},
                    model="accel-nasbench", dataset="dataset.tar.gz"),
     "query": _c("query {model} {archs}",
