@@ -6,20 +6,26 @@ library came along), the first ``anb.load()`` (a fresh process, empty ``ANB_CACH
 load plus the first query (median of fresh processes; importing anb and the query path's
 libraries is timed apart), and the
 largest difference of the installed (compiled) benchmark's predictions from the fitted
-artifact's (``anb.surrogates.packaged.reference_diff``). ``--json`` prints them as one JSON line
+artifact's (``anb.surrogates.packaged.reference_diff``). A 10,000-architecture query of every
+target is timed whole, and its tree walk against one numpy pass over the same node tables (a leaf
+value gathered per tree and row, summed) in the same process: the ratio holds on a busy machine
+where the seconds do not. ``--json`` prints them as one JSON line
 at the end (tests/test_wheel.py asserts on it). ``--config`` instead times a first-use fit of
 another config in this environment (it needs the ``fit`` extra).
 
     .venv/bin/python benchmarks/packaged_load.py [--repeats 3] [--json]
     .venv/bin/python benchmarks/packaged_load.py --config small.json
 
-Measured (2 CPU cores shared with other work; the index a local PyPI mirror): wheel 4.29 MB;
-pip install 19-26 s, 360 MB on disk, no torch/xgboost/lightgbm/scikit-learn/wandb/onnx/pymoo;
-first anb.load() 0.21-0.30 s (1.4-2.0 s for the whole process with Python start and imports);
-later anb.load() + first query 0.25-0.30 s (imports 1.0-1.3 s apart); installed (compiled) vs
-fitted artifact on 128 test architectures x 9 metrics: max abs diff 6.6e-4 (a throughput in
-the thousands), max rel diff 3.9e-6. Before (every dependency, first use fitting): 6.8 GB,
-224 s, first anb.load() 54 s, cached 0.61 s.
+Measured (2 CPU cores shared with other work, load average 8.5 at the end; the index a local
+PyPI mirror): wheel 14.4 MB; pip install 601 s under that load (19-45 s on a quieter machine),
+395 MB on disk, no torch/xgboost/lightgbm/scikit-learn/wandb/onnx/pymoo; first anb.load() 0.13 s
+(5.2 s for the whole process with Python start and imports); later anb.load() + first query
+0.34 s (imports 0.73 s apart); 10,000 architectures x 10 metrics with std 2.15 s, of which the
+walk of 6,967 trees 1.32 s = 6.0x one numpy gather pass over the same node tables (the walk
+before the bit-matrix selects: about 2.5x slower in CPU time, 1.4-2.1 s against 0.55-0.8 s in
+one process); installed (compiled) vs fitted artifact on 128 test architectures x 10 metrics:
+max abs diff 3.5e-4 (a throughput in the thousands), max rel diff 3e-6. Before (every
+dependency, first use fitting): 6.8 GB, 224 s, first anb.load() 54 s, cached 0.61 s.
 """
 from __future__ import annotations
 
@@ -58,8 +64,23 @@ many = bench.space.choices_from_index(np.random.default_rng(0).integers(0, bench
 t4 = time.perf_counter()
 bench.query(many)
 t5 = time.perf_counter()
+# the tree walk alone, against one numpy pass over the same node tables: a leaf value
+# gathered per tree and row, summed (the least any tree-by-tree numpy walk does)
+from anb.surrogates.compiled import PackedForest
+forest = PackedForest([m.table() for model in bench.models.values() for m in model.members_
+                       if hasattr(m, "table")])
+X = bench.builder.transform(many)
+t6 = time.perf_counter()
+forest.predict(X)
+t7 = time.perf_counter()
+leaf = np.random.default_rng(1).integers(0, forest.value.size, (forest.n_trees, 64))
+t8 = time.perf_counter()
+for start in range(0, len(X), 64):
+    np.take(forest.value, leaf).sum(0)
+t9 = time.perf_counter()
 out = {"import_s": t1 - t0, "load_s": t2 - t1, "query_s": t3 - t2, "metrics": len(bench.metrics),
-       "query_10k_s": t5 - t4, "scipy_imported": "scipy" in sys.modules}
+       "query_10k_s": t5 - t4, "walk_10k_s": t7 - t6, "gather_pass_10k_s": t9 - t8,
+       "trees": forest.n_trees, "scipy_imported": "scipy" in sys.modules}
 if not sys.argv[1]:
     out["max_abs_diff"], out["max_rel_diff"] = packaged.reference_diff(bench)
 print(json.dumps(out))
@@ -120,6 +141,10 @@ def light_install(tmp: Path, repeats: int) -> dict:
             "load_query_s": statistics.median(r["load_s"] + r["query_s"] for r in later),
             "import_s": statistics.median(r["import_s"] for r in later),
             "query_10k_s": statistics.median(r["query_10k_s"] for r in later),
+            "walk_10k_s": statistics.median(r["walk_10k_s"] for r in later),
+            "walk_ratio": statistics.median(r["walk_10k_s"] / r["gather_pass_10k_s"]
+                                            for r in later),
+            "trees": first["trees"],
             "scipy_imported": any(r["scipy_imported"] for r in [first, *later]),
             "max_abs_diff": first["max_abs_diff"], "max_rel_diff": first["max_rel_diff"],
             "metrics": first["metrics"]}
@@ -152,6 +177,11 @@ def main() -> None:
     print(f"10,000 architectures x {r['metrics']} metrics with std (no xgboost: tree tables): "
           f"{r['query_10k_s']:.2f} s (median of {args.repeats}); scipy imported by load + "
           f"query: {'yes' if r['scipy_imported'] else 'no'}")
+    print(f"of which the walk of {r['trees']:,} trees: {r['walk_10k_s']:.2f} s, "
+          f"{r['walk_ratio']:.1f}x one numpy pass over the same node tables (a leaf value "
+          "gathered per tree and row, summed; same process)")
+    print(f"machine load (1-minute average, {os.cpu_count()} CPUs) at the end: "
+          f"{os.getloadavg()[0]:.1f}: seconds above stretch with it, the walk ratio less")
     print(f"installed vs fitted artifact ({r['metrics']} metrics): max abs diff "
           f"{r['max_abs_diff']:.3g}, max rel diff {r['max_rel_diff']:.3g}")
     if args.json:

@@ -44,6 +44,10 @@ ARCH = "e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1"
 NB201_ARCH = "|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|skip_connect~0|" \
              "nor_conv_3x3~1|nor_conv_3x3~2|"
 ABSURD = str(10**12)
+#: The architectures of the prepared measured table (``anb adapt --measured``).
+MEASURED_ARCHS = [f"e{e}k{k}l{depth}-" * 6 + "e6k5l1" for e, k, depth in
+                  ((1, 3, 1), (4, 3, 2), (6, 5, 3), (6, 3, 1), (4, 5, 2), (1, 5, 3), (6, 5, 1),
+                   (4, 3, 3))]
 #: What the commands import on first use, imported once before the cases fork.
 PREIMPORT = ("anb.cli", "anb.nas", "anb.records", "anb.surrogates", "anb.surrogates.adapt_api",
              "anb.searchspace", "pandas", "sklearn", "torch")
@@ -77,6 +81,21 @@ def prepare_inputs(root: Path) -> None:
             (broken / Path(member.name).name).write_bytes(data)
     good = (records / Path(members[0].name).name).read_bytes()
     (broken / "zz_truncated.json").write_bytes(good[:len(good) // 2])
+    shutil.copy(RELEASED_DATASET, root / "dataset.tar.gz")
+    (root / "pareto.csv").write_text(f"arch\n{ARCH}\n")
+    (root / "measured.csv").write_text("arch,throughput_cpu\n" + "".join(
+        f"{arch},{100 + 10 * i}\n" for i, arch in enumerate(MEASURED_ARCHS)))
+    (root / "images" / "cls").mkdir(parents=True)
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), (120, 30, 200)).save(root / "images" / "cls" / "a.png")
+    for argv in (["search", "-o", "params:min", "-o", "val_top1", "--budget", "10",
+                  "--benchmark", "accel-nasbench", "--out", "searchdir"],
+                 ["queue", "submit", "--archs", "archs.txt", "--device", "cpu-ort", "--queue",
+                  "q.db"]):
+        ending, code, output = _run_in(root, tuple(argv))
+        if (ending, code) != ("exit", 0):
+            raise RuntimeError(f"preparing inputs: anb {' '.join(argv)} failed: {output}")
 
 
 #: What each role of an argument is given, per kind: (kind, value).
@@ -143,7 +162,7 @@ COMMANDS: dict[str, Command] = {
     "measure-qualcomm": _c("measure-qualcomm {device} --archs {archs} --out {out}",
                            {"device": "name", "archs": "archs-file", "out": "out-folder",
                             "--transport": "name"},
-                           device="qualcomm-sm8550", archs="archs.txt", out="o"),
+                           device="snpe-dsp", archs="archs.txt", out="o"),
     "merge": _c("merge {results} --out {out}", {"results": "in-data", "out": "out-folder",
                                                   "--accuracy": "in-file",
                                                   "--on-conflict": "name", "--space": "space"},
@@ -161,23 +180,23 @@ COMMANDS: dict[str, Command] = {
     "train": _c("train --config {config}", {"config": "in-file"}, config="x.ini"),
     "retrain": _c("retrain {archs} --out {out}", {"archs": "archs-file", "out": "out-folder",
                                                     "--config": "in-file"},
-                  archs="archs.txt", out="o"),
+                  archs="pareto.csv", out="o"),
     "export": _c("export --out {out} --local {local}",
                  {"out": "out-file", "local": "in-folder", "--duplicates": "name",
                   "--space": "space", "--recipe": "name"}, out="o.csv", local="records"),
     "write-ffcv": _c("write-ffcv {source} {out}", {"source": "in-folder", "out": "out-file",
                                                      "--max-side": "int", "--workers": "int"},
-                     source="adir", out="o.beton"),
+                     source="images", out="o.beton"),
     "fit": _c("fit {dataset} --out {out}",
               {"dataset": "in-data", "out": "out-folder", "--config": "in-file",
                "--targets": "name", "--split": "name", "--split-dir": "in-folder",
                "--members": "int", "--jobs": "int", "--hpo-seconds": "float", "--seed": "seed",
-               "--space": "space"}, dataset="records", out="o"),
+               "--space": "space"}, dataset="dataset.tar.gz", out="o"),
     "evaluate": _c("evaluate {model} {dataset}",
                    {"model": "in-folder", "dataset": "in-data", "--split": "name",
-                    "--on": "name", "--split-dir": "in-folder", "--report": "out-file",
+                    "--on": "name", "--split-dir": "in-folder", "--report": "out-folder",
                     "--jobs": "int", "--space": "space"},
-                   model="accel-nasbench", dataset="records"),
+                   model="accel-nasbench", dataset="dataset.tar.gz"),
     "query": _c("query {model} {archs}",
                 {"model": "name", "archs": "archs-file", "--metrics": "names", "--level": "float",
                  "--seed": "seed", "--out": "out-file", "--space": "space"},
@@ -188,15 +207,15 @@ COMMANDS: dict[str, Command] = {
                   "--measure": "in-file", "--max-measurements": "int", "--max-hours": "float",
                   "--space": "space", "--noise": "name"},
                  objective="params:min", budget="10"),
-    "adapt": _c("adapt --device {device} --measured {measured}",
+    "adapt": _c("adapt --device {device} --measured {measured} --out {out}",
                 {"device": "name", "measured": "in-file", "--base": "in-folder",
-                 "--out": "out-folder", "--metric": "name", "--suggest": "int",
+                 "out": "out-folder", "--metric": "name", "--suggest": "int",
                  "--candidates": "int", "--space": "space"},
-                device="cpu", measured="table.csv"),
+                device="cpu", measured="measured.csv", out="ad"),
     "front-report": _c("front-report {search} --out {out}",
                        {"search": "in-folder", "out": "out-folder", "--accuracy": "in-file",
                         "--measured": "in-file", "--accuracy-metric": "name"},
-                       search="adir", out="o"),
+                       search="searchdir", out="o"),
     "plan": _c("plan {dataset} --out {out}",
                {"dataset": "in-data", "out": "out-folder", "--batch": "int",
                 "--gpu-hours": "float", "--targets": "names", "--candidates": "in-file",
@@ -209,10 +228,10 @@ COMMANDS: dict[str, Command] = {
                     "--surrogate-config": "in-file", "--search-budget": "int"}, out="o"),
     "config": _c("config {name}", {"name": "name"}, name="cpu-ort"),
     "cite": _c("cite {benchmark}", {"benchmark": "name"}, benchmark="accel-nasbench"),
-    "worker": _c("worker --idle-exit 1",
+    "worker": _c("worker --idle-exit",
                  {"--device": "name", "--stages": "name", "--out": "out-folder",
                   "--lease": "float", "--poll": "float", "--max-jobs": "int",
-                  "--idle-exit": "float", "--queue": "queue"}),
+                  "--queue": "queue"}),
     "queue submit": _c("queue submit --archs {archs} --device {device} --queue {queue}",
                        {"archs": "archs-file", "device": "name", "queue": "queue",
                         "--stages": "name", "--priority": "int", "--max-attempts": "int",
@@ -248,6 +267,8 @@ VALID = {
     ("measure", "--interleave", ABSURD): "blocks larger than the list time all at once",
     ("plan", "--gpu-hours", "1e300"): "an upper limit: huge means unlimited",
     ("queue submit", "--priority", ABSURD): "any ordering value",
+    ("queue bump", "--priority", ABSURD): "any ordering value (as queue submit's)",
+    ("worker", "--max-jobs", ABSURD): "an upper limit: huge means unlimited",
     ("queue submit", "--max-attempts", ABSURD): "an upper limit: huge means retry on",
     ("quant-report", "--sqnr-threshold", "-1.5"): "a threshold in dB: any finite number",
     ("quant-report", "--sqnr-threshold", "1e300"): "a threshold in dB: any finite number",
@@ -259,7 +280,8 @@ VALID = {
 #: (target, kind): why. ``anb measure`` with an architecture listed twice measures it once
 #: (its ``--archs`` help says so), so it is no case.
 PARTIAL = {
-    ("merge", "truncated"): "one bad record never stops the rest: merged, named, exit 1",
+    ("merge", "results", "truncated"): "one bad record never stops the rest: merged, named, "
+                                       "exit 1",
 }
 
 #: Hand-written cases beyond one per role: (target, kind, argv, names the error should hold).
@@ -313,12 +335,14 @@ def cli_cases() -> list[Case]:
                     value = DUPLICATES[target]
                 argv = [a.format(**{**command.good, slot: value}) if "{" in a else a
                         for a in command.argv]
+                option = command.argv[command.argv.index(f"{{{slot}}}") - 1] \
+                    if f"{{{slot}}}" in command.argv else slot
+                names = _spellings(value) + ((option,) if option.startswith("-") else ())
                 if slot.startswith("-") and slot not in command.argv:
                     argv += [slot, value]
                 elif slot.startswith("-"):
                     argv[argv.index(slot) + 1] = value
-                names: tuple[str, ...] = (value, slot) if slot.startswith("-") else (value,)
-                partial = (target, kind) in PARTIAL
+                partial = (target, slot, kind) in PARTIAL
                 cases.append(Case(target, kind, names, tuple(argv), ok_exit=1 if partial else 2,
                                   writes=partial))
     for target, kind, argv, names in EXTRA_CLI:
@@ -329,6 +353,19 @@ def cli_cases() -> list[Case]:
                       ("query", "accel-nasbench", "archs.txt"),
                       env=(("ANB_CACHE_DIR", "afile.txt"),)))
     return cases
+
+
+def _spellings(value: str) -> tuple[str, ...]:
+    """``value`` as given and as a refusal may print it: a number with thousands separators
+    or in Python's float format (``1e300`` as ``1e+300``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        return (value,)
+    shown = {value, repr(number), f"{number:g}"}
+    if number.is_integer() and abs(number) < 1e18:
+        shown |= {f"{int(number):,}", str(int(number))}
+    return tuple(sorted(shown))
 
 
 def _api(target: str, kind: str, label: str, call: Callable[[], Any], *names: str) -> Case:
@@ -404,15 +441,15 @@ def api_cases(bench: Any) -> list[Case]:
         _api("encode", "unknown-name", "encode(['e9k9'])",
              lambda: searchspace.encode(["e9k9"], space=mnasnet), "e9k9"),
         _api("load_dataset", "missing", "load_dataset('missing.tar.gz')",
-             lambda: records.load_dataset("missing.tar.gz"), "missing.tar.gz"),
+             lambda: records.load_dataset("missing.tar.gz", mnasnet), "missing.tar.gz"),
         _api("load_dataset", "corrupt", "load_dataset('corrupt.tar.gz')",
-             lambda: records.load_dataset("corrupt.tar.gz"), "corrupt.tar.gz"),
+             lambda: records.load_dataset("corrupt.tar.gz", mnasnet), "corrupt.tar.gz"),
         _api("load_dataset", "empty", "load_dataset('empty.csv')",
-             lambda: records.load_dataset("empty.csv"), "empty.csv"),
+             lambda: records.load_dataset("empty.csv", mnasnet), "empty.csv"),
         _api("load_dataset", "non-utf8", "load_dataset('latin1.txt')",
-             lambda: records.load_dataset("latin1.txt"), "latin1.txt"),
+             lambda: records.load_dataset("latin1.txt", mnasnet), "latin1.txt"),
         _api("load_dataset", "truncated", "load_dataset('badrecords')",
-             lambda: records.load_dataset("badrecords"), "zz_truncated.json"),
+             lambda: records.load_dataset("badrecords", mnasnet), "zz_truncated.json"),
         _api("surrogates.prepare", "missing", "prepare('missing.tar.gz')",
              lambda: surrogates.prepare("missing.tar.gz", space=mnasnet), "missing.tar.gz"),
         _api("surrogates.prepare", "unknown-name", "prepare('records', targets=['bogus'])",
@@ -425,10 +462,10 @@ def api_cases(bench: Any) -> list[Case]:
              lambda: surrogates.fit("records", "afile.txt"), "afile.txt"),
         _api("surrogates.fit", "user-folder-as-output", "fit('records', 'userdir')",
              lambda: surrogates.fit("records", "userdir"), "userdir"),
-        _api("surrogates.fit", "negative", "fit('records', 'o', members=0)",
-             lambda: surrogates.fit("records", "o", members=0), "members"),
-        _api("surrogates.fit", "negative", "fit('records', 'o', n_jobs=0)",
-             lambda: surrogates.fit("records", "o", n_jobs=0), "n_jobs"),
+        _api("surrogates.fit", "negative", "fit('dataset.tar.gz', 'o', members=0)",
+             lambda: surrogates.fit("dataset.tar.gz", "o", members=0), "members"),
+        _api("surrogates.fit", "negative", "fit('dataset.tar.gz', 'o', n_jobs=0)",
+             lambda: surrogates.fit("dataset.tar.gz", "o", n_jobs=0), "n_jobs"),
         _api("surrogates.fit", "unknown-name", "fit('records', 'o', targets=['bogus'])",
              lambda: surrogates.fit("records", "o", targets=["bogus"]), "bogus"),
         _api("surrogates.fit", "unknown-name", "fit('records', 'o', space='bogus')",
@@ -510,6 +547,12 @@ def _run_cli(argv: tuple[str, ...]) -> tuple[str, int | None, str]:
         except BaseException:  # noqa: BLE001 - what the user would see as a traceback
             return "raised", None, out.getvalue() + traceback.format_exc()
     return "exit", 0, out.getvalue()
+
+
+def _run_in(folder: Path, argv: tuple[str, ...]) -> tuple[str, int | None, str]:
+    """:func:`_run_cli` with ``folder`` as the working folder."""
+    with contextlib.chdir(folder):
+        return _run_cli(argv)
 
 
 def _run_call(call: Callable[[], Any]) -> tuple[str, int | None, str]:

@@ -45,6 +45,12 @@ def inputs(tmp_path_factory) -> Path:
     (root / "userdir" / "notes.txt").write_text("the user's own file\n")
     (root / "afile.txt").write_text("hello\n")
     (root / "archs.txt").write_text(ARCH + "\n")
+    (root / "pareto.csv").write_text(f"arch\n{ARCH}\n")
+    (root / "measured.csv").write_text("arch,throughput_cpu\n" + "".join(
+        f"{f'e{e}k{k}l{depth}-' * 6}e6k5l1,{100 + i}\n" for i, (e, k, depth) in enumerate(
+            [(1, 3, 1), (4, 3, 2), (6, 5, 3), (6, 3, 1), (4, 5, 2), (1, 5, 3)])))
+    (root / "nb201_archs.txt").write_text("|nor_conv_3x3~0|+|nor_conv_3x3~0|nor_conv_3x3~1|+|"
+                                          "skip_connect~0|nor_conv_3x3~1|nor_conv_3x3~2|\n")
     (root / "corrupt.db").write_text("not a database\n")
     (root / "table.csv").write_text("a,b\n1,2\n")
     (root / "empty.csv").write_bytes(b"")
@@ -177,6 +183,23 @@ CASES = [
     ("train-folder-for-config", ["train", "--config", "adir"], "'adir' is a folder", {}),
     ("train-empty-config", ["train", "--config", "empty.csv"], "holds no [section]", {}),
     ("train-non-utf8-config", ["train", "--config", "latin1.ini"], "latin1.ini: not UTF-8", {}),
+    ("measure-wrong-space-archs", ["measure", "cpu-ort", "--archs", "nb201_archs.txt", "--out",
+                                   "o"], "--archs nb201_archs.txt:1: architecture string", {}),
+    ("query-wrong-space-archs", ["query", "accel-nasbench", "nb201_archs.txt"],
+     "nb201_archs.txt:1: architecture string", {}),
+    ("queue-submit-empty-csv", ["queue", "submit", "--archs", "empty.csv", "--device", "cpu-ort",
+                                "--queue", "q.db"], "empty.csv: empty file", {}),
+    ("retrain-empty-config", ["retrain", "pareto.csv", "--out", "o", "--config", "empty.csv"],
+     "config file 'empty.csv' holds no [section]", {}),
+    ("retrain-truncated-config", ["retrain", "pareto.csv", "--out", "o", "--config",
+                                  "truncated.json"],
+     "contains no section headers. file: 'truncated.json', line: 1", {}),
+    ("adapt-suggest-over-candidates", ["adapt", "--device", "cpu", "--measured", "measured.csv",
+                                       "--out", "ad", "--suggest", "10000", "--candidates",
+                                       "100"],
+     "--suggest 10,000 is invalid; allowed: 1 to --candidates (100)", {}),
+    ("search-non-utf8-device", ["search", "-o", "params:min", "--budget", "10", "--measure",
+                                "latin1.txt"], "latin1.txt: not UTF-8", {}),
     # anb export
     ("export-missing-local", ["export", "--out", "o.csv", "--local", "missing"],
      "'missing' does not exist", {}),
@@ -238,6 +261,18 @@ RANGE_CASES = [
     (["pipeline", "--out", "p", "--search-budget", str(10**12)], "--search-budget", "<=",
      "100000"),
     (["pipeline", "--out", "p", "--measure-budget", "1e12"], "--measure-budget", "<=", "60"),
+    # fit / evaluate: anb.surrogates.api's MAX_JOBS, MAX_MEMBERS, MAX_HPO_SECONDS
+    (["fit", "--out", "o", "--jobs", str(10**12)], "--jobs", "<=", "1024"),
+    (["fit", "--out", "o", "--members", "100000"], "--members", "<=", "100"),
+    (["fit", "--out", "o", "--hpo-seconds", "1e300"], "--hpo-seconds", "<=", "604800"),
+    (["evaluate", "accel-nasbench", "--jobs", str(10**12)], "--jobs", "<=", "1024"),
+    (["write-ffcv", "adir", "o.beton", "--max-side", str(10**12)], "--max-side", "<=", "8192"),
+    (["write-ffcv", "adir", "o.beton", "--workers", str(10**12)], "--workers", "<=", "256"),
+    (["queue", "status", "--queue", "q.db", "--watch", "1e300"], "--watch", "<=", "86400"),
+    (["queue", "status", "--queue", "q.db", "--failed", str(10**12)], "--failed", "<=",
+     "10000"),
+    (["worker", "--idle-exit", "--lease", "1e300"], "--lease", "<=", "86400"),
+    (["worker", "--idle-exit", "--poll", "1e300"], "--poll", "<=", "3600"),
 ]
 
 
@@ -253,6 +288,49 @@ def test_absurd_sizes_are_refused_by_range(tmp_path, monkeypatch):
         assert run.exit_code == 2 and range_refused(run.output, option, relation, bound), \
             (argv, run.output)
     assert not list(tmp_path.iterdir()), "nothing written"
+
+
+def test_measure_qualcomm_refuses_an_unknown_transport_before_any_work(tmp_path, monkeypatch):
+    """It measured, failed every architecture on the transport and exited 0 with a folder."""
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    run = CliRunner().invoke(app, ["measure-qualcomm", "snpe-dsp", "--archs", ARCH, "--out", "o",
+                                   "--transport", "bogus"])
+    assert run.exit_code == 2 and "error: device 'snpe-dsp': transport='bogus' is invalid; " \
+        "allowed: adb://..., local://..., ssh://..." in run.output, run.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_queue_commands_refuse_what_the_queue_does_not_hold(tmp_path, monkeypatch):
+    """retry / cancel / bump / results of a job id, device or stage the queue lacks: one error
+    naming it (they answered "0 job(s)" with exit 0); a worker with an unknown stage creates no
+    queue."""
+    from typer.testing import CliRunner
+
+    from anb.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    submitted = CliRunner().invoke(app, ["queue", "submit", "--archs", ARCH, "--device",
+                                         "cpu-ort", "--queue", "q.db"])
+    assert submitted.exit_code == 0, submitted.output
+    before = (tmp_path / "q.db").read_bytes()
+    for argv, message in (
+            (["retry", str(10**12)], f"job id(s) [{10**12}] are not in the queue"),
+            (["cancel", "1", "--device", "bogus"],
+             "--device 'bogus' has no job in the queue; it has ['cpu-ort']"),
+            (["cancel", "--stage", "bogus"],
+             "--stage 'bogus' has no job in the queue; it has ['measure']"),
+            (["bump", "77", "--priority", "1"], "job id(s) [77] are not in the queue"),
+            (["results", "--out", "o", "--device", "bogus"], "--device 'bogus' has no job")):
+        run = CliRunner().invoke(app, ["queue", *argv, "--queue", "q.db"])
+        assert run.exit_code == 2 and f"error: {message}" in run.output, (argv, run.output)
+    assert (tmp_path / "q.db").read_bytes() == before and not (tmp_path / "o").exists()
+    run = CliRunner().invoke(app, ["worker", "--idle-exit", "--stages", "bogus"])
+    assert run.exit_code == 2 and "stage='bogus' is invalid" in run.output, run.output
+    assert not (tmp_path / "anb-queue.db").exists()
 
 
 @pytest.mark.parametrize("command", [["quant-report", ARCH], ["quant-layers", ARCH]])

@@ -128,3 +128,28 @@ def test_retrain_that_trains_nothing_claims_no_accuracy_file(tmp_path):
     (one / "summary.json").write_text(json.dumps({"objectives": ["val_top1:max"]}))
     result = runner.invoke(app, ["front-report", str(one), "--out", str(tmp_path / "r")])
     assert result.exit_code == 2 and "needs a two-objective search" in result.output
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--measured", "missing"], "--measured 'MISSING' is not a folder"),
+    (["--measured", "EMPTY"], f"--measured 'EMPTY' holds no records of the search's speed "
+                              f"objectives ['{KEY}']"),
+    (["--accuracy-metric", "bogus"], "--accuracy-metric 'bogus' is not an objective of the "
+                                     f"search; its objectives: ['val_top1', '{KEY}']"),
+    (["--accuracy", "EMPTY"], "--accuracy 'EMPTY' holds no 'val_top1' records"),
+], ids=["measured-missing", "measured-empty", "unknown-accuracy-metric", "accuracy-empty"])
+def test_front_report_refuses_sources_it_cannot_use(tmp_path, extra, message):
+    """A --measured that is no measure folder of the search's speed objective, an accuracy
+    metric that is no objective, an empty accuracy dataset: one error, no report (the report
+    was written with nothing measured and exit 0)."""
+    search = _search_folder(tmp_path / "s")
+    (tmp_path / "empty").mkdir()
+    paths = {"EMPTY": str(tmp_path / "empty"), "missing": str(tmp_path / "missing")}
+    argv = [paths.get(a, a) for a in extra]
+    result = runner.invoke(app, ["front-report", str(search), "--out", str(tmp_path / "o"),
+                                 *argv])
+    want = message.replace("EMPTY", str(tmp_path / "empty")).replace(
+        "MISSING", str(tmp_path / "missing"))
+    assert result.exit_code == 2 and f"error: {want}" in " ".join(result.output.split()), \
+        result.output
+    assert not (tmp_path / "o").exists()

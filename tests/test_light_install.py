@@ -22,7 +22,8 @@ from tests.conftest import REPO
 B0 = "e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"
 #: What only an extra installs; importing any of them fails in the child.
 BLOCKED = ("torch", "torchvision", "xgboost", "lightgbm", "sklearn", "wandb", "onnx",
-           "onnxruntime", "optuna", "pyarrow", "plotly", "pymoo", "matplotlib")
+           "onnxruntime", "optuna", "optunahub", "pyarrow", "plotly", "pymoo", "matplotlib",
+           "syne_tune")
 BLOCKER = f"""
 import importlib.abc, sys
 
@@ -125,6 +126,20 @@ def test_a_command_needing_an_extra_says_which_in_one_line(tmp_path):
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("anb.extras.MissingExtra: ") and "needs torch, which is not " \
             f"installed: pip install 'anb[{extra}]'" in last, last
+
+
+@pytest.mark.slow
+def test_an_api_module_needing_an_extra_says_which_in_one_line(tmp_path):
+    """The researchers' integrations and the pymoo search, imported (or called) without their
+    libraries: one MissingExtra line naming the extra, not a raw ModuleNotFoundError."""
+    for code, library, extra in (
+            ("import anb.integrations.syne_tune", "syne_tune", "syne-tune"),
+            ("import anb.integrations.optuna", "optuna", "optunahub"),
+            ("from anb.nas.search import nsga2; nsga2(None, 8)", "pymoo", "search")):
+        proc = _child(code, tmp_path)
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("anb.extras.MissingExtra: ") and f"needs {library}, which is " \
+            f"not installed: pip install 'anb[{extra}]'" in last, last
 
 
 def test_every_extra_named_installs_the_module():

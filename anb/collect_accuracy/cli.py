@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from anb.cli_support import fail
+from anb.collect_accuracy.config import MAX_IMAGE_SIDE, MAX_WRITERS
 from anb.outputs import check_file
 
 
@@ -68,9 +69,10 @@ def register(app: typer.Typer) -> None:
     def write_ffcv_cmd(
         source: Path = typer.Argument(..., help="ImageNet-style folder: <class>/<image>."),
         out: Path = typer.Argument(..., help="Output .beton file."),
-        max_side: int = typer.Option(400, min=1, help="Longest side after resizing."),
+        max_side: int = typer.Option(400, min=8, max=MAX_IMAGE_SIDE,
+                                     help="Longest side after resizing."),
         quality: int = typer.Option(90, min=1, max=100, help="JPEG quality."),
-        workers: int = typer.Option(8, min=1, help="Writer processes."),
+        workers: int = typer.Option(8, min=1, max=MAX_WRITERS, help="Writer processes."),
         compress_probability: float = typer.Option(
             1.0, min=0.0, max=1.0,
             help="Share of images stored as JPEG, the rest raw (the reference's "

@@ -15,6 +15,7 @@ from typing import Any
 
 from anb.io import read_text
 from anb.preprocessing import VAL_CROP_RATIO
+from anb.searchspace.base import MAX_RESOLUTION
 
 Config = dict[str, dict[str, Any]]
 
@@ -198,6 +199,11 @@ RECIPE_KEYS = {
 }
 
 
+#: The largest image side (pixels) and writer-process count ``anb write-ffcv`` takes.
+MAX_IMAGE_SIDE = MAX_RESOLUTION
+MAX_WRITERS = 256
+
+
 class ConfigError(ValueError):
     """A configuration file or override is invalid."""
 
@@ -322,7 +328,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = ()) -
         try:
             parser.read_string(read_text(path), source=str(path))
         except configparser.Error as err:
-            raise ConfigError(f"config file {str(path)!r} is not valid INI: {err}") from None
+            raise ConfigError(f"config file {str(path)!r} is not valid INI: "
+                              f"{' '.join(str(err).split())}") from None  # one line
         if not parser.sections():  # an empty file (or a CSV) would train the defaults
             raise ConfigError(f"config file {str(path)!r} holds no [section]; allowed: an INI "
                               "file of [section] key = value lines")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from anb.collect_accuracy.config import Config, ConfigError
+from anb.collect_accuracy.config import MAX_IMAGE_SIDE, MAX_WRITERS, Config, ConfigError
 from anb.collect_accuracy.data import Batch, Loaders
 from anb.preprocessing import IMAGENET_MEAN_255, IMAGENET_STD_255
 
@@ -55,13 +55,15 @@ def write_beton(source: Path, out: Path, max_side: int = 400, quality: int = 90,
         raise FileNotFoundError(f"image folder {str(source)!r} does not exist")
     if not 1 <= quality <= 100:
         raise ValueError(f"option --quality: value {quality} is out of range; allowed 1..100")
-    if max_side < 8:
-        raise ValueError(f"option --max-side: value {max_side} is out of range; allowed >= 8")
+    if not 8 <= max_side <= MAX_IMAGE_SIDE:
+        raise ValueError(f"option --max-side: value {max_side} is out of range; allowed "
+                         f"8..{MAX_IMAGE_SIDE}")
     if not 0.0 <= compress_probability <= 1.0:
         raise ValueError(f"option --compress-probability: value {compress_probability} is out "
                          "of range; allowed 0..1")
-    if workers < 1:
-        raise ValueError(f"option --workers: value {workers} is out of range; allowed >= 1")
+    if not 1 <= workers <= MAX_WRITERS:
+        raise ValueError(f"option --workers: value {workers} is out of range; allowed "
+                         f"1..{MAX_WRITERS}")
     count = len(_FolderSource(source))
 
     def write(tmp: Path) -> None:

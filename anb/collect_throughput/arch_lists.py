@@ -40,6 +40,13 @@ def split_arch_list(text: str, space: Space, option: str = "--archs") -> list[An
     return archs
 
 
+def _arch_at(space: Space, text: str, where: str) -> Any:
+    try:
+        return space.arch(text)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
 def read_arch_list(spec: str | Path, space: Space) -> list[Any]:
     """Architectures of ``space`` from a dataset (any form ``anb.records`` reads), a text file
     with one architecture string per line, ``sample:N[:seed]`` (N at most
@@ -78,7 +85,8 @@ def read_arch_list(spec: str | Path, space: Space) -> list[Any]:
                              "comma-separated strings")
         archs = [space.arch(a) for a in frame["arch"]]
     elif is_file:
-        archs = [space.arch(line.strip()) for line in read_text(path).splitlines()
+        archs = [_arch_at(space, line.strip(), f"--archs {text}:{i}")
+                 for i, line in enumerate(read_text(path).splitlines(), 1)
                  if line.strip() and not line.startswith("#")]
     elif "/" in text or text.endswith((".txt", ".json")):
         raise ValueError(f"--archs {text!r}: no such file or folder")

@@ -165,12 +165,14 @@ def measure_qualcomm_cmd(
     from anb.collect_throughput.targets.base import RunSettings
     from anb.collect_throughput.targets.qualcomm.config import load_qualcomm_device
     from anb.collect_throughput.targets.qualcomm.stages import QualcommTarget
+    from anb.collect_throughput.transports import check_url
     from anb.outputs import exclusive, prepare_folder
     from anb.searchspace.space import ANB_SPACE
 
     try:
         config = load_qualcomm_device(device)
         if transport is not None:
+            check_url(transport, config.name)  # before any folder or model
             config = dataclasses.replace(config, transport=transport)
         target = QualcommTarget(config)
         arch_list = read_arch_list(archs, space=ANB_SPACE)

@@ -17,8 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import optuna
-from optunahub.benchmarks import BaseProblem
+from anb.extras import missing
+
+try:
+    import optuna
+    from optunahub.benchmarks import BaseProblem
+except ModuleNotFoundError as err:
+    raise missing(err, "optunahub",
+                  "the OptunaHub problem (anb.integrations.optuna)") from None
 
 from anb.integrations.common import (
     check_metrics,

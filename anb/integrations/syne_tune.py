@@ -28,8 +28,15 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from syne_tune.blackbox_repository.blackbox import Blackbox
-from syne_tune.config_space import choice, ordinal
+
+from anb.extras import missing
+
+try:
+    from syne_tune.blackbox_repository.blackbox import Blackbox
+    from syne_tune.config_space import choice, ordinal
+except ModuleNotFoundError as err:
+    raise missing(err, "syne-tune",
+                  "the Syne Tune blackbox (anb.integrations.syne_tune)") from None
 
 from anb.integrations.common import (
     check_metrics,

@@ -28,6 +28,8 @@ from anb.outputs import Kind, has_files, prepare_folder
 from anb.searchspace.space import ANB_SPACE
 
 DEFAULT_RECIPE = "imagenet_full.ini"
+#: The accuracy column ``front_report`` reads by default.
+DEFAULT_ACCURACY_METRIC = "val_top1"
 #: The folders ``anb retrain`` (resumed) and ``anb front-report`` write (see :mod:`anb.outputs`).
 RETRAIN = Kind("retrain", "an anb retrain folder", has_files("archs.txt", "runs"))
 FRONT_REPORT = Kind("front-report", "an anb front-report", has_files("front_report.csv"),
@@ -48,6 +50,7 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
     ``<out>/accuracy.csv``; ``<out>/archs.txt`` lists them for ``anb measure --archs``. Return
     (trainer exit status, dataset path, or None when the trainer wrote no runs to export).
     ``out`` is new, empty or a retrain folder to resume."""
+    from anb.collect_accuracy.config import load_config
     from anb.collect_accuracy.export import export
     from anb.collect_accuracy.train import main
     from anb.records import read_table, table_archs
@@ -58,6 +61,7 @@ def retrain(archs: str | Path, out: str | Path, config: str | Path = DEFAULT_REC
                                 "pareto.csv or a CSV with an 'arch' column or block{i}_* columns)")
     listed = table_archs(read_table(archs), repr(str(archs)), space=ANB_SPACE)
     recipe = recipe_path(config)
+    load_config(recipe, extra)  # a bad recipe or override is refused before any folder
     out = prepare_folder(out, RETRAIN)
     atomic_write(out / "archs.txt", lambda t: t.write_text("".join(f"{a}\n" for a in listed)))
     runs = out / "runs"
@@ -84,7 +88,8 @@ def _measured_speed(folder: Path, metric: str) -> dict[str, float]:
 
 
 def front_report(search: str | Path, out: str | Path, accuracy: str | Path | None = None,
-                 measured: str | Path | None = None, accuracy_metric: str = "val_top1",
+                 measured: str | Path | None = None,
+                 accuracy_metric: str = DEFAULT_ACCURACY_METRIC,
                  ) -> dict:
     """See module docstring. ``search``: a search's results folder (``pareto.csv``,
     ``summary.json`` naming the objectives); ``accuracy``: the trained dataset;
@@ -101,12 +106,17 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
     if len(objectives) != 2:
         raise ValueError(f"the report needs a two-objective search; {search} has "
                          f"{[str(o) for o in objectives]}")
+    _check_sources(objectives, accuracy, measured, accuracy_metric)
     table = front[["arch", "arch_id"]].copy()
     for o in objectives:
         table[f"{o.metric}_search"] = front[o.metric]
         table[f"{o.metric}_measured"] = np.nan
     if accuracy is not None:
-        acc = load_dataset(accuracy, space=ANB_SPACE).set_index("arch_id")[accuracy_metric]
+        trained = load_dataset(accuracy, space=ANB_SPACE)
+        if trained.empty or accuracy_metric not in trained:
+            raise ValueError(f"--accuracy {str(accuracy)!r} holds no {accuracy_metric!r} "
+                             "records; allowed: the dataset 'anb retrain' exported")
+        acc = trained.set_index("arch_id")[accuracy_metric]
         table[f"{accuracy_metric}_measured"] = table["arch_id"].map(acc)
     for o in objectives:  # counted from the architecture: the search's value is exact
         if o.metric in ANALYTIC_METRICS:
@@ -141,6 +151,32 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
             summary[f"{o.metric}_mean_abs_error"] = float(pair.diff(axis=1).iloc[:, 1].abs().mean())
     atomic_write_json(out / "summary.json", summary)
     return summary
+
+
+def _check_sources(objectives: list[Objective], accuracy: str | Path | None,
+                   measured: str | Path | None, accuracy_metric: str) -> None:
+    """Refuse an accuracy metric that is no objective of the search (when it matters) and a
+    ``measured`` that is not an ``anb measure`` folder with records of a speed objective."""
+    metrics = [o.metric for o in objectives]
+    if accuracy_metric not in metrics and (accuracy is not None or
+                                           accuracy_metric != DEFAULT_ACCURACY_METRIC):
+        raise ValueError(f"--accuracy-metric {accuracy_metric!r} is not an objective of the "
+                         f"search; its objectives: {metrics}")
+    if measured is None:
+        return
+    folder = Path(measured)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--measured {str(measured)!r} is not a folder; allowed: the "
+                                "results folder of 'anb measure'")
+    speed = [m for m in metrics if m != accuracy_metric and m not in ANALYTIC_METRICS]
+    if not speed:
+        raise ValueError(f"--measured {str(measured)!r}: the search has no speed objective to "
+                         f"compare with (its objectives: {metrics})")
+    devices = [m.partition("_")[2] for m in speed]
+    if not any(device and any((folder / device).glob("*.json")) for device in devices):
+        raise ValueError(f"--measured {str(measured)!r} holds no records of the search's "
+                         f"speed objectives {speed}; allowed: the results folder of "
+                         "'anb measure' on that device")
 
 
 def _plot(table: pd.DataFrame, objectives: list[Objective], path: Path) -> Path:

@@ -6,6 +6,7 @@ from pathlib import Path
 import typer
 
 from anb.cli_support import fail
+from anb.nas.followup import DEFAULT_ACCURACY_METRIC
 
 
 def retrain_cmd(
@@ -32,7 +33,7 @@ def front_report_cmd(
     out: Path = typer.Option(..., "--out", help="Report folder."),
     accuracy: Path | None = typer.Option(None, help="Trained accuracy dataset (anb retrain)."),
     measured: Path | None = typer.Option(None, help="'anb measure' results folder."),
-    accuracy_metric: str = typer.Option("val_top1", help="Accuracy column."),
+    accuracy_metric: str = typer.Option(DEFAULT_ACCURACY_METRIC, help="Accuracy column."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out even when it "
                                    "holds something other than an anb front-report."),
 ) -> None:

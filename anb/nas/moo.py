@@ -14,22 +14,28 @@ pymoo minimises; objectives go in negated scores, constraints as ``value - bound
 from __future__ import annotations
 
 import numpy as np
-from pymoo.algorithms.moo.nsga2 import NSGA2
-from pymoo.algorithms.moo.nsga3 import NSGA3
-from pymoo.core.crossover import Crossover
-from pymoo.core.mutation import Mutation
-from pymoo.core.problem import Problem as PymooProblem
-from pymoo.core.sampling import Sampling
-from pymoo.operators.crossover.sbx import SBX
-from pymoo.operators.mutation.pm import PM
-from pymoo.operators.repair.rounding import RoundingRepair
-from pymoo.operators.sampling.rnd import IntegerRandomSampling
-from pymoo.optimize import minimize
-from pymoo.util.ref_dirs import get_reference_directions
 from tqdm.auto import tqdm
 
+from anb.extras import missing
+
+try:
+    from pymoo.algorithms.moo.nsga2 import NSGA2
+    from pymoo.algorithms.moo.nsga3 import NSGA3
+    from pymoo.core.crossover import Crossover
+    from pymoo.core.mutation import Mutation
+    from pymoo.core.problem import Problem as PymooProblem
+    from pymoo.core.sampling import Sampling
+    from pymoo.operators.crossover.sbx import SBX
+    from pymoo.operators.mutation.pm import PM
+    from pymoo.operators.repair.rounding import RoundingRepair
+    from pymoo.operators.sampling.rnd import IntegerRandomSampling
+    from pymoo.optimize import minimize
+    from pymoo.util.ref_dirs import get_reference_directions
+except ModuleNotFoundError as err:
+    raise missing(err, "search", "multi-objective search on pymoo (anb.nas.moo)") from None
+
 from anb.nas.mutation import mutate, random_choices
-from anb.nas.search import Problem, SearchResult, check_budget, concat_values
+from anb.nas.search import Problem, SearchResult, check_budget, check_counts, concat_values
 from anb.searchspace.base import Space
 
 
@@ -140,6 +146,7 @@ def _partitions(n_obj: int, population: int) -> int:
 def pymoo_nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 100,
                 progress: bool = False) -> SearchResult:
     """pymoo's NSGA-II (NSGA-III for 3+ objectives) with its integer-variable defaults."""
+    check_counts(population=population)
     algorithm = _engine(problem, population, sampling=IntegerRandomSampling(),
                         crossover=SBX(prob=1.0, eta=3.0, vtype=float, repair=RoundingRepair()),
                         mutation=PM(prob=1.0, eta=3.0, vtype=float, repair=RoundingRepair()))
@@ -150,6 +157,7 @@ def pymoo_nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 
 def nsga2(problem: Problem, budget: int, seed: int = 0, population: int = 64,
           progress: bool = False, offspring: int | None = 32) -> SearchResult:
     """anb's default multi-objective search: pymoo NSGA-II/III with space-aware operators."""
+    check_counts(population=population, offspring=offspring)
     algorithm = _engine(problem, population, offspring, sampling=SpaceSampling(),
                         crossover=StageCrossover(), mutation=ChoiceMutation())
     return _run(problem, budget, seed, algorithm, "nsga2",

@@ -39,7 +39,8 @@ class Problem:
 
     def __post_init__(self) -> None:
         if not self.objectives:
-            raise ValueError("a search needs at least one objective, e.g. 'val_top1:max'")
+            raise ValueError("objectives is empty: a search needs at least one objective, "
+                             "e.g. 'val_top1:max'")
         check_objectives(self.objectives)
         self.metrics = list(dict.fromkeys(
             [o.metric for o in self.objectives] + [c.metric for c in self.constraints]))
@@ -163,6 +164,7 @@ def random_search(problem: Problem, budget: int, seed: int = 0, batch: int = 102
                   progress: bool = False) -> SearchResult:
     """Evaluate ``budget`` uniform samples in batches."""
     check_budget(budget)
+    check_counts(batch=batch)
     rng = np.random.default_rng(seed)
     chunks, values = [], []
     for start in tqdm(range(0, budget, batch), disable=not progress, desc="random search"):
@@ -178,6 +180,7 @@ def regularized_evolution(problem: Problem, budget: int, seed: int = 0, populati
     """Aging evolution: each step, ``batch`` tournaments of ``sample`` members pick parents,
     each parent yields one mutated child, and the ``batch`` oldest members die."""
     check_budget(budget)
+    check_counts(population=population, batch=batch)
     if not 1 <= sample <= population:
         raise ValueError(f"sample={sample} must be in 1..population ({population})")
     rng = np.random.default_rng(seed)
@@ -229,6 +232,15 @@ ALGORITHMS: dict[str, Callable[..., SearchResult]] = {
     "pymoo_nsga2": pymoo_nsga2}
 #: The algorithms that run on pymoo (the ``search`` extra).
 PYMOO_ALGORITHMS = ("nsga2", "pymoo_nsga2")
+
+
+def check_counts(**counts: int | None) -> None:
+    """Each of a search's sizes (``batch``, ``population``...) is an integer >= 1 (None: its
+    default)."""
+    for name, value in counts.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def check_budget(budget: int) -> None:

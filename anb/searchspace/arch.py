@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from anb.searchspace.base import shown
 from anb.searchspace.space import ANB_SPACE, FIELDS, SearchSpace
 
 _TOKEN = re.compile(r"e(\d+)k(\d+)l(\d+)(se)?")
@@ -211,7 +212,7 @@ def as_arch(obj: Any, space: SearchSpace) -> Arch:
             return Arch.from_anb_dict(obj["architecture"], space)
         return Arch.from_anb_dict(obj, space)
     raise ValueError(
-        f"cannot read an architecture from {type(obj).__name__}; give an Arch, a "
+        f"cannot read an architecture from {type(obj).__name__} {shown(obj)}; give an Arch, a "
         "block{i}_{e,k,l,se} dict, a dataset record, a choices row or a string like "
         "'e6k5l2se-...'"
     )

@@ -36,6 +36,12 @@ MAX_CLASSES = 100_000
 ID_LENGTH = 16
 
 
+def shown(obj: Any) -> str:
+    """``obj``'s repr for an error message, cut at 60 characters."""
+    text = repr(obj)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 @dataclass(frozen=True)
 class Variable:
     """One categorical decision: its name and allowed raw values (ints, in order)."""
@@ -342,7 +348,7 @@ class Space(ABC):
             row = self.from_native(inner) if self.is_native(inner) else self.from_record(inner)
         else:
             raise ValueError(f"{self.name}: cannot read an architecture from "
-                             f"{type(obj).__name__}; give a string like "
+                             f"{type(obj).__name__} {shown(obj)}; give a string like "
                              f"{self.format(self.choices_from_index([0])[0])!r} or a record")
         return self.archs_from_choices(row[None])[0]
 

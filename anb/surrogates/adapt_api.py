@@ -168,12 +168,20 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     return load_adapted(out), model
 
 
+def check_suggest(k: int, n_candidates: int) -> None:
+    """ValueError unless ``1 <= k <= n_candidates`` (``k`` are picked from that many)."""
+    if not 1 <= k <= n_candidates:
+        raise ValueError(f"--suggest {k:,} is invalid; allowed: 1 to --candidates "
+                         f"({n_candidates:,}), the sampled architectures it picks from")
+
+
 def suggest(base: str | Path | Any = resources.PACKAGED_BENCHMARK, k: int = 10,
             measured: str | Path | None = None, device: str | None = None,
             metric: str | None = None, n_candidates: int = 5000,
             seed: int = 0, exclude: Sequence[str] = (), space: str | Space | None = None
             ) -> list[str]:
     """``k`` distinct architecture strings to measure next on a device (none measured yet)."""
+    check_suggest(k, n_candidates)
     bench = _load_base(base)
     resolve_space(space, bench.space.name, f"base benchmark {str(base)!r}")
     done = None

@@ -36,7 +36,7 @@ def adapt_cmd(
                                      "it)"),
 ) -> None:
     """Adapt a surrogate to a new device from measured architectures; suggest what to measure."""
-    from anb.surrogates.adapt_api import adapt, base_space
+    from anb.surrogates.adapt_api import adapt, base_space, check_suggest
     from anb.surrogates.adapt_api import submit as submit_jobs
     from anb.surrogates.adapt_api import suggest as suggest_archs
 
@@ -46,6 +46,8 @@ def adapt_cmd(
         fail("give --measured and --out to adapt, or --suggest K to choose architectures "
              "to measure")
     try:
+        if suggest:
+            check_suggest(suggest, candidates)  # before adapting writes --out
         if measured is not None and out is not None:
             bench, model = adapt(device, measured, base, out, metric, overwrite, space)
             assert bench is not None  # adapt returns the benchmark whenever out is given

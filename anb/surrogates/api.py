@@ -55,6 +55,26 @@ def tune_config(prepared: Prepared, config: FitConfig, seconds: float, seed: int
     return replace(config, per_target=per_target)
 
 
+#: The largest ensemble, thread count and tuning time (seconds per target) a fit takes.
+MAX_MEMBERS = 100
+MAX_JOBS = 1024
+MAX_HPO_SECONDS = 7 * 24 * 3600.0
+
+
+def check_fit_sizes(members: int | None, n_jobs: int, hpo_seconds: float) -> None:
+    """ValueError naming the argument unless ``members`` (None: the config's) is in
+    1..MAX_MEMBERS, ``n_jobs`` in 1..MAX_JOBS and ``hpo_seconds`` in 0..MAX_HPO_SECONDS."""
+    for name, value, low, high in (("members", members, 1, MAX_MEMBERS),
+                                   ("n_jobs", n_jobs, 1, MAX_JOBS)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not low <= value <= high):
+            raise ValueError(f"{name}={value!r} is invalid; allowed: an integer in "
+                             f"{low}..{high}")
+    if not 0 <= hpo_seconds <= MAX_HPO_SECONDS:  # NaN fails too
+        raise ValueError(f"hpo_seconds={hpo_seconds!r} is invalid; allowed: 0 (no tuning) to "
+                         f"{MAX_HPO_SECONDS:.0f} seconds per target")
+
+
 def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path | FitConfig |
         None = None, targets: Sequence[str] | None = None, split: str | None = None,
         split_dir: str | Path | None = None, members: int | None = None,
@@ -64,6 +84,7 @@ def fit(dataset: str | Path | pd.DataFrame, out: str | Path, config: str | Path 
     """Fit the benchmark (optionally tuned), score it on val/test, save it; return a report.
     ``out`` is checked first (see :func:`anb.surrogates.artifact.save`); ``space``: the
     dataset's by default (see :func:`anb.searchspace.registry.resolve_space`)."""
+    check_fit_sizes(members, n_jobs, hpo_seconds)
     check_folder(out, OUTPUT, overwrite)
     space = resolve_space(space, detect_space(dataset), f"dataset {_name(dataset)}")
     if isinstance(config, (str, Path)):
@@ -128,14 +149,17 @@ def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
                       on: str = "test", report: str | Path | None = None,
                       baseline: bool = False, n_jobs: int = 1, seed: int = 0,
                       overwrite: bool = False, space: str | Space | None = None) -> str:
-    """Score a saved benchmark on a split; optionally write a report folder (replaced whole,
-    see :func:`anb.outputs.replace_folder`) and compare to baselines."""
+    """Score a saved benchmark (a folder, or a packaged one by name) on a split; optionally
+    write a report folder (replaced whole, see :func:`anb.outputs.replace_folder`) and compare
+    to baselines."""
     from anb.surrogates.baseline import comparison_table, evaluate_baselines
+    from anb.surrogates.packaged import packaged_folder
 
+    check_fit_sizes(None, n_jobs, 0.0)
     if report is not None:
         check_folder(report, REPORT, overwrite, "--report")
 
-    bench = load(model)
+    bench = load(model if Path(model).exists() else packaged_folder(str(model)))
     resolve_space(space, bench.space.name, f"benchmark {str(model)!r}")
     resolve_space(bench.space, detect_space(dataset), f"dataset {_name(dataset)}")
     prepared = prepare(dataset, [t for t in bench.metrics], split, seed, split_dir,
@@ -143,6 +167,10 @@ def evaluate_artifact(model: str | Path, dataset: str | Path | pd.DataFrame,
     if on not in prepared.masks:
         raise ValueError(f"unknown split part {on!r}; allowed: {list(prepared.masks)}")
     metrics = evaluate(bench, prepared, on)
+    if metrics.empty:
+        raise ValueError(f"dataset {_name(dataset)}: its {on!r} split has fewer than 2 "
+                         f"labelled architectures for every target "
+                         f"({int(prepared.masks[on].sum())} rows); nothing to score")
     text = [f"{on} split:", markdown_table(metrics)]
     comparison = comparison_table(
         metrics, evaluate_baselines(prepared, list(metrics.index), n_jobs, split=on)

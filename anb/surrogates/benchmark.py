@@ -4,7 +4,7 @@ Large batches run every member of every requested target as one task on a small 
 (``n_jobs`` workers, one native thread per member): the native predictors and numpy release the
 GIL, so the members of a 9-target query keep every core busy without oversubscribing them.
 Small batches walk all XGBoost trees at once in numpy (:mod:`anb.surrogates.compiled`), as do
-all batches of members compiled to node tables (the query install has no xgboost).
+all batches where no member has a native booster (the query install has no xgboost).
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ OOD_COLUMNS = ("ood", "ood_distance", "ood_cost", "ood_reason")
 
 #: Friendly names accepted by ``query(metrics=...)``.
 ALIASES = {"accuracy": "val_top1", "top1": "val_top1"}
-#: Batches up to this size use the packed numpy forest; larger ones the native predictor.
+#: Batches up to this size use the packed numpy forest; larger ones the native predictor where
+#: xgboost is installed.
 SMALL_BATCH = 64
 
 
@@ -149,8 +150,10 @@ class SurrogateBenchmark:
         return self._packed
 
     def _member_predictions(self, X: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
-        if len(X) <= SMALL_BATCH:
-            return self._small_batch(X, names)
+        if len(X) <= SMALL_BATCH or not any(
+                member.native() for name in names for member in self.models[name].members_
+                if isinstance(member, XGBoostFamily)):
+            return self._packed_batch(X, names)
         jobs = [(name, i, member) for name in names
                 for i, member in enumerate(self.models[name].members_)]
         if self.n_jobs > 1 and len(jobs) > 1:
@@ -172,7 +175,7 @@ class SurrogateBenchmark:
             out[name] = stacked + model._base(X)[:, None]
         return out
 
-    def _small_batch(self, X: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
+    def _packed_batch(self, X: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         packed = self._packed_forest()
         margins = packed.predict(X) if packed.n_boosters else None
@@ -302,7 +305,8 @@ class SurrogateBenchmark:
         ``block5_e=6 with block5_k=5 unseen in training``; empty when it is not). With a
         ``level`` (e.g. 0.9), ``<metric>_lo`` / ``<metric>_hi`` follow each std: the central
         interval of the predictive distribution (:mod:`anb.surrogates.intervals`). Its
-        ``attrs["anb"]`` holds :attr:`identity`: which data answered.
+        ``attrs["anb"]`` holds :attr:`identity`: which data answered. An empty ``archs``
+        answers an empty frame with these columns (a search's empty batch relies on it).
         """
         check_query_args(archs, noise, seed, level)
         names = self.resolve(metrics)

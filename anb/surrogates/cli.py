@@ -13,6 +13,7 @@ from anb.cli_support import fail, space_option
 from anb.io import atomic_write_text, parse_json, read_text
 from anb.outputs import check_file
 from anb.searchspace.base import Space
+from anb.surrogates.api import MAX_HPO_SECONDS, MAX_JOBS, MAX_MEMBERS
 
 
 def read_archs(text: str, where: str = "input", *, space: Space) -> list[Any]:
@@ -37,7 +38,14 @@ def read_archs(text: str, where: str = "input", *, space: Space) -> list[Any]:
 
         return table_archs(pd.read_csv(io.StringIO(stripped), dtype={"arch": str}), where,
                            space=space)
-    return [line.strip() for line in stripped.splitlines() if line.strip()]
+    lines = [(i, line.strip()) for i, line in enumerate(stripped.splitlines(), 1)
+             if line.strip()]
+    for i, line in lines:  # a wrong one named with its line before any work
+        try:
+            space.arch(line)
+        except ValueError as err:
+            raise ValueError(f"{where}:{i}: {err}") from None
+    return [line for _, line in lines]
 
 
 def register(app: typer.Typer) -> None:
@@ -56,13 +64,13 @@ def register(app: typer.Typer) -> None:
         split: str | None = typer.Option(None, help="published | random | kfold:<k>:<i> "
                                          "(default: the config's, published)"),
         split_dir: Path | None = typer.Option(None, help="folder of {train,val,test}_paths.json"),
-        members: int | None = typer.Option(None, min=1, max=100,
+        members: int | None = typer.Option(None, min=1, max=MAX_MEMBERS,
                                            help="ensemble members per target"),
-        hpo_seconds: float = typer.Option(0.0, min=0.0,
+        hpo_seconds: float = typer.Option(0.0, min=0.0, max=MAX_HPO_SECONDS,
                                           help="Optuna budget per target on val (0: none)"),
         seed: int | None = typer.Option(None, min=0, help="split and model seed (default: the "
                                         "config's, 0)"),
-        jobs: int = typer.Option(1, min=1, help="threads per model"),
+        jobs: int = typer.Option(1, min=1, max=MAX_JOBS, help="threads per model"),
         overwrite: bool = typer.Option(False, "--overwrite", help="replace --out even when it "
                                        "holds something other than an anb surrogate artifact"),
         space: str | None = space_option(),
@@ -94,7 +102,7 @@ def register(app: typer.Typer) -> None:
         report: Path | None = typer.Option(None, help="folder for tables and parity plots"),
         baseline: bool = typer.Option(False, help="also fit the reference XGBoost/LightGBM recipe "
                                                   "and print the comparison table"),
-        jobs: int = typer.Option(1, min=1),
+        jobs: int = typer.Option(1, min=1, max=MAX_JOBS),
         overwrite: bool = typer.Option(False, "--overwrite", help="replace --report even when "
                                        "it holds something other than an anb evaluate report"),
         space: str | None = space_option("search space; must be the benchmark's (default: it)"),

@@ -128,8 +128,12 @@ class XGBoostFamily(Family):
     def file_suffix(self) -> str:
         return self.suffix if self.booster_ is not None else TABLE_SUFFIX
 
+    def native(self) -> bool:
+        """Whether a native booster predicts (the shipped one is loaded on first use)."""
+        return self.booster_ is not None or self._load_native()
+
     def predict(self, X):
-        if self.booster_ is None and not self._load_native():
+        if not self.native():
             return self.table().predict(X)
         return self.booster_.inplace_predict(np.asarray(X, dtype=np.float32))
 

@@ -53,9 +53,9 @@ def _archs(spec: str, space: Space) -> list[str]:
 
     path = _archs_path(spec)
     if path.suffix == ".csv" and path.is_file():
-        import pandas as pd
+        from anb.io import read_csv
 
-        frame = pd.read_csv(path)
+        frame = read_csv(path)
         if "arch" in frame.columns:
             return list(dict.fromkeys(str(space.arch(a)) for a in frame["arch"]))
     return [str(a) for a in read_arch_list(spec, space)]
@@ -147,9 +147,10 @@ def _status_text(q, failed: int) -> str:
 @app.command("status")
 def status_cmd(
     queue: str = QUEUE,
-    watch: float = typer.Option(0, min=0.0,
+    watch: float = typer.Option(0, min=0.0, max=86400.0,
                                 help="Refresh every N seconds (a live view; Ctrl-C stops)."),
-    failed: int = typer.Option(10, min=0, help="Show up to N failed jobs with their errors."),
+    failed: int = typer.Option(10, min=0, max=10_000,
+                               help="Show up to N failed jobs with their errors."),
     as_json: bool = typer.Option(False, "--json", help="Counts and running jobs as JSON."),
 ) -> None:
     """Counts per device and stage, who is running what, the last errors."""
@@ -175,7 +176,16 @@ def status_cmd(
                 return
 
 
-def _ids(ids: list[int], device: str | None, stage: str | None):
+def _ids(q, ids: list[int], device: str | None, stage: str | None):
+    """The selection, refused (exit 2) when it names a job, device or stage the queue lacks."""
+    missing = sorted(set(ids or ()) - {job.id for job in q.get(ids)}) if ids else []
+    if missing:
+        fail(f"job id(s) {missing[:5]} are not in the queue")
+    counted = q.counts()
+    for option, value, known in (("--device", device, {d for d, _, _ in counted}),
+                                 ("--stage", stage, {s for _, s, _ in counted})):
+        if value is not None and value not in known:
+            fail(f"{option} {value!r} has no job in the queue; it has {sorted(known)}")
     return (ids or None), device, stage
 
 
@@ -185,7 +195,7 @@ def retry_cmd(ids: list[int] = typer.Argument(None, help="Job ids (default: all 
               queue: str = QUEUE) -> None:
     """Re-queue failed/cancelled jobs with fresh attempts."""
     with _open(queue) as q:
-        typer.echo(f"re-queued {q.retry(*_ids(ids, device, stage))} job(s)")
+        typer.echo(f"re-queued {q.retry(*_ids(q, ids, device, stage))} job(s)")
 
 
 @app.command("cancel")
@@ -195,7 +205,7 @@ def cancel_cmd(ids: list[int] = typer.Argument(None, help="Job ids."),
     """Cancel queued/running jobs (by id, device or stage)."""
     with _open(queue) as q:
         try:
-            n = q.cancel(*_ids(ids, device, stage))
+            n = q.cancel(*_ids(q, ids, device, stage))
         except ValueError as err:
             fail(err)
         typer.echo(f"cancelled {n} job(s)")
@@ -207,6 +217,7 @@ def bump_cmd(ids: list[int] = typer.Argument(..., help="Job ids."),
              queue: str = QUEUE) -> None:
     """Change the priority of open jobs."""
     with _open(queue) as q:
+        _ids(q, ids, None, None)
         try:
             n = q.bump(ids, priority)
         except ValueError as err:
@@ -229,6 +240,7 @@ def results_cmd(out: Path = typer.Option(..., "--out", help="Results folder (<ou
     except ValueError as err:
         fail(err)
     with _open(queue) as q:
+        _ids(q, [], device, None)
         done = [job for stage in ("measure", "accuracy")
                 for job in q.jobs(state="done", device=device, stage=stage, limit=10**9)]
     if done:
@@ -248,8 +260,10 @@ def worker_cmd(
     store: Path = typer.Option(Path("anb-store"), help="Model store shared by the stages."),
     out: Path | None = typer.Option(None, help="Results folder (<out>/<device>/<arch_id>"
                                        ".json, as 'anb measure' writes)."),
-    lease: float = typer.Option(60.0, min=1.0, help="Lease seconds (renewed every third)."),
-    poll: float = typer.Option(2.0, min=0.01, help="Seconds between claims when idle."),
+    lease: float = typer.Option(60.0, min=1.0, max=86400.0,
+                                help="Lease seconds (renewed every third)."),
+    poll: float = typer.Option(2.0, min=0.01, max=3600.0,
+                               help="Seconds between claims when idle."),
     max_jobs: int | None = typer.Option(None, min=1, help="Stop after N jobs."),
     idle_exit: bool = typer.Option(False, help="Stop when nothing is left to claim."),
     name: str | None = typer.Option(None, help="Worker name (default host:pid)."),
@@ -260,6 +274,7 @@ def worker_cmd(
 
     from anb.collect_throughput.queue.stages import make_context
     from anb.collect_throughput.records.folder import RESULTS
+    from anb.jobs.stages import get_stage
     from anb.jobs.worker import Worker, serve
     from anb.outputs import check_folder, prepare_folder
 
@@ -268,9 +283,11 @@ def worker_cmd(
         if out is not None:
             check_folder(out, RESULTS)
         ctx = make_context(store, out, devices)
+        names = [s.strip() for s in stages.split(",") if s.strip()]
+        for stage_name in names:  # an unknown one is refused before the queue is created
+            get_stage(stage_name)
         q = _open(queue, create=True)
-        worker = Worker(q, [s.strip() for s in stages.split(",") if s.strip()], ctx, name,
-                        lease, poll)
+        worker = Worker(q, names, ctx, name, lease, poll)
         worker.capabilities()
         if out is not None:
             prepare_folder(out, RESULTS)

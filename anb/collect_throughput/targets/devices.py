@@ -36,6 +36,7 @@ from anb.collect_throughput.timing.protocol import (
     available_devices,
     device_from_mapping,
 )
+from anb.io import read_text
 from anb.searchspace.registry import DEFAULT_SPACE
 
 
@@ -61,7 +62,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
     else:  # Python 3.10: the backport, a dependency there
         import tomli as tomllib
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"device config {str(path)!r} is not valid TOML: {err}") from None
 

@@ -127,13 +127,19 @@ def register(scheme: str, target: str) -> None:
     TRANSPORTS.register(scheme, target)
 
 
-def open_transport(url: str, device: str, options: Mapping[str, Any] | None = None,
-                   ) -> Transport:
-    """The transport for ``url`` (see module docstring)."""
+def check_url(url: str, device: str) -> str:
+    """``url``'s scheme; ValueError naming it unless a registered transport takes it."""
     scheme = urlsplit(url).scheme
     if scheme not in TRANSPORTS or "://" not in url:
         raise ValueError(f"device {device!r}: transport={url!r} is invalid; allowed: "
                          + ", ".join(f"{s}://..." for s in TRANSPORTS.names()))
+    return scheme
+
+
+def open_transport(url: str, device: str, options: Mapping[str, Any] | None = None,
+                   ) -> Transport:
+    """The transport for ``url`` (see module docstring)."""
+    scheme = check_url(url, device)
     cls = TRANSPORTS.load(scheme, "transport")
     if not (isinstance(cls, type) and issubclass(cls, Transport)):
         raise ValueError(f"{TRANSPORTS.where(scheme)} names {cls!r}, not a Transport subclass")

@@ -1,0 +1,83 @@
+"""The packed forest (bit-matrix selects, then a bit-by-bit walk below SELECT_LEVELS) predicts
+what walking each tree's node pointers predicts: random trees of every depth the packing takes,
+several tables of different depths at once, NaN and infinite inputs, batches that span several
+row blocks."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from anb.surrogates import compiled
+from anb.surrogates.compiled import PackedForest, TreeTable
+
+N_FEATURES = 6
+
+
+def _random_table(rng: np.random.Generator, n_trees: int, max_depth: int) -> TreeTable:
+    """Trees grown at random (a node splits with probability 0.8 above ``max_depth``), with
+    thresholds drawn from a few values so that splits repeat across trees."""
+    feat, thr, left, right, value, roots = [], [], [], [], [], []
+    depth = 0
+
+    def grow(level: int) -> int:
+        nonlocal depth
+        node = len(feat)
+        feat.append(0), thr.append(0.0), left.append(node), right.append(node)
+        value.append(0.0)
+        if level < max_depth and (level == 0 or rng.random() < 0.8):
+            feat[node] = int(rng.integers(N_FEATURES))
+            thr[node] = float(rng.choice([-1.0, -0.25, 0.0, 0.5, 1.5]))
+            left[node] = grow(level + 1)
+            right[node] = grow(level + 1)
+        else:
+            value[node] = float(rng.normal())
+            depth = max(depth, level)
+        return node
+
+    for _ in range(n_trees):
+        roots.append(grow(0) if max_depth else len(feat))
+        if not max_depth:
+            feat.append(0), thr.append(0.0), left.append(roots[-1]), right.append(roots[-1])
+            value.append(float(rng.normal()))
+    return TreeTable(feat=np.array(feat, np.int32), thr=np.array(thr, np.float32),
+                     left=np.array(left, np.int32), right=np.array(right, np.int32),
+                     value=np.array(value, np.float32), roots=np.array(roots, np.int32),
+                     base=float(rng.normal()), depth=depth, n_features=N_FEATURES)
+
+
+def _pointer_walk(table: TreeTable, X: np.ndarray) -> np.ndarray:
+    """Each tree walked through its child pointers: left when x < threshold (NaN goes right)."""
+    X = X.astype(np.float32)
+    total = np.full(len(X), table.base)
+    for root in table.roots:
+        node = np.full(len(X), root)
+        for _ in range(table.depth):
+            goes_left = X[np.arange(len(X)), table.feat[node]] < table.thr[node]
+            node = np.where(goes_left, table.left[node], table.right[node])
+        total += table.value[node]
+    return total
+
+
+@pytest.mark.parametrize("depths", [(0,), (1,), (3,), (4,), (2, 4, 1), (5,), (7, 3)])
+def test_the_packed_forest_predicts_the_pointer_walk(depths, monkeypatch):
+    """Depths up to SELECT_LEVELS take only the selects; deeper ones the walk as well."""
+    monkeypatch.setattr(compiled, "BLOCK", 1 << 10)  # several row blocks per batch
+    rng = np.random.default_rng(sum(depths))
+    tables = [_random_table(rng, int(rng.integers(1, 30)), d) for d in depths]
+    X = rng.choice([-2.0, -1.0, -0.25, 0.0, 0.3, 0.5, 1.5, 2.0], size=(300, N_FEATURES))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    X[rng.random(X.shape) < 0.02] = np.inf
+    packed = PackedForest(tables).predict(X)
+    assert packed.shape == (len(X), len(tables))
+    for i, table in enumerate(tables):
+        want = _pointer_walk(table, X)
+        np.testing.assert_allclose(packed[:, i], want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(table.predict(X[:7]), want[:7], rtol=1e-12, atol=1e-12)
+
+
+def test_an_empty_forest_predicts_its_base_scores():
+    table = TreeTable(feat=np.zeros(0, np.int32), thr=np.zeros(0, np.float32),
+                      left=np.zeros(0, np.int32), right=np.zeros(0, np.int32),
+                      value=np.zeros(0, np.float32), roots=np.zeros(0, np.int32), base=0.75,
+                      depth=0, n_features=N_FEATURES)
+    assert PackedForest([table]).predict(np.zeros((3, N_FEATURES))).tolist() == [[0.75]] * 3
