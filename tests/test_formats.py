@@ -52,17 +52,17 @@ def test_every_format_keeps_a_fixture_of_each_version_it_reads(name):
 
 
 def test_check_reads_the_current_older_and_unversioned_files():
-    assert check("adapted", 3, "m.json") == 3 and check("adapted", 1, "m.json") == 1
+    assert check("adapted", 4, "m.json") == 4 and check("adapted", 1, "m.json") == 1
     assert check("record", None, "r.json") == UNVERSIONED == 1
-    assert stamp("adapted") == {"format_version": 3} and stamp("surrogate") == {
+    assert stamp("adapted") == {"format_version": 4} and stamp("surrogate") == {
         "format_version": 1}
 
 
 def test_check_refuses_a_newer_version_naming_the_file_and_both_versions():
     with pytest.raises(NewerFormat) as err:
-        check("adapted", 4, "out/manifest.json")
-    assert str(err.value) == ("out/manifest.json: the adapted surrogate is format version 4, "
-                              "newer than version 3 this anb reads; upgrade anb to read it")
+        check("adapted", 5, "out/manifest.json")
+    assert str(err.value) == ("out/manifest.json: the adapted surrogate is format version 5, "
+                              "newer than version 4 this anb reads; upgrade anb to read it")
 
 
 def test_check_refuses_what_it_cannot_read(monkeypatch):
@@ -296,8 +296,8 @@ def test_adapted_manifests_of_each_version_read(version):
 def test_a_newer_adapted_folder_is_refused(tmp_path):
     from anb.surrogates.adapt import _digest, read_adapted_manifest
 
-    folder = shutil.copytree(FIXTURES / "adapted" / "v3", tmp_path / "a")
-    rewrite_manifest(folder, _digest, format_version=4)
+    folder = shutil.copytree(FIXTURES / "adapted" / "v4", tmp_path / "a")
+    rewrite_manifest(folder, _digest, format_version=5)
     with pytest.raises(NewerFormat) as err:
         read_adapted_manifest(folder)
     assert str(err.value) == newer_message("adapted", folder / "manifest.json")
