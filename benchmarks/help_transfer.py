@@ -32,6 +32,11 @@ leaving each meta-train device out (meta-train + meta-valid known), never on a m
 device. Goal: above HELP and the ridge baseline on every unseen device; mean Spearman >= 0.96
 (NAS-Bench-201) / 0.95 (FBNet) at n = 20; coverage 0.85-0.95.
 
+The adapted model includes, from ``EMBED_MIN_POINTS`` (10) measurements, the
+architecture-aware ridge of :mod:`anb.surrogates.adapt_embed`; that threshold and its weight
+grid were chosen on ``--on family_valid`` and ``--on valid``, never on a reported split.
+"NASFLAT rho" is NASFLAT's published mean on HELP's split at n = 20 (:data:`NASFLAT`).
+
 What was tried and measured to choose these settings:
 docs/decisions/help-transfer.md (the site's "How the numbers were chosen").
 """
