@@ -44,7 +44,9 @@ FORMATS: dict[str, Format] = {
     # 2: the adapted model's own per-layer model (own_blend, own_weights, own_floor); 3: the
     # analytic proxy that can win over the transfer (proxy, proxy_coef, proxy_range,
     # transfer_rmse, proxy_rmse); 4: a new board's analytic prior (board_prior; its components
-    # follow the op totals in op_scale and nnls_weights)
+    # follow the op totals in op_scale and nnls_weights) and the architecture-aware ridge in
+    # the blend (embed_blend, embed_intercept, embed_mean, embed_scale, embed_coef,
+    # embed_lambdas)
     "adapted": Format("adapted surrogate", 4, unversioned=False),
 }
 

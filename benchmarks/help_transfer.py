@@ -32,6 +32,11 @@ leaving each meta-train device out (meta-train + meta-valid known), never on a m
 device. Goal: above HELP and the ridge baseline on every unseen device; mean Spearman >= 0.96
 (NAS-Bench-201) / 0.95 (FBNet) at n = 20; coverage 0.85-0.95.
 
+The adapted model includes, from ``EMBED_MIN_POINTS`` (10) measurements, the
+architecture-aware ridge of :mod:`anb.surrogates.adapt_embed`; that threshold and its weight
+grid were chosen on ``--on family_valid`` and ``--on valid``, never on a reported split.
+"NASFLAT rho" is NASFLAT's published mean on HELP's split at n = 20 (:data:`NASFLAT`).
+
 What was tried and measured to choose these settings:
 docs/decisions/help-transfer.md (the site's "How the numbers were chosen").
 """
@@ -64,7 +69,11 @@ PUBLISHED = {
                     "raspi4": 0.890, "eyeriss": 0.940, "mean": 0.932},
     "fbnet": {"raspi4": 0.887, "eyeriss": 0.943, "fpga": 0.892, "mean": 0.910},
 }
-GOAL = {"nasbench201": 0.96, "fbnet": 0.95}
+#: NASFLAT's published mean Spearman on HELP's split at 20 measurements (Akhauri & Abdelfattah,
+#: "On Latency Predictors for Neural Architecture Search", MLSys 2024); on its cross-family
+#: tasks it reports 0.81-0.87 where the unseen devices are GPUs, FPGAs or an ASIC and
+#: 0.58-0.73 where they are phones or CPUs (its own device splits, not these).
+NASFLAT = {"nasbench201": 0.959, "fbnet": 0.961}
 
 
 def ridge_baseline(known_log: np.ndarray, y: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -176,8 +185,10 @@ def _fmt(value: float | None) -> str:
 
 def _line(r: dict) -> str:
     beats = "" if r["n"] != 20 else ("yes" if r["rho"] > max(r["ridge"], r["proxy"]) and (
-        r["help"] is None or r["rho"] > r["help"]) else "no")
+        r["help"] is None or r["rho"] > r["help"]) and (
+        r.get("nasflat") is None or r["rho"] > r["nasflat"]) else "no")
     return (f"| {r['space']} | {r['device']} | {r['n']} | {_fmt(r['help'])} | "
+            f"{_fmt(r.get('nasflat'))} | "
             f"{_fmt(r['ridge'])} | {_fmt(r['proxy'])} | {_fmt(r['rho'])} | {_fmt(r['tau'])} | "
             f"{_fmt(r['cov'])} | {beats} |")
 
@@ -202,9 +213,9 @@ def main() -> None:
         return
     began = time.perf_counter()
     ns = [int(v) for v in args.n.split(",")]
-    print("| space | device | n | HELP rho | ridge rho | proxy rho | anb rho | anb tau | "
-          "anb 90% cov | beats all |")
-    print("|" + "---|" * 10)
+    print("| space | device | n | HELP rho | NASFLAT rho | ridge rho | proxy rho | anb rho | "
+          "anb tau | anb 90% cov | beats all |")
+    print("|" + "---|" * 11)
     rows = []
     for space_name in args.spaces.split(","):
         result = run_space(space_name, args.on, ns, args.draws, args.data, args.select)
@@ -213,8 +224,10 @@ def main() -> None:
             part = [r for r in result if r["n"] == n]
             mean = {k: float(np.mean([r[k] for r in part])) for k in ("rho", "tau", "cov",
                                                                        "ridge", "proxy")}
+            test = args.on == "test"
             print(_line({"space": space_name, "device": "mean", "n": n, **mean,
-                         "help": PUBLISHED[space_name]["mean"] if args.on == "test" else None}))
+                         "help": PUBLISHED[space_name]["mean"] if test else None,
+                         "nasflat": NASFLAT[space_name] if test and n == 20 else None}))
     print(f"total {time.perf_counter() - began:.0f} s")
 
 

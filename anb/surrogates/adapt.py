@@ -22,6 +22,14 @@ Given the measured architectures themselves (``choices``), a third model joins t
   FPGA or a TPU whose whole board is new), it is what lifts the blend above the transfer
   ceiling as measurements come in (``benchmarks/new_device.py --protocol board``).
 
+From :data:`EMBED_MIN_POINTS` measured rows a fourth part joins the blend:
+
+- *embed*: a ridge regression on what anb knows of the architecture as well as of the known
+  devices (their log costs, analytic MACs / parameters / traffic / layers, per-operation and
+  per-(slot, unit) counts; :mod:`anb.surrogates.adapt_embed`), each block's shrinkage chosen
+  by leave-one-out error: it carries across device families, where the other parts can only
+  mix the known devices.
+
 Never worse than simple: given ``choices``, the best single analytic proxy of the device's cost
 (MACs, parameters, activation traffic or layer count, a log-log line fitted on the measured rows,
 :mod:`anb.surrogates.adapt_proxy`) competes with the transfer blend on the same out-of-fold
@@ -52,6 +60,7 @@ from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
+from anb.surrogates.adapt_embed import EmbedModel, arch_features
 from anb.surrogates.adapt_proxy import fit_proxy, log_proxy
 from anb.surrogates.board_prior import device_of, prior_components
 from anb.surrogates.layer_cost import LayerCostModel
@@ -83,6 +92,13 @@ OWN_FOLDS = 20
 #: meta-valid devices lost 0.013 (NAS-Bench-201) and 0.018 (FBNet) Kendall tau; from n = 50 the
 #: whole-board mean tau gains 0.009 (50), 0.022 (100) and 0.030 (200).
 OWN_MIN_POINTS = 50
+#: Fewest measured rows the architecture-aware ridge (:mod:`anb.surrogates.adapt_embed`) joins
+#: the blend from. Chosen on the family_valid split of benchmarks/help_transfer.py (Titan X
+#: unseen, phones and CPUs known): at n = 5 it lost (mean Spearman NAS-Bench-201 0.856 vs
+#: 0.876 without it, FBNet 0.573 vs 0.620), at n = 10 it gained (0.949 vs 0.932, 0.832 vs
+#: 0.772); at n = 20 over family_valid and valid (meta-train known, meta-valid unseen) its
+#: full weight grid averaged 0.941 vs 0.926 without it and 0.939 with its weight capped at 1/2.
+EMBED_MIN_POINTS = 10
 
 
 class KnownDevices(Protocol):
@@ -143,6 +159,10 @@ class AdaptedModel:
     #: the board whose analytic prior (:mod:`anb.surrogates.board_prior`) extends the
     #: additive model's components ("": none; they follow ``ops`` in ``op_scale``)
     board_prior: str = ""
+    #: the architecture-aware ridge (:mod:`anb.surrogates.adapt_embed`; None: not fitted,
+    #: ``choices`` not given or an artifact of format 3) and its weight in the blend
+    embed: EmbedModel | None = None
+    embed_blend: float = 0.0
 
     # ---------------------------------------------------------------- fitting
     @classmethod
@@ -192,12 +212,17 @@ class AdaptedModel:
             own = _fit_own(target, choices, values, space)
             own_weights, own_floor = own.weights_[0], float(own.floors_[0])
             own_residuals = _own_residuals(target, choices, values, y, space)
-        residuals = np.column_stack([residuals, own_residuals])
-        grid = _blend_grid(len(own_weights) > 0) if select_blend else [(0.5, 0.0)]
-        errors = {(r, o): float(np.sqrt(np.mean((residuals @ [r, 1 - r - o, o]) ** 2)))
-                  for r, o in grid}
-        blend, own_blend = min(errors, key=errors.__getitem__)
-        transfer_rmse = errors[(blend, own_blend)]
+        embed, embed_residuals = None, np.zeros(len(y))
+        if choices is not None and len(y) >= EMBED_MIN_POINTS:
+            features, block = arch_features(space, choices)
+            embed, embed_residuals = EmbedModel.fit(known_log, features, block, y)
+        residuals = np.column_stack([residuals, own_residuals, embed_residuals])
+        grid = (_blend_grid(len(own_weights) > 0, embed is not None) if select_blend
+                else [(0.5, 0.0, 0.0)])
+        errors = {(r, o, e): float(np.sqrt(np.mean((residuals @ [r, 1 - r - o - e, o, e]) ** 2)))
+                  for r, o, e in grid}
+        blend, own_blend, embed_blend = min(errors, key=errors.__getitem__)
+        transfer_rmse = errors[(blend, own_blend, embed_blend)]
         proxy, proxy_coef, proxy_rmse = "", np.zeros(2), float("nan")
         proxy_range = np.zeros(2)
         if choices is not None:
@@ -210,7 +235,7 @@ class AdaptedModel:
                    known_log.max(0), len(y), std_factor, known_source, blend, own_blend,
                    own_weights, own_floor, proxy, proxy_coef, proxy_range,
                    float(transfer_rmse) if choices is not None else float("nan"), proxy_rmse,
-                   device_of(target) if prior is not None else "")
+                   device_of(target) if prior is not None else "", embed, embed_blend)
 
     # ---------------------------------------------------------------- prediction
     @property
@@ -240,21 +265,23 @@ class AdaptedModel:
     def design_inputs(self, choices: np.ndarray, space: Space
                       ) -> dict[str, np.ndarray | None]:
         """What :meth:`predict_log_cost` needs of the architectures themselves (``own``,
-        ``proxy``, ``prior``):
+        ``proxy``, ``prior``, ``features``):
         ``model.predict_log_cost(K, ops, **model.design_inputs(choices, space))``."""
+        features = arch_features(space, choices)[0] if self.embed_blend > 0 else None
         return {"own": self.own_log_cost(choices, space), "proxy": self.proxy_log(choices, space),
-                "prior": self.prior_parts(choices, space)}
+                "prior": self.prior_parts(choices, space), "features": features}
 
     def predict_log_cost(self, known_log: np.ndarray, ops: np.ndarray,
                          own: np.ndarray | None = None, proxy: np.ndarray | None = None,
-                         prior: np.ndarray | None = None
+                         prior: np.ndarray | None = None, features: np.ndarray | None = None
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and std of the log cost, and the out-of-range flag, per row (``own``: the rows'
         :meth:`own_log_cost`, needed when the model has one; ``proxy``: their
         :meth:`proxy_log`, needed when a proxy won; ``prior``: their :meth:`prior_parts`,
-        needed when the model has a board prior). The std widens by the parts' spread about
-        the mean, each weighted as in the blend; a proxy's by how far the rows lie beyond the
-        measured range of the proxy."""
+        needed when the model has a board prior; ``features``: their
+        :func:`~anb.surrogates.adapt_embed.arch_features`, needed when the embedding ridge is
+        in the blend). The std widens by the parts' spread about the mean, each weighted as in
+        the blend; a proxy's by how far the rows lie beyond the measured range of the proxy."""
         if self.proxy:
             if proxy is None:
                 raise ValueError(f"adapted target {self.target!r} predicts from its "
@@ -271,13 +298,20 @@ class AdaptedModel:
         ridge = known_log @ self.ridge_coef + self.ridge_intercept
         additive = _additive(known_log, ops, self.known_scale, self.op_scale,
                              self.nnls_weights, self.level)
-        parts, weights = [ridge, additive], [self.blend, 1 - self.blend - self.own_blend]
+        parts = [ridge, additive]
+        weights = [self.blend, 1 - self.blend - self.own_blend - self.embed_blend]
         if self.has_own:
             if own is None:
                 raise ValueError(f"adapted target {self.target!r} needs the own model's log "
                                  "costs (own_log_cost)")
             parts.append(own)
             weights.append(self.own_blend)
+        if self.embed is not None and self.embed_blend > 0:
+            if features is None:
+                raise ValueError(f"adapted target {self.target!r} needs the architectures' "
+                                 "features (adapt_embed.arch_features)")
+            parts.append(self.embed.log_cost(known_log, features))
+            weights.append(self.embed_blend)
         stacked, w = np.stack(parts, axis=1), np.array(weights)
         mean = stacked @ w
         spread = np.sqrt(((stacked - mean[:, None]) ** 2) @ w)
@@ -287,10 +321,11 @@ class AdaptedModel:
         return mean, std * (1.0 + excess), excess > 0.1
 
     def predict(self, known_log: np.ndarray, ops: np.ndarray, own: np.ndarray | None = None,
-                proxy: np.ndarray | None = None, prior: np.ndarray | None = None
+                proxy: np.ndarray | None = None, prior: np.ndarray | None = None,
+                features: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Mean and std in the target's model space (``log`` of its value), and the flag."""
-        mean, std, ood = self.predict_log_cost(known_log, ops, own, proxy, prior)
+        mean, std, ood = self.predict_log_cost(known_log, ops, own, proxy, prior, features)
         return _log_cost_sign(self.target) * mean, std, ood
 
     # ---------------------------------------------------------------- persistence
@@ -298,7 +333,8 @@ class AdaptedModel:
         return {"ridge_coef": self.ridge_coef, "nnls_weights": self.nnls_weights,
                 "known_scale": self.known_scale, "op_scale": self.op_scale, "lo": self.lo,
                 "hi": self.hi, "own_weights": self.own_weights, "proxy_coef": self.proxy_coef,
-                "proxy_range": self.proxy_range}
+                "proxy_range": self.proxy_range,
+                **(self.embed.arrays() if self.embed is not None else {})}
 
     def scalars(self) -> dict[str, Any]:
         return {"target": self.target, "known": self.known,
@@ -307,7 +343,9 @@ class AdaptedModel:
                 "std_factor": self.std_factor, "known_source": self.known_source,
                 "blend": self.blend, "own_blend": self.own_blend, "own_floor": self.own_floor,
                 "proxy": self.proxy, "transfer_rmse": _json_float(self.transfer_rmse),
-                "proxy_rmse": _json_float(self.proxy_rmse), "board_prior": self.board_prior}
+                "proxy_rmse": _json_float(self.proxy_rmse), "board_prior": self.board_prior,
+                "embed_blend": self.embed_blend,
+                "embed_intercept": self.embed.intercept if self.embed is not None else None}
 
 
 def device_metrics(target: str) -> list[str]:
@@ -331,11 +369,12 @@ def _log_cost_sign(target: str) -> float:
     return -1.0 if target.startswith("throughput_") else 1.0
 
 
-def _blend_grid(own: bool) -> list[tuple[float, float]]:
-    """The (ridge, own) weight pairs tried, the additive model taking the rest: quarters
-    summing to at most 1 (without an own model, the ridge weights of :data:`BLENDS`)."""
+def _blend_grid(own: bool, embed: bool = False) -> list[tuple[float, float, float]]:
+    """The (ridge, own, embedding) weights tried, the additive model taking the rest:
+    quarters summing to at most 1 (a part not fitted weighs 0)."""
     owns = BLENDS if own else (0.0,)
-    return [(r, o) for o in owns for r in BLENDS if r + o <= 1.0 + 1e-9]
+    embeds = BLENDS if embed else (0.0,)
+    return [(r, o, e) for e in embeds for o in owns for r in BLENDS if r + o + e <= 1.0 + 1e-9]
 
 
 def _fit_own(target: str, choices: np.ndarray, values: np.ndarray, space: Space
@@ -599,7 +638,7 @@ def save_adapted(path: str | Path, base: str | Path, models: dict[str, AdaptedMo
 
 def read_adapted_manifest(path: Path) -> dict[str, Any]:
     """The manifest of the adapted folder ``path``: its format, format version and every
-    checksum verified (version 1 reads: no own model)."""
+    checksum verified (version 1 reads: no own model; 1-3: no embedding ridge)."""
     file = path / MANIFEST
     if not file.is_file():
         raise ValueError(f"{str(path)!r} is not an adapted surrogate: no {MANIFEST}")
@@ -638,7 +677,12 @@ def load_adapted(path: str | Path, base: str | Path | None = None,
                       if f"{name}.{k}" in data.files}  # v1: no own model; v1-2: no proxy
             floats = {k: float("nan") if scalars.get(k) is None else scalars[k]
                       for k in ("transfer_rmse", "proxy_rmse") if k in scalars}
-            models[name] = AdaptedModel(**{**scalars, **floats, **arrays})
+            scalars = dict(scalars)
+            intercept = scalars.pop("embed_intercept", None)  # v1-3: no embedding ridge
+            embed = None if intercept is None else EmbedModel(
+                data[f"{name}.embed_mean"], data[f"{name}.embed_scale"],
+                data[f"{name}.embed_coef"], float(intercept), data[f"{name}.embed_lambdas"])
+            models[name] = AdaptedModel(**{**scalars, **floats, **arrays}, embed=embed)
     help_base = manifest["base"].get("packaged") in resources.HELP_BENCHMARKS and base is None
     if help_base:  # measured rows from HELP's table, as the base answers them
         from anb.surrogates.packaged import load as load_packaged
