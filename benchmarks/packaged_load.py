@@ -13,7 +13,7 @@ where the seconds do not. ``--json`` prints them as one JSON line
 at the end (tests/test_wheel.py asserts on it). ``--config`` instead times a first-use fit of
 another config in this environment (it needs the ``fit`` extra).
 
-    .venv/bin/python benchmarks/packaged_load.py [--repeats 3] [--json]
+    .venv/bin/python benchmarks/packaged_load.py [--repeats 3] [--json] [--wheel W.whl]
     .venv/bin/python benchmarks/packaged_load.py --config small.json
 
 Measured (2 CPU cores shared with other work, load average 8.5 at the end; the index a local
@@ -124,9 +124,10 @@ def timed_load(python: Path | str, cache: Path, config: str = "") -> dict:
     return result
 
 
-def light_install(tmp: Path, repeats: int) -> dict:
-    """Every figure of the query install (see the module docstring)."""
-    wheel = build_wheel(tmp)
+def light_install(tmp: Path, repeats: int, wheel: Path | None = None) -> dict:
+    """Every figure of the query install (see the module docstring), of ``wheel`` or of one
+    built from this checkout."""
+    wheel = wheel or build_wheel(tmp)
     venv = tmp / "venv"
     install_s = install(wheel, venv)
     python = venv / "bin" / "python"
@@ -135,7 +136,7 @@ def light_install(tmp: Path, repeats: int) -> dict:
                            capture_output=True, text=True, check=True).stdout.split()
     first = timed_load(python, tmp / "cache")
     later = [timed_load(python, tmp / "cache") for _ in range(repeats)]
-    return {"wheel": wheel.name, "wheel_mb": wheel.stat().st_size / 1e6,
+    return {"wheel": wheel.name, "wheel_path": str(wheel), "wheel_mb": wheel.stat().st_size / 1e6,
             "install_s": install_s, "install_mb": disk_bytes(venv) / 1e6, "heavy_found": found,
             "first_load_s": first["load_s"], "first_process_s": first["process_s"],
             "load_query_s": statistics.median(r["load_s"] + r["query_s"] for r in later),
@@ -156,6 +157,8 @@ def main() -> None:
     parser.add_argument("--config", default="", help="time a first-use fit of this FitConfig "
                                                      "JSON here instead")
     parser.add_argument("--json", action="store_true", help="also print one JSON line")
+    parser.add_argument("--wheel", type=Path, help="install this built wheel instead of "
+                                                   "building one from the checkout")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="anb-bench-") as tmp:
         tmp = Path(tmp)
@@ -165,7 +168,9 @@ def main() -> None:
             print(f"first use of {args.config} (fit + save + load): {first['load_s']:.1f} s; "
                   f"cached load + first query {cached['load_s'] + cached['query_s']:.2f} s")
             return
-        r = light_install(tmp, args.repeats)
+        if args.wheel is not None and not args.wheel.is_file():
+            parser.error(f"--wheel {args.wheel}: no such file")
+        r = light_install(tmp, args.repeats, args.wheel)
     print(f"wheel {r['wheel']}: {r['wheel_mb']:.2f} MB")
     print(f"pip install (fresh venv, from the index): {r['install_s']:.0f} s, "
           f"{r['install_mb']:.0f} MB on disk; extras' libraries present: "

@@ -88,9 +88,11 @@ def test_morea_front_beats_random_search_at_equal_simulated_time(space, released
     if space == "released":
         bench, objectives = released, {"val_top1": True, "latency_zcu102": False}
         reference, seconds = {"val_top1": 50.0, "latency_zcu102": 15.0}, 60 * 6000.0
+        tick = 60.0  # trials take 1,100-4,300 simulated s: 6,000 rounds instead of 72,000
     else:
         bench, objectives = nb201, {"latency_eyeriss": False, "latency_titan-rtx-1": False}
         reference, seconds = {"latency_eyeriss": 8.0, "latency_titan-rtx-1": 40.0}, 150.0
+        tick = 5.0
     bb = AnbBlackbox(bench, objectives=list(objectives))
     volumes = {}
     for method in ("morea", "random"):
@@ -101,10 +103,20 @@ def test_morea_front_beats_random_search_at_equal_simulated_time(space, released
             # here, a run does not depend on what the tests before it drew
             np.random.seed(seed)
             random.seed(seed)
-            runs.append(simulate(bb, mo_scheduler(bb, method, seed=seed, **kwargs), seconds))
+            runs.append(simulate(bb, mo_scheduler(bb, method, seed=seed, **kwargs), seconds,
+                                 tick=tick))
         assert all(run["st_tuner_time"].max() <= seconds * 1.2 for run in runs)
         volumes[method] = [front_volume(run, objectives, reference) for run in runs]
     assert sum(volumes["morea"]) > sum(volumes["random"]), volumes
+
+
+def test_trials_start_on_the_ticks_of_the_simulated_clock(released):
+    bb = AnbBlackbox(released, objectives=["val_top1", "latency_zcu102"])
+    run = simulate(bb, mo_scheduler(bb, "random", seed=0), 12000.0, tick=1000.0)
+    starts = (run["st_tuner_time"] - run[ELAPSED_TIME]).to_numpy()
+    assert len(run) > 4 and starts.max() >= 1000.0  # trials after the first four
+    offset = np.mod(starts - starts.min(), 1000.0)  # Syne Tune adds fractions of a second
+    assert (np.minimum(offset, 1000.0 - offset) < 1.0).all(), starts
 
 
 def test_example_script_runs_both_methods(released, tmp_path):

@@ -46,21 +46,31 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = No
 
 
 @pytest.fixture(scope="module")
-def installed():
-    """(venv, wheel, work dir, environment): the wheel built from a copy of the source tree and
-    installed into a fresh venv; all under a temporary folder outside the checkout."""
-    root = Path(tempfile.mkdtemp(prefix="anb-wheel-"))
+def built(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """(wheel, environment): the wheel built once from a copy of the source tree, under a
+    temporary folder outside the checkout, for every test here."""
+    root = tmp_path_factory.mktemp("anb-wheel")
     assert not root.resolve().is_relative_to(REPO.resolve())
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="offline",
-               ANB_CACHE_DIR=str(root / "cache"))
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", WANDB_MODE="offline")
+    src = root / "src"
+    shutil.copytree(REPO, src, symlinks=True, ignore=IGNORE)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+          "--quiet", "-w", str(root / "dist"), str(src)], cwd=root, env=env)
+    shutil.rmtree(src)
+    return next((root / "dist").glob("anb-*.whl")), env
+
+
+@pytest.fixture(scope="module")
+def installed(built):
+    """(venv, wheel, work dir, environment): the wheel installed with every extra into a
+    fresh venv; all under a temporary folder outside the checkout."""
+    wheel, env = built
+    root = Path(tempfile.mkdtemp(prefix="anb-wheel-"))
+    assert not root.resolve().is_relative_to(REPO.resolve())
+    env = {**env, "ANB_CACHE_DIR": str(root / "cache")}
     try:
-        src = root / "src"
-        shutil.copytree(REPO, src, symlinks=True, ignore=IGNORE)
-        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-              "--quiet", "-w", str(root / "dist"), str(src)], cwd=root, env=env)
-        wheel = next((root / "dist").glob("anb-*.whl"))
         base = getattr(sys, "_base_executable", sys.executable)
         _run([base, "-m", "venv", str(root / "venv")], cwd=root, env=env)
         python = root / "venv" / "bin" / "python"
@@ -140,16 +150,19 @@ def test_installed_wheel_works_from_an_unrelated_folder(installed, tmp_path):
 
 
 @pytest.mark.slow
-def test_query_install_is_light_and_loads_the_benchmark_fitted(tmp_path):
-    """``pip install anb`` (no extras) into a fresh venv: at most 400 MB on disk, no fitting
-    or collection library, and the packaged benchmark predicts what the fitted artifact
-    predicts. Times are printed, not asserted."""
+def test_query_install_is_light_and_loads_the_benchmark_fitted(built, tmp_path):
+    """``pip install anb`` (no extras; the wheel built above) into a fresh venv: at most
+    400 MB on disk, no fitting or collection library, and the packaged benchmark predicts
+    what the fitted artifact predicts. Times are printed, not asserted."""
+    wheel, _ = built
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     proc = _run([sys.executable, str(REPO / "benchmarks" / "packaged_load.py"), "--repeats", "2",
-                 "--json"], cwd=tmp_path, env={**env, "TMPDIR": str(tmp_path), "ANB_PUBLISH": "0"},
+                 "--wheel", str(wheel), "--json"], cwd=tmp_path,
+                env={**env, "TMPDIR": str(tmp_path), "ANB_PUBLISH": "0"},
                 timeout=900)  # a test never rewrites benchmarks/RESULTS.md
     print(proc.stdout)
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert figures["wheel_path"] == str(wheel)  # installed what the other tests check
     assert figures["heavy_found"] == []
     assert figures["install_mb"] <= 400, figures
     assert figures["max_rel_diff"] < 1e-5, figures

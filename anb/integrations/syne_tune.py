@@ -185,19 +185,23 @@ def minimised_names(objectives: Sequence[str]) -> list[str]:
 
 
 def simulate(bb: AnbBlackbox, scheduler: Any, seconds: float, n_workers: int = 4,
-             seed: int | None = None, quiet: bool = True) -> pd.DataFrame:
+             seed: int | None = None, quiet: bool = True, tick: float = 5.0) -> pd.DataFrame:
     """Run ``scheduler`` on ``bb`` under simulated time until ``seconds`` of simulated
     training (``elapsed_time`` per trial, ``n_workers`` in parallel) have passed; return
     every result (one row per trial and fidelity, ``st_tuner_time`` the simulated clock).
     Syne Tune writes its usual experiment folder (``$SYNETUNE_FOLDER``, else
-    ``~/syne-tune``); ``quiet``: without its progress tables."""
+    ``~/syne-tune``); ``quiet``: without its progress tables. ``tick``: simulated seconds
+    the clock moves per round of the tuner's loop (Syne Tune's default, 5 s); a free worker
+    starts its next trial at the next tick. Each round costs real time: a tick well below
+    a trial's duration and above 5 s makes a long simulation cheaper."""
     from syne_tune import StoppingCriterion, Tuner
     from syne_tune.backend.simulator_backend.simulator_callback import SimulatorCallback
     from syne_tune.blackbox_repository.simulated_tabular_backend import UserBlackboxBackend
     from syne_tune.tuner_logger import TunerLogger
 
     backend = UserBlackboxBackend(bb, elapsed_time_attr=ELAPSED_TIME,
-                                  seed=bb.seed if seed is None else seed)
+                                  seed=bb.seed if seed is None else seed,
+                                  tuner_sleep_time=tick)
     callback = SimulatorCallback()
     tuner = Tuner(trial_backend=backend, scheduler=scheduler,
                   stop_criterion=StoppingCriterion(max_wallclock_time=seconds),
