@@ -11,8 +11,9 @@ from anb.collect_throughput.queue import cli as queue_cli
 from anb.nas import cli as search_cli
 from anb.nas import followup_cli
 from anb.searchspace import cli as space_cli
-from anb.surrogates import adapt_cli, plan_cli
 from anb.surrogates import cli as surrogates_cli
+from anb.surrogates import plan_cli
+from anb.surrogates.adapt import cli as adapt_cli
 
 app = typer.Typer(
     name="anb",

@@ -185,7 +185,7 @@ def stage_surrogates(out: Path, released: Path, config: Path, baseline: bool) ->
 def stage_adapt(out: Path, base: str | Path, device: str) -> dict:
     """Adapt ``base`` to ``device`` from this run's latency measurements (every measured
     architecture; replaced whole on a rerun, it takes seconds)."""
-    from anb.surrogates.adapt_api import adapt
+    from anb.surrogates.adapt.api import adapt
 
     folder = out / "adapted"
     bench, model = adapt(device, out / "throughput", base, folder, metric="latency")
@@ -261,7 +261,7 @@ def check_inputs(accuracy_config: Path, settings: dict[str, str], device: str,
     from anb.collect_accuracy.config import load_config
     from anb.collect_throughput.timing.protocol import load_device
     from anb.records import load_dataset
-    from anb.surrogates.adapt import MIN_POINTS
+    from anb.surrogates.adapt.model import MIN_POINTS
     from anb.surrogates.fit import FitConfig
 
     if num_measured < max(num_archs, MIN_POINTS):

@@ -8,7 +8,7 @@ devices' additive layer-cost predictions (over their medians), ``phi`` the space
 ``delta`` (one scale times each unit's RMS known-device weight, the weights read back from the
 layer-cost columns by least squares), noise proportional to the time; the two prior scales and
 the noise by marginal likelihood. Printed per unseen device (n = 20, Spearman / 90 % coverage):
-``old`` :class:`~anb.surrogates.adapt.AdaptedModel` as shipped, ``bayes`` the Bayesian model
+``old`` :class:`~anb.surrogates.adapt.model.AdaptedModel` as shipped, ``bayes`` the Bayesian model
 alone (posterior predictive std, delta method), ``tri`` a three-way blend of ridge, additive and
 Bayesian parts in quarters chosen by leave-one-out (closed-form GP leave-one-out for the
 Bayesian part), its std the shipped formula. Results: docs/decisions/help-transfer.md.
@@ -31,7 +31,7 @@ from scipy.stats import spearmanr
 from anb.searchspace import get_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import help_tables as ht
-from anb.surrogates.adapt import AdaptedModel, op_components
+from anb.surrogates.adapt.model import AdaptedModel, op_components
 from anb.surrogates.layer_cost import layer_design
 
 
@@ -125,7 +125,7 @@ def _design(K: np.ndarray, units: np.ndarray, known_scale: np.ndarray, rows: np.
 def _component_loo(model: AdaptedModel, K: np.ndarray, ops: np.ndarray, y: np.ndarray
                    ) -> np.ndarray:
     """Leave-one-out log errors of the ridge and additive parts (as ``AdaptedModel.fit``)."""
-    from anb.surrogates.adapt import loo_residuals
+    from anb.surrogates.adapt.model import loo_residuals
 
     return loo_residuals(K, ops, y, model.ridge_alpha, model.known_scale, model.op_scale,
                          model.level)

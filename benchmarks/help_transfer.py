@@ -15,7 +15,7 @@ The external yardstick of HELP (Lee et al., NeurIPS 2021) on its own tables and 
 (NAS-Bench-201, FBNet) the known devices are HELP's meta-train and meta-valid columns; anb fits
 its base surrogate benchmark on those columns only (``fit_benchmark``, default config, all
 rows: HELP's known devices are fully measured). For each unseen (meta-test) device ``anb adapt``'s
-model (:class:`~anb.surrogates.adapt.AdaptedModel`, transferring from the base's layer-cost
+model (:class:`~anb.surrogates.adapt.model.AdaptedModel`, transferring from the base's layer-cost
 models of the known devices, exactly what ``anb adapt`` does) is fitted on the allowed
 measurements only: n = 20 (HELP's 10 reference architectures plus 10 drawn from the device's
 training pool, 10 draws), n = 10 (the reference architectures) and n = 5 (the first 5). Scores on
@@ -33,7 +33,7 @@ device. Goal: above HELP and the ridge baseline on every unseen device; mean Spe
 (NAS-Bench-201) / 0.95 (FBNet) at n = 20; coverage 0.85-0.95.
 
 The adapted model includes, from ``EMBED_MIN_POINTS`` (10) measurements, the
-architecture-aware ridge of :mod:`anb.surrogates.adapt_embed`; that threshold and its weight
+architecture-aware ridge of :mod:`anb.surrogates.adapt.embed`; that threshold and its weight
 grid were chosen on ``--on family_valid`` and ``--on valid``, never on a reported split.
 "NASFLAT rho" is NASFLAT's published mean on HELP's split at n = 20 (:data:`NASFLAT`).
 
@@ -57,9 +57,9 @@ from anb.resources import HELP_DIR
 from anb.searchspace import get_space
 from anb.surrogates import help_tables as ht
 from anb.surrogates import intervals
-from anb.surrogates.adapt import AdaptedModel, BenchmarkKnown, op_components
-from anb.surrogates.adapt_proxy import analytic_proxies, best_proxy
-from anb.surrogates.adapt_select import design_features, select
+from anb.surrogates.adapt.model import AdaptedModel, BenchmarkKnown, op_components
+from anb.surrogates.adapt.proxy import analytic_proxies, best_proxy
+from anb.surrogates.adapt.select import design_features, select
 from anb.surrogates.fit import FitConfig, fit_benchmark, prepare
 
 Z90 = intervals.z_value(0.9)  # the one interval definition
@@ -113,7 +113,7 @@ def score(pred: np.ndarray, y: np.ndarray) -> tuple[float, float]:
 def active_rows(proto: ht.Protocol, latency: np.ndarray, n: int, features: np.ndarray,
                 seed: int) -> np.ndarray:
     """HELP's reference rows, then ``n - 10`` chosen from the same pool by ``anb adapt
-    --suggest``'s selection (:func:`~anb.surrogates.adapt_select.select`: spread over the
+    --suggest``'s selection (:func:`~anb.surrogates.adapt.select.select`: spread over the
     known devices' costs and the op totals, around the reference rows) instead of drawn."""
     reference = np.array(proto.reference[:n])
     extra = n - len(reference)

@@ -47,7 +47,7 @@ from anb import resources
 from anb.records import is_perf_metric
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import intervals
-from anb.surrogates.adapt import (
+from anb.surrogates.adapt.model import (
     STD_FACTOR,
     AdaptedModel,
     _gcv_alpha,
@@ -55,7 +55,7 @@ from anb.surrogates.adapt import (
     log_cost,
     op_components,
 )
-from anb.surrogates.adapt_select import design_features, select
+from anb.surrogates.adapt.select import design_features, select
 from anb.surrogates.features import FeatureBuilder
 from anb.surrogates.fit import prepare
 from anb.surrogates.layer_cost import LayerCostModel
@@ -278,7 +278,7 @@ def real_device(args: argparse.Namespace) -> None:
     """Adapt on --n-adapt measured architectures of DIR, score on the rest: first the
     file-name order (arch ids, i.e. an arbitrary split), then --reps seeded random splits."""
     from anb.records import load_dataset
-    from anb.surrogates.adapt import BenchmarkKnown
+    from anb.surrogates.adapt.model import BenchmarkKnown
     from anb.surrogates.artifact import load
     from anb.surrogates.data import frame_choices
 

@@ -49,7 +49,7 @@ MEASURED_ARCHS = [f"e{e}k{k}l{depth}-" * 6 + "e6k5l1" for e, k, depth in
                   ((1, 3, 1), (4, 3, 2), (6, 5, 3), (6, 3, 1), (4, 5, 2), (1, 5, 3), (6, 5, 1),
                    (4, 3, 3))]
 #: What the commands import on first use, imported once before the cases fork.
-PREIMPORT = ("anb.cli", "anb.nas", "anb.records", "anb.surrogates", "anb.surrogates.adapt_api",
+PREIMPORT = ("anb.cli", "anb.nas", "anb.records", "anb.surrogates", "anb.surrogates.adapt.api",
              "anb.searchspace", "pandas", "sklearn", "torch")
 MEMORY_LIMIT = 8 * 2**30  # bytes of address space a case may take: an absurd size fails fast
 
@@ -378,7 +378,7 @@ def api_cases(bench: Any) -> list[Case]:
     columns (tests/test_surrogates_honesty.py), which a search's empty batch relies on."""
     import anb
     from anb import nas, records, searchspace, surrogates
-    from anb.surrogates.adapt_api import adapt
+    from anb.surrogates.adapt.api import adapt
 
     mnasnet = searchspace.get_space("anb-mnasnet")
     arch = searchspace.as_arch(ARCH, mnasnet)

@@ -1,4 +1,4 @@
-"""``anb adapt`` / ``anb.surrogates.adapt_api``: a new device from a few measurements.
+"""``anb adapt`` / ``anb.surrogates.adapt.api``: a new device from a few measurements.
 
 The "new device" is latency_zcu102 of the released dataset, hidden from a small base surrogate
 fitted on the other 7 device columns (published train split); its measured values come from the
@@ -24,8 +24,8 @@ from anb import resources
 from anb.cli import app
 from anb.searchspace.arch import Arch
 from anb.searchspace.space import ANB_SPACE
-from anb.surrogates.adapt import BLENDS, AdaptedModel, _basis, _nnls, _ridge, load_adapted
-from anb.surrogates.adapt_api import adapt, read_measured, suggest
+from anb.surrogates.adapt.api import adapt, read_measured, suggest
+from anb.surrogates.adapt.model import BLENDS, AdaptedModel, _basis, _nnls, _ridge, load_adapted
 from anb.surrogates.fit import prepare
 
 HIDDEN = "latency_zcu102"
@@ -277,8 +277,8 @@ def test_submit_needs_a_device_config_and_suggest(base, tmp_path):
 
 def test_suggest_never_returns_measured_or_duplicate_candidates(base, data):
     """A pool made mostly of measured architectures (and repeats): only the others come back."""
-    from anb.surrogates.adapt import BenchmarkKnown
-    from anb.surrogates.adapt_select import suggest as select_next
+    from anb.surrogates.adapt.model import BenchmarkKnown
+    from anb.surrogates.adapt.select import suggest as select_next
     from anb.surrogates.artifact import load
 
     known = BenchmarkKnown(load(base))
@@ -294,7 +294,7 @@ def test_out_of_range_architectures_are_flagged_with_wider_std(base, data):
     """Adapted on the 20 fastest-on-known-devices train architectures, the slowest test ones lie
     outside the measured range: they carry the flag and a std widened by how far outside they
     are."""
-    from anb.surrogates.adapt import BenchmarkKnown, op_components
+    from anb.surrogates.adapt.model import BenchmarkKnown, op_components
     from anb.surrogates.artifact import load
 
     known = BenchmarkKnown(load(base), exclude=[HIDDEN])
@@ -370,7 +370,7 @@ def test_throughput_target_ranks_test_split_and_keeps_its_sign(throughput_csv, b
     assert unsaved is None and model.target == THROUGHPUT and THROUGHPUT not in model.known
     latency_model = adapt("a100", csv, base, metric="latency")[1]
     assert latency_model.target == "latency_a100"
-    from anb.surrogates.adapt import BenchmarkKnown, op_components
+    from anb.surrogates.adapt.model import BenchmarkKnown, op_components
     from anb.surrogates.artifact import load
 
     known = BenchmarkKnown(load(base), exclude=[THROUGHPUT])
@@ -494,7 +494,7 @@ def test_known_devices_transfer_their_compute_bound_sums_not_their_floors(base, 
     adaptation capped, so the transfer lost the compute-bound order of the fastest networks
     (test-split coverage of the adapted ZCU102 latency 0.973, over the 0.97 this file allows).
     The known devices give their additive sums without the floor."""
-    from anb.surrogates.adapt import BenchmarkKnown
+    from anb.surrogates.adapt.model import BenchmarkKnown
 
     bench = anb.load(base)
     layer_cost = bench.builder.layer_cost
@@ -511,7 +511,7 @@ def test_known_devices_transfer_their_compute_bound_sums_not_their_floors(base, 
 def _zcu102_board(base, data, rows: np.ndarray):
     """Known-device log costs (the whole ZCU102 hidden) and op totals over all rows, and the
     hidden latency's values on ``rows``."""
-    from anb.surrogates.adapt import BenchmarkKnown, device_metrics, op_components
+    from anb.surrogates.adapt.model import BenchmarkKnown, device_metrics, op_components
 
     known = BenchmarkKnown(anb.load(base), exclude=device_metrics(HIDDEN))
     return (known, known.log_costs(data.choices), op_components(data.choices, space=ANB_SPACE),
@@ -523,7 +523,9 @@ def test_the_own_layer_model_is_scored_out_of_fold_and_joins_the_blend(base, dat
     model is a third part: its out-of-fold errors (each row predicted by the model refitted
     without its fold) enter the choice of the blend weights and ``loo_rmse``, and the mean is the
     weighted parts."""
-    from anb.surrogates.adapt import (
+    from anb.surrogates.adapt.board_prior import COMPONENTS
+    from anb.surrogates.adapt.embed import EmbedModel, arch_features
+    from anb.surrogates.adapt.model import (
         OWN_FOLDS,
         OWN_MIN_POINTS,
         _additive,
@@ -531,8 +533,6 @@ def test_the_own_layer_model_is_scored_out_of_fold_and_joins_the_blend(base, dat
         _fit_own,
         loo_residuals,
     )
-    from anb.surrogates.adapt_embed import EmbedModel, arch_features
-    from anb.surrogates.board_prior import COMPONENTS
 
     rows = _rows(data, "train", OWN_MIN_POINTS, 4)
     known, K, ops, values = _zcu102_board(base, data, rows)
@@ -544,7 +544,7 @@ def test_the_own_layer_model_is_scored_out_of_fold_and_joins_the_blend(base, dat
     assert not fewer.has_own and fewer.own_log_cost(data.choices[rows], ANB_SPACE) is None
     y = np.log(values)
     space = anb.load(base).space
-    # the ZCU102's analytic prior extends the op totals (anb.surrogates.board_prior)
+    # the ZCU102's analytic prior extends the op totals (anb.surrogates.adapt.board_prior)
     prior = model.prior_parts(data.choices, ANB_SPACE)
     assert model.board_prior == "zcu102" and prior is not None
     ops = np.concatenate([ops, prior], axis=1)
@@ -634,7 +634,7 @@ def test_an_adapted_folder_of_format_1_still_reads(adapted, tmp_path):
     import hashlib
     import shutil
 
-    from anb.surrogates.adapt import WEIGHTS_FILE, _digest
+    from anb.surrogates.adapt.model import WEIGHTS_FILE, _digest
 
     _, out = adapted
     old = shutil.copytree(out, tmp_path / "old", symlinks=True)
@@ -665,7 +665,7 @@ def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
     """From OWN_MIN_POINTS measurements the folder ``anb adapt`` writes holds the own model
     (format 2): loaded back, it predicts exactly what the fitted model did."""
     from anb.formats import current
-    from anb.surrogates.adapt import OWN_MIN_POINTS
+    from anb.surrogates.adapt.model import OWN_MIN_POINTS
 
     csv = _write_csv(tmp_path / "many.csv", data, _rows(data, "train", OWN_MIN_POINTS, 7))
     result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
@@ -683,7 +683,7 @@ def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
     np.testing.assert_array_equal(model.embed.coef, fitted.embed.coef)
     test = _rows(data, "test", 0, 0)[:64]
     mean, std, _ = bench.predict_adapted(data.choices[test], HIDDEN)
-    from anb.surrogates.adapt import BenchmarkKnown, device_metrics, op_components
+    from anb.surrogates.adapt.model import BenchmarkKnown, device_metrics, op_components
 
     known = BenchmarkKnown(bench.base, exclude=device_metrics(HIDDEN))
     choices = data.choices[test]
@@ -696,7 +696,7 @@ def test_an_adapted_folder_keeps_its_own_layer_model(base, data, tmp_path):
 
 def test_best_proxy_picks_the_cost_the_device_follows_out_of_fold():
     from anb.searchspace.registry import get_space
-    from anb.surrogates.adapt_proxy import PROXY_NAMES, analytic_proxies, best_proxy, loo_error
+    from anb.surrogates.adapt.proxy import PROXY_NAMES, analytic_proxies, best_proxy, loo_error
 
     space = get_space("nasbench201")
     choices = space.choices_from_index(np.arange(0, 15625, 125))
@@ -727,7 +727,7 @@ def test_a_proxy_that_beats_the_transfer_out_of_fold_predicts(base, data, tmp_pa
     from dataclasses import replace
 
     from anb.searchspace.space import ANB_SPACE
-    from anb.surrogates.adapt_proxy import analytic_proxies
+    from anb.surrogates.adapt.proxy import analytic_proxies
 
     rng = np.random.default_rng(5)
     params = analytic_proxies(ANB_SPACE, data.choices)["params"]
@@ -750,7 +750,7 @@ def test_a_proxy_that_beats_the_transfer_out_of_fold_predicts(base, data, tmp_pa
     assert np.all(std >= model.loo_rmse) and abs(model.proxy_coef[1] - 1.0) < 0.05
     truth = np.log(latency[test])
     transfer = replace(model, proxy="")
-    from anb.surrogates.adapt import BenchmarkKnown, device_metrics, op_components
+    from anb.surrogates.adapt.model import BenchmarkKnown, device_metrics, op_components
 
     known = BenchmarkKnown(bench.base, exclude=device_metrics("latency_paramsbox"))
     K = known.log_costs(data.choices[test])

@@ -14,7 +14,7 @@ from anb import resources
 from anb.records import load_dataset
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import load
-from anb.surrogates.adapt_api import adapt
+from anb.surrogates.adapt.api import adapt
 
 #: README: ``anb adapt --device myboard --measured my.csv --out outputs/myboard``
 README_ADAPT = ["adapt", "--device", "myboard", "--measured", "my.csv", "--out",

@@ -1,4 +1,4 @@
-"""The architecture-aware ridge of ``anb adapt`` (anb/surrogates/adapt_embed.py): a new device
+"""The architecture-aware ridge of ``anb adapt`` (anb/surrogates/adapt/embed.py): a new device
 of another family than every known one is ranked from 20 measurements, its shrinkage is scored
 by exact leave-one-out errors, and ``anb adapt`` fits and saves it on a non-default space."""
 from __future__ import annotations
@@ -15,9 +15,9 @@ import anb
 from anb.searchspace import get_space
 from anb.searchspace.base import Space
 from anb.searchspace.sampler import Sampler
-from anb.surrogates.adapt import EMBED_MIN_POINTS, AdaptedModel, op_components
-from anb.surrogates.adapt_embed import BLOCKS, EmbedModel, arch_features
-from anb.surrogates.adapt_proxy import analytic_proxies, best_proxy
+from anb.surrogates.adapt.embed import BLOCKS, EmbedModel, arch_features
+from anb.surrogates.adapt.model import EMBED_MIN_POINTS, AdaptedModel, op_components
+from anb.surrogates.adapt.proxy import analytic_proxies, best_proxy
 
 SPACE = get_space("nasbench201")
 #: The new device's seconds per operation of each space, in the order of its units
@@ -131,7 +131,7 @@ def test_anb_adapt_at_20_on_the_help_nasbench201_base(tmp_path):
     from anb.formats import current
     from anb.resources import HELP_DIR
     from anb.surrogates import help_tables as ht
-    from anb.surrogates.adapt_api import adapt
+    from anb.surrogates.adapt.api import adapt
 
     table = ht.read_table(HELP_DIR, "nasbench201")
     rng = np.random.default_rng(0)

@@ -1,5 +1,5 @@
-"""The analytic prior of a new board (``anb.surrogates.board_prior``): the documented constants,
-the cost counting they drive, and the prior's place in ``AdaptedModel``."""
+"""The analytic prior of a new board (``anb.surrogates.adapt.board_prior``): the documented
+constants, the cost counting they drive, and the prior's place in ``AdaptedModel``."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ import pytest
 from anb.searchspace.registry import get_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import board_prior
-from anb.surrogates.board_prior import (
+from anb.surrogates.adapt.board_prior import (
     COMPONENTS,
     Layer,
     boards,
@@ -141,7 +141,7 @@ def gpu_board():
     """The released dataset with the GPUs hidden: the other devices' additive layer-cost
     models (fitted on the train split) are what the adapted model transfers from."""
     from anb import resources
-    from anb.surrogates.adapt import op_components
+    from anb.surrogates.adapt.model import op_components
     from anb.surrogates.fit import prepare
     from anb.surrogates.layer_cost import LayerCostModel
 
@@ -159,7 +159,7 @@ def gpu_board():
 def _adapted_tau(gpu_board, target: str, seeds) -> float:
     from scipy.stats import kendalltau
 
-    from anb.surrogates.adapt import AdaptedModel
+    from anb.surrogates.adapt.model import AdaptedModel
 
     data, known, K, ops = gpu_board
     lab = data.labels[target]
@@ -177,7 +177,7 @@ def _adapted_tau(gpu_board, target: str, seeds) -> float:
 
 
 def test_the_prior_is_part_of_the_adapted_model_and_needed_to_predict(gpu_board):
-    from anb.surrogates.adapt import AdaptedModel
+    from anb.surrogates.adapt.model import AdaptedModel
 
     data, known, K, ops = gpu_board
     lab = data.labels["throughput_a100"]
@@ -203,7 +203,7 @@ def test_the_gpu_prior_lifts_a_new_gpu_from_20_measurements(gpu_board, monkeypat
     better than the same model without them (measured: 0.988 vs 0.975 at seed 0)."""
     seeds = [statistical_seed * 5 + i for i in range(5)]
     with_prior = _adapted_tau(gpu_board, "throughput_a100", seeds)
-    import anb.surrogates.adapt as adapt_module
+    import anb.surrogates.adapt.model as adapt_module
 
     monkeypatch.setattr(adapt_module, "prior_components", lambda *args: None)
     without = _adapted_tau(gpu_board, "throughput_a100", seeds)

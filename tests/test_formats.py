@@ -287,14 +287,14 @@ def test_a_surrogate_without_or_of_a_newer_version_is_refused(tmp_path, version)
 
 @pytest.mark.parametrize("version", versions("adapted"))
 def test_adapted_manifests_of_each_version_read(version):
-    from anb.surrogates.adapt import read_adapted_manifest
+    from anb.surrogates.adapt.model import read_adapted_manifest
 
     assert read_adapted_manifest(FIXTURES / "adapted" / version)["format_version"] == \
         int(version[1:])
 
 
 def test_a_newer_adapted_folder_is_refused(tmp_path):
-    from anb.surrogates.adapt import _digest, read_adapted_manifest
+    from anb.surrogates.adapt.model import _digest, read_adapted_manifest
 
     folder = shutil.copytree(FIXTURES / "adapted" / "v4", tmp_path / "a")
     rewrite_manifest(folder, _digest, format_version=5)

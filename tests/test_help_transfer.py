@@ -14,7 +14,7 @@ from anb.resources import HELP_DIR as DATA
 from anb.searchspace import get_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import help_tables as ht
-from anb.surrogates.adapt import AdaptedModel, op_components
+from anb.surrogates.adapt.model import AdaptedModel, op_components
 from tests.conftest import REPO
 
 

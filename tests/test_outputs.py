@@ -208,7 +208,7 @@ def test_fit_replaces_an_artifact_written_without_the_marker(tmp_path, capsys, m
 
 @pytest.mark.slow
 def test_adapt_overwrite_replaces_a_foreign_folder(tmp_path, capsys):
-    from anb.surrogates.adapt import load_adapted
+    from anb.surrogates.adapt.model import load_adapted
     from anb.surrogates.fit import prepare
 
     config = _tiny_fit_config(tmp_path)

@@ -18,7 +18,7 @@ from anb.records import load_dataset, load_records
 from anb.resources import RELEASED_DATASET as DATASET_TARBALL
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import load
-from anb.surrogates.adapt import AdaptedBenchmark
+from anb.surrogates.adapt.model import AdaptedBenchmark
 from tests.browser import SCREENSHOTS, browser_available, open_page, serve
 
 SMALL = ["--num-archs", "2", "--num-measured", "6", "--train-set", "trainval.epochs=1",

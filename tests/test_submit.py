@@ -143,7 +143,7 @@ def test_jobs_carry_space_device_table_and_stages(tmp_path):
 def test_a_queue_refuses_another_spaces_jobs_from_any_entry(tmp_path):
     """Catches: a submit path (the API's, not only the command's) that mixes spaces in one
     queue."""
-    from anb.surrogates.adapt_api import submit
+    from anb.surrogates.adapt.api import submit
 
     url = str(tmp_path / "q.db")
     archs = [str(a) for a in Sampler(0, space=NB201).sample(2)]

@@ -34,8 +34,8 @@ from anb.io import read_json, sha256_file
 from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, get_space
 from anb.surrogates import artifact
-from anb.surrogates.adapt import AdaptedBenchmark, is_adapted, load_adapted
-from anb.surrogates.adapt_base import resolve_base
+from anb.surrogates.adapt.base import resolve_base
+from anb.surrogates.adapt.model import AdaptedBenchmark, is_adapted, load_adapted
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import FitConfig
 from anb.version import __version__

@@ -11,7 +11,7 @@ the candidates nearest k-means centres of the better-scoring half of the pool, s
 spreads over the space instead of piling into one uncertain corner; ``penalised`` picks
 greedily, multiplying the scores of each pick's neighbours by ``1 - exp(-d^2 / 2r^2)``. With no
 data yet (or ``coverage``) the batch is space-filling: k-means centres of the pool not yet
-covered (:func:`anb.surrogates.adapt_select.select`).
+covered (:func:`anb.surrogates.adapt.select.select`).
 What was tried and measured to choose these settings:
 docs/decisions/plan.md (the site's "How the numbers were chosen").
 
@@ -45,7 +45,7 @@ from sklearn.preprocessing import StandardScaler
 from anb.records import is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.encoding import encoding_names
-from anb.surrogates.adapt_select import select
+from anb.surrogates.adapt.select import select
 from anb.surrogates.data import ACCURACY_TARGET, labels, transform_for
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.features import FeatureBuilder
@@ -462,7 +462,7 @@ def quality(data: Collected, config: PlanConfig, space: Space, targets: list[str
     """The stopping signal per target with >= 10 labels. ``model``: the planner already fitted
     on ``data``; ``population``: raw choices the estimate predicts (default: ``POPULATION``
     sampled uniformly from the space)."""
-    from anb.surrogates.adapt_select import candidate_pool
+    from anb.surrogates.adapt.select import candidate_pool
 
     next_batch = config.batch if next_batch is None else next_batch
     out: dict[str, Quality] = {}
@@ -561,7 +561,7 @@ def make_plan(frame: pd.DataFrame | None, space: Space, config: PlanConfig,
               n_candidates: int = 5000) -> Plan:
     """Plan the next batch from the collected ``frame`` (None or empty: nothing yet) out of
     ``candidates`` (raw choices; default: ``n_candidates`` sampled), none already collected."""
-    from anb.surrogates.adapt_select import candidate_pool
+    from anb.surrogates.adapt.select import candidate_pool
     from anb.surrogates.data import frame_choices, target_columns
 
     if frame is None or frame.empty:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from anb.searchspace.base import Space
-from anb.surrogates.adapt import op_components
+from anb.surrogates.adapt.model import op_components
 
 
 def design_features(known_log: np.ndarray, ops: np.ndarray) -> np.ndarray:
@@ -67,8 +67,8 @@ def suggest(known, k: int, measured: np.ndarray | None = None, pool: np.ndarray 
             ) -> np.ndarray:
     """Raw choices of ``k`` architectures to measure next: distinct, none already measured.
 
-    ``known``: a :class:`~anb.surrogates.adapt.KnownDevices`; ``measured``: raw choices already
-    measured; ``pool``: candidate raw choices (default: ``n_candidates`` sampled ones).
+    ``known``: a :class:`~anb.surrogates.adapt.model.KnownDevices`; ``measured``: raw choices
+    already measured; ``pool``: candidate raw choices (default: ``n_candidates`` sampled ones).
     """
     if pool is None:
         pool = candidate_pool(n_candidates, seed, measured, space=space)

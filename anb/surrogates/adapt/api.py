@@ -1,6 +1,6 @@
 """One-call workflows behind ``anb adapt``: read measurements, adapt, save; suggest what to measure.
 
->>> from anb.surrogates.adapt_api import adapt
+>>> from anb.surrogates.adapt.api import adapt
 >>> bench = adapt("myboard", "my.csv", base="models/anb", out="models/myboard")  # doctest: +SKIP
 >>> bench.query(["e1k3l1se-e6k3l2se-e6k5l2se-e6k3l3se-e6k5l3se-e6k5l4se-e6k3l1se"])  # +SKIP
 """
@@ -19,7 +19,7 @@ from anb.outputs import check_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.registry import resolve_space
-from anb.surrogates.adapt import (
+from anb.surrogates.adapt.model import (
     MIN_POINTS,
     OUTPUT,
     AdaptedBenchmark,
@@ -30,7 +30,7 @@ from anb.surrogates.adapt import (
     op_components,
     save_adapted,
 )
-from anb.surrogates.adapt_select import suggest as _suggest
+from anb.surrogates.adapt.select import suggest as _suggest
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def adapt(device: str, measured: str | Path, base: str | Path = resources.PACKAG
     metrics plus the new device (``anb.load(out)``, ``anb query out``, ``anb search
     --benchmark out``; see :func:`save_adapted` for ``overwrite``). Repeated measurements of a
     design are averaged (:func:`read_measured`); every metric of ``device`` the base knows is
-    left out of what it transfers from (:func:`~anb.surrogates.adapt.device_metrics`);
+    left out of what it transfers from (:func:`~anb.surrogates.adapt.model.device_metrics`);
     ``metric`` (throughput | latency) picks the measured column when the file has both;
     ``space``, when given, must be the base's."""
     if out is not None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from anb.searchspace.base import Space
-from anb.surrogates.adapt_proxy import PROXY_NAMES, analytic_proxies
+from anb.surrogates.adapt.proxy import PROXY_NAMES, analytic_proxies
 
 #: The feature blocks, in column order (see the module docstring).
 BLOCKS = ("known", "analytic", "ops", "units")

@@ -36,9 +36,9 @@ def adapt_cmd(
                                      "it)"),
 ) -> None:
     """Adapt a surrogate to a new device from measured architectures; suggest what to measure."""
-    from anb.surrogates.adapt_api import adapt, base_space, check_suggest
-    from anb.surrogates.adapt_api import submit as submit_jobs
-    from anb.surrogates.adapt_api import suggest as suggest_archs
+    from anb.surrogates.adapt.api import adapt, base_space, check_suggest
+    from anb.surrogates.adapt.api import submit as submit_jobs
+    from anb.surrogates.adapt.api import suggest as suggest_archs
 
     if submit and not suggest:
         fail("--submit queues the suggested architectures: give --suggest K")

@@ -26,13 +26,13 @@ From :data:`EMBED_MIN_POINTS` measured rows a fourth part joins the blend:
 
 - *embed*: a ridge regression on what anb knows of the architecture as well as of the known
   devices (their log costs, analytic MACs / parameters / traffic / layers, per-operation and
-  per-(slot, unit) counts; :mod:`anb.surrogates.adapt_embed`), each block's shrinkage chosen
+  per-(slot, unit) counts; :mod:`anb.surrogates.adapt.embed`), each block's shrinkage chosen
   by leave-one-out error: it carries across device families, where the other parts can only
   mix the known devices.
 
 Never worse than simple: given ``choices``, the best single analytic proxy of the device's cost
 (MACs, parameters, activation traffic or layer count, a log-log line fitted on the measured rows,
-:mod:`anb.surrogates.adapt_proxy`) competes with the transfer blend on the same out-of-fold
+:mod:`anb.surrogates.adapt.proxy`) competes with the transfer blend on the same out-of-fold
 error, and the one with the lower error predicts; its error is the std, and ``proxy`` says which
 won.
 
@@ -60,9 +60,9 @@ from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
-from anb.surrogates.adapt_embed import EmbedModel, arch_features
-from anb.surrogates.adapt_proxy import fit_proxy, log_proxy
-from anb.surrogates.board_prior import device_of, prior_components
+from anb.surrogates.adapt.board_prior import device_of, prior_components
+from anb.surrogates.adapt.embed import EmbedModel, arch_features
+from anb.surrogates.adapt.proxy import fit_proxy, log_proxy
 from anb.surrogates.layer_cost import LayerCostModel
 from anb.version import __version__
 
@@ -92,7 +92,7 @@ OWN_FOLDS = 20
 #: meta-valid devices lost 0.013 (NAS-Bench-201) and 0.018 (FBNet) Kendall tau; from n = 50 the
 #: whole-board mean tau gains 0.009 (50), 0.022 (100) and 0.030 (200).
 OWN_MIN_POINTS = 50
-#: Fewest measured rows the architecture-aware ridge (:mod:`anb.surrogates.adapt_embed`) joins
+#: Fewest measured rows the architecture-aware ridge (:mod:`anb.surrogates.adapt.embed`) joins
 #: the blend from. Chosen on the family_valid split of benchmarks/help_transfer.py (Titan X
 #: unseen, phones and CPUs known): at n = 5 it lost (mean Spearman NAS-Bench-201 0.856 vs
 #: 0.876 without it, FBNet 0.573 vs 0.620), at n = 10 it gained (0.949 vs 0.932, 0.832 vs
@@ -156,10 +156,10 @@ class AdaptedModel:
     #: compared; ``loo_rmse`` is the winner's); nan where not compared
     transfer_rmse: float = float("nan")
     proxy_rmse: float = float("nan")
-    #: the board whose analytic prior (:mod:`anb.surrogates.board_prior`) extends the
+    #: the board whose analytic prior (:mod:`anb.surrogates.adapt.board_prior`) extends the
     #: additive model's components ("": none; they follow ``ops`` in ``op_scale``)
     board_prior: str = ""
-    #: the architecture-aware ridge (:mod:`anb.surrogates.adapt_embed`; None: not fitted,
+    #: the architecture-aware ridge (:mod:`anb.surrogates.adapt.embed`; None: not fitted,
     #: ``choices`` not given or an artifact of format 3) and its weight in the blend
     embed: EmbedModel | None = None
     embed_blend: float = 0.0
@@ -279,7 +279,7 @@ class AdaptedModel:
         :meth:`own_log_cost`, needed when the model has one; ``proxy``: their
         :meth:`proxy_log`, needed when a proxy won; ``prior``: their :meth:`prior_parts`,
         needed when the model has a board prior; ``features``: their
-        :func:`~anb.surrogates.adapt_embed.arch_features`, needed when the embedding ridge is
+        :func:`~anb.surrogates.adapt.embed.arch_features`, needed when the embedding ridge is
         in the blend). The std widens by the parts' spread about the mean, each weighted as in
         the blend; a proxy's by how far the rows lie beyond the measured range of the proxy."""
         if self.proxy:
@@ -309,7 +309,7 @@ class AdaptedModel:
         if self.embed is not None and self.embed_blend > 0:
             if features is None:
                 raise ValueError(f"adapted target {self.target!r} needs the architectures' "
-                                 "features (adapt_embed.arch_features)")
+                                 "features (adapt.embed.arch_features)")
             parts.append(self.embed.log_cost(known_log, features))
             weights.append(self.embed_blend)
         stacked, w = np.stack(parts, axis=1), np.array(weights)
@@ -615,8 +615,8 @@ def save_adapted(path: str | Path, base: str | Path, models: dict[str, AdaptedMo
     """Write ``<path>/`` (``adapted.npz`` + checksummed ``manifest.json``), replacing an adapted
     artifact there once the new one is complete (:func:`anb.outputs.replace_folder`: a folder
     holding anything else is refused unless ``overwrite``). ``base``: a packaged name or a
-    folder, recorded so that the folder can be moved (:mod:`anb.surrogates.adapt_base`)."""
-    from anb.surrogates.adapt_base import base_reference
+    folder, recorded so that the folder can be moved (:mod:`anb.surrogates.adapt.base`)."""
+    from anb.surrogates.adapt.base import base_reference
     from anb.surrogates.artifact import read_manifest
 
     path = Path(path)
@@ -658,7 +658,7 @@ def load_adapted(path: str | Path, base: str | Path | None = None,
                  n_jobs: int | None = None) -> AdaptedBenchmark:
     """Load an adapted artifact (checksums verified) with its base surrogate benchmark
     (``base``: another copy of it; ``n_jobs``: as :func:`anb.surrogates.artifact.load`)."""
-    from anb.surrogates.adapt_base import resolve_base
+    from anb.surrogates.adapt.base import resolve_base
     from anb.surrogates.artifact import load, read_manifest
 
     path = Path(path)

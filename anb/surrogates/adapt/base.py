@@ -49,4 +49,4 @@ def resolve_base(path: Path, reference: dict[str, Any]) -> Path:
             return folder
     raise ValueError(f"the base surrogate benchmark of the adapted folder {str(path)!r} is "
                      f"missing: looked in {[str(p) for p in tried]}; move it back there, or "
-                     "pass its new place (anb.surrogates.adapt.load_adapted(path, base=...))")
+                     "pass its new place (anb.surrogates.adapt.model.load_adapted(path, base=...))")

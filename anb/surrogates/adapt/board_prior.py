@@ -16,7 +16,7 @@ layers of the architecture's exact per-layer shapes into three parts (:data:`COM
   memory bandwidth (the two sides of a roofline).
 
 The prior fixes the shape of the cost (padding, parallelism), not its scale: in
-:class:`anb.surrogates.adapt.AdaptedModel` the parts join the additive model's non-negative
+:class:`anb.surrogates.adapt.model.AdaptedModel` the parts join the additive model's non-negative
 components, so the ``n`` measurements weigh them, out of fold against the rest of the blend. It
 covers the 2-D MBConv macro spaces (:class:`anb.searchspace.space.SearchSpace`);
 elsewhere, or for a device the table does not hold, :func:`prior_components` returns None.
