@@ -16,8 +16,10 @@ from anb.searchspace.model import build_model
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
 
+# the budget is a ceiling a loaded machine may need (4 reps fitted 0.5 s at load 15); a quiet
+# one stops on convergence or max_reps long before it
 FAST = dict(resolution=64, warmup=WarmupRule(max_steps=20, max_seconds=2),
-            stopping=StoppingRule(min_reps=5, max_reps=30, budget_seconds=0.5,
+            stopping=StoppingRule(min_reps=5, max_reps=30, budget_seconds=5.0,
                                   min_rep_seconds=0.005))
 ARCHS = Sampler(7, space=ANB_SPACE).sample(3)
 
