@@ -122,8 +122,8 @@ CASES = [
      "not exist", {}),
     ("fit-out-holds-user-files", ["fit", "records", "--out", "userdir"], "userdir", {}),
     # anb evaluate
-    ("evaluate-missing-artifact", ["evaluate", "missing", "records"], "'missing' does not exist",
-     {}),
+    ("evaluate-missing-artifact", ["evaluate", "missing", "records"],
+     "unknown packaged benchmark 'missing' and no folder of that name", {}),
     ("evaluate-folder-not-artifact", ["evaluate", "adir", "records"], "'adir' is not a surrogate "
      "artifact", {}),
     # anb query

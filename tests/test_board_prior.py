@@ -11,7 +11,7 @@ import pytest
 
 from anb.searchspace.registry import get_space
 from anb.searchspace.space import ANB_SPACE
-from anb.surrogates import board_prior
+from anb.surrogates.adapt import board_prior
 from anb.surrogates.adapt.board_prior import (
     COMPONENTS,
     Layer,
