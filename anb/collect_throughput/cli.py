@@ -10,8 +10,13 @@ from anb.cli_support import check_finite, fail, space_option
 from anb.collect_throughput.defaults import (
     ANCHOR_EVERY,
     COS_THRESHOLD,
-    QUALITY_IMAGES,
     SQNR_THRESHOLD_DB,
+)
+from anb.collect_throughput.quality_options import (
+    images_option,
+    onnx_option,
+    quality_images_option,
+    weights_option,
 )
 from anb.preprocessing import MAX_IMAGES
 from anb.searchspace.base import MAX_RESOLUTION
@@ -76,16 +81,10 @@ def measure_cmd(
                                  "or --onnx) on --images on the device instead of timing: "
                                  "top-1/top-5 and agreement with the host's fp32 output, "
                                  "stored in the record's 'quality' section."),
-    images: Path | None = typer.Option(None, "--images", help="--quality: labelled image "
-                                       "folder (<root>/<class>/<image>)."),
-    weights: Path | None = typer.Option(None, "--weights", help="--quality: the trainer's "
-                                        "checkpoint, artifact folder, state_dict file, or a "
-                                        "folder of <arch_id>.pt checkpoints."),
-    onnx: Path | None = typer.Option(None, "--onnx", help="--quality: a trained ONNX model "
-                                     "instead of --weights."),
-    quality_images: int = typer.Option(QUALITY_IMAGES, min=1, max=MAX_IMAGES,
-                                       help="--quality: images scored (class-stratified "
-                                       "sample of --images)."),
+    images: Path | None = images_option("--quality"),
+    weights: Path | None = weights_option("--quality"),
+    onnx: Path | None = onnx_option("--quality"),
+    quality_images: int = quality_images_option("--quality"),
 ) -> None:
     """Measure latency/throughput of architectures of a search space on a device of any kind
     (this host, a board over [remote], a Qualcomm SoC, a plug-in's; resumable, shardable); the

@@ -14,8 +14,12 @@ from pathlib import Path
 import typer
 
 from anb.cli_support import fail, queue_option, space_option
-from anb.collect_throughput.defaults import QUALITY_IMAGES
-from anb.preprocessing import MAX_IMAGES
+from anb.collect_throughput.quality_options import (
+    images_option,
+    onnx_option,
+    quality_images_option,
+    weights_option,
+)
 from anb.searchspace.base import Space
 from anb.searchspace.cli import cli_space
 
@@ -74,16 +78,10 @@ def submit_cmd(
     max_attempts: int = typer.Option(3, min=1, help="Attempts before a job is failed."),
     space: str | None = space_option("search space (default: the one an --archs dataset or "
                                      "search output names, else anb-mnasnet)"),
-    images: Path | None = typer.Option(None, "--images", help="accuracy stage: labelled image "
-                                       "folder (<root>/<class>/<image>) to score on."),
-    weights: Path | None = typer.Option(None, "--weights", help="accuracy stage: the trainer's "
-                                        "checkpoint, artifact folder, state_dict file, or a "
-                                        "folder of <arch_id>.pt checkpoints."),
-    onnx: Path | None = typer.Option(None, "--onnx", help="accuracy stage: a trained ONNX "
-                                     "model instead of --weights."),
-    quality_images: int = typer.Option(QUALITY_IMAGES, min=1, max=MAX_IMAGES,
-                                       help="accuracy stage: images scored (class-"
-                                       "stratified sample of --images)."),
+    images: Path | None = images_option("accuracy stage"),
+    weights: Path | None = weights_option("accuracy stage"),
+    onnx: Path | None = onnx_option("accuracy stage"),
+    quality_images: int = quality_images_option("accuracy stage"),
     quality_resolution: int | None = typer.Option(None, min=1, help="accuracy stage: input size "
                                                   "(default: the device's)."),
     queue: str = QUEUE,
