@@ -22,8 +22,9 @@ median absolute error) and the share flagged ``ood`` (with the commonest ``ood_r
 the benchmark reports one), and the error's shared part (1: every held-out row off the same
 way). The goals of issue 26 are checked at the end, with each family's coverage over all its
 held-out rows and, per coverage band, the cells' median shared part: a region's coverage is
-conditional on its own common offset, which no std fitted beforehand knows (``--members 1``: cells
-within the band share a median 0.25 of their error, cells outside it 0.47-0.62). ``--plot``
+conditional on its own common offset, which no std fitted beforehand knows (``--members 1``, stage
+and top families: cells within the band share a median 0.17-0.24 of their error, cells outside
+it 0.50-0.63). ``--plot``
 draws the held-out coverage and sharpness of every region x target cell against their goal
 bands.
 

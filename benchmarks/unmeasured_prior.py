@@ -15,6 +15,11 @@ the prediction on the units holding the kind, and the std per unit of share whos
 90 % interval holds the move on ``--coverage`` of the architectures. The chosen std is the
 largest of these: every cell covered at that share or more (the move alone: the model's other
 std terms only widen it).
+
+The same leave-one-kind-out chooses the accuracy rule (``IDLE_RULE["identity"]`` in
+``anb/surrogates/layer_cost.py``): the layer-cost model of top-1, fitted on the same
+architectures, gives each kind seen in turn the others' mean, median or no effect; the rule
+whose median move of top-1 (pp), averaged over the kinds, is smallest is the one shipped.
 """
 from __future__ import annotations
 
@@ -33,26 +38,52 @@ from anb.surrogates import FitConfig, prepare
 from anb.surrogates.data import transform_for
 from anb.surrogates.fit import Prepared
 from anb.surrogates.intervals import LEVEL, z_value
-from anb.surrogates.layer_cost import LayerCostModel, layer_design
+from anb.surrogates.layer_cost import IDLE_RULE, IDLE_RULES, LayerCostModel, layer_design
 from anb.surrogates.uncertainty.terms import UNMEASURED_STD
 
 #: Share of each (kind, target) cell's architectures the chosen std must cover.
 COVERAGE = 0.85
+#: The accuracy target whose rule is chosen.
+ACCURACY = "val_top1"
 
 
-def fit_without_se(prepared: Prepared) -> tuple[LayerCostModel, np.ndarray]:
-    """The default config's layer-cost model of every time target, fitted on the published
-    train + val architectures without squeeze-excite (never the test rows), and those rows."""
+def fit_without_se(prepared: Prepared, accuracy: bool = False
+                   ) -> tuple[LayerCostModel, np.ndarray]:
+    """The default config's layer-cost model of every time target (``accuracy``: of
+    :data:`ACCURACY` alone), fitted on the published train + val architectures without
+    squeeze-excite (never the test rows), and those rows."""
     config = FitConfig()
     choices = prepared.choices
     rows = ((prepared.masks["train"] | prepared.masks["val"])
             & ~(choices[:, :, 3] == 1).any(axis=1))
-    times = [t for t in prepared.labels if transform_for(t) == "log"]
+    targets = ([ACCURACY] if accuracy
+               else [t for t in prepared.labels if transform_for(t) == "log"])
     model = LayerCostModel(trim=config.layer_cost_trim,
                            saturating=config.layer_cost_saturating).fit(
         choices[rows], {t: (prepared.labels[t].values[rows], prepared.labels[t].present[rows])
-                        for t in times}, prepared.space)
+                        for t in targets}, prepared.space)
     return model, choices[rows]
+
+
+def exercised_kinds(model: LayerCostModel, archs: np.ndarray) -> dict[int, str]:
+    """The shared analytic-cost parameters ``archs`` exercise, with their kinds' names."""
+    shared = np.flatnonzero(model.groups_ == 0)  # one per analytic cost, in names' order
+    names = dict(zip(shared, model.space.unit_costs().names, strict=True))
+    seen = (layer_design(archs, model.space) @ model.mapping_ != 0).any(axis=0)
+    return {int(k): names[k] for k in shared if seen[k]}
+
+
+def moved(model: LayerCostModel, archs: np.ndarray, target: int, params: np.ndarray
+          ) -> np.ndarray:
+    """Target ``target``'s prediction (model space) on ``archs`` with the parameters
+    ``params``, minus the fitted one; the model is left as it was fitted."""
+    weights = model.weights_.copy()
+    base = model.transform(archs)[:, target]
+    try:
+        model.weights_[target] = model.mapping_ @ params
+        return model.transform(archs)[:, target] - base
+    finally:
+        model.weights_ = weights
 
 
 def leave_one_kind_out(model: LayerCostModel, archs: np.ndarray, level: float = LEVEL
@@ -60,17 +91,12 @@ def leave_one_kind_out(model: LayerCostModel, archs: np.ndarray, level: float = 
     """Per (kind, target) the fitted speed over the median of the other kinds', and per
     architecture the std per unit of share its ``level`` interval needs to hold the move of
     log time when the kind takes that median (column ``need``, an array per cell)."""
-    shared = np.flatnonzero(model.groups_ == 0)  # one per analytic cost, in names' order
-    names = dict(zip(shared, model.space.unit_costs().names, strict=True))
-    seen = (layer_design(archs, model.space) @ model.mapping_ != 0).any(axis=0)
-    exercised = [k for k in shared if seen[k]]
+    kinds = exercised_kinds(model, archs)
     units = model.space.cost_units(archs).flat()
-    base = model.transform(archs)
-    weights = model.weights_.copy()
     z = z_value(level)
     rows = []
-    for k in exercised:
-        others = [j for j in exercised if j != k]
+    for k, kind in kinds.items():
+        others = [j for j in kinds if j != k]
         held = (model.mapping_[:-1, k] != 0).astype(np.float64)  # units holding this kind
         share = model.hole_share(archs, held[units])
         for i, target in enumerate(model.targets_):
@@ -78,18 +104,37 @@ def leave_one_kind_out(model: LayerCostModel, archs: np.ndarray, level: float = 
             median = float(np.median(theta[others]))
             ratio = theta[k] / median
             theta[k] = median
-            model.weights_ = weights.copy()
-            model.weights_[i] = model.mapping_ @ theta
-            try:
-                move = np.abs(model.transform(archs)[:, i] - base[:, i])
-            finally:
-                model.weights_ = weights
-            rows.append({"kind": names[k],
+            move = np.abs(moved(model, archs, i, theta))
+            rows.append({"kind": kind,
                          "target": target, "speed_over_median": ratio,
                          "median_move": float(np.median(move)),
                          "median_share": float(np.median(share[:, i])),
                          "need": move / (z * np.maximum(share[:, i], 1e-12))})
     return pd.DataFrame(rows)
+
+
+def accuracy_rules(model: LayerCostModel, archs: np.ndarray) -> pd.DataFrame:
+    """Per (kind seen, rule of ``IDLE_RULES``): the kind's fitted effect on top-1, the rule's
+    value from the other kinds, and the median absolute and the mean move of top-1 (pp) on
+    ``archs`` when the kind takes that value (``model``: of :data:`ACCURACY` alone)."""
+    kinds = exercised_kinds(model, archs)
+    theta = model.params_[ACCURACY]
+    rows = []
+    for k, kind in kinds.items():
+        others = theta[[j for j in kinds if j != k]]
+        for rule, value_of in IDLE_RULES.items():
+            params = theta.copy()
+            params[k] = value_of(others)
+            move = moved(model, archs, 0, params)
+            rows.append({"kind": kind, "rule": rule, "effect": theta[k], "value": params[k],
+                         "median_abs_move": float(np.median(np.abs(move))),
+                         "mean_move": float(move.mean())})
+    return pd.DataFrame(rows)
+
+
+def chosen_rule(table: pd.DataFrame) -> str:
+    """The rule whose median absolute move, averaged over the kinds, is smallest."""
+    return str(table.groupby("rule")["median_abs_move"].mean().idxmin())
 
 
 def chosen_std(cells: pd.DataFrame, coverage: float = COVERAGE) -> float:
@@ -123,6 +168,15 @@ def main() -> None:
               f"{covered.min():.3f}")
     print(f"\nlargest cell's need {need:.4f}: chosen std {std:.2f}; shipped "
           f"{UNMEASURED_STD:.2f} ({'the same' if std == UNMEASURED_STD else 'DIFFERENT'})")
+    accuracy, archs = fit_without_se(prepared, accuracy=True)
+    rules = accuracy_rules(accuracy, archs)
+    print(f"\n{ACCURACY}: each kind seen given the others' effect by each rule (pp)\n")
+    print(rules.round(3).to_string(index=False))
+    summary = rules.groupby("rule")[["median_abs_move", "mean_move"]].mean()
+    print("\naveraged over the kinds\n" + summary.round(3).to_string())
+    rule, shipped = chosen_rule(rules), IDLE_RULE["identity"]
+    print(f"\nchosen accuracy rule: {rule}; shipped {shipped} "
+          f"({'the same' if rule == shipped else 'DIFFERENT'})")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import pytest
 from anb import resources
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import prepare
+from anb.surrogates.layer_cost import IDLE_RULE, IDLE_RULES
 from anb.surrogates.uncertainty.terms import UNMEASURED_STD
 from tests.conftest import REPO
 
@@ -63,3 +64,19 @@ def test_the_shipped_std_is_the_studys_choice(prior, study):
     assert min(covered) >= prior.COVERAGE
     # the std before covered less than that in some cells
     assert min(np.mean(n <= 1 / np.sqrt(3)) for n in cells["need"]) < prior.COVERAGE
+
+
+def test_the_shipped_accuracy_rule_is_the_studys_choice(prior, study):
+    """Top-1's rule for work no training architecture had is chosen by the same
+    leave-one-kind-out on the architectures without squeeze-excite."""
+    prepared = study[0]
+    model, archs = prior.fit_without_se(prepared, accuracy=True)
+    assert model.targets_ == [prior.ACCURACY] and not (archs[:, :, 3] == 1).any()
+    rules = prior.accuracy_rules(model, archs)
+    assert sorted(set(rules["rule"])) == sorted(IDLE_RULES)
+    assert len(rules) == 6 * len(IDLE_RULES)
+    # "none" moves top-1 by the kind's whole part: nonzero wherever the kind is fitted
+    none = rules[rules["rule"] == "none"]
+    assert (none["median_abs_move"] > 0).all()
+    assert prior.chosen_rule(rules) == IDLE_RULE["identity"]
+    np.testing.assert_allclose(model.weights_[0], model.mapping_ @ model.params_["val_top1"])

@@ -160,6 +160,23 @@ def test_family_learns_and_round_trips_without_pickle(prepared, tmp_path, family
             assert all(data[k].dtype != object for k in data.files)
 
 
+@pytest.mark.parametrize("family,params", [
+    ("svr", {}), ("mlp", {"hidden": (32,), "epochs": 200, "learning_rate": 1e-2, "patience": 50})])
+def test_a_feature_constant_in_training_does_not_move_a_prediction(family, params):
+    """A value never seen in training (squeeze-excite in a fit without any) carries nothing
+    the fit learnt: the standardised families must answer as for the seen value, not as if
+    the row lay infinitely far from the data (the SVR's intercept)."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=(300, 3)), np.ones(300)])
+    y = X[:, 0] + 2 * X[:, 1] + 10.0
+    model = make_family(family, params).fit(X[:250], y[:250], X[250:], y[250:])
+    seen = X[250:]
+    unseen = seen.copy()
+    unseen[:, 3] = 0.0
+    np.testing.assert_allclose(model.predict(unseen), model.predict(seen), rtol=1e-9)
+    assert np.abs(model.predict(seen) - y[250:]).mean() < 0.5 * np.abs(y - y.mean()).mean()
+
+
 def test_unknown_family_and_parameter_are_clear_errors():
     with pytest.raises(ValueError, match="unknown model family 'catboost'"):
         make_family("catboost")

@@ -18,7 +18,7 @@ from anb.searchspace.base import COST_NAMES
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, prepare
 from anb.surrogates.fit import Prepared
-from anb.surrogates.layer_cost import LayerCostModel
+from anb.surrogates.layer_cost import LayerCostModel, layer_design
 from anb.surrogates.uncertainty.terms import UNMEASURED_STD
 
 SPACES = ("anb-mnasnet", "anb-seq1d", "nasbench201", "fbnet", "ofa-mbv3")
@@ -84,7 +84,8 @@ def test_work_no_training_architecture_had_takes_the_median_speed(analytic_throu
     """Trained without squeeze-excite, its work (``se_macs``, ``se_layers``) had speed 0: an SE
     unit cost only its other work. For a time target it now takes the median speed of the
     work seen; the units holding it are ``unmeasured_`` (the SE units of every slot) and their
-    share of the prediction is what ``UNMEASURED_STD`` multiplies. Accuracy keeps neither."""
+    share of the prediction is what ``UNMEASURED_STD`` multiplies. Accuracy takes the mean
+    effect of the work seen (``IDLE_RULE``), and no share."""
     choices, cost = analytic_throughput
     se = (choices[:, :, 3] == 1).any(axis=1)
     top1 = 70 + np.random.default_rng(1).normal(0, 1, len(cost))
@@ -102,7 +103,13 @@ def test_work_no_training_architecture_had_takes_the_median_speed(analytic_throu
     drop_idle_prior()
     before = LayerCostModel().fit(choices[~se], targets, ANB_SPACE)
     predicted, old = model.transform(choices[se]), before.transform(choices[se])
-    np.testing.assert_allclose(predicted[:, 1], old[:, 1])
+    theta, kinds = model.params_["val_top1"], model.groups_ == 0
+    idle = kinds & ~(layer_design(choices[~se], ANB_SPACE) @ model.mapping_ != 0).any(axis=0)
+    assert idle.sum() == 2  # se_macs, se_layers
+    np.testing.assert_allclose(theta[idle], np.mean(theta[kinds & ~idle]))
+    se_part = layer_design(choices[se], ANB_SPACE) @ model.mapping_[:, idle] @ theta[idle]
+    np.testing.assert_allclose(predicted[:, 1] - old[:, 1], se_part, atol=1e-9)
+    assert np.abs(se_part).min() > 0
     error = np.abs(predicted[:, 0] + np.log(cost[se]))
     assert np.median(error) < 0.5 * np.median(np.abs(old[:, 0] + np.log(cost[se])))
     # the fixture's speeds lie within a factor 4 of each other: the prior covers them

@@ -575,3 +575,32 @@ def test_under_a_floor_the_hole_share_is_what_the_saturated_time_moves(mnasnet):
     additive = np.abs(model._cost(units, rarity)[:, 0] - model.weights_[0, -1]) \
         / model._cost(units)[:, 0]
     assert (share / additive).mean() < 0.92  # the sum's share overstates it (0.88 of it here)
+
+
+@pytest.mark.slow
+def test_top1_trained_without_se_answers_se_by_its_features_and_covers_it():
+    """Bug class: a feature constant in training (the squeeze-excite bit, trained without
+    any) was standardised by ``std + 1e-8``, so an SE architecture lay 1e8 from every support
+    vector and the SVR member answered its intercept: in ``benchmarks/shift.py``'s no-SE
+    family that member was 1.93 pp low against XGBoost's 1.02. Now both answer from the
+    architecture's other features, and the interval still covers what no data without SE
+    can say (what SE adds to accuracy)."""
+    target = "val_top1"
+    prepared = prepare(TARBALL, [target], space=ANB_SPACE)
+    has_se = (prepared.choices[:, :, 3] == 1).any(axis=1)
+    mixed = TargetConfig(["xgboost", "svr"], [SMALL.params, {"C": 3.0, "epsilon": 0.05}], 2)
+    bench = fit_benchmark(_without(prepared, has_se),
+                          FitConfig(default=mixed, per_target={}), progress=False)
+    rows = has_se & prepared.labels[target].present
+    choices, y = prepared.choices[rows], prepared.labels[target].values[rows]
+    model = bench.models[target]
+    assert model.member_family(1) == "svr"
+    X = bench.builder.transform(choices)
+    bits = [i for i, name in enumerate(bench.builder.names()) if name.endswith("_se")]
+    assert len(bits) == ANB_SPACE.num_stages
+    seen = X.copy()
+    seen[:, bits] = bench.builder.transform(prepared.choices[~has_se][:1])[0, bits]
+    svr = model.members_[1]
+    np.testing.assert_allclose(svr.predict(X), svr.predict(seen), rtol=1e-6)
+    mean, std = bench.predict_transformed(choices, [target])[target]
+    assert intervals.coverage(y, mean, std, log=False) >= 0.85
