@@ -35,7 +35,11 @@ device. Goal: above HELP and the ridge baseline on every unseen device; mean Spe
 The adapted model includes, from ``EMBED_MIN_POINTS`` (10) measurements, the
 architecture-aware ridge of :mod:`anb.surrogates.adapt.embed`; that threshold and its weight
 grid were chosen on ``--on family_valid`` and ``--on valid``, never on a reported split.
-"NASFLAT rho" is NASFLAT's published mean on HELP's split at n = 20 (:data:`NASFLAT`).
+"NASFLAT rho" is NASFLAT's published mean on HELP's split at n = 20 (:data:`NASFLAT`); "HELP
+rerun rho" HELP re-run by NASFLAT's authors, per device (:data:`RERUN`). Below
+``CHOICE_MIN_POINTS`` (10) measurements the additive transfer alone predicts (no out-of-fold
+choice); every std is widened by the small-sample t quantile; both chosen on ``--on valid``,
+``lomo`` and ``family_valid``.
 
 What was tried and measured to choose these settings:
 docs/decisions/help-transfer.md (the site's "How the numbers were chosen").
@@ -72,8 +76,19 @@ PUBLISHED = {
 #: NASFLAT's published mean Spearman on HELP's split at 20 measurements (Akhauri & Abdelfattah,
 #: "On Latency Predictors for Neural Architecture Search", MLSys 2024); on its cross-family
 #: tasks it reports 0.81-0.87 where the unseen devices are GPUs, FPGAs or an ASIC and
-#: 0.58-0.73 where they are phones or CPUs (its own device splits, not these).
+#: 0.58-0.73 where they are phones or CPUs (its own device splits, not these). Its public
+#: repository (abdelfattah-lab/nasflat_latency, commit 8292434) holds no per-device result
+#: file of NASFLAT itself: see RERUN.
 NASFLAT = {"nasbench201": 0.959, "fbnet": 0.961}
+#: Per-device Spearman of HELP re-run by NASFLAT's authors on HELP's split, the best
+#: per-device figures published for it (abdelfattah-lab/nasflat_latency, commit 8292434,
+#: correlation_trainer/HELP/meta_results/meta_test_results_11111.txt (NAS-Bench-201) and
+#: _11114.txt (FBNet); the files do not state the number of measurements).
+RERUN = {
+    "nasbench201": {"titan_rtx_256": 0.997, "gold_6226": 0.985, "fpga": 0.989, "pixel2": 0.874,
+                    "raspi4": 0.909, "eyeriss": 0.977, "mean": 0.955},
+    "fbnet": {"fpga": 0.943, "raspi4": 0.950, "eyeriss": 0.970, "mean": 0.954},
+}
 
 
 def ridge_baseline(known_log: np.ndarray, y: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -174,6 +189,7 @@ def _run_split(space_name: str, on: str, ns: list[int], draws: int, table: pd.Da
                                           y[query])[0])
             out.append({"space": space_name, "device": device, "n": n,
                         "help": PUBLISHED[space_name].get(device) if on == "test" else None,
+                        "rerun": RERUN[space_name].get(device) if on == "test" else None,
                         **{k: float(np.mean(v)) for k, v in res.items()}})
             print(_line(out[-1]), flush=True)
     return out
@@ -184,11 +200,11 @@ def _fmt(value: float | None) -> str:
 
 
 def _line(r: dict) -> str:
-    beats = "" if r["n"] != 20 else ("yes" if r["rho"] > max(r["ridge"], r["proxy"]) and (
-        r["help"] is None or r["rho"] > r["help"]) and (
-        r.get("nasflat") is None or r["rho"] > r["nasflat"]) else "no")
+    published = [r[k] for k in ("help", "rerun", "nasflat") if r.get(k) is not None]
+    beats = "" if r["n"] != 20 else (
+        "yes" if r["rho"] > max(r["ridge"], r["proxy"], *published) else "no")
     return (f"| {r['space']} | {r['device']} | {r['n']} | {_fmt(r['help'])} | "
-            f"{_fmt(r.get('nasflat'))} | "
+            f"{_fmt(r.get('rerun'))} | {_fmt(r.get('nasflat'))} | "
             f"{_fmt(r['ridge'])} | {_fmt(r['proxy'])} | {_fmt(r['rho'])} | {_fmt(r['tau'])} | "
             f"{_fmt(r['cov'])} | {beats} |")
 
@@ -213,9 +229,9 @@ def main() -> None:
         return
     began = time.perf_counter()
     ns = [int(v) for v in args.n.split(",")]
-    print("| space | device | n | HELP rho | NASFLAT rho | ridge rho | proxy rho | anb rho | "
-          "anb tau | anb 90% cov | beats all |")
-    print("|" + "---|" * 11)
+    print("| space | device | n | HELP rho | HELP rerun rho | NASFLAT rho | ridge rho | "
+          "proxy rho | anb rho | anb tau | anb 90% cov | beats all |")
+    print("|" + "---|" * 12)
     rows = []
     for space_name in args.spaces.split(","):
         result = run_space(space_name, args.on, ns, args.draws, args.data, args.select)
@@ -227,6 +243,7 @@ def main() -> None:
             test = args.on == "test"
             print(_line({"space": space_name, "device": "mean", "n": n, **mean,
                          "help": PUBLISHED[space_name]["mean"] if test else None,
+                         "rerun": RERUN[space_name]["mean"] if test else None,
                          "nasflat": NASFLAT[space_name] if test and n == 20 else None}))
     print(f"total {time.perf_counter() - began:.0f} s")
 
