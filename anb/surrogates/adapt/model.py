@@ -34,13 +34,18 @@ Never worse than simple: given ``choices``, the best single analytic proxy of th
 (MACs, parameters, activation traffic or layer count, a log-log line fitted on the measured rows,
 :mod:`anb.surrogates.adapt.proxy`) competes with the transfer blend on the same out-of-fold
 error, and the one with the lower error predicts; its error is the std, and ``proxy`` says which
-won.
+won (the ridge on the known devices alone is the blend weight 1 of the ridge). The std's
+error scores the choice itself out of fold (each row under the weights or proxy chosen
+without it: :mod:`anb.surrogates.adapt.choice`), as the winner's own error is optimistic. Below
+:data:`CHOICE_MIN_POINTS` measured rows no choice is made: the additive model alone predicts,
+as a leave-one-out choice among candidates on 5 rows is noise.
 
 It joins from :data:`OWN_MIN_POINTS` measured rows. The blend weights (multiples of 1/4 summing
 to 1) are those of lowest leave-one-out error (the own model: :data:`OWN_FOLDS`-fold beyond
 that many rows). The std is that error combined with the disagreement of the models (their
 spread about the blend, weighted by it), times a factor chosen on the validation split of the
-leave-one-device-out benchmark (``benchmarks/new_device.py``). Architectures whose known-device
+leave-one-device-out benchmark (``benchmarks/new_device.py``) and the small-sample widening of
+:func:`small_sample_factor` (an error estimated from n rows). Architectures whose known-device
 costs lie outside the measured range carry an ``ood`` flag and a wider std.
 """
 from __future__ import annotations
@@ -61,6 +66,7 @@ from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.surrogates.adapt.board_prior import device_of, prior_components
+from anb.surrogates.adapt.choice import selected_rmse
 from anb.surrogates.adapt.embed import EmbedModel, arch_features
 from anb.surrogates.adapt.proxy import fit_proxy, log_proxy
 from anb.surrogates.intervals import LEVEL, z_value
@@ -163,7 +169,9 @@ class AdaptedModel:
     proxy_coef: np.ndarray = field(default_factory=lambda: np.zeros(2))
     proxy_range: np.ndarray = field(default_factory=lambda: np.zeros(2))
     #: the out-of-fold RMSE of the transfer blend and of the best proxy (what the choice
-    #: compared; ``loo_rmse`` is the winner's); nan where not compared
+    #: compared; nan where not compared). ``loo_rmse``, the std's error, is the winner's
+    #: choice scored out of fold (:func:`~anb.surrogates.adapt.choice.selected_rmse`: each
+    #: row under the blend weights / proxy chosen without it), at least the winner's RMSE
     transfer_rmse: float = float("nan")
     proxy_rmse: float = float("nan")
     #: the board whose analytic prior (:mod:`anb.surrogates.adapt.board_prior`) extends the
@@ -234,21 +242,24 @@ class AdaptedModel:
             grid = _blend_grid(len(own_weights) > 0, embed is not None)
         else:
             grid = [(0.0, 0.0, 0.0)]  # too few rows to choose on: the additive model alone
-        errors = {(r, o, e): float(np.sqrt(np.mean((residuals @ [r, 1 - r - o - e, o, e]) ** 2)))
-                  for r, o, e in grid}
-        blend, own_blend, embed_blend = min(errors, key=errors.__getitem__)
-        transfer_rmse = errors[(blend, own_blend, embed_blend)]
+        blended = np.column_stack([residuals @ [r, 1 - r - o - e, o, e] for r, o, e in grid])
+        errors = np.sqrt(np.mean(blended**2, axis=0))
+        blend, own_blend, embed_blend = grid[int(np.argmin(errors))]
+        transfer_rmse = float(errors.min())
+        # the std: the out-of-fold error of the choice itself (in-sample: the winner's)
+        std_rmse = selected_rmse(blended) if leave_one_out else transfer_rmse
         proxy, proxy_coef, proxy_rmse = "", np.zeros(2), float("nan")
         proxy_range = np.zeros(2)
         if choices is not None:
-            name, line, proxy_rmse, x = fit_proxy(space, choices, y)
+            name, line, proxy_rmse, proxy_selected, x = fit_proxy(space, choices, y)
             if choose and proxy_rmse < transfer_rmse:
                 proxy, proxy_coef, proxy_range = name, line, np.array([x.min(), x.max()])
+                std_rmse = proxy_selected
         if leave_one_out:
             std_factor = std_factor * small_sample_factor(len(y))
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
                    np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),
-                   level, proxy_rmse if proxy else transfer_rmse, known_log.min(0),
+                   level, std_rmse, known_log.min(0),
                    known_log.max(0), len(y), std_factor, known_source, blend, own_blend,
                    own_weights, own_floor, proxy, proxy_coef, proxy_range,
                    float(transfer_rmse) if choices is not None else float("nan"), proxy_rmse,
