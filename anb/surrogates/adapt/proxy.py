@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from anb.searchspace.base import COST_NAMES, Space
+from anb.surrogates.adapt.choice import selected_rmse
 
 #: The proxies :func:`analytic_proxies` returns: the space's cost totals, then the number of
 #: blocks that compute (non-zero MACs).
@@ -21,15 +22,21 @@ def analytic_proxies(space: Space, choices: np.ndarray) -> dict[str, np.ndarray]
     return out
 
 
-def loo_error(x: np.ndarray, y: np.ndarray) -> float:
-    """Mean squared leave-one-out error of the least-squares line ``y ~ a + b x`` (the hat
-    matrix's closed form); ``inf`` where ``x`` is constant (no line to fit)."""
-    X = np.column_stack([np.ones_like(x), x])
+def loo_residuals(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Leave-one-out errors (prediction minus ``y``) of the least-squares line ``y ~ a + b x``
+    (the hat matrix's closed form); ``inf`` everywhere where ``x`` is constant or fewer than
+    3 rows (no line to fit)."""
     if len(x) < 3 or np.ptp(x) == 0:
-        return float("inf")
+        return np.full(len(x), np.inf)
+    X = np.column_stack([np.ones_like(x), x])
     hat = X @ np.linalg.pinv(X)
-    residual = y - hat @ y
-    return float(np.mean((residual / (1 - np.diag(hat))) ** 2))
+    return (hat @ y - y) / (1 - np.diag(hat))
+
+
+def loo_error(x: np.ndarray, y: np.ndarray) -> float:
+    """Mean squared leave-one-out error of the least-squares line ``y ~ a + b x``
+    (:func:`loo_residuals`); ``inf`` where ``x`` is constant."""
+    return float(np.mean(loo_residuals(x, y) ** 2))
 
 
 def _logs(proxies: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -45,23 +52,28 @@ def log_proxy(space: Space, choices: np.ndarray, name: str) -> np.ndarray:
     return _logs(analytic_proxies(space, choices))[name]
 
 
-def choose_proxy(logs: dict[str, np.ndarray], y: np.ndarray) -> tuple[str, np.ndarray, float]:
+def choose_proxy(logs: dict[str, np.ndarray], y: np.ndarray
+                 ) -> tuple[str, np.ndarray, float, float]:
     """Among the log proxies ``logs`` of the measured rows, the one whose least-squares line
     fits ``y`` (their log costs) with the least leave-one-out error: its name, the line
-    ``(intercept, slope)`` and that error's RMSE (``inf`` where no proxy varies)."""
-    errors = {name: loo_error(x, y) for name, x in logs.items()}
+    ``(intercept, slope)``, that error's RMSE (``inf`` where no proxy varies) and the
+    out-of-fold RMSE of the choice itself (:func:`~anb.surrogates.adapt.choice.selected_rmse`:
+    each row scored by the proxy chosen without it)."""
+    residuals = {name: loo_residuals(x, y) for name, x in logs.items()}
+    errors = {name: float(np.mean(r**2)) for name, r in residuals.items()}
     name = min(errors, key=errors.__getitem__)
     X = np.column_stack([np.ones(len(y)), logs[name]])
-    return name, np.linalg.lstsq(X, y, rcond=None)[0], float(np.sqrt(errors[name]))
+    return (name, np.linalg.lstsq(X, y, rcond=None)[0], float(np.sqrt(errors[name])),
+            selected_rmse(np.column_stack(list(residuals.values()))))
 
 
 def fit_proxy(space: Space, choices: np.ndarray, y: np.ndarray
-              ) -> tuple[str, np.ndarray, float, np.ndarray]:
+              ) -> tuple[str, np.ndarray, float, float, np.ndarray]:
     """:func:`choose_proxy` over the analytic proxies of ``choices``, plus the chosen log
     proxy of those rows."""
     logs = _logs(analytic_proxies(space, choices))
-    name, line, rmse = choose_proxy(logs, y)
-    return name, line, rmse, logs[name]
+    name, line, rmse, selected = choose_proxy(logs, y)
+    return name, line, rmse, selected, logs[name]
 
 
 def best_proxy(proxies: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray
@@ -69,5 +81,5 @@ def best_proxy(proxies: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray
     """The proxy with the least leave-one-out error of ``log y ~ log proxy`` on ``rows``
     (``y`` the log costs of those rows), and its fitted log cost of every architecture."""
     logs = _logs(proxies)
-    name, line, _ = choose_proxy({k: v[rows] for k, v in logs.items()}, y)
+    name, line, _, _ = choose_proxy({k: v[rows] for k, v in logs.items()}, y)
     return name, line[0] + line[1] * logs[name]
