@@ -20,13 +20,15 @@ from unittest import mock
 
 
 @contextlib.contextmanager
-def _process_state(argv: list[str], cwd: Path, env: dict[str, str]) -> Iterator[None]:
-    """``argv`` as the command line, ``cwd``, ``env`` added to the environment and the CPU
-    affinity for the block; all put back after it, as a subprocess's end would (``anb measure``
-    pins its CPUs)."""
+def _process_state(argv: list[str], cwd: Path, env: dict[str, str], stdin: str
+                   ) -> Iterator[None]:
+    """``argv`` as the command line, ``cwd``, ``env`` added to the environment, ``stdin`` as
+    standard input and the CPU affinity for the block; all put back after it, as a
+    subprocess's end would (``anb measure`` pins its CPUs)."""
     before = os.getcwd()
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    with mock.patch.dict(os.environ, env), mock.patch.object(sys, "argv", ["anb", *argv]):
+    with mock.patch.dict(os.environ, env), mock.patch.object(sys, "argv", ["anb", *argv]), \
+            mock.patch.object(sys, "stdin", io.StringIO(stdin)):
         os.chdir(cwd)
         try:
             yield
@@ -36,16 +38,16 @@ def _process_state(argv: list[str], cwd: Path, env: dict[str, str]) -> Iterator[
                 os.sched_setaffinity(0, affinity)
 
 
-def run_console(argv: list[str], cwd: Path, env: dict[str, str] | None = None
-                ) -> subprocess.CompletedProcess:
+def run_console(argv: list[str], cwd: Path, env: dict[str, str] | None = None,
+                stdin: str = "") -> subprocess.CompletedProcess:
     """``anb argv`` run in ``cwd`` as the console script runs it, in this process: its exit
     code (1 and the traceback on stderr for an exception the wrapper lets through, as the
-    interpreter would), stdout and stderr."""
+    interpreter would), stdout and stderr. ``stdin``: what it reads as standard input."""
     from anb.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     code: int
-    with _process_state(argv, cwd, env or {}), contextlib.redirect_stdout(out), \
+    with _process_state(argv, cwd, env or {}, stdin), contextlib.redirect_stdout(out), \
             contextlib.redirect_stderr(err):
         try:
             main()
