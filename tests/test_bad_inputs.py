@@ -433,20 +433,25 @@ def _interrupt(argv: list[str], work: Path, started: str, timeout: float
     proc = subprocess.Popen([sys.executable, "-m", "anb", *argv], cwd=work, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=_ctrl_c_as_in_a_terminal)
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while started.encode() not in seen:  # woken by each write to stderr, not by polling
-        remaining = deadline - time.monotonic()
-        assert remaining > 0, f"no {started!r} in {timeout} s: {seen.decode()}"
-        if select.select([proc.stderr], [], [], remaining)[0]:
-            chunk = os.read(proc.stderr.fileno(), 1 << 16)
-            assert chunk, f"anb ended before {started!r}: {seen.decode()}"
-            seen += chunk
-    proc.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    to_start = sent - began
-    out, err = proc.communicate(timeout=120)
-    stop = time.monotonic() - sent
+    with proc:  # a failed wait leaves no anb running (Popen's exit waits for the kill)
+        try:
+            seen = b""
+            deadline = time.monotonic() + timeout
+            while started.encode() not in seen:  # woken by each write to stderr, no polling
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, f"no {started!r} in {timeout} s: {seen.decode()}"
+                if select.select([proc.stderr], [], [], remaining)[0]:
+                    chunk = os.read(proc.stderr.fileno(), 1 << 16)
+                    assert chunk, f"anb ended before {started!r}: {seen.decode()}"
+                    seen += chunk
+            proc.send_signal(signal.SIGINT)
+            sent = time.monotonic()
+            to_start = sent - began
+            out, err = proc.communicate(timeout=120)
+            stop = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     return subprocess.CompletedProcess(argv, proc.returncode, out.decode(),
                                        (seen + err).decode()), stop, to_start
 
