@@ -1,15 +1,17 @@
 """Every mistake a user can make on the command line ends with one ``error:`` line and exit
 code 2, no traceback and nothing new in the working folder; Ctrl-C ends with exit code 130.
 
-Each case runs the real console entry (``python -m anb ...``, through ``anb.cli_support.run``)
-in a folder of prepared bad inputs. The table is the list the issue asked for: missing paths,
-a folder where a file is needed and the reverse, corrupt, empty and non-UTF-8 files, absurd
-sizes, duplicate objectives and output folders holding user files. An infeasible search is not
-a usage error: it writes its report and exits 1 (tests/test_nas.py).
+Each case runs the console entry's wrapper (``anb.cli_support.run``) in this process, in a
+folder of prepared bad inputs (tests/console_fixtures.py); a few run the installed ``anb``
+script, and the Ctrl-C cases a process of their own. The table is the list the issue asked
+for: missing paths, a folder where a file is needed and the reverse, corrupt, empty and
+non-UTF-8 files, absurd sizes, duplicate objectives and output folders holding user files. An
+infeasible search is not a usage error: it writes its report and exits 1 (tests/test_nas.py).
 """
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from anb.resources import RELEASED_DATASET as DATASET_TARBALL
+from tests.console_fixtures import run_console
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCH = "e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1-e6k5l1"
@@ -371,22 +374,45 @@ def _tree(folder: Path) -> set[str]:
     return {str(p.relative_to(folder)) for p in folder.rglob("*")}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("argv, expected, env", [
-    pytest.param(argv, expected, env, id=case_id) for case_id, argv, expected, env in CASES])
-def test_bad_input_is_one_error_line(inputs, tmp_path, argv, expected, env):
-    work = tmp_path / "work"
-    shutil.copytree(inputs, work)
-    before = _tree(work)
-    env = {k: str(work / v) for k, v in env.items()}
-    run = subprocess.run([sys.executable, "-m", "anb", *argv], cwd=work, env=_env(**env),
-                         capture_output=True, text=True, timeout=HANG_GUARD)
+def _check_one_error_line(run: subprocess.CompletedProcess, expected: str, work: Path,
+                          before: set[str]) -> None:
     output = run.stdout + run.stderr
     assert run.returncode == 2, output
     assert "Traceback" not in output, output
     errors = [line for line in run.stderr.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and expected in errors[0], output
     assert _tree(work) == before, f"new files: {_tree(work) - before}"
+
+
+@pytest.mark.parametrize("argv, expected, env", [
+    pytest.param(argv, expected, env, id=case_id) for case_id, argv, expected, env in CASES])
+def test_bad_input_is_one_error_line(inputs, tmp_path, argv, expected, env):
+    """In this process through the console entry's wrapper (tests/console_fixtures.py)."""
+    work = tmp_path / "work"
+    shutil.copytree(inputs, work)
+    before = _tree(work)
+    env = {k: str(work / v) for k, v in env.items()}
+    _check_one_error_line(run_console(argv, work, env), expected, work, before)
+
+
+#: Cases of CASES run through the installed ``anb`` console script, in a process of its own:
+#: a usage error of anb's own, a user's OS error and one read from the environment.
+CONSOLE_SCRIPT_CASES = ["measure-missing-archs", "query-cache-dir-is-a-file",
+                        "search-unknown-metric"]
+
+
+@pytest.mark.parametrize("case_id", CONSOLE_SCRIPT_CASES)
+def test_bad_input_through_the_console_script(inputs, tmp_path, case_id):
+    _, argv, expected, env = next(case for case in CASES if case[0] == case_id)
+    script = Path(sys.executable).with_name("anb")
+    assert script.is_file(), f"{script}: the anb console script is not installed"
+    work = tmp_path / "work"
+    shutil.copytree(inputs, work)
+    before = _tree(work)
+    env = {k: str(work / v) for k, v in env.items()}
+    run = subprocess.run([str(script), *argv], cwd=work, env=_env(**env), capture_output=True,
+                         text=True, timeout=HANG_GUARD)
+    _check_one_error_line(run, expected, work, before)
 
 
 def _ctrl_c_as_in_a_terminal() -> None:
@@ -407,19 +433,25 @@ def _interrupt(argv: list[str], work: Path, started: str, timeout: float
     proc = subprocess.Popen([sys.executable, "-m", "anb", *argv], cwd=work, env=_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             preexec_fn=_ctrl_c_as_in_a_terminal)
-    seen = b""
-    deadline = time.monotonic() + timeout
-    os.set_blocking(proc.stderr.fileno(), False)
-    while started.encode() not in seen:
-        assert proc.poll() is None and time.monotonic() < deadline, seen.decode()
-        seen += proc.stderr.read() or b""
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    sent = time.monotonic()
-    to_start = sent - began
-    os.set_blocking(proc.stderr.fileno(), True)
-    out, err = proc.communicate(timeout=120)
-    stop = time.monotonic() - sent
+    with proc:  # a failed wait leaves no anb running (Popen's exit waits for the kill)
+        try:
+            seen = b""
+            deadline = time.monotonic() + timeout
+            while started.encode() not in seen:  # woken by each write to stderr, no polling
+                remaining = deadline - time.monotonic()
+                assert remaining > 0, f"no {started!r} in {timeout} s: {seen.decode()}"
+                if select.select([proc.stderr], [], [], remaining)[0]:
+                    chunk = os.read(proc.stderr.fileno(), 1 << 16)
+                    assert chunk, f"anb ended before {started!r}: {seen.decode()}"
+                    seen += chunk
+            proc.send_signal(signal.SIGINT)
+            sent = time.monotonic()
+            to_start = sent - began
+            out, err = proc.communicate(timeout=120)
+            stop = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     return subprocess.CompletedProcess(argv, proc.returncode, out.decode(),
                                        (seen + err).decode()), stop, to_start
 

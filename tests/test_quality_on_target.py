@@ -26,6 +26,7 @@ import pytest
 
 from anb.searchspace.arch import as_arch
 from anb.searchspace.space import ANB_SPACE
+from tests.console_fixtures import run_console
 from tests.qualcomm_helpers import CountingLocal
 from tests.trainer_helpers import REPO
 
@@ -58,7 +59,15 @@ def trained(tmp_path_factory):
 
 
 def anb(*args: str) -> tuple[int, str]:
-    """The real console command (exit codes of cli_support.run)."""
+    """The console command in this process (tests/console_fixtures.py: the exit codes of
+    cli_support.run)."""
+    done = run_console(list(args), Path.cwd(), {"OMP_NUM_THREADS": "1"})
+    return done.returncode, done.stdout + done.stderr
+
+
+def anb_process(*args: str) -> tuple[int, str]:
+    """The console command in a fresh process: OpenVINO bundles its own thread runtime, which
+    must not share the suite's process (tests/conftest.py, ``isolated``)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "anb", *args], capture_output=True, text=True,
                           env=env, timeout=300)
@@ -76,9 +85,10 @@ def test_trained_network_on_cpu_paths_reaches_the_merged_dataset(trained, tmp_pa
     # (the CPU's oneDNN kernels differ, and a short run follows them)
     assert record["metrics"]["val_top1"] >= LEARNT_PP, record["metrics"]
     out = tmp_path / "results"
-    for device in ("cpu-ort", "cpu-int8", "cpu-openvino-int8"):
-        code, text = anb("measure", device, "--archs", SMALL, "--out", str(out), "--quality",
-                         "--images", str(val), "--weights", str(weights), "--resolution", "32")
+    for device, command in (("cpu-ort", anb), ("cpu-int8", anb),
+                            ("cpu-openvino-int8", anb_process)):
+        code, text = command("measure", device, "--archs", SMALL, "--out", str(out), "--quality",
+                             "--images", str(val), "--weights", str(weights), "--resolution", "32")
         assert code == 0, text
         assert f"{device}: {as_arch(SMALL, ANB_SPACE).id} top-1" in text
     fp32 = quality_of(out, "cpu-ort")

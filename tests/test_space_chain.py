@@ -2,8 +2,10 @@
 count -> ONNX -> measure cpu-ort (real onnxruntime timing) -> merge -> fit -> query -> search
 -> adapt, each step reading what the last one wrote and naming the space.
 
-The third-party space (``tests/plugins/anb_tiny_space``) is pip-installed into a folder of its
-own and found only through its ``anb.spaces`` entry point, in a fresh process."""
+The shipped spaces' chains run each command in this process through the console entry's
+wrapper (tests/console_fixtures.py). The third-party space (``tests/plugins/anb_tiny_space``)
+is pip-installed into a folder of its own and found only through its ``anb.spaces`` entry
+point, in a fresh process for each command."""
 from __future__ import annotations
 
 import io
@@ -11,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +22,7 @@ import pytest
 
 from anb.records import model_info
 from anb.searchspace.registry import get_space
+from tests.console_fixtures import run_console
 from tests.plugin_helpers import pip_install
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,54 +31,64 @@ N_ARCHS = 12
 FAST = ["--budget", "0.2", "--batch", "2", "--no-progress", "--anchors", "none"]
 
 
-def _anb(args: list[str], cwd: Path, extra_path: Path | None = None) -> str:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(str(p) for p in (extra_path, REPO) if p)}
-    done = subprocess.run([sys.executable, "-m", "anb", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+#: ``anb args`` run in a folder; its stdout (exit code 0 asserted).
+Anb = Callable[[list[str], Path], str]
+
+
+def anb_here(args: list[str], cwd: Path) -> str:
+    """In this process through the console entry's wrapper (tests/console_fixtures.py)."""
+    done = run_console(args, cwd, {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
     assert done.returncode == 0, f"anb {' '.join(args)}\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
 
-def run_chain(space_name: str, folder: Path, space_for_checks, extra_path: Path | None = None
-              ) -> None:
-    """The chain in ``folder``; ``space_for_checks``: the Space object the outputs are
-    checked against (the plug-in's is loaded here through the same entry point)."""
+def anb_process(extra_path: Path) -> Anb:
+    """``anb`` in a fresh process with ``extra_path`` on its path (where a plug-in is)."""
+    def anb(args: list[str], cwd: Path) -> str:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "PYTHONPATH": os.pathsep.join((str(extra_path), str(REPO)))}
+        done = subprocess.run([sys.executable, "-m", "anb", *args], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"anb {' '.join(args)}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+    return anb
+
+
+def run_chain(space_name: str, folder: Path, space_for_checks, anb: Anb) -> None:
+    """The chain in ``folder`` with ``anb``; ``space_for_checks``: the Space object the outputs
+    are checked against (the plug-in's is loaded here through the same entry point)."""
     space = ["--space", space_name]
-    text = _anb(["space", "sample", "-n", str(N_ARCHS), "--seed", "3", *space], folder,
-                extra_path)
+    text = anb(["space", "sample", "-n", str(N_ARCHS), "--seed", "3", *space], folder)
     archs = text.split("\n")[:N_ARCHS]
     parsed = [space_for_checks.arch(a) for a in archs]
     assert len({a.id for a in parsed}) == N_ARCHS  # no repeats
     (folder / "archs.txt").write_text(text)
 
-    counted = pd.read_csv(io.StringIO(_anb(["space", "count", archs[0], *space], folder,
-                                           extra_path)))
+    counted = pd.read_csv(io.StringIO(anb(["space", "count", archs[0], *space], folder)))
     assert counted["macs"][0] == pytest.approx(model_info(parsed[0], space_for_checks)["macs"])
 
-    _anb(["space", "onnx", archs[0], "one.onnx", *space], folder, extra_path)
+    anb(["space", "onnx", archs[0], "one.onnx", *space], folder)
     assert (folder / "one.onnx").stat().st_size > 0
 
-    _anb(["measure", "cpu-ort", "--archs", "archs.txt", "--out", "res", *space, *FAST],
-         folder, extra_path)
-    _anb(["merge", "res", "--out", "merged"], folder, extra_path)  # the records name the space
+    anb(["measure", "cpu-ort", "--archs", "archs.txt", "--out", "res", *space, *FAST], folder)
+    anb(["merge", "res", "--out", "merged"], folder)  # the records name the space
     table = pd.read_csv(folder / "merged" / "dataset.csv")
     assert set(table["space"]) == {space_name}
     assert sorted(table["arch"]) == sorted(str(a) for a in parsed)
     assert (table["throughput_cpu-ort"] > 0).all() and (table["latency_cpu-ort"] > 0).all()
 
-    _anb(["fit", "merged", "--out", "model", "--split", "random",
-          "--targets", "throughput_cpu-ort"], folder, extra_path)
+    anb(["fit", "merged", "--out", "model", "--split", "random",
+          "--targets", "throughput_cpu-ort"], folder)
     manifest = json.loads((folder / "model" / "manifest.json").read_text())
     assert manifest["space"]["name"] == space_name
 
     answer = pd.read_csv(io.StringIO(
-        _anb(["query", "model", "archs.txt"], folder, extra_path)))
+        anb(["query", "model", "archs.txt"], folder)))
     assert list(answer["arch"]) == [str(a) for a in parsed]
     assert np.isfinite(answer["throughput_cpu-ort"]).all()
 
-    _anb(["search", "--benchmark", "model", "-o", "throughput_cpu-ort:max", "-o", "params:min",
-          "--budget", "30", "--out", "found"], folder, extra_path)
+    anb(["search", "--benchmark", "model", "-o", "throughput_cpu-ort:max", "-o", "params:min",
+          "--budget", "30", "--out", "found"], folder)
     summary = json.loads((folder / "found" / "summary.json").read_text())
     assert summary["space"]["name"] == space_name and summary["evaluations"] == 30
     front = pd.read_csv(folder / "found" / "pareto.csv", dtype={"arch": str})
@@ -84,10 +98,10 @@ def run_chain(space_name: str, folder: Path, space_for_checks, extra_path: Path 
     # from the same device's other metrics), adapted from the 12 measured points
     table[["arch", "latency_cpu-ort"]].rename(columns={"latency_cpu-ort": "latency_cpu-ort-b1"})\
         .to_csv(folder / "b1.csv", index=False)
-    _anb(["adapt", "--device", "cpu-ort-b1", "--measured", "b1.csv", "--base", "model",
-          "--out", "adapted"], folder, extra_path)
+    anb(["adapt", "--device", "cpu-ort-b1", "--measured", "b1.csv", "--base", "model",
+          "--out", "adapted"], folder)
     adapted = pd.read_csv(io.StringIO(
-        _anb(["query", "adapted", "archs.txt"], folder, extra_path)))
+        anb(["query", "adapted", "archs.txt"], folder)))
     assert list(adapted["arch"]) == [str(a) for a in parsed]
     assert (adapted["latency_cpu-ort-b1"] > 0).all() and "latency_cpu-ort-b1_std" in adapted
 
@@ -96,7 +110,7 @@ def run_chain(space_name: str, folder: Path, space_for_checks, extra_path: Path 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("space_name", ["anb-seq1d", "nasbench201", "fbnet", "ofa-mbv3"])
 def test_whole_chain_on_a_shipped_space(space_name, tmp_path):
-    run_chain(space_name, tmp_path, get_space(space_name))
+    run_chain(space_name, tmp_path, get_space(space_name), anb_here)
 
 
 @pytest.mark.slow
@@ -104,7 +118,8 @@ def test_whole_chain_on_a_shipped_space(space_name, tmp_path):
 def test_whole_chain_on_a_third_party_space(tmp_path):
     """Installed with pip (no anb file touched); anb finds it by its entry point."""
     target = pip_install(PLUGIN, tmp_path / "site")
-    listed = _anb(["space", "list"], tmp_path, target)
+    anb = anb_process(target)
+    listed = anb(["space", "list"], tmp_path)
     assert "tiny-chain v1: 27 architectures" in listed
     sys.path.insert(0, str(target))
     try:
@@ -113,4 +128,4 @@ def test_whole_chain_on_a_third_party_space(tmp_path):
         sys.path.remove(str(target))
     work = tmp_path / "work"
     work.mkdir()
-    run_chain("tiny-chain", work, SPACE, target)
+    run_chain("tiny-chain", work, SPACE, anb)
