@@ -84,13 +84,14 @@ def ridge_baseline(known_log: np.ndarray, y: np.ndarray, rows: np.ndarray) -> np
     return RidgeCV().fit(known_log[rows], y[rows]).predict(known_log)
 
 
-def fit_known(table: pd.DataFrame, space_name: str, known: tuple[str, ...]) -> BenchmarkKnown:
+def fit_known(table: pd.DataFrame, space_name: str, known: tuple[str, ...],
+              config: FitConfig | None = None) -> BenchmarkKnown:
     """anb's base surrogate benchmark of the ``known`` columns (all rows), as ``anb adapt``
-    transfers from it."""
+    transfers from it (``config``: the fit's, the packaged default if None)."""
     space = get_space(space_name)
     frame = ht.to_frame(table, space, known)
     prepared = prepare(frame, None, split="random", seed=0, space=space)
-    return BenchmarkKnown(fit_benchmark(prepared, FitConfig(), progress=False))
+    return BenchmarkKnown(fit_benchmark(prepared, config or FitConfig(), progress=False))
 
 
 def save_base(space_name: str, data: Path, out: Path) -> None:

@@ -15,7 +15,14 @@ from anb.searchspace import get_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import help_tables as ht
 from anb.surrogates.adapt.model import AdaptedModel, op_components
+from anb.surrogates.fit import FitConfig, TargetConfig
 from tests.conftest import REPO
+
+#: The base's fit as far as the adapted model reads it: a base with a layer-cost model hands on
+#: the known devices' layer-cost predictions, fitted before (and apart from) the trees and the
+#: hole folds, so one tree per target and no folds give the packaged default's known costs.
+LAYER_COST_ONLY = FitConfig(default=TargetConfig("xgboost", {"n_estimators": 1, "n_jobs": 1}, 1),
+                            per_target={}, hole_folds=0)
 
 
 def _script():
@@ -99,7 +106,8 @@ def test_adapted_beats_ridge_and_needs_both_parts(nb201):
     not."""
     proto = ht.protocol("nasbench201")
     script = _script()
-    base = script.fit_known(nb201, "nasbench201", proto.known)
+    base = script.fit_known(nb201, "nasbench201", proto.known, LAYER_COST_ONLY)
+    assert base.source == "layer_cost" and base.bench.builder.layer_cost is not None
     choices = ht.choices(nb201, "nasbench201")
     K, ops = base.log_costs(choices), op_components(choices, get_space("nasbench201"))
     latency = nb201["eyeriss"].to_numpy()
