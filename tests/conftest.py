@@ -70,6 +70,24 @@ def released_frame(released_records):
     return records_to_frame(released_records, space=ANB_SPACE)
 
 
+@pytest.fixture(scope="session")
+def small_released_bench():
+    """A small benchmark fitted on the released data (``tests/integration_helpers.py``), shared
+    by every file of one test process that needs one; read only."""
+    from tests.integration_helpers import released_bench
+
+    return released_bench()
+
+
+@pytest.fixture(scope="session")
+def small_nb201_bench():
+    """A small NAS-Bench-201 benchmark on HELP's latencies (``tests/integration_helpers.py``),
+    shared like ``small_released_bench``; read only."""
+    from tests.integration_helpers import nasbench201_bench
+
+    return nasbench201_bench()
+
+
 @pytest.fixture
 def sdk_path(monkeypatch):
     """The SNPE stand-ins first on PATH (with this interpreter's python3)."""

@@ -100,6 +100,7 @@ def test_adapted_beats_ridge_and_needs_both_parts(nb201):
     proto = ht.protocol("nasbench201")
     script = _script()
     base = script.fit_known(nb201, "nasbench201", proto.known)
+    assert base.source == "layer_cost" and base.bench.builder.layer_cost is not None
     choices = ht.choices(nb201, "nasbench201")
     K, ops = base.log_costs(choices), op_components(choices, get_space("nasbench201"))
     latency = nb201["eyeriss"].to_numpy()

@@ -10,7 +10,7 @@ import pytest
 from optunahub.benchmarks import BaseProblem
 
 from anb.integrations.optuna import AnbProblem
-from tests.integration_helpers import front_volume, nasbench201_bench, released_bench
+from tests.integration_helpers import front_volume
 
 pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
 
@@ -18,13 +18,13 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 @pytest.fixture(scope="module")
-def released():
-    return released_bench()
+def released(small_released_bench):
+    return small_released_bench
 
 
 @pytest.fixture(scope="module")
-def nb201():
-    return nasbench201_bench()
+def nb201(small_nb201_bench):
+    return small_nb201_bench
 
 
 def test_single_objective_study(released):

@@ -15,19 +15,19 @@ from anb.integrations.syne_tune import (
     mo_scheduler,
     simulate,
 )
-from tests.integration_helpers import front_volume, nasbench201_bench, released_bench
+from tests.integration_helpers import front_volume
 
 pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
 
 
 @pytest.fixture(scope="module")
-def released():
-    return released_bench()
+def released(small_released_bench):
+    return small_released_bench
 
 
 @pytest.fixture(scope="module")
-def nb201():
-    return nasbench201_bench()
+def nb201(small_nb201_bench):
+    return small_nb201_bench
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,12 @@ dataset and split files) and compares.
 
 Bug class: a notebook that runs without error but shows wrong figures (a metric computed on the
 wrong rows, a hypervolume counting dominated or infeasible points, a front that is not one, split
-sizes that are not the published split's)."""
+sizes that are not the published split's).
+
+The two notebooks that fit a benchmark run here with fewer boosting rounds: their cell tagged
+``parameters`` (papermill's convention) sets ``MAX_ROUNDS``, and a cell inserted right after it
+sets the value of ``PARAMETERS`` (the same cells on a coarser benchmark; every check below
+recomputes what the notebook showed, whatever the fit's quality)."""
 from __future__ import annotations
 
 import json
@@ -51,12 +56,35 @@ json.dump({"floor": floor,
           open(PROBE_OUT, "w"))
 """,
 }
+#: The smaller fit the suite runs (the notebooks' own values: 300 and 400 rounds).
+PARAMETERS = {"search.ipynb": {"MAX_ROUNDS": 20}, "surrogates.ipynb": {"MAX_ROUNDS": 20}}
+
+
+def parameters_cell(notebook: nbformat.NotebookNode) -> int:
+    """The index of the notebook's one cell tagged ``parameters``."""
+    (index,) = [i for i, c in enumerate(notebook.cells)
+                if "parameters" in c.get("metadata", {}).get("tags", [])]
+    return index
+
+
+def inject(notebook: nbformat.NotebookNode, values: dict) -> None:
+    """Insert a cell setting ``values`` right after the ``parameters`` cell; each must be a name
+    that cell assigns (an injected name the notebook never reads would test nothing)."""
+    index = parameters_cell(notebook)
+    assigned = {line.split("=", 1)[0].strip() for line in notebook.cells[index].source.splitlines()
+                if "=" in line and not line.lstrip().startswith("#")}
+    assert set(values) <= assigned, (sorted(values), sorted(assigned))
+    cell = nbformat.v4.new_code_cell("".join(f"{k} = {v!r}\n" for k, v in values.items()))
+    cell.metadata["tags"] = ["injected-parameters"]
+    notebook.cells.insert(index + 1, cell)
 
 
 def execute(path: Path, tmp_path: Path, monkeypatch) -> tuple[nbformat.NotebookNode, dict]:
     """Run the notebook plus its probe cell; return the notebook and what the probe wrote."""
     monkeypatch.setenv("ANB_CACHE_DIR", str(tmp_path / "cache"))  # anb.load() caches here
     notebook = nbformat.read(path, as_version=4)
+    if path.name in PARAMETERS:
+        inject(notebook, PARAMETERS[path.name])
     out = tmp_path / "probe.json"
     notebook.cells.append(nbformat.v4.new_code_cell(f"PROBE_OUT = {str(out)!r}\n"
                                                     + PROBES[path.name]))
@@ -77,6 +105,20 @@ def printed(notebook: nbformat.NotebookNode) -> str:
 
 def test_every_notebook_has_a_probe():
     assert sorted(p.name for p in NOTEBOOKS) == sorted(PROBES)
+
+
+def test_parameters_are_injected_after_the_parameters_cell():
+    for name, values in PARAMETERS.items():
+        notebook = nbformat.read(REPO / "notebooks" / name, as_version=4)
+        index = parameters_cell(notebook)
+        # a later cell caps the fit's rounds at the parameter
+        assert any("min(p[\"n_estimators\"], MAX_ROUNDS)" in c.source
+                   for c in notebook.cells[index + 1:]), name
+        inject(notebook, values)
+        assert notebook.cells[index + 1].source == "MAX_ROUNDS = 20\n"
+    notebook = nbformat.read(REPO / "notebooks" / "search.ipynb", as_version=4)
+    with pytest.raises(AssertionError, match="ROUNDS"):
+        inject(notebook, {"ROUNDS": 20})  # a name the parameters cell does not assign
 
 
 @pytest.mark.slow

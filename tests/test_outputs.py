@@ -46,8 +46,9 @@ def tree(root: Path) -> dict[str, bytes | None]:
 
 
 def _tiny_fit_config(folder: Path) -> Path:
+    """The cheapest fit: no layer-cost model, no internal hold-outs, one member of 5 trees."""
     config = folder / "tiny.json"
-    config.write_text(json.dumps({"layer_cost": False, "default": {
+    config.write_text(json.dumps({"layer_cost": False, "hole_folds": 0, "default": {
         "family": "xgboost", "n_members": 1, "params": {"n_estimators": 5}}}))
     return config
 

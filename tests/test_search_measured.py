@@ -106,8 +106,10 @@ def test_queue_measurer_with_a_real_worker(tmp_path):
 def accuracy_benchmark(tmp_path_factory):
     folder = tmp_path_factory.mktemp("bench")
     config = folder / "tiny.json"
-    config.write_text(json.dumps({"default": {"family": "xgboost", "n_members": 1, "params": {
-        "n_estimators": 60, "learning_rate": 0.2}}}))
+    # no internal hold-outs: the search reads predicted means only
+    config.write_text(json.dumps({"hole_folds": 0, "default": {
+        "family": "xgboost", "n_members": 1, "params": {"n_estimators": 60,
+                                                        "learning_rate": 0.2}}}))
     result = CliRunner().invoke(app, ["fit", str(DATASET_TARBALL), "--out", str(folder / "b"),
                                       "--config", str(config), "--targets", "val_top1"])
     assert result.exit_code == 0, result.output

@@ -106,6 +106,7 @@ def test_the_cv_run_fits_and_scores_only_train_and_val_rows(script, tuned_on, re
     frame, folds = tuned_on
     base = json.loads(resources.config_path("surrogates", "default.json").read_text())
     small = copy.deepcopy(base)
+    small["hole_folds"] = 0  # the internal hold-outs split inside the rows the spy sees
     for entry in [small["default"], *small["per_target"].values()]:
         for params in entry["params"] if isinstance(entry["params"], list) else [entry["params"]]:
             if "n_estimators" in params:
