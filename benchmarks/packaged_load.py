@@ -66,7 +66,7 @@ bench.query(many)
 t5 = time.perf_counter()
 # the tree walk alone, against one numpy pass over the same node tables: a leaf value
 # gathered per tree and row, summed (the least any tree-by-tree numpy walk does)
-from anb.surrogates.compiled import PackedForest
+from anb.surrogates.compiled_forest import PackedForest
 forest = PackedForest([m.table() for model in bench.models.values() for m in model.members_
                        if hasattr(m, "table")])
 X = bench.builder.transform(many)

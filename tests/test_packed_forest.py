@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from anb.surrogates import compiled
-from anb.surrogates.compiled import PackedForest, TreeTable
+from anb.surrogates import compiled_forest
+from anb.surrogates.compiled import TreeTable
+from anb.surrogates.compiled_forest import PackedForest
 
 N_FEATURES = 6
 
@@ -61,7 +62,7 @@ def _pointer_walk(table: TreeTable, X: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("depths", [(0,), (1,), (3,), (4,), (2, 4, 1), (5,), (7, 3)])
 def test_the_packed_forest_predicts_the_pointer_walk(depths, monkeypatch):
     """Depths up to SELECT_LEVELS take only the selects; deeper ones the walk as well."""
-    monkeypatch.setattr(compiled, "BLOCK", 1 << 10)  # several row blocks per batch
+    monkeypatch.setattr(compiled_forest, "ROWS", 64)  # several row blocks per batch
     rng = np.random.default_rng(sum(depths))
     tables = [_random_table(rng, int(rng.integers(1, 30)), d) for d in depths]
     X = rng.choice([-2.0, -1.0, -0.25, 0.0, 0.3, 0.5, 1.5, 2.0], size=(300, N_FEATURES))

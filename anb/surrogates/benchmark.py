@@ -19,7 +19,7 @@ import pandas as pd
 from anb.records import is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.encoding import to_choices
-from anb.surrogates.compiled import PackedForest
+from anb.surrogates.compiled_forest import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import XGBoostFamily
 from anb.surrogates.features import FeatureBuilder
