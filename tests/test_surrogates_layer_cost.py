@@ -2,6 +2,7 @@
 data (no dataset needed, a few seconds)."""
 from __future__ import annotations
 
+import copy
 import os
 import re
 from dataclasses import replace
@@ -132,6 +133,15 @@ def test_pooled_and_sequential_queries_agree(saturated):
     # the small-batch path (packed trees) gives the same numbers
     pd.testing.assert_frame_equal(pooled.query(batch[:SMALL_BATCH]), a.iloc[:SMALL_BATCH],
                                   rtol=1e-5)
+    # every batch without native boosters (the query install) takes the packed trees, the
+    # other members on the pool meanwhile: the same frame as one thread gives
+    compiled = {name: copy.copy(model) for name, model in models.items()}
+    for model in compiled.values():
+        model.members_ = [member.compiled() for member in model.members_]
+    packed = [SurrogateBenchmark(builder, compiled, transforms, n_jobs=jobs,
+                                 space=ANB_SPACE).query(batch) for jobs in (2, 1)]
+    pd.testing.assert_frame_equal(*packed)
+    pd.testing.assert_frame_equal(packed[0], a, rtol=1e-5)
     with pytest.raises(ValueError, match="n_jobs must be >= 1"):
         pooled.set_threads(0)
 
