@@ -34,14 +34,14 @@ from anb.io import read_json, sha256_file
 from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, get_space
 from anb.surrogates import artifact
-from anb.surrogates.adapt.base import resolve_base
-from anb.surrogates.adapt.model import AdaptedBenchmark, is_adapted, load_adapted
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import FitConfig
 from anb.version import __version__
 
-if TYPE_CHECKING:  # an annotation only
+if TYPE_CHECKING:  # annotations only
     import pandas as pd
+
+    from anb.surrogates.adapt.model import AdaptedBenchmark
 
 #: Names :func:`load` resolves to a packaged benchmark (anything else is an artifact folder).
 PACKAGED = (resources.PACKAGED_BENCHMARK, *resources.HELP_BENCHMARKS)
@@ -315,6 +315,9 @@ def benchmark_space(name_or_path: str | Path | Any) -> Space:
 
             return get_space(check_name(str(name_or_path)))
         return get_space(DEFAULT_SPACE)
+    from anb.surrogates.adapt.base import resolve_base
+    from anb.surrogates.adapt.model import is_adapted
+
     try:
         manifest = read_json(path / artifact.MANIFEST)
         if is_adapted(path):
@@ -353,6 +356,8 @@ def load(name_or_path: str | Path = resources.PACKAGED_BENCHMARK,
     if config is not None:
         raise ValueError(f"config is for a packaged benchmark ({list(PACKAGED)}); "
                          f"{str(name_or_path)!r} is a folder, fitted already")
+    from anb.surrogates.adapt.model import is_adapted, load_adapted  # a folder's kind
+
     if is_adapted(name_or_path):
         return load_adapted(name_or_path, n_jobs=n_jobs)
     return artifact.load(name_or_path, n_jobs=n_jobs)
