@@ -82,3 +82,9 @@ def test_an_empty_forest_predicts_its_base_scores():
                       value=np.zeros(0, np.float32), roots=np.zeros(0, np.int32), base=0.75,
                       depth=0, n_features=N_FEATURES)
     assert PackedForest([table]).predict(np.zeros((3, N_FEATURES))).tolist() == [[0.75]] * 3
+    # beside a table of trees: its column is still its base score
+    trees = _random_table(np.random.default_rng(3), 5, 3)
+    X = np.random.default_rng(4).normal(size=(9, N_FEATURES))
+    both = PackedForest([table, trees]).predict(X)
+    assert both[:, 0].tolist() == [0.75] * 9
+    np.testing.assert_allclose(both[:, 1], _pointer_walk(trees, X), rtol=1e-12, atol=1e-12)

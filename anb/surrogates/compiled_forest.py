@@ -169,24 +169,22 @@ def _pairs(counts: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _complete(table: TreeTable, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``table``'s trees as complete trees of ``depth``: split features and thresholds
-    ``(trees * (2^depth - 1),)`` and leaf values ``(trees * 2^depth,)`` in heap order."""
-    inner, leaves = 2 ** depth - 1, 2 ** depth
-    feat = np.zeros((table.n_trees, inner), dtype=np.int32)
-    thr = np.full((table.n_trees, inner), np.inf, dtype=np.float32)  # x < inf: always left
-    value = np.zeros((table.n_trees, leaves), dtype=np.float64)
-    for tree, root in enumerate(table.roots):
-        stack = [(int(root), 0)]  # (node in the table, heap position)
-        while stack:
-            node, pos = stack.pop()
-            if pos >= inner:
-                value[tree, pos - inner] = table.value[node]
-            elif table.left[node] == node:  # a leaf above the bottom: both sides keep it
-                stack += [(node, 2 * pos + 1), (node, 2 * pos + 2)]
-            else:
-                feat[tree, pos], thr[tree, pos] = table.feat[node], table.thr[node]
-                stack += [(int(table.left[node]), 2 * pos + 1),
-                          (int(table.right[node]), 2 * pos + 2)]
-    return feat.ravel(), thr.ravel(), value.ravel()
+    ``(trees * (2^depth - 1),)`` and leaf values ``(trees * 2^depth,)`` in heap order. Built
+    level by level for all trees at once: a leaf points to itself, so above the bottom it
+    fills both its children's places (a split that always goes left, x < inf)."""
+    feat, thr = [], []
+    nodes = table.roots.astype(np.intp)[:, None]  # (trees, 2^level): the table's node at each
+    for _ in range(depth):
+        leaf = table.left[nodes] == nodes
+        feat.append(np.where(leaf, 0, table.feat[nodes]))
+        thr.append(np.where(leaf, np.float32(np.inf), table.thr[nodes]))
+        nodes = np.stack([table.left[nodes], table.right[nodes]], axis=2).reshape(
+            len(nodes), 2 * nodes.shape[1])
+    value = table.value[nodes].astype(np.float64)
+    if not depth:
+        return np.zeros(0, np.int32), np.zeros(0, np.float32), value.ravel()
+    return (np.concatenate(feat, axis=1).astype(np.int32).ravel(),
+            np.concatenate(thr, axis=1).astype(np.float32).ravel(), value.ravel())
 
 
 def _cat(parts: list[np.ndarray], dtype: str) -> np.ndarray:
