@@ -79,9 +79,13 @@ def fit_config(config: str | Path | FitConfig | None) -> FitConfig:
 
 def cache_key(config: FitConfig) -> dict[str, Any]:
     """What the cached artifact depends on; any change gives a new cache entry."""
-    return {"anb_version": __version__, "libraries": artifact.library_versions(),
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-            **released_key(), "config": config.to_dict()}
+    return {**_inputs_key(config), "libraries": artifact.library_versions(),
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+
+
+def _inputs_key(config: FitConfig) -> dict[str, Any]:
+    """The anb version and the hashes of the data, split and config (both keys' part)."""
+    return {"anb_version": __version__, **released_key(), "config": config.to_dict()}
 
 
 #: The manifest field holding the :func:`shipped_key` a shipped artifact was fitted under.
@@ -108,8 +112,7 @@ def fit_code_sha256() -> str:
 def shipped_key(config: FitConfig) -> dict[str, Any]:
     """What a shipped fitted artifact depends on: the anb version and the hashes of the data,
     split, config and fitting code (library versions are recorded in its manifest)."""
-    key = {k: v for k, v in cache_key(config).items() if k not in ("libraries", "python")}
-    return {**key, "fit_code_sha256": fit_code_sha256()}
+    return {**_inputs_key(config), "fit_code_sha256": fit_code_sha256()}
 
 
 def shipped(config: FitConfig) -> Path | None:
