@@ -1,15 +1,19 @@
-"""The packed forest (bit-matrix selects, then a bit-by-bit walk below SELECT_LEVELS) predicts
-what walking each tree's node pointers predicts: random trees of every depth the packing takes,
-several tables of different depths at once, NaN and infinite inputs, batches that span several
-row blocks."""
+"""The packed forest (packed bit selects, then a bit-by-bit walk below SELECT_LEVELS; trees
+summed in pairs up to PAIR_DEPTH) predicts what walking each tree's node pointers predicts:
+random trees of every depth the packing takes, several tables of different depths at once, NaN
+and infinite inputs, batches that span several row blocks, and the shipped benchmark's own
+trees (its SVR member's kernel against the direct distances too)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from anb.surrogates import compiled_forest
+from anb import resources
+from anb.searchspace.sampler import Sampler
+from anb.surrogates import artifact, compiled_forest
 from anb.surrogates.compiled import TreeTable
 from anb.surrogates.compiled_forest import PackedForest
+from anb.surrogates.estimators import SVRFamily, XGBoostFamily
 
 N_FEATURES = 6
 
@@ -88,3 +92,25 @@ def test_an_empty_forest_predicts_its_base_scores():
     both = PackedForest([table, trees]).predict(X)
     assert both[:, 0].tolist() == [0.75] * 9
     np.testing.assert_allclose(both[:, 1], _pointer_walk(trees, X), rtol=1e-12, atol=1e-12)
+
+
+def test_the_packaged_members_fast_paths_predict_what_the_fitted_members_do():
+    """The shipped benchmark's own trees (21 boosters, 6,967 trees, paired) walked packed
+    against each tree's pointers, and its SVR member's blocked float64 kernel against the
+    direct distances (libsvm's form): the same numbers to 1e-12 / 1e-9 relative."""
+    bench = artifact.load(resources.SHIPPED_DIR)
+    choices = Sampler(seed=11, space=bench.space).sample_choices(300)
+    X = bench.builder.transform(choices)
+    members = [m for model in bench.models.values() for m in model.members_]
+    tables = [m.table() for m in members if isinstance(m, XGBoostFamily)]
+    packed = PackedForest(tables)
+    assert packed.paired and packed.n_trees > 1000
+    got = packed.predict(X)
+    for i, table in enumerate(tables):
+        np.testing.assert_allclose(got[:, i], _pointer_walk(table, X), rtol=1e-12, atol=1e-12)
+    svr = next(m for m in members if isinstance(m, SVRFamily))
+    Z = (X.astype(np.float64) - svr.x_mean_) / svr.x_scale_
+    squared = ((Z[:, None, :] - svr.support_[None]) ** 2).sum(axis=2)
+    want = (np.exp(-svr.gamma_ * squared) @ svr.dual_ + svr.intercept_) * svr.y_scale_ \
+        + svr.y_mean_
+    np.testing.assert_allclose(svr.predict(X), want, rtol=1e-9, atol=0)
