@@ -2,30 +2,32 @@
 dependencies from the package index, then ``anb.load()`` of the packaged benchmark.
 
 Reports the wheel size, install time and size on disk (and that no fitting or collection
-library came along), the first ``anb.load()`` (a fresh process, empty ``ANB_CACHE_DIR``), a later
-load plus the first query (median of fresh processes; importing anb and the query path's
-libraries is timed apart), and the
-largest difference of the installed (compiled) benchmark's predictions from the fitted
-artifact's (``anb.surrogates.packaged.reference_diff``). A 10,000-architecture query of every
-target is timed whole, and its tree walk against one numpy pass over the same node tables (a leaf
-value gathered per tree and row, summed) in the same process: the ratio holds on a busy machine
-where the seconds do not. ``--json`` prints them as one JSON line
-at the end (tests/test_wheel.py asserts on it). ``--config`` instead times a first-use fit of
-another config in this environment (it needs the ``fit`` extra).
+library came along), the first ``anb.load()`` (a fresh process, empty ``ANB_CACHE_DIR``) and
+later ones (medians of fresh processes), each in wall and CPU seconds beside the time it
+printed, the first query, and the largest difference of the installed (compiled) benchmark's
+predictions from the fitted artifact's (``anb.surrogates.packaged.reference_diff``). A
+10,000-architecture query of every target is timed whole, and its tree walk apart; both are
+set against one numpy pass over arrays of the same size (a leaf value gathered per tree and
+row from that tree's leaves, summed) in the same process, in CPU time: the ratios hold on a
+busy machine where the seconds do not, and each has a target (:data:`WALK_TARGET`,
+:data:`QUERY_TARGET`). ``--json`` prints every figure as one JSON line at the end
+(tests/test_wheel.py asserts on it). ``--config`` instead times a first-use fit of another
+config in this environment (it needs the ``fit`` extra).
 
     .venv/bin/python benchmarks/packaged_load.py [--repeats 3] [--json] [--wheel W.whl]
     .venv/bin/python benchmarks/packaged_load.py --config small.json
 
-Measured (2 CPU cores shared with other work, load average 8.5 at the end; the index a local
-PyPI mirror): wheel 14.4 MB; pip install 601 s under that load (19-45 s on a quieter machine),
-395 MB on disk, no torch/xgboost/lightgbm/scikit-learn/wandb/onnx/pymoo; first anb.load() 0.13 s
-(5.2 s for the whole process with Python start and imports); later anb.load() + first query
-0.34 s (imports 0.73 s apart); 10,000 architectures x 10 metrics with std 2.15 s, of which the
-walk of 6,967 trees 1.32 s = 6.0x one numpy gather pass over the same node tables (the walk
-before the bit-matrix selects: about 2.5x slower in CPU time, 1.4-2.1 s against 0.55-0.8 s in
-one process); installed (compiled) vs fitted artifact on 128 test architectures x 10 metrics:
-max abs diff 3.5e-4 (a throughput in the thousands), max rel diff 3e-6. Before (every
-dependency, first use fitting): 6.8 GB, 224 s, first anb.load() 54 s, cached 0.61 s.
+Measured (2 CPU cores shared with other work; the index a local PyPI mirror), load average
+1.5: wheel 14.4 MB; pip install 22 s, 395 MB on disk, no torch/xgboost/lightgbm/scikit-learn/
+wandb/onnx/pymoo; anb.load() 0.42 s wall (0.41 s CPU; it printed 0.42 s); 10,000
+architectures x 10 metrics with std 0.81 s wall (0.80 s CPU, 2 threads), of which the walk of
+6,967 trees 0.25 s = 2.9x the numpy pass; the whole query 9.3x it. At load 12 the same run
+took 3.1 s / 4.0 s wall for 0.50 s / 0.91 s CPU (ratios 2.6x, 7.6x). Before this walk, the
+float64 SVR kernel and the lazy imports (load 8.5): 10k query 2.15 s wall, the walk 6-7x the
+pass, anb.load() 0.71-0.84 s at load 2. Installed (compiled) vs fitted artifact on 128 test
+architectures x 10 metrics: max abs diff 3.5e-4 (a throughput in the thousands; the fitted
+artifact's native XGBoost sums in float32), max rel diff 3e-6. Before (every dependency,
+first use fitting): 6.8 GB, 224 s, first anb.load() 54 s, cached 0.61 s.
 """
 from __future__ import annotations
 
