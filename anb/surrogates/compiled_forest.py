@@ -75,7 +75,7 @@ class PackedForest:
                              for d in range(self.depth)]
         self.select_levels = min(self.depth, SELECT_LEVELS)
         values = _cat([lay[2] for lay in layouts], "float64").reshape(self.n_trees, leaves)
-        counts = [t.n_trees for t in tables]
+        counts = np.array([t.n_trees for t in tables], dtype=np.intp)
         self.paired = self.depth <= PAIR_DEPTH
         if self.paired:
             first_tree, second_tree, counts = _pairs(counts)
@@ -153,18 +153,17 @@ class PackedForest:
         return position
 
 
-def _pairs(counts: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pairs(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The trees summed two at a time: within each booster (``counts`` trees each, in order)
     trees ``2i`` and ``2i + 1``, an odd last one with itself; and the pairs per booster."""
     first, second = [], []
     start = 0
-    for count in counts:
+    for count in counts.tolist():
         trees = np.arange(start, start + count)
         first.append(trees[::2])
         second.append(np.append(trees[1::2], trees[-1:]) if count % 2 else trees[1::2])
         start += count
-    return (_cat(first, "intp"), _cat(second, "intp"),
-            np.array([(c + 1) // 2 for c in counts], dtype=np.intp))
+    return _cat(first, "intp"), _cat(second, "intp"), (counts + 1) // 2
 
 
 def _complete(table: TreeTable, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
