@@ -72,11 +72,14 @@ def test_the_packed_forest_predicts_the_pointer_walk(depths, monkeypatch):
     X = rng.choice([-2.0, -1.0, -0.25, 0.0, 0.3, 0.5, 1.5, 2.0], size=(300, N_FEATURES))
     X[rng.random(X.shape) < 0.05] = np.nan
     X[rng.random(X.shape) < 0.02] = np.inf
-    packed = PackedForest(tables).predict(X)
+    forest = PackedForest(tables)
+    packed = forest.predict(X)
+    tiny = forest.predict(X[:compiled_forest.TINY])  # each tree's nodes walked directly
     assert packed.shape == (len(X), len(tables))
     for i, table in enumerate(tables):
         want = _pointer_walk(table, X)
         np.testing.assert_allclose(packed[:, i], want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(tiny[:, i], want[:len(tiny)], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(table.predict(X[:7]), want[:7], rtol=1e-12, atol=1e-12)
 
 
@@ -106,8 +109,11 @@ def test_the_packaged_members_fast_paths_predict_what_the_fitted_members_do():
     packed = PackedForest(tables)
     assert packed.paired and packed.n_trees > 1000
     got = packed.predict(X)
+    tiny = np.concatenate([packed.predict(X[i:i + 3]) for i in range(0, 30, 3)])
     for i, table in enumerate(tables):
-        np.testing.assert_allclose(got[:, i], _pointer_walk(table, X), rtol=1e-12, atol=1e-12)
+        want = _pointer_walk(table, X)
+        np.testing.assert_allclose(got[:, i], want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(tiny[:, i], want[:30], rtol=1e-12, atol=1e-12)
     svr = next(m for m in members if isinstance(m, SVRFamily))
     Z = (X.astype(np.float64) - svr.x_mean_) / svr.x_scale_
     squared = ((Z[:, None, :] - svr.support_[None]) ** 2).sum(axis=2)

@@ -16,10 +16,15 @@ import numpy as np
 if TYPE_CHECKING:  # annotations only: compiled imports this module
     from anb.surrogates.compiled import TreeTable
 
-#: Rows walked at once: a multiple of 64 (one word of packed bits per split and tree). The
-#: block's bit matrix (splits x rows) and leaf positions (trees x rows) stay in cache for the
-#: packaged forests (8,146 splits, 6,967 trees: 2 MB of comparisons, 1.8 MB of positions).
+#: Most rows walked at once (a smaller batch: rounded up to a multiple of 64, one word of
+#: packed bits per split and tree). The block's bit matrix (splits x rows) and leaf positions
+#: (trees x rows) stay in cache for the packaged forests (8,146 splits, 6,967 trees: 2 MB of
+#: comparisons, 1.8 MB of positions); 128, 256, 512 and 1,024 rows were within the noise of
+#: each other on 2 shared cores (the packaged 10k walk 0.46-0.56 s CPU).
 ROWS = 256
+#: Batches up to this many rows walk each tree's nodes directly (a few gathers per level):
+#: packing bits pays from about a word of rows (one row: 0.2 ms against 1.4 ms).
+TINY = 8
 #: Levels whose path is chosen by bitwise selects over whole rows of packed split bits
 #: (2^level - 1 selects each); deeper levels gather bit by bit, which is cheaper from about
 #: this depth on.
@@ -43,7 +48,8 @@ class PackedForest:
     levels gather the bits element by element. The leaf positions then index the leaf values:
     in forests up to :data:`PAIR_DEPTH` deep, two trees of one booster at a time, from a table
     of the pair's summed leaves (half the gathers; the sums differ from tree-by-tree ones by a
-    rounding, under 1e-15 relative). Each booster's trees are summed in their order.
+    rounding, under 1e-15 relative). Each booster's trees are summed in their order. Batches
+    of at most :data:`TINY` rows walk each tree's nodes directly instead.
     ``benchmarks/packaged_load.py`` times it against one numpy pass over the same arrays."""
 
     def __init__(self, tables: Sequence[TreeTable]) -> None:
@@ -64,8 +70,9 @@ class PackedForest:
         #: x < threshold (NaN goes right). The splits are sorted by feature.
         self.split_thr = (unique & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(
             np.float32)[:, None]
-        split_feat = (unique >> np.uint64(32)).astype(np.intp)
-        features, first = np.unique(split_feat, return_index=True)
+        #: Each distinct split's feature.
+        self.split_feat = (unique >> np.uint64(32)).astype(np.intp)
+        features, first = np.unique(self.split_feat, return_index=True)
         bounds = np.append(first, len(unique)).tolist()
         #: ``(feature, first split, end)`` of each feature some split reads.
         self.feature_splits = list(zip(features.tolist(), bounds[:-1], bounds[1:], strict=True))
@@ -96,23 +103,30 @@ class PackedForest:
         """Raw margin of every table for every row, ``(n, n_tables)`` float64."""
         X = np.asarray(X, dtype=np.float32)
         out = np.zeros((len(X), self.n_boosters))
-        if self.n_trees:
-            for start in range(0, len(X), ROWS):
-                block = X[start:start + ROWS]
-                columns = np.zeros((X.shape[1], ROWS), dtype=np.float32)
+        if self.n_trees and len(X) <= TINY:
+            position = self._paths(X)
+            if self.paired:
+                position = (position[self.pair[0]] << self.depth) | position[self.pair[1]]
+            self._gather(position, out)
+        elif self.n_trees:
+            width = min(ROWS, -(-len(X) // 64) * 64)  # a small batch: one word of rows
+            for start in range(0, len(X), width):
+                block = X[start:start + width]
+                columns = np.zeros((X.shape[1], width), dtype=np.float32)
                 columns[:, :len(block)] = block.T
-                self._sum_leaves(columns, out[start:start + ROWS])
+                self._sum_leaves(columns, out[start:start + width])
         return out + self.base
 
     def _sum_leaves(self, columns: np.ndarray, out: np.ndarray) -> None:
-        """Each booster's sum of leaf values for the rows of ``columns`` (features x
-        :data:`ROWS`), into ``out`` (its first rows)."""
-        left = np.empty((len(self.split_thr), ROWS), dtype=bool)
+        """Each booster's sum of leaf values for the rows of ``columns`` (features x a multiple
+        of 64 rows), into ``out`` (its first rows)."""
+        width = columns.shape[1]
+        left = np.empty((len(self.split_thr), width), dtype=bool)
         for feature, first, end in self.feature_splits:
             np.less(columns[feature], self.split_thr[first:end], out=left[first:end])
         right = np.packbits(left, axis=1, bitorder="little")
         np.invert(right, out=right)
-        words = right.view(np.uint64)  # (splits, ROWS / 64): bit i of word j is row 64 j + i
+        words = right.view(np.uint64)  # (splits, width / 64): bit i of word j is row 64 j + i
         path: list[np.ndarray] = []  # the go-right bits of each level so far, (trees, words)
         for level in range(self.select_levels):
             nodes = [np.take(words, ids, axis=0) for ids in self.level_splits[level]]
@@ -122,7 +136,7 @@ class PackedForest:
             path.append(nodes[0])
         # the node's place within its level, a byte per tree and row; shifted eight bytes at
         # a time (no bit crosses a byte: a position has at most 2 PAIR_DEPTH bits)
-        position = np.zeros((self.n_trees, ROWS), dtype=np.uint8)
+        position = np.zeros((self.n_trees, width), dtype=np.uint8)
         eights = position.view(np.uint64)
         for bit in path:
             eights <<= np.uint64(1)
@@ -136,20 +150,38 @@ class PackedForest:
             eights <<= np.uint64(self.depth)
             eights |= second.view(np.uint64)
             position = first
+        self._gather(position, out)
+
+    def _gather(self, position: np.ndarray, out: np.ndarray) -> None:
+        """Each booster's sum of the leaf values at ``position`` (leaf or pair code per tree or
+        pair and row), into ``out`` (as many rows as it has)."""
         n = len(out)
         for booster, (first, end) in enumerate(self.booster_rows):
             index = position[first:end, :n] + self.leaf_offset[first:end]
             np.take(self.value, index).sum(axis=0, out=out[:, booster])
 
+    def _paths(self, X: np.ndarray) -> np.ndarray:
+        """Each tree's leaf position for each row of a small batch, ``(trees, rows)``: its
+        nodes walked level by level (right unless x < threshold, as the packed walk)."""
+        position = np.zeros((self.n_trees, len(X)), dtype=np.intp)
+        tree = np.arange(self.n_trees, dtype=np.intp)[:, None]
+        row = np.arange(len(X))
+        for level in range(self.depth):
+            split = np.take(self.level_splits[level], position * self.n_trees + tree)
+            position <<= 1
+            position |= ~(X[row, self.split_feat[split]] < self.split_thr[split, 0])
+        return position
+
     def _walk(self, position: np.ndarray, right: np.ndarray) -> np.ndarray:
         """The levels below :data:`SELECT_LEVELS`, one bit gathered per tree and row."""
         flat_bits = right.view(np.uint8).ravel()
-        column = np.arange(ROWS, dtype=np.intp)
+        width = right.shape[1]
+        column = np.arange(width, dtype=np.intp)
         tree = np.arange(self.n_trees, dtype=np.intp)[:, None]
         for level in range(self.select_levels, self.depth):
             split = np.take(self.level_splits[level], position * self.n_trees + tree)
             position <<= 1
-            position |= np.take(flat_bits, split * ROWS + column)
+            position |= np.take(flat_bits, split * width + column)
         return position
 
 
