@@ -10,11 +10,12 @@ from __future__ import annotations
 import math
 import os
 import sys
-from typing import Any, NoReturn
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from anb.extras import explain
+
+if TYPE_CHECKING:  # typer is imported where it is used: loading a benchmark needs none of it
+    import typer
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -25,12 +26,16 @@ QUEUE_ENV = "ANB_QUEUE"
 
 def queue_option(help: str = "SQLite file or postgresql:// URL.") -> Any:
     """The ``--queue`` option (``$ANB_QUEUE``) of every command that uses the job queue."""
+    import typer
+
     return typer.Option(DEFAULT_QUEUE, "--queue", envvar=QUEUE_ENV, help=help)
 
 
 def space_option(help: str = "search space (default: the one the input names, else "
                               "anb-mnasnet; `anb space list` shows all)") -> Any:
     """The ``--space`` option of every command that reads or makes architectures."""
+    import typer
+
     return typer.Option(None, "--space", help=help)
 
 
@@ -40,6 +45,8 @@ class UserError(ValueError):
 
 def fail(message: object) -> NoReturn:
     """Print ``error: <message>`` to stderr and leave the command with exit code 2."""
+    import typer
+
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(EXIT_USAGE)
 
@@ -68,6 +75,8 @@ def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
     """Run ``app`` as the console command: usage errors, a user's OS errors, a module of a
     missing extra and Ctrl-C end with a clear line and exit codes 2 / 2 / 2 / 130 instead of a
     traceback."""
+    import typer
+
     try:
         result = app(args=args, standalone_mode=False)
     except typer.Abort as err:
@@ -97,6 +106,8 @@ def run(app: typer.Typer, args: list[str] | None = None) -> NoReturn:
 
 
 def _interrupted() -> NoReturn:
+    import typer
+
     typer.echo("interrupted (Ctrl-C): nothing is left half-written; commands that resume "
                "(measure, train, search --measure) keep their finished work", err=True)
     sys.exit(EXIT_INTERRUPTED)

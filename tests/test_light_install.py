@@ -92,6 +92,40 @@ def test_the_query_command_runs_without_extras(tmp_path):
     assert proc.stdout.splitlines()[1].startswith(B0 + ",")
 
 
+#: What loading and querying the packaged benchmark never imports: the CLI's library, the
+#: fitting and adapting modules, scipy.
+OFF_THE_QUERY_PATH = ("typer", "scipy", "anb.cli", "anb.surrogates.api",
+                      "anb.surrogates.adapt.model")
+
+
+def test_loading_and_querying_import_only_what_a_query_needs(tmp_path):
+    proc = _child(f"""
+        import sys
+        import anb
+        anb.load(quiet=True).query([{B0!r}])
+        print([m for m in {OFF_THE_QUERY_PATH!r} if m in sys.modules])
+        """, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[-1] == "[]"
+
+
+def test_the_lazy_package_names_are_the_functions_they_were():
+    """``anb.surrogates`` imports its names on first use; ``fit`` stays the function (the
+    module ``anb.surrogates.fit`` is imported by loading a benchmark and would shadow it)."""
+    import importlib
+
+    import anb.surrogates as surrogates
+    from anb.surrogates import api, fit
+
+    assert fit is api.fit and surrogates.fit is api.fit
+    assert sorted(surrogates.HOMES) == sorted(surrogates.__all__)
+    for name, home in surrogates.HOMES.items():
+        module = importlib.import_module(f"anb.surrogates.{home}")
+        assert getattr(surrogates, name) is getattr(module, name), name
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        surrogates.nothing  # noqa: B018
+
+
 @pytest.mark.slow
 def test_a_command_needing_an_extra_says_which_in_one_line(tmp_path):
     """``anb fit`` names the ``fit`` extra before any work, ``anb search --algorithm nsga2``

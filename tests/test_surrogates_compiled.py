@@ -11,7 +11,8 @@ from anb.searchspace.sampler import sample
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, artifact, fit_benchmark, prepare
 from anb.surrogates.benchmark import SMALL_BATCH
-from anb.surrogates.compiled import PackedForest, TreeTable
+from anb.surrogates.compiled import TreeTable
+from anb.surrogates.compiled_forest import PackedForest
 from anb.surrogates.estimators import TABLE_SUFFIX, XGBoostFamily
 
 pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each

@@ -19,7 +19,7 @@ import pandas as pd
 from anb.records import is_perf_metric
 from anb.searchspace.base import Space
 from anb.searchspace.encoding import to_choices
-from anb.surrogates.compiled import PackedForest
+from anb.surrogates.compiled_forest import PackedForest
 from anb.surrogates.ensemble import TargetSurrogate
 from anb.surrogates.estimators import XGBoostFamily
 from anb.surrogates.features import FeatureBuilder
@@ -157,12 +157,10 @@ class SurrogateBenchmark:
         jobs = [(name, i, member) for name in names
                 for i, member in enumerate(self.models[name].members_)]
         if self.n_jobs > 1 and len(jobs) > 1:
-            if self._pool is None or self._pool_pid != os.getpid():  # no threads after fork
-                self._pool = ThreadPoolExecutor(self.n_jobs, thread_name_prefix="anb-query")
-                self._pool_pid = os.getpid()
+            pool = self._thread_pool()
             # costliest first, so the workers finish together
             order = sorted(range(len(jobs)), key=lambda j: -_cost_hint(jobs[j][2]))
-            futures = {j: self._pool.submit(jobs[j][2].predict, X) for j in order}
+            futures = {j: pool.submit(jobs[j][2].predict, X) for j in order}
             preds = [futures[j].result() for j in range(len(jobs))]
         else:
             preds = [member.predict(X) for _, _, member in jobs]
@@ -175,21 +173,35 @@ class SurrogateBenchmark:
             out[name] = stacked + model._base(X)[:, None]
         return out
 
+    def _thread_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None or self._pool_pid != os.getpid():  # no threads after fork
+            self._pool = ThreadPoolExecutor(self.n_jobs, thread_name_prefix="anb-query")
+            self._pool_pid = os.getpid()
+        return self._pool
+
     def _packed_batch(self, X: np.ndarray, names: list[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
+        """Every member's prediction: the trees from the packed forest, the other members
+        (an SVR, say) on the thread pool meanwhile when there are threads and rows to spare."""
         packed = self._packed_forest()
-        margins = packed.predict(X) if packed.n_boosters else None
-        for name in names:
-            model = self.models[name]
-            if margins is None:
-                out[name] = model.member_predictions(X)
-                continue
-            base = model._base(X)
-            out[name] = np.stack([base + (margins[:, slot] if slot >= 0 else member.predict(X))
-                                  for slot, member in zip(self._packed_slots[name],
-                                                          model.members_, strict=True)],
-                                 axis=1)
-        return out
+        others = {(name, i): member for name in names
+                  for i, (slot, member) in enumerate(zip(self._packed_slots[name],
+                                                         self.models[name].members_,
+                                                         strict=True)) if slot < 0}
+        pending = {}
+        if others and self.n_jobs > 1 and len(X) > SMALL_BATCH:
+            pool = self._thread_pool()
+            pending = {key: pool.submit(member.predict, X) for key, member in others.items()}
+        margins = packed.predict(X)
+
+        def predicted(name: str, i: int, slot: int) -> np.ndarray:
+            if slot >= 0:
+                return margins[:, slot]
+            future = pending.get((name, i))
+            return others[name, i].predict(X) if future is None else future.result()
+
+        return {name: np.stack([self.models[name]._base(X) + predicted(name, i, slot)
+                                for i, slot in enumerate(self._packed_slots[name])], axis=1)
+                for name in names}
 
     def ood(self, choices: np.ndarray) -> dict[str, np.ndarray]:
         """Out-of-distribution scores and flag (all in-distribution without a support)."""

@@ -2,16 +2,12 @@
 
 A :class:`TreeTable` is one booster's trees read from XGBoost's own JSON model (no code) into
 flat arrays, stored as ``.npz`` (``allow_pickle=False``): the query install predicts with it,
-and a packaged benchmark ships its members in that form. :class:`PackedForest` walks the trees
-of many tables at once, level by level: calling a native booster costs tens of microseconds of
-fixed overhead, paid once per member on every query, so small batches take this path even
-where xgboost is installed (large ones go to the native predictor there, every batch to this
-path where it is not).
+and a packaged benchmark ships its members in that form.
+:class:`~anb.surrogates.compiled_forest.PackedForest` walks the trees of many tables at once.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -19,18 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from anb.io import atomic_write
+from anb.surrogates.compiled_forest import PackedForest
 
 #: Objectives whose prediction is the raw margin (the sum of leaves plus the base score).
 IDENTITY_OBJECTIVES = ("reg:squarederror", "reg:absoluteerror", "reg:pseudohubererror")
-#: Rows x trees walked at once (rows within MIN_ROWS..MAX_ROWS): the block's bit matrices
-#: stay in cache.
-BLOCK = 1 << 18
-MIN_ROWS, MAX_ROWS = 8, 4096
-#: Levels whose path is chosen by bitwise selects over whole rows of split bits (2^level - 1
-#: selects each); deeper levels gather bit by bit, which is cheaper from about this depth on.
-SELECT_LEVELS = 4
-#: Deepest complete layout :class:`PackedForest` builds (2^12 leaves per tree).
-MAX_COMPLETE_LEAVES = 1 << 12
 _ARRAYS = ("feat", "thr", "left", "right", "value", "roots")
 
 
@@ -129,114 +117,6 @@ class TreeTable:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """The booster's prediction for every row of ``X``."""
         return self._packed.predict(X)[:, 0]
-
-
-class PackedForest:
-    """The trees of many tables in one table; :meth:`predict` returns ``(n, n_tables)``.
-
-    Each tree is laid out as a complete binary tree of the deepest tree's depth (a leaf above
-    that depth becomes a split over copies of itself), so a node's children are ``2i + 1`` and
-    ``2i + 2``. A block of rows is walked feature-major (rows contiguous): every distinct split
-    (feature, threshold) of the forest is evaluated once, giving a matrix of go-right bits, one
-    row per split; the first :data:`SELECT_LEVELS` levels then pick each tree's path from whole
-    rows of that matrix (copying a row costs a fraction of gathering its elements one by one)
-    with bitwise selects, deeper levels gather the bits element by element, and the leaf
-    position picks the leaf value. A 10,000-row query of every packaged member takes less than
-    half the time of walking the nodes element by element (benchmarks/packaged_load.py)."""
-
-    def __init__(self, tables: Sequence[TreeTable]) -> None:
-        self.depth = max((t.depth for t in tables), default=0)
-        if 2 ** self.depth > MAX_COMPLETE_LEAVES:
-            raise ValueError(f"trees of depth {self.depth} cannot be packed (at most "
-                             f"{MAX_COMPLETE_LEAVES.bit_length() - 1} levels)")
-        layouts = [_complete(t, self.depth) for t in tables]
-        inner, leaves = 2 ** self.depth - 1, 2 ** self.depth
-        self.n_trees = sum(t.n_trees for t in tables)
-        feat = _cat([lay[0] for lay in layouts], "int32").reshape(self.n_trees, inner)
-        thr = _cat([lay[1] for lay in layouts], "float32").reshape(self.n_trees, inner)
-        key = (feat.astype(np.uint64) << np.uint64(32)) | thr.view(np.uint32).astype(np.uint64)
-        unique, split = np.unique(key.ravel(), return_inverse=True)
-        #: Feature and threshold of each distinct split: a row goes right unless x < threshold
-        #: (NaN goes right).
-        self.split_feat = (unique >> np.uint64(32)).astype(np.intp)
-        self.split_thr = (unique & np.uint64(0xFFFFFFFF)).astype(np.uint32).view(
-            np.float32)[:, None]
-        split = split.reshape(self.n_trees, inner).astype(np.intp)
-        #: Per level, ``(2^level, trees)``: the split of each node of that level, left to right.
-        self.level_splits = [np.ascontiguousarray(split[:, 2 ** d - 1:2 ** (d + 1) - 1].T)
-                             for d in range(self.depth)]
-        self.select_levels = min(self.depth, SELECT_LEVELS)
-        self.value = _cat([lay[2] for lay in layouts], "float64")  # (trees * 2^depth,)
-        self.leaf_offset = (np.arange(self.n_trees, dtype=np.intp) * leaves)[:, None]
-        self.starts = np.cumsum([0] + [t.n_trees for t in tables[:-1]]).astype(np.intp)
-        self.base = np.array([t.base for t in tables])
-        self.n_boosters = len(tables)
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """Raw margin of every table for every row, ``(n, n_tables)`` float64."""
-        X = np.ascontiguousarray(X, dtype=np.float32)
-        out = np.zeros((len(X), self.n_boosters))
-        if self.n_trees:
-            rows = min(MAX_ROWS, max(MIN_ROWS, BLOCK // self.n_trees))
-            for start in range(0, len(X), rows):
-                leaf = self._leaf_values(np.ascontiguousarray(X[start:start + rows].T))
-                out[start:start + rows] = np.add.reduceat(leaf, self.starts, axis=0).T
-        return out + self.base
-
-    def _leaf_values(self, columns: np.ndarray) -> np.ndarray:
-        """The leaf value of every tree for every column of ``columns`` (features x rows):
-        ``(trees, rows)``."""
-        n = columns.shape[1]
-        right = np.less(np.take(columns, self.split_feat, axis=0), self.split_thr)
-        np.logical_not(right, out=right)
-        bits = right.view(np.uint8)  # (splits, rows)
-        path: list[np.ndarray] = []  # the go-right bit of each level so far, (trees, rows)
-        for level in range(self.select_levels):
-            nodes = [np.take(bits, ids, axis=0) for ids in self.level_splits[level]]
-            for bit in reversed(path):  # pairs of nodes differ in the latest bit first
-                nodes = [a ^ (bit & (a ^ b)) for a, b in zip(nodes[::2], nodes[1::2],
-                                                            strict=True)]
-            path.append(nodes[0])
-        position = path[0] if path else np.zeros((self.n_trees, n), dtype=np.uint8)
-        for bit in path[1:]:  # the node's place within its level
-            position = (position << 1) | bit
-        if self.depth > self.select_levels:
-            position = self._walk(position.astype(np.intp), bits)
-        return np.take(self.value, position + self.leaf_offset)
-
-    def _walk(self, position: np.ndarray, bits: np.ndarray) -> np.ndarray:
-        """The levels below :data:`SELECT_LEVELS`, one bit gathered per tree and row."""
-        n = bits.shape[1]
-        column = np.arange(n, dtype=np.intp)
-        flat_bits = bits.ravel()
-        tree = np.arange(self.n_trees, dtype=np.intp)[:, None]
-        for level in range(self.select_levels, self.depth):
-            split = np.take(self.level_splits[level], position * self.n_trees + tree)
-            position <<= 1
-            position |= np.take(flat_bits, split * n + column)
-        return position
-
-
-def _complete(table: TreeTable, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``table``'s trees as complete trees of ``depth``: split features and thresholds
-    ``(trees * (2^depth - 1),)`` and leaf values ``(trees * 2^depth,)`` in heap order."""
-    inner, leaves = 2 ** depth - 1, 2 ** depth
-    feat = np.zeros((table.n_trees, inner), dtype=np.int32)
-    thr = np.full((table.n_trees, inner), np.inf, dtype=np.float32)  # x < inf: always left
-    value = np.zeros((table.n_trees, leaves), dtype=np.float64)
-    for tree, root in enumerate(table.roots):
-        stack = [(int(root), 0)]  # (node in the table, heap position)
-        while stack:
-            node, pos = stack.pop()
-            if pos >= inner:
-                value[tree, pos - inner] = table.value[node]
-            elif table.left[node] == node:  # a leaf above the bottom: both sides keep it
-                stack += [(node, 2 * pos + 1), (node, 2 * pos + 2)]
-            else:
-                feat[tree, pos], thr[tree, pos] = table.feat[node], table.thr[node]
-                stack += [(int(table.left[node]), 2 * pos + 1),
-                          (int(table.right[node]), 2 * pos + 2)]
-    return feat.ravel(), thr.ravel(), value.ravel()
 
 
 def _cat(parts: list[np.ndarray], dtype: str) -> np.ndarray:

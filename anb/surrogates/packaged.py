@@ -34,14 +34,14 @@ from anb.io import read_json, sha256_file
 from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, get_space
 from anb.surrogates import artifact
-from anb.surrogates.adapt.base import resolve_base
-from anb.surrogates.adapt.model import AdaptedBenchmark, is_adapted, load_adapted
 from anb.surrogates.benchmark import SurrogateBenchmark
 from anb.surrogates.fit import FitConfig
 from anb.version import __version__
 
-if TYPE_CHECKING:  # an annotation only
+if TYPE_CHECKING:  # annotations only
     import pandas as pd
+
+    from anb.surrogates.adapt.model import AdaptedBenchmark
 
 #: Names :func:`load` resolves to a packaged benchmark (anything else is an artifact folder).
 PACKAGED = (resources.PACKAGED_BENCHMARK, *resources.HELP_BENCHMARKS)
@@ -79,9 +79,13 @@ def fit_config(config: str | Path | FitConfig | None) -> FitConfig:
 
 def cache_key(config: FitConfig) -> dict[str, Any]:
     """What the cached artifact depends on; any change gives a new cache entry."""
-    return {"anb_version": __version__, "libraries": artifact.library_versions(),
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-            **released_key(), "config": config.to_dict()}
+    return {**_inputs_key(config), "libraries": artifact.library_versions(),
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}"}
+
+
+def _inputs_key(config: FitConfig) -> dict[str, Any]:
+    """The anb version and the hashes of the data, split and config (both keys' part)."""
+    return {"anb_version": __version__, **released_key(), "config": config.to_dict()}
 
 
 #: The manifest field holding the :func:`shipped_key` a shipped artifact was fitted under.
@@ -108,8 +112,7 @@ def fit_code_sha256() -> str:
 def shipped_key(config: FitConfig) -> dict[str, Any]:
     """What a shipped fitted artifact depends on: the anb version and the hashes of the data,
     split, config and fitting code (library versions are recorded in its manifest)."""
-    key = {k: v for k, v in cache_key(config).items() if k not in ("libraries", "python")}
-    return {**key, "fit_code_sha256": fit_code_sha256()}
+    return {**_inputs_key(config), "fit_code_sha256": fit_code_sha256()}
 
 
 def shipped(config: FitConfig) -> Path | None:
@@ -315,6 +318,9 @@ def benchmark_space(name_or_path: str | Path | Any) -> Space:
 
             return get_space(check_name(str(name_or_path)))
         return get_space(DEFAULT_SPACE)
+    from anb.surrogates.adapt.base import resolve_base
+    from anb.surrogates.adapt.model import is_adapted
+
     try:
         manifest = read_json(path / artifact.MANIFEST)
         if is_adapted(path):
@@ -353,6 +359,8 @@ def load(name_or_path: str | Path = resources.PACKAGED_BENCHMARK,
     if config is not None:
         raise ValueError(f"config is for a packaged benchmark ({list(PACKAGED)}); "
                          f"{str(name_or_path)!r} is a folder, fitted already")
+    from anb.surrogates.adapt.model import is_adapted, load_adapted  # a folder's kind
+
     if is_adapted(name_or_path):
         return load_adapted(name_or_path, n_jobs=n_jobs)
     return artifact.load(name_or_path, n_jobs=n_jobs)
