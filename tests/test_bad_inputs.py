@@ -460,7 +460,12 @@ def _interrupt(argv: list[str], work: Path, started: str, timeout: float
 def test_ctrl_c_during_fit_exits_130_promptly_writing_nothing(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    run, stop, to_start = _interrupt(["fit", str(DATASET_TARBALL), "--out", "art"], work,
+    # the default config without its hole folds (minutes of fitting before the first member,
+    # none of it about stopping): the members are the default's
+    config = tmp_path / "no_folds.json"
+    config.write_text('{"hole_folds": 0}')
+    run, stop, to_start = _interrupt(["fit", str(DATASET_TARBALL), "--config", str(config),
+                                      "--out", "art"], work,
                                      "1/", timeout=300)  # one member fitted: under way
     assert run.returncode == 130, run.stderr
     assert "Traceback" not in run.stderr and "interrupted (Ctrl-C)" in run.stderr, run.stderr
