@@ -199,9 +199,12 @@ class SurrogateBenchmark:
             future = pending.get((name, i))
             return others[name, i].predict(X) if future is None else future.result()
 
-        return {name: np.stack([self.models[name]._base(X) + predicted(name, i, slot)
-                                for i, slot in enumerate(self._packed_slots[name])], axis=1)
-                for name in names}
+        out: dict[str, np.ndarray] = {}
+        for name in names:
+            base = self.models[name]._base(X)  # once per target, shared by its members
+            out[name] = np.stack([base + predicted(name, i, slot)
+                                  for i, slot in enumerate(self._packed_slots[name])], axis=1)
+        return out
 
     def ood(self, choices: np.ndarray) -> dict[str, np.ndarray]:
         """Out-of-distribution scores and flag (all in-distribution without a support)."""
