@@ -33,12 +33,6 @@ def loo_residuals(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (hat @ y - y) / (1 - np.diag(hat))
 
 
-def loo_error(x: np.ndarray, y: np.ndarray) -> float:
-    """Mean squared leave-one-out error of the least-squares line ``y ~ a + b x``
-    (:func:`loo_residuals`); ``inf`` where ``x`` is constant."""
-    return float(np.mean(loo_residuals(x, y) ** 2))
-
-
 def _logs(proxies: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``log`` of each proxy, floored at ``log 1`` (a block-free architecture has none)."""
     return {name: np.log(np.maximum(values, 1.0)) for name, values in proxies.items()}
