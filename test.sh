@@ -14,9 +14,10 @@ if [ "${ANB_SKIP_XLA:-0}" != 1 ]; then
   mkdir -p build
   export ANB_XLA_SETUP_STATUS="$PWD/build/setup_xla.status"
   rm -f "$ANB_XLA_SETUP_STATUS"
-  ( status=0 began=$(date +%s)
-    nice -n 19 bash scripts/setup_xla_env.sh > build/setup_xla.log 2>&1 || status=$?
-    echo "setup_xla_env: $(( $(date +%s) - began )) s (exit $status)" >> build/setup_xla.log
+  rm -f build/setup_xla.phase
+  ( status=0
+    nice -n 19 bash scripts/ci/timed.sh build/setup_xla.phase setup_xla_env \
+      bash scripts/setup_xla_env.sh > build/setup_xla.log 2>&1 || status=$?
     echo "$status" > "$ANB_XLA_SETUP_STATUS.tmp" && mv "$ANB_XLA_SETUP_STATUS.tmp" "$ANB_XLA_SETUP_STATUS"
   ) &
 fi
