@@ -16,7 +16,7 @@ if [ "${ANB_SKIP_XLA:-0}" != 1 ]; then
   rm -f "$ANB_XLA_SETUP_STATUS"
   rm -f build/setup_xla.phase
   ( status=0
-    nice -n 19 bash scripts/ci/timed.sh build/setup_xla.phase setup_xla_env \
+    nice -n 19 bash scripts/timed.sh build/setup_xla.phase setup_xla_env \
       bash scripts/setup_xla_env.sh > build/setup_xla.log 2>&1 || status=$?
     echo "$status" > "$ANB_XLA_SETUP_STATUS.tmp" && mv "$ANB_XLA_SETUP_STATUS.tmp" "$ANB_XLA_SETUP_STATUS"
   ) &
