@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -68,10 +69,20 @@ def anb(*args: str) -> tuple[int, str]:
 def anb_process(*args: str) -> tuple[int, str]:
     """The console command in a fresh process: OpenVINO bundles its own thread runtime, which
     must not share the suite's process (tests/conftest.py, ``isolated``)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "anb", *args], capture_output=True, text=True,
-                          env=env, timeout=300)
-    return done.returncode, done.stdout + done.stderr
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+           "PYTHONFAULTHANDLER": "1"}
+    child = subprocess.Popen([sys.executable, "-m", "anb", *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        out, _ = child.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        # one such run hung under load (once, not reproduced): SIGABRT makes the child's
+        # faulthandler print every thread's stack, so the failure says where it hung
+        child.send_signal(signal.SIGABRT)
+        out, _ = child.communicate()
+        raise AssertionError(f"anb {' '.join(args)} still running after 240 s:\n"
+                             f"{out[-6000:]}") from None
+    return child.returncode, out
 
 
 def quality_of(out: Path, device: str, arch: str = SMALL) -> dict:
