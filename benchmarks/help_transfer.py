@@ -65,8 +65,7 @@ from anb.surrogates import intervals
 from anb.surrogates.adapt.model import AdaptedModel, BenchmarkKnown, op_components
 from anb.surrogates.adapt.proxy import analytic_proxies, best_proxy
 from anb.surrogates.adapt.select import design_features, select
-from anb.surrogates.fit import FitConfig, fit_benchmark, prepare
-from anb.surrogates.layer_cost import LayerCostModel
+from anb.surrogates.fit import FitConfig, fit_benchmark, fit_layer_cost, prepare
 
 Z90 = intervals.z_value(0.9)  # the one interval definition
 #: HELP's published Spearman at 20 measurements (docs/background/help.md, "Published results")
@@ -109,12 +108,7 @@ def fit_known(table: pd.DataFrame, space_name: str, known: tuple[str, ...]) -> B
     space = get_space(space_name)
     frame = ht.to_frame(table, space, known)
     prepared = prepare(frame, None, split="random", seed=0, space=space)
-    config, train = FitConfig(), prepared.masks["train"]
-    layer_cost = LayerCostModel(trim=config.layer_cost_trim,
-                                saturating=config.layer_cost_saturating).fit(
-        prepared.choices[train],
-        {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
-        space)
+    layer_cost = fit_layer_cost(prepared, FitConfig())
     return BenchmarkKnown(SimpleNamespace(builder=SimpleNamespace(layer_cost=layer_cost),
                                           metrics=list(layer_cost.targets_)))
 

@@ -179,6 +179,17 @@ def to_model_space(target: str, y: np.ndarray) -> np.ndarray:
     return np.log(y) if transform_for(target) == "log" else y
 
 
+def fit_layer_cost(prepared: Prepared, config: FitConfig) -> LayerCostModel:
+    """The layer-cost model of every prepared target, fitted on the train split with the
+    config's trim and saturation (as ``fit_benchmark`` fits it)."""
+    train = prepared.masks["train"]
+    return LayerCostModel(trim=config.layer_cost_trim,
+                          saturating=config.layer_cost_saturating).fit(
+        prepared.choices[train],
+        {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
+        prepared.space)
+
+
 def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress: bool = True
                   ) -> SurrogateBenchmark:
     """Fit one bagged surrogate per target on the train split (val for early stopping/noise),
@@ -196,13 +207,7 @@ def fit_benchmark(prepared: Prepared, config: FitConfig | None = None, progress:
         if not (lab.present & train).any():
             raise ValueError(f"target {target!r}: empty training set after filtering "
                              f"({lab.n_missing} of {len(lab.values)} labels are missing)")
-    layer_cost = None
-    if config.layer_cost:
-        layer_cost = LayerCostModel(trim=config.layer_cost_trim,
-                                    saturating=config.layer_cost_saturating).fit(
-            prepared.choices[train],
-            {t: (lab.values[train], lab.present[train]) for t, lab in prepared.labels.items()},
-            space)
+    layer_cost = fit_layer_cost(prepared, config) if config.layer_cost else None
     builder = FeatureBuilder(config.feature_set, layer_cost, space=space)
     X = builder.transform(prepared.choices)
     support = Support(space).fit(prepared.choices[train])
