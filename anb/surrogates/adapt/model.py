@@ -193,8 +193,9 @@ class AdaptedModel:
     proxy: str = ""
     proxy_coef: np.ndarray = field(default_factory=lambda: np.zeros(2))
     proxy_range: np.ndarray = field(default_factory=lambda: np.zeros(2))
-    #: the out-of-fold RMSE of the transfer blend and of the best proxy (what the choice
-    #: compared; nan where not compared). ``loo_rmse``, the std's error, is the winner's
+    #: the out-of-fold RMSE of the transfer blend and of the proxy of least such error (what
+    #: the squared-error choice compares; nan where not compared; from RANK_MIN_POINTS rows
+    #: the rank choice may pick another). ``loo_rmse``, the std's error, is the winner's
     #: choice scored out of fold (:func:`~anb.surrogates.adapt.choice.selected_rmse`: each
     #: row under the blend weights / proxy chosen without it), at least the winner's RMSE
     transfer_rmse: float = float("nan")
@@ -218,7 +219,8 @@ class AdaptedModel:
         """Fit on ``n`` measured rows: known-device log costs ``(n, m)``, op totals, values;
         with the rows' ``choices`` (of ``space``) also the own per-layer model, from
         :data:`OWN_MIN_POINTS` rows, and the best analytic proxy, which replaces the transfer
-        where its leave-one-out error is lower.
+        where its leave-one-out error is lower (from :data:`RANK_MIN_POINTS` rows: every proxy
+        and blend weighting competes on the rank agreement of its held-out predictions).
 
         The blend weights and ``loo_rmse`` come from the leave-one-out errors (O(n^2));
         ``leave_one_out=False`` uses the in-sample errors instead, for fits on thousands of
