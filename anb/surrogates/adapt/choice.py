@@ -3,11 +3,12 @@
 Each candidate is a column of out-of-fold errors (prediction minus the measured log cost) on
 the measured rows. Two rules choose among them: the least squared error
 (:func:`selected_rmse` scores it), and, from enough rows, the best rank agreement of the
-held-out predictions with the measurements (:func:`rank_choice`), the simplest candidate within
-a margin of the best: what a benchmark is asked is an order, and squared error does not order
-the candidates by rank where they differ (issue 47's "never worse than simple"). The error of
-the winner on the rows it was chosen on is optimistic (the choice saw them), so the std's error
-scores each row under the candidate chosen on the other rows."""
+held-out predictions with the measurements (:func:`rank_choice`), the least squared error
+among the candidates within a margin of the best: what a benchmark is asked is an order, and
+squared error does not order the candidates by rank where they differ (issue 47's "never
+worse than simple"). The error of the winner on the rows it was chosen on is optimistic (the
+choice saw them), so the std's error scores each row under the candidate chosen on the other
+rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,8 @@ def selected_rmse(residuals: np.ndarray) -> float:
 
 def rank_agreement(residuals: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Spearman correlation of each column's held-out predictions (``y + residuals``) with
-    ``y``; ``-inf`` for a column that is not finite everywhere (no candidate)."""
+    ``y`` (0 where either is constant); ``-inf`` for a column that is not finite everywhere
+    (no candidate)."""
     from scipy.stats import rankdata  # fitting only
 
     residuals = np.asarray(residuals, dtype=np.float64)
@@ -39,8 +41,8 @@ def rank_agreement(residuals: np.ndarray, y: np.ndarray) -> np.ndarray:
     truth = rankdata(y)
     ranks, truth = ranks - ranks.mean(0), truth - truth.mean()
     norm = np.sqrt((ranks**2).sum(0) * (truth**2).sum())
-    out[finite] = np.where(norm > 0, (ranks * truth[:, None]).sum(0) / np.where(norm > 0, norm, 1),
-                           0.0)
+    out[finite] = np.divide((ranks * truth[:, None]).sum(0), norm, out=np.zeros_like(norm),
+                            where=norm > 0)
     return out
 
 
