@@ -33,6 +33,17 @@ def loo_residuals(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return (hat @ y - y) / (1 - np.diag(hat))
 
 
+def fit_line(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The least-squares line ``y ~ a + b x``: ``(a, b)``."""
+    return np.linalg.lstsq(np.column_stack([np.ones(len(y)), x]), y, rcond=None)[0]
+
+
+def log_proxies(space: Space, choices: np.ndarray) -> dict[str, np.ndarray]:
+    """``log`` of each of :data:`PROXY_NAMES` of each architecture, as :func:`fit_proxy`
+    fits them."""
+    return _logs(analytic_proxies(space, choices))
+
+
 def _logs(proxies: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``log`` of each proxy, floored at ``log 1`` (a block-free architecture has none)."""
     return {name: np.log(np.maximum(values, 1.0)) for name, values in proxies.items()}
@@ -43,7 +54,7 @@ def log_proxy(space: Space, choices: np.ndarray, name: str) -> np.ndarray:
     :func:`fit_proxy` fits it."""
     if name not in PROXY_NAMES:
         raise ValueError(f"proxy {name!r} is unknown; allowed: {list(PROXY_NAMES)}")
-    return _logs(analytic_proxies(space, choices))[name]
+    return log_proxies(space, choices)[name]
 
 
 def choose_proxy(logs: dict[str, np.ndarray], y: np.ndarray
@@ -56,8 +67,7 @@ def choose_proxy(logs: dict[str, np.ndarray], y: np.ndarray
     residuals = {name: loo_residuals(x, y) for name, x in logs.items()}
     errors = {name: float(np.mean(r**2)) for name, r in residuals.items()}
     name = min(errors, key=errors.__getitem__)
-    X = np.column_stack([np.ones(len(y)), logs[name]])
-    return (name, np.linalg.lstsq(X, y, rcond=None)[0], float(np.sqrt(errors[name])),
+    return (name, fit_line(logs[name], y), float(np.sqrt(errors[name])),
             selected_rmse(np.column_stack(list(residuals.values()))))
 
 
@@ -65,7 +75,7 @@ def fit_proxy(space: Space, choices: np.ndarray, y: np.ndarray
               ) -> tuple[str, np.ndarray, float, float, np.ndarray]:
     """:func:`choose_proxy` over the analytic proxies of ``choices``, plus the chosen log
     proxy of those rows."""
-    logs = _logs(analytic_proxies(space, choices))
+    logs = log_proxies(space, choices)
     name, line, rmse, selected = choose_proxy(logs, y)
     return name, line, rmse, selected, logs[name]
 
