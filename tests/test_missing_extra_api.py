@@ -4,13 +4,17 @@ missing for real (``sys.modules[name] = None`` makes ``import name`` fail): one
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
 import sys
+import textwrap
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from anb import extras
+from tests.conftest import REPO
 
 
 def block(monkeypatch: pytest.MonkeyPatch, library: str) -> None:
@@ -130,3 +134,33 @@ def test_the_command_line_names_pillows_extra():
     line = extras.explain(ModuleNotFoundError("No module named 'PIL'", name="PIL"))
     assert line is not None and "needs PIL, which is not installed: pip install " \
         "'anb[measure]'" in line
+
+
+def test_every_module_imports_or_names_its_extra(tmp_path):
+    """Every module of the package, imported with every optional library missing (those
+    :data:`anb.extras.EXTRA` lists): it imports, or raises one MissingExtra line."""
+    code = textwrap.dedent(f"""
+        import importlib, importlib.abc, pkgutil, sys
+
+        class Blocked(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {sorted(extras.EXTRA)!r}:
+                    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+
+        sys.meta_path.insert(0, Blocked())
+        import anb
+        from anb.extras import MissingExtra
+        for info in pkgutil.walk_packages(anb.__path__, "anb."):
+            if info.name != "anb.__main__":  # runs the command
+                try:
+                    importlib.import_module(info.name)
+                except MissingExtra:
+                    pass
+                except Exception as err:
+                    print(info.name, type(err).__name__, err)
+        """)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout == "", proc.stdout
