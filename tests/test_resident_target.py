@@ -586,3 +586,25 @@ def test_a_frame_past_its_deadline_is_refused_by_the_deadline_not_the_socket():
         ours.settimeout(0.5)
         with pytest.raises(socket.timeout, match="did not arrive in time"):
             read_frame(ours, 1024, deadline=time.monotonic() - 1)
+
+
+def test_load_model_keeps_the_suffix_asked_for_and_refuses_others():
+    """LOAD_MODEL, in-process: the model is saved with the header's ``suffix``; another
+    suffix is refused naming it and what is allowed."""
+    import hashlib
+
+    from anb.collect_throughput.board.server import Handler, ProtocolError, Session
+    payload = b"compiled model"
+    digest = hashlib.sha256(payload).hexdigest()
+    session = Session()
+    try:
+        Handler.dispatch(None, session, {"type": "LOAD_MODEL", "sha256": digest,
+                                         "suffix": ".so"}, payload)
+        assert session.model.endswith("model.so")
+        assert Path(session.model).read_bytes() == payload
+        with pytest.raises(ProtocolError, match=r"^suffix='\.exe' is invalid; allowed: "
+                                                r"\.onnx, \.so$"):
+            Handler.dispatch(None, session, {"type": "LOAD_MODEL", "sha256": digest,
+                                             "suffix": ".exe"}, payload)
+    finally:
+        session.close()
