@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from anb.extras import require
+
 if TYPE_CHECKING:
     import torch
 
@@ -22,9 +24,9 @@ SPLIT_SEED = 0
 def digits_tensors(image_size: int) -> tuple[Part, Part]:
     """``((x_train, y_train), (x_val, y_val))``: the digits upscaled (bilinear) to
     ``image_size``, RGB uint8 NCHW tensors and int64 labels, cut by the fixed split."""
-    import torch
-    import torch.nn.functional as F
-    from sklearn.datasets import load_digits
+    torch = require("torch", "measure", "the bundled digits")
+    F = require("torch.nn.functional", "measure", "the bundled digits")
+    load_digits = require("sklearn.datasets", "measure", "the bundled digits").load_digits
 
     digits = load_digits()
     x = torch.from_numpy(digits.images.astype(np.float32) * (255.0 / 16.0))[:, None]

@@ -12,7 +12,7 @@ EXTRA = {
     "torch": "measure", "onnx": "measure", "onnxruntime": "measure", "plotly": "measure",
     "wandb": "train", "torchvision": "full-recipe", "torch_xla": "tpu", "psycopg": "postgres",
     "ffcv": "ffcv", "pymoo": "search", "matplotlib": "search", "openvino": "openvino",
-    "tvm": "tvm", "syne_tune": "syne-tune", "optunahub": "optunahub",
+    "tvm": "tvm", "syne_tune": "syne-tune", "optunahub": "optunahub", "PIL": "measure",
 }
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from anb.extras import require
+
 #: ImageNet's per-channel (RGB) mean and std of pixel values scaled to [0, 1].
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -37,7 +39,7 @@ def val_image(path: str | Path, resolution: int, crop_ratio: float = VAL_CROP_RA
               ) -> np.ndarray:
     """One image through the validation transform: RGB, :func:`val_crop_box` resized to
     ``resolution`` (bilinear); uint8 HWC."""
-    from PIL import Image
+    Image = require("PIL.Image", "measure", "reading an image")
 
     with Image.open(path) as source:
         image = source.convert("RGB")

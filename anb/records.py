@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from anb.extras import require
 from anb.formats import VERSION_FIELD, NewerFormat, check, stamp
 from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text
 from anb.searchspace.base import Space
@@ -290,6 +291,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if path.suffix == ".csv":
         return read_csv(path, dtype={"arch": str})
+    require("pyarrow", "fit", f"reading the Parquet table {path}")
     try:
         return pd.read_parquet(path)
     except FileNotFoundError:

@@ -191,7 +191,7 @@ def test_every_extra_named_installs_the_module():
         return out
 
     distribution = {"sklearn": "scikit-learn", "torch_xla": "torch-xla", "tvm": "apache-tvm",
-                    "syne_tune": "syne-tune"}
+                    "syne_tune": "syne-tune", "PIL": "pillow"}
     from anb.surrogates.estimators import FAMILIES
 
     pairs = [*extras.EXTRA.items(), *(f.requires for f in FAMILIES.values())]

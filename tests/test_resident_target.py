@@ -568,3 +568,43 @@ def test_after_the_handshake_the_idle_timeout_applies_again():
         sock = _raw_session(port)
         with pytest.raises(ConnectionError):  # dropped after 1 s, well before our 10 s
             _reply(sock)
+
+
+def test_the_mac_binds_the_nonce():
+    """A MAC that ignored the nonce could be replayed on the next connection."""
+    from anb.collect_throughput.board.server import mac
+    assert mac(b"token", "nonce-1") != mac(b"token", "nonce-2")
+    assert mac(b"token", "nonce-1") == mac(b"token", "nonce-1")
+
+
+def test_a_frame_past_its_deadline_is_refused_by_the_deadline_not_the_socket():
+    """read_frame passes its deadline to the first read: a silent peer past the deadline is
+    refused by it (its message), not left to the socket's own timeout ("timed out")."""
+    from anb.collect_throughput.board.server import read_frame
+    ours, peer = socket.socketpair()
+    with ours, peer:
+        ours.settimeout(0.5)
+        with pytest.raises(socket.timeout, match="did not arrive in time"):
+            read_frame(ours, 1024, deadline=time.monotonic() - 1)
+
+
+def test_load_model_keeps_the_suffix_asked_for_and_refuses_others():
+    """LOAD_MODEL, in-process: the model is saved with the header's ``suffix``; another
+    suffix is refused naming it and what is allowed."""
+    import hashlib
+
+    from anb.collect_throughput.board.server import Handler, ProtocolError, Session
+    payload = b"compiled model"
+    digest = hashlib.sha256(payload).hexdigest()
+    session = Session()
+    try:
+        Handler.dispatch(None, session, {"type": "LOAD_MODEL", "sha256": digest,
+                                         "suffix": ".so"}, payload)
+        assert session.model.endswith("model.so")
+        assert Path(session.model).read_bytes() == payload
+        with pytest.raises(ProtocolError, match=r"^suffix='\.exe' is invalid; allowed: "
+                                                r"\.onnx, \.so$"):
+            Handler.dispatch(None, session, {"type": "LOAD_MODEL", "sha256": digest,
+                                             "suffix": ".exe"}, payload)
+    finally:
+        session.close()

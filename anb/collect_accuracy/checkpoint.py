@@ -10,7 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
+from anb.extras import missing
+
+try:
+    import torch
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.checkpoint") from None
 
 from anb.io import atomic_write
 

@@ -16,8 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+
+from anb.extras import missing
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.data") from None
 
 from anb.collect_accuracy.config import Config, ConfigError
 from anb.digits import digits_tensors

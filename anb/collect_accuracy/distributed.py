@@ -13,8 +13,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import torch
-import torch.distributed as dist
+from anb.extras import missing
+
+try:
+    import torch
+    import torch.distributed as dist
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.distributed") from None
 
 from anb.collect_accuracy.config import Config, ConfigError
 

@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
+
+from anb.extras import missing
+
+try:
+    import torch
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.export") from None
 
 from anb.io import atomic_write
 from anb.records import (

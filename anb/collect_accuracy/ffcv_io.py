@@ -7,7 +7,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import torch
+
+from anb.extras import missing
+
+try:
+    import torch
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.ffcv_io") from None
 
 from anb.collect_accuracy.config import MAX_IMAGE_SIDE, MAX_WRITERS, Config, ConfigError
 from anb.collect_accuracy.data import Batch, Loaders

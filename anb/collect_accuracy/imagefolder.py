@@ -7,9 +7,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-import torch
-from PIL import Image
-from torch.utils.data import DataLoader, Dataset
+
+from anb.extras import missing
+
+try:
+    import torch
+    from PIL import Image
+    from torch.utils.data import DataLoader, Dataset
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.imagefolder") from None
 
 from anb.collect_accuracy.config import Config, ConfigError
 from anb.collect_accuracy.data import Batch, Loaders, epoch_order, normalise, seed_of

@@ -5,8 +5,13 @@ saves for backward plus weights, gradients and momentum (the part that grows wit
 """
 from __future__ import annotations
 
-import torch
-from torch import nn
+from anb.extras import missing
+
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.memcheck") from None
 
 from anb.searchspace.arch import Arch
 from anb.searchspace.model import build_model

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+
+from anb.extras import missing
+
+try:
+    import torch
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.provenance") from None
 
 from anb.io import atomic_write_json
 from anb.records import write_record

@@ -9,8 +9,14 @@ import inspect
 import math
 
 import numpy as np
-import torch
-from torch import nn
+
+from anb.extras import missing
+
+try:
+    import torch
+    from torch import nn
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.recipe") from None
 
 from anb.collect_accuracy.config import Config
 from anb.collect_accuracy.config import peak_lr as config_peak_lr

@@ -13,7 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
+from anb.extras import missing
+
+try:
+    import torch
+except ModuleNotFoundError as err:
+    raise missing(err, "train", "anb.collect_accuracy.wandb_log") from None
 
 from anb.collect_accuracy.config import Config
 

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from anb.extras import require
 from anb.jobs.queue import QueueUnavailable
 from anb.jobs.sql import TABLE, SqlQueue
 
@@ -19,11 +20,7 @@ class PostgresQueue(SqlQueue):
     REAL = "DOUBLE PRECISION"
 
     def __init__(self, url: str, connect_timeout_s: int = 10):
-        try:
-            import psycopg
-        except ImportError as err:
-            raise RuntimeError("the PostgreSQL queue needs psycopg: pip install "
-                               "'psycopg[binary]'") from err
+        psycopg = require("psycopg", "postgres", "the PostgreSQL queue")
         super().__init__(url)
         self._psycopg, self._timeout = psycopg, connect_timeout_s
         try:

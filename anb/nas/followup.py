@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from anb.extras import require
 from anb.io import atomic_write, atomic_write_json, read_csv, read_json
 from anb.nas.evaluators import ANALYTIC_METRICS
 from anb.nas.objectives import Objective
@@ -96,6 +97,7 @@ def front_report(search: str | Path, out: str | Path, accuracy: str | Path | Non
     ``measured``: an ``anb measure`` results folder."""
     from anb.records import load_dataset
 
+    require("plotly", "measure", "the front report's plot")  # before anything is written
     search, out = Path(search), Path(out)
     if not (search / "pareto.csv").is_file():
         raise FileNotFoundError(f"{search}: no pareto.csv here; allowed: the results folder of "

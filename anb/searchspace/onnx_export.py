@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from anb.extras import missing
+from anb.extras import missing, require
 
 try:
     import torch
@@ -50,7 +50,7 @@ def export_onnx(model: nn.Module, path: str | Path, resolution: int = 224, batch
 
 def onnx_session(path: str | Path, threads: int = 1):
     """An onnxruntime CPU session with ``threads`` intra-op threads."""
-    import onnxruntime as ort
+    ort = require("onnxruntime", "measure", "an ONNX Runtime session")
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads

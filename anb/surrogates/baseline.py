@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from anb.extras import require
 from anb.resources import CONFIG_DIR
 from anb.searchspace.encoding import encode
 from anb.surrogates.fit import Prepared
@@ -86,14 +87,14 @@ class ReferenceModel:
         rounds = max(20, int(params.pop("num_rounds") * self.scale))
         stop = int(params.pop("early_stopping_rounds"))
         if self.family == "xgboost":
-            import xgboost as xgb
+            xgb = require("xgboost", "fit", "the reference baseline")
 
             params.update(nthread=self.n_jobs, seed=self.seed, objective="reg:squarederror")
             self.model_: Any = xgb.train(params, xgb.DMatrix(X, y), rounds,  # or lgb's Booster
                                          evals=[(xgb.DMatrix(X_val, y_val), "val")],
                                          early_stopping_rounds=stop, verbose_eval=False)
         else:
-            import lightgbm as lgb
+            lgb = require("lightgbm", "fit", "the reference baseline")
 
             params.update(objective="regression", num_threads=self.n_jobs, seed=self.seed,
                           verbosity=-1)
@@ -105,7 +106,7 @@ class ReferenceModel:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         if self.family == "xgboost":
-            import xgboost as xgb
+            xgb = require("xgboost", "fit", "the reference baseline")
 
             best = self.model_.best_iteration
             return self.model_.predict(xgb.DMatrix(X), iteration_range=(0, best + 1))

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from anb.extras import require
 from anb.surrogates.estimators import make_family
 
 SearchSpaceFn = Callable[[Any], dict[str, Any]]
@@ -39,7 +40,7 @@ def tune(family: str, X: np.ndarray, y: np.ndarray, X_val: np.ndarray, y_val: np
          seconds: float, fixed: dict[str, Any] | None = None, seed: int = 0,
          max_trials: int | None = None) -> dict[str, Any]:
     """Best hyper-parameters (merged with ``fixed``) by validation RMSE within ``seconds``."""
-    import optuna
+    optuna = require("optuna", "fit", "tuning a surrogate's hyper-parameters")
 
     if family not in SEARCH_SPACES:
         raise ValueError(f"no HPO search space for family {family!r}; "

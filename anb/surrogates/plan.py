@@ -34,13 +34,19 @@ import numpy as np
 import pandas as pd
 from scipy.linalg import cho_solve
 from scipy.stats import kendalltau, norm, rankdata
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, DotProduct, WhiteKernel
-from sklearn.linear_model import RidgeCV
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import StandardScaler
+
+from anb.extras import missing
+
+try:
+    from sklearn.base import BaseEstimator, RegressorMixin
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.gaussian_process import GaussianProcessRegressor
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, DotProduct, WhiteKernel
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import Pipeline, make_pipeline
+    from sklearn.preprocessing import StandardScaler
+except ModuleNotFoundError as err:
+    raise missing(err, "fit", "planning measurements (anb.surrogates.plan)") from None
 
 from anb.records import is_perf_metric
 from anb.searchspace.base import Space

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from anb.extras import require
 from anb.io import atomic_write, atomic_write_text
 from anb.outputs import Kind, has_files
 from anb.surrogates.benchmark import SurrogateBenchmark
@@ -32,9 +33,7 @@ def parity_plots(bench: SurrogateBenchmark, prepared: Prepared, folder: Path,
                  split: str = "test") -> list[Path]:
     """One PNG per target: predicted vs measured with the central 90 % interval as error
     bars (:mod:`anb.surrogates.intervals`)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    require("matplotlib", "fit", "parity plots").use("Agg")
     import matplotlib.pyplot as plt
 
     mask = prepared.masks[split]

@@ -17,7 +17,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
+from anb.extras import missing
+
+try:
+    import torch
+except ModuleNotFoundError as err:
+    raise missing(err, "measure", "anb.collect_throughput.backends.cuda") from None
 
 from anb.collect_throughput.backends.base import Session, cycling
 from anb.collect_throughput.backends.torch_backend import AUTOCAST, TorchBackend

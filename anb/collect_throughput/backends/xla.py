@@ -16,7 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
+from anb.extras import missing
+
+try:
+    import torch
+except ModuleNotFoundError as err:
+    raise missing(err, "tpu", "anb.collect_throughput.backends.xla") from None
 
 from anb.collect_throughput.backends.base import Backend, Session, cycling
 from anb.collect_throughput.timing.environment import host_environment, library_versions

@@ -11,7 +11,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from torch import nn
+from anb.extras import missing
+
+try:
+    from torch import nn
+except ModuleNotFoundError as err:
+    raise missing(err, "measure", "anb.collect_throughput.quantization.dpu_check") from None
 
 DPU_MODULES: tuple[type[nn.Module], ...] = (
     nn.Conv2d, nn.BatchNorm2d, nn.ReLU, nn.ReLU6, nn.Hardsigmoid, nn.AdaptiveAvgPool2d,

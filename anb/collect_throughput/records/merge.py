@@ -38,6 +38,7 @@ from typing import Any
 
 from anb.collect_throughput.records.anchors import ANCHOR_FILE, anchor_drift, read_anchor_rows
 from anb.collect_throughput.timing.protocol import entry_fingerprint, protocol_difference
+from anb.extras import require
 from anb.formats import stamp
 from anb.io import atomic_write_json
 from anb.outputs import Kind, check_folder, has_files, replace_folder
@@ -261,6 +262,7 @@ def write_merged(records: list[dict], report: MergeReport, out: str | Path,
     ``out/merge_report.json`` (whose ``format_version`` versions the folder and its tables;
     each record carries its own); a merge output there is replaced once the new one is complete
     (:func:`anb.outputs.replace_folder`: anything else is refused unless ``overwrite``)."""
+    require("pyarrow", "measure", "writing the merged Parquet table")
     with replace_folder(out, OUTPUT, overwrite) as tmp:
         folder = tmp / "records"
         folder.mkdir()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from anb.extras import require
 from anb.searchspace.base import Space
 from anb.surrogates.adapt.model import op_components
 
@@ -24,7 +25,7 @@ def design_features(known_log: np.ndarray, ops: np.ndarray) -> np.ndarray:
 def select(candidates: np.ndarray, k: int, measured: np.ndarray | None = None,
            seed: int = 0) -> np.ndarray:
     """Indices of ``k`` distinct rows of ``candidates`` (feature matrix) to measure next."""
-    from sklearn.cluster import KMeans
+    KMeans = require("sklearn.cluster", "fit", "choosing the architectures to measure").KMeans
 
     if k < 1 or k > len(candidates):
         raise ValueError(f"k must be between 1 and the {len(candidates)} candidates, got {k}")
