@@ -72,7 +72,7 @@ from anb.searchspace.base import Space
 from anb.surrogates.adapt.board_prior import device_of, prior_components
 from anb.surrogates.adapt.choice import rank_choice, rank_selected_rmse, selected_rmse
 from anb.surrogates.adapt.embed import EmbedModel, arch_features
-from anb.surrogates.adapt.proxy import fit_line, fit_proxy, log_proxies, log_proxy
+from anb.surrogates.adapt.proxy import choose_proxy, fit_line, log_proxies, log_proxy
 from anb.surrogates.adapt.proxy import loo_residuals as proxy_loo_residuals
 from anb.surrogates.intervals import LEVEL, z_value
 from anb.surrogates.layer_cost import LayerCostModel
@@ -277,14 +277,15 @@ class AdaptedModel:
         std_rmse = selected_rmse(blended) if leave_one_out else transfer_rmse
         proxy, proxy_coef, proxy_rmse = "", np.zeros(2), float("nan")
         proxy_range = np.zeros(2)
-        if choices is not None:
-            name, line, proxy_rmse, proxy_selected, x = fit_proxy(space, choices, y)
-            if choose and not RANK_MIN_POINTS <= len(y) < OWN_MIN_POINTS \
-                    and proxy_rmse < transfer_rmse:
+        logs = log_proxies(space, choices) if choices is not None else {}
+        by_rank = choose and RANK_MIN_POINTS <= len(y) < OWN_MIN_POINTS
+        if logs:
+            name, line, proxy_rmse, proxy_selected = choose_proxy(logs, y)
+            if choose and not by_rank and proxy_rmse < transfer_rmse:
+                x = logs[name]
                 proxy, proxy_coef, proxy_range = name, line, np.array([x.min(), x.max()])
                 std_rmse = proxy_selected
-        if choose and RANK_MIN_POINTS <= len(y) < OWN_MIN_POINTS:
-            logs = log_proxies(space, choices) if choices is not None else {}
+        if by_rank:
             candidates = np.column_stack([blended, *(proxy_loo_residuals(x, y)
                                                      for x in logs.values())])
             pick = rank_choice(candidates, y, RANK_MARGIN)

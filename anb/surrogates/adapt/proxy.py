@@ -39,8 +39,8 @@ def fit_line(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def log_proxies(space: Space, choices: np.ndarray) -> dict[str, np.ndarray]:
-    """``log`` of each of :data:`PROXY_NAMES` of each architecture, as :func:`fit_proxy`
-    fits them."""
+    """``log`` of each of :data:`PROXY_NAMES` of each architecture, as
+    :func:`choose_proxy` fits them."""
     return _logs(analytic_proxies(space, choices))
 
 
@@ -51,7 +51,7 @@ def _logs(proxies: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 def log_proxy(space: Space, choices: np.ndarray, name: str) -> np.ndarray:
     """``log`` of proxy ``name`` (one of :data:`PROXY_NAMES`) of each architecture, as
-    :func:`fit_proxy` fits it."""
+    :func:`choose_proxy` fits it."""
     if name not in PROXY_NAMES:
         raise ValueError(f"proxy {name!r} is unknown; allowed: {list(PROXY_NAMES)}")
     return log_proxies(space, choices)[name]
@@ -69,15 +69,6 @@ def choose_proxy(logs: dict[str, np.ndarray], y: np.ndarray
     name = min(errors, key=errors.__getitem__)
     return (name, fit_line(logs[name], y), float(np.sqrt(errors[name])),
             selected_rmse(np.column_stack(list(residuals.values()))))
-
-
-def fit_proxy(space: Space, choices: np.ndarray, y: np.ndarray
-              ) -> tuple[str, np.ndarray, float, float, np.ndarray]:
-    """:func:`choose_proxy` over the analytic proxies of ``choices``, plus the chosen log
-    proxy of those rows."""
-    logs = log_proxies(space, choices)
-    name, line, rmse, selected = choose_proxy(logs, y)
-    return name, line, rmse, selected, logs[name]
 
 
 def best_proxy(proxies: dict[str, np.ndarray], rows: np.ndarray, y: np.ndarray
