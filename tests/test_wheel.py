@@ -62,23 +62,63 @@ def built(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return next((root / "dist").glob("anb-*.whl")), env
 
 
+def _dists(python: Path, env: dict[str, str]) -> dict[str, str]:
+    """{normalised name: version} of every distribution installed for ``python``."""
+    listed = _run([str(python), "-m", "pip", "list", "--format", "json"], python.parent, env)
+    return {_norm(d["name"]): d["version"] for d in json.loads(listed.stdout)}
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 @pytest.fixture(scope="module")
 def installed(built):
-    """(venv, wheel, work dir, environment): the wheel installed with every extra into a
-    fresh venv; all under a temporary folder outside the checkout."""
+    """(venv, wheel, work dir, environment): a fresh venv holding the wheel with every extra and
+    exactly the distributions pip resolves for ``anb[all]`` (pinned by requirements.txt); all
+    under a temporary folder outside the checkout.
+
+    What pip would install is taken from its own resolver (``pip install --dry-run --report``,
+    as into an empty environment). Unpacking those 2.8 GB takes a minute on two cores, so the
+    venv gets them as hard links of the same versions in the test environment, which holds
+    them all (requirements.txt pins the suite's environment), and the rest of that environment
+    is uninstalled; the venv's ``pip list`` must then equal the resolved set exactly. Where hard
+    links cannot be made (another file system), pip installs the wheel as a user would."""
     wheel, env = built
     root = Path(tempfile.mkdtemp(prefix="anb-wheel-"))
     assert not root.resolve().is_relative_to(REPO.resolve())
     env = {**env, "ANB_CACHE_DIR": str(root / "cache")}
+    venv, requirement = root / "venv", f"{wheel}[all]"
+    constraints = ["-c", str(REPO / "requirements.txt")]
     try:
-        base = getattr(sys, "_base_executable", sys.executable)
-        _run([base, "-m", "venv", str(root / "venv")], cwd=root, env=env)
-        python = root / "venv" / "bin" / "python"
-        _run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", f"{wheel}[all]",
-              "-c", str(REPO / "requirements.txt")], cwd=root, env=env, timeout=900)
+        _run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+              "--report", str(root / "resolved.json"), requirement, *constraints], root, env)
+        resolved = {_norm(item["metadata"]["name"]): item["metadata"]["version"]
+                    for item in json.loads((root / "resolved.json").read_text())["install"]}
+        linked = subprocess.run(["cp", "-al", sys.prefix, str(venv)], capture_output=True)
+        if linked.returncode == 0:
+            # Scripts name the environment they were installed in; pip's rewritten copies do not
+            # touch the shared inodes (pip uninstall unlinks, and nothing below writes in place).
+            python = venv / "bin" / "python"
+            present = _dists(python, env)
+            extra = sorted(set(present) - set(resolved) - {"pip", "anb"})
+            _run([str(python), "-m", "pip", "uninstall", "--yes", "--quiet", "anb", *extra],
+                 root, env)
+            stale = [f"{name}=={version}" for name, version in resolved.items()
+                     if name != "anb" and present.get(name) != version]
+            _run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", "--no-deps",
+                  str(wheel), *stale], root, env)
+        else:
+            shutil.rmtree(venv, ignore_errors=True)
+            base = getattr(sys, "_base_executable", sys.executable)
+            _run([base, "-m", "venv", str(venv)], cwd=root, env=env)
+            python = venv / "bin" / "python"
+            _run([str(python), "-m", "pip", "install", "--quiet", "--no-compile", requirement,
+                  *constraints], cwd=root, env=env, timeout=900)
+        assert {k: v for k, v in _dists(python, env).items() if k != "pip"} == resolved
         work = root / "elsewhere"
         work.mkdir()
-        yield root / "venv", wheel, work, env
+        yield venv, wheel, work, env
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
