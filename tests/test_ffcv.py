@@ -170,16 +170,15 @@ def _distributed_loaders(rank: int, port: int, train: str, val: str, queue) -> N
 def test_distributed_loaders_shuffle_randomly_and_count_each_val_image_once(betons):
     import socket
 
-    import torch.multiprocessing as mp
     from ffcv.reader import Reader
-
-    from anb.collect_accuracy.ffcv_io import train_order
 
     train, val, train_dir = betons
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    ctx = mp.get_context("spawn")
+    from anb.collect_accuracy.ffcv_io import ffcv_context, train_order
+
+    ctx = ffcv_context()  # ranks forked from a server that imported FFCV once (not spawned)
     queue = ctx.Queue()
     procs = [ctx.Process(target=_distributed_loaders, args=(r, port, str(train), str(val), queue))
              for r in range(2)]

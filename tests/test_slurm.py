@@ -80,6 +80,16 @@ class Cluster:
     def job_state(self, job_id: str) -> str:
         return self.run("scontrol", "show", "job", job_id).stdout.split("JobState=")[1].split()[0]
 
+    def wait(self, job_id: str, timeout: float = 400) -> str:
+        """The job's final state, polled every 0.2 s (``sbatch --wait`` polls at 2, 4, 8, then
+        every 10 s: up to 10 s late)."""
+        deadline = time.time() + timeout
+        while (state := self.job_state(job_id)) in ("PENDING", "CONFIGURING", "RUNNING",
+                                                    "COMPLETING"):
+            assert time.time() < deadline, state
+            time.sleep(0.2)
+        return state
+
     def stop(self) -> None:
         for pid_file in reversed(self.pids):  # only the daemons this fixture started
             if pid_file.exists():
@@ -108,11 +118,15 @@ def submit(cluster: Cluster, folder: Path, *extra: str, wait: bool) -> str:
            "ANB_NPROC_PER_NODE": "2", "ANB_RDZV_PORT": str(free_port()),
            "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     cmd = ["sbatch", "--parsable", f"--chdir={REPO}", f"--output={folder}/slurm-%j.out",
-           *(["--wait"] if wait else []), str(TEMPLATE), "--folder", str(folder), *ARGS, *extra]
+           str(TEMPLATE), "--folder", str(folder), *ARGS, *extra]
     proc = subprocess.run(cmd, env={**cluster.env, **env}, capture_output=True, text=True,
-                          timeout=400)
+                          timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr + _logs(folder)
-    return proc.stdout.strip().split(";")[0]
+    job = proc.stdout.strip().split(";")[0]
+    if wait:
+        state = cluster.wait(job)
+        assert state == "COMPLETED", state + _logs(folder)
+    return job
 
 
 def _logs(folder: Path) -> str:
