@@ -283,15 +283,16 @@ def check_inputs(accuracy_config: Path, settings: dict[str, str], device: str,
     except ValueError as err:
         raise ValueError(f"--surrogate-config {str(surrogate_config)!r}: {err}") from None
     try:
+        name = load_device(device, space=ANB_SPACE.name).name
+    except ValueError as err:
+        raise ValueError(f"--device: {err}") from None
+    try:  # last: it reads every record
         if load_dataset(released, ANB_SPACE).empty:
             raise ValueError("it holds no records")
     except (ValueError, OSError, EOFError, tarfile.TarError) as err:
         raise ValueError(f"--released {str(released)!r} is not a readable dataset: {err}"
                          ) from None
-    try:
-        return load_device(device, space=ANB_SPACE.name).name
-    except ValueError as err:
-        raise ValueError(f"--device: {err}") from None
+    return name
 
 
 def pipeline(

@@ -199,6 +199,13 @@ def read_records(path: str | Path, space: Space
     archive or table) raises ValueError / FileNotFoundError naming it, a record of another
     search space :class:`~anb.searchspace.registry.SpaceMismatch` (spaces are never mixed),
     and a record or merge output of a newer format :class:`~anb.formats.NewerFormat`."""
+    checked, bad = _read_checked(path, space)
+    return [record for record, _ in checked], bad
+
+
+def _read_checked(path: str | Path, space: Space
+                  ) -> tuple[list[tuple[dict, Any]], list[tuple[str, str]]]:
+    """:func:`read_records` with each valid record's architecture (validated once)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"dataset path {str(path)!r} does not exist")
@@ -246,17 +253,17 @@ def read_records(path: str | Path, space: Space
         raise ValueError(f"cannot read records from {str(path)!r}; give a folder of JSON files, "
                          "a .tar.gz of them, a .json, .jsonl, .csv or .parquet file")
     named.sort(key=lambda item: _sort_key(item[0]))
-    records = []
+    checked = []
     for name, where, record in named:
         try:
-            validate_record(record, where=where, space=space)
+            arch = validate_record(record, where=where, space=space)
         except (SpaceMismatch, NewerFormat):
             raise
         except ValueError as err:
             bad.append((where, str(err).removeprefix(f"{where}: ")))
             continue
-        records.append({**record, "source": record.get("source", name)})
-    return records, bad
+        checked.append(({**record, "source": record.get("source", name)}, arch))
+    return checked, bad
 
 
 def load_records(path: str | Path, space: Space) -> list[dict]:
@@ -267,12 +274,17 @@ def load_records(path: str | Path, space: Space) -> list[dict]:
     number in the name. A bad record raises ValueError naming its file (and how many more are
     bad); :func:`read_records` skips them instead.
     """
-    records, bad = read_records(path, space)
+    return [record for record, _ in _load_checked(path, space)]
+
+
+def _load_checked(path: str | Path, space: Space) -> list[tuple[dict, Any]]:
+    """:func:`load_records` with each record's architecture (validated once)."""
+    checked, bad = _read_checked(path, space)
     if bad:
         where, why = bad[0]
         more = f" (and {len(bad) - 1} more bad record(s))" if len(bad) > 1 else ""
         raise ValueError(f"{where}: {why}{more}")
-    return records
+    return checked
 
 
 def check_merge_report(folder: Path) -> None:
@@ -303,9 +315,15 @@ def read_table(path: str | Path) -> pd.DataFrame:
 def records_to_frame(records: Iterable[Mapping[str, Any]],
                      space: Space) -> pd.DataFrame:
     """Flatten records into the table form (see module docstring)."""
+    return _to_frame([(record, validate_record(
+        record, where=str(record.get("source", f"record {i}")), space=space))
+        for i, record in enumerate(records)], space)
+
+
+def _to_frame(checked: Iterable[tuple[Mapping[str, Any], Any]], space: Space) -> pd.DataFrame:
+    """:func:`records_to_frame` of records validated already, each with its architecture."""
     rows = []
-    for i, record in enumerate(records):
-        arch = validate_record(record, where=str(record.get("source", f"record {i}")), space=space)
+    for record, arch in checked:
         row: dict[str, Any] = {"space": space.name, "arch_id": arch.id, "arch": str(arch)}
         row.update(space.to_record(arch))
         metrics = record.get("metrics") or {}
@@ -448,8 +466,9 @@ def _clean(value: Any) -> Any:
 
 
 def load_dataset(path: str | Path, space: Space) -> pd.DataFrame:
-    """Load any dataset form (tarball, folder, JSON, JSONL, CSV, Parquet) as the flat table."""
-    return records_to_frame(load_records(path, space), space)
+    """Load any dataset form (tarball, folder, JSON, JSONL, CSV, Parquet) as the flat table
+    (each record validated once)."""
+    return _to_frame(_load_checked(path, space), space)
 
 
 def write_record(record: Mapping[str, Any], path: str | Path,

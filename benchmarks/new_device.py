@@ -137,18 +137,22 @@ def leave_one_out(args: argparse.Namespace) -> None:
         lab = labels[t]
         return np.log(np.where(lab.present, lab.values, 1.0))
 
-    def surrogates(targets: list[str]) -> dict[str, np.ndarray]:
-        """Full-data surrogates (log cost) of ``targets`` on the analytic features plus the
-        layer-cost columns of ``targets`` only: nothing else's labels enter."""
+    def surrogates(targets: list[str], fitted: list[str] | None = None
+                   ) -> dict[str, np.ndarray]:
+        """Full-data surrogates (log cost) of ``fitted`` (default: every one of ``targets``)
+        on the analytic features plus the layer-cost columns of ``targets`` only: nothing
+        else's labels enter."""
         Lt = layer_costs(targets)
         Xt = np.concatenate([X, Lt], axis=1)
         return {t: (-1.0 if t.startswith("throughput_") else 1.0)
                 * fit_device(Xt, Lt[:, i], log_model(t), labels[t].present & train,
-                             labels[t].present & val) for i, t in enumerate(targets)}
+                             labels[t].present & val) for i, t in enumerate(targets)
+                if fitted is None or t in fitted}
 
     groups = hidden_groups(args, devices)
-    # the hidden device's full-data surrogate (the reference, all 8 layer-cost columns)
-    full = surrogates(devices)
+    # the hidden devices' full-data surrogates (the reference, all 8 layer-cost columns; only
+    # the devices hidden in this run are fitted)
+    full = surrogates(devices, [t for hidden in groups.values() for t in hidden])
     y_all = {t: np.where(labels[t].present,
                          log_cost(t, np.where(labels[t].present, labels[t].values, 1.0)), np.nan)
              for t in devices}

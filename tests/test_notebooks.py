@@ -7,10 +7,12 @@ Bug class: a notebook that runs without error but shows wrong figures (a metric 
 wrong rows, a hypervolume counting dominated or infeasible points, a front that is not one, split
 sizes that are not the published split's).
 
-The two notebooks that fit a benchmark run here with fewer boosting rounds: their cell tagged
-``parameters`` (papermill's convention) sets ``MAX_ROUNDS``, and a cell inserted right after it
-sets the value of ``PARAMETERS`` (the same cells on a coarser benchmark; every check below
-recomputes what the notebook showed, whatever the fit's quality)."""
+The two notebooks that fit a benchmark run here with fewer boosting rounds, without the
+internal hold-outs that learn how far the std widens, and (search) shorter searches: their cell
+tagged ``parameters`` (papermill's convention) sets ``MAX_ROUNDS``, ``LEARN_WIDENING`` and the
+search budgets, and a cell inserted right after it sets the values of ``PARAMETERS`` (the same
+cells on a coarser benchmark; every check below recomputes what the notebook showed, whatever
+the fit's quality or the searches' length)."""
 from __future__ import annotations
 
 import json
@@ -56,8 +58,12 @@ json.dump({"floor": floor,
           open(PROBE_OUT, "w"))
 """,
 }
-#: The smaller fit the suite runs (the notebooks' own values: 300 and 400 rounds).
-PARAMETERS = {"search.ipynb": {"MAX_ROUNDS": 20}, "surrogates.ipynb": {"MAX_ROUNDS": 20}}
+#: The smaller fit and searches the suite runs (the notebooks' own values: 300 and 400 rounds,
+#: the widening learned, 600 queries per single-objective run and 1,000 per NSGA-II front; 150
+#: and 200 still exceed the searches' population of 64, so evolution and NSGA-II breed).
+PARAMETERS = {"search.ipynb": {"MAX_ROUNDS": 20, "LEARN_WIDENING": False, "BUDGET": 150,
+                               "FRONT_BUDGET": 200},
+              "surrogates.ipynb": {"MAX_ROUNDS": 20, "LEARN_WIDENING": False}}
 
 
 def parameters_cell(notebook: nbformat.NotebookNode) -> int:
@@ -111,11 +117,19 @@ def test_parameters_are_injected_after_the_parameters_cell():
     for name, values in PARAMETERS.items():
         notebook = nbformat.read(REPO / "notebooks" / name, as_version=4)
         index = parameters_cell(notebook)
-        # a later cell caps the fit's rounds at the parameter
-        assert any("min(p[\"n_estimators\"], MAX_ROUNDS)" in c.source
-                   for c in notebook.cells[index + 1:]), name
+        later = "".join(c.source for c in notebook.cells[index + 1:])
+        # later cells cap the fit's rounds at the parameter and drop its hold-outs without
+        # the widening
+        assert "min(p[\"n_estimators\"], MAX_ROUNDS)" in later, name
+        assert "hole_folds=config.hole_folds if LEARN_WIDENING else 0" in later, name
         inject(notebook, values)
-        assert notebook.cells[index + 1].source == "MAX_ROUNDS = 20\n"
+        assert notebook.cells[index + 1].source == (
+            "MAX_ROUNDS = 20\nLEARN_WIDENING = False\n" + (
+                "BUDGET = 150\nFRONT_BUDGET = 200\n" if name == "search.ipynb" else ""))
+    # the searches' budgets are the parameters
+    search = "".join(c.source for c in nbformat.read(REPO / "notebooks" / "search.ipynb",
+                                                     as_version=4).cells)
+    assert "budget, seeds = BUDGET, [0, 1, 2]" in search and "FRONT_BUDGET, seed=0)" in search
     notebook = nbformat.read(REPO / "notebooks" / "search.ipynb", as_version=4)
     with pytest.raises(AssertionError, match="ROUNDS"):
         inject(notebook, {"ROUNDS": 20})  # a name the parameters cell does not assign

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -89,6 +90,27 @@ def cache(tmp_path, monkeypatch) -> Path:
     config = tmp_path / "small.json"
     config.write_text(json.dumps(SMALL))
     return config
+
+
+@pytest.fixture(scope="module")
+def small_entry(tmp_path_factory) -> Path:
+    """The small config's cache entry, fitted once for the module: a test that needs it cached
+    before its own step copies it (:func:`cached`) instead of fitting it again."""
+    folder = tmp_path_factory.mktemp("small")
+    config = folder / "small.json"
+    config.write_text(json.dumps(SMALL))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ANB_CACHE_DIR", str(folder / "cache"))
+        anb.load(config=config, quiet=True)
+        return packaged.cache_path(config=config)
+
+
+def cached(entry: Path, config: Path) -> Path:
+    """``entry`` copied to where ``config``'s is in this test's cache (as a first use writes
+    it); its path."""
+    path = packaged.cache_path(config=config)
+    shutil.copytree(entry, path)
+    return path
 
 
 @pytest.mark.slow
@@ -201,13 +223,10 @@ def test_load_by_name_uses_the_shipped_benchmark(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_a_stale_shipped_benchmark_is_not_used(cache, monkeypatch, capsys):
+def test_a_stale_shipped_benchmark_is_not_used(cache, small_entry, monkeypatch, capsys):
     """Another fitting code (say) than the shipped benchmark's: it is fitted and cached instead
     (here the default config's cache entry is filled with the small fit, so nothing is fitted)."""
-    import shutil
-
-    small = packaged.cache_path(config=cache)
-    anb.load(config=cache)
+    small = cached(small_entry, cache)
     key = packaged.shipped_key(FitConfig())
     monkeypatch.setattr(packaged, "shipped_key",
                         lambda config: {**key, "fit_code_sha256": "0" * 64})
@@ -236,9 +255,8 @@ def test_anb_load_is_the_one_way_to_load_a_benchmark(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_damaged_cache_entry_is_fitted_again(cache, capsys):
-    anb.load(config=cache)
-    path = packaged.cache_path(config=cache)
+def test_a_damaged_cache_entry_is_fitted_again(cache, small_entry, capsys):
+    path = cached(small_entry, cache)
     victim = path / sorted(read_manifest(path)["files"])[0]
     victim.write_bytes(victim.read_bytes()[:-10])
     capsys.readouterr()
@@ -252,6 +270,7 @@ def test_a_damaged_cache_entry_is_fitted_again(cache, capsys):
 WORKER = textwrap.dedent("""
     import json, os, sys, time
     go = sys.argv[2]
+    open(sys.argv[4], "w").close()  # started: polling from here on
     while not os.path.exists(go):
         time.sleep(0.01)
     import anb
@@ -265,11 +284,16 @@ def test_two_processes_doing_the_first_use_at_once_fit_it_once(cache, tmp_path):
     """Two real processes released together: one fits, the other waits on the lock and loads
     the artifact the first wrote; both answer the same and the cache verifies."""
     go = tmp_path / "go"
+    ready = [tmp_path / f"ready{i}" for i in range(2)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(cache), str(go), B0],
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(cache), str(go), B0, str(r)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                              cwd=tmp_path) for _ in range(2)]
-    time.sleep(3.0)  # both have imported python and are polling
+                              cwd=tmp_path) for r in ready]
+    deadline = time.monotonic() + 120
+    while not all(r.exists() for r in ready):  # both are polling (not a fixed sleep)
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), \
+            [p.communicate()[1][-2000:] for p in procs if p.poll() is not None]
+        time.sleep(0.01)
     go.touch()
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]

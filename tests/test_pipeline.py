@@ -20,6 +20,7 @@ from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import load
 from anb.surrogates.adapt.model import AdaptedBenchmark
 from tests.browser import SCREENSHOTS, browser_available, open_page, serve
+from tests.console_fixtures import run_console
 
 SMALL = ["--num-archs", "2", "--num-measured", "6", "--train-set", "trainval.epochs=1",
          "--train-set", "trainval.eval_epochs=1", "--train-set", "trainval.max_steps=2",
@@ -191,7 +192,10 @@ def test_pipeline_bad_input_is_one_error_line_before_any_work(tmp_path, bad_file
                                                               message):
     out = tmp_path / "out"
     args = [a.replace("{bad}", str(bad_files)) for a in args]
-    result = run_pipeline("--out", str(out), *SMALL, *args)
+    # in this process through the console entry's wrapper (tests/console_fixtures.py): the
+    # checks' work without an interpreter's start-up per case
+    result = run_console(["pipeline", "--out", str(out), *SMALL, *args], tmp_path,
+                         {"OMP_NUM_THREADS": "1"})
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,7 @@ from anb.surrogates.plan import (
     suggest_stop,
 )
 from tests.conftest import REPO
+from tests.console_fixtures import run_console
 
 pytestmark = pytest.mark.slow  # real training / fitting / searches: over 2 s each
 
@@ -41,9 +42,9 @@ def _script():
 
 
 def _anb(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "anb", *args], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=300)
+    """``anb args`` through the console entry's wrapper, in this process
+    (tests/console_fixtures.py: the command's work without an interpreter's start-up)."""
+    return run_console(list(args), Path(cwd or Path.cwd()))
 
 
 @pytest.fixture(scope="module")

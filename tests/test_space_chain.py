@@ -28,7 +28,10 @@ from tests.plugin_helpers import pip_install
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "plugins" / "anb_tiny_space"
 N_ARCHS = 12
-FAST = ["--budget", "0.2", "--batch", "2", "--no-progress", "--anchors", "none"]
+#: Short timing; the 12 architectures in one round-robin block per protocol (one machine-state
+#: probe and sampler per block instead of one per architecture).
+FAST = ["--budget", "0.2", "--batch", "2", "--no-progress", "--anchors", "none",
+        "--interleave", str(N_ARCHS)]
 
 
 #: ``anb args`` run in a folder; its stdout (exit code 0 asserted).

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -559,7 +560,8 @@ def test_exported_tables_and_new_devices_are_targets(prepared, tmp_path):
     assert sub.labels["throughput_cpu"].n_missing == 10
     assert {k: int(v.sum()) for k, v in sub.masks.items()} == {"train": 4100, "val": 512,
                                                                 "test": 512}
-    bench = fit_benchmark(sub, SMALL_ONLY, progress=False)
+    # no internal hold-outs: the std's widening is not what this checks
+    bench = fit_benchmark(sub, replace(SMALL_ONLY, hole_folds=0), progress=False)
     assert bench.devices == ["cpu"]
     assert evaluate(bench, sub, "test").loc["throughput_cpu", "kendall_tau"] > 0.95
 
