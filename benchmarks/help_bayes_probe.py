@@ -31,6 +31,7 @@ from scipy.stats import spearmanr
 from anb.searchspace import get_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import help_tables as ht
+from anb.surrogates import intervals
 from anb.surrogates.adapt.model import AdaptedModel, op_components
 from anb.surrogates.layer_cost import layer_design
 
@@ -107,7 +108,7 @@ def main() -> None:
                                         ("tri", tri, tri_std)):
                     res.setdefault(name, {}).setdefault(device, []).append(
                         (spearmanr(mean, y[q])[0],
-                         np.mean(np.abs(mean - y[q]) <= H.Z90 * std)))
+                         intervals.coverage(y[q], mean, std, log=False)))
     for name, per in res.items():
         cells = {d: np.mean(v, 0) for d, v in per.items()}
         mean = np.mean(list(cells.values()), 0)

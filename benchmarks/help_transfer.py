@@ -68,7 +68,6 @@ from anb.surrogates.adapt.proxy import analytic_proxies, best_proxy
 from anb.surrogates.adapt.select import design_features, select
 from anb.surrogates.fit import FitConfig, fit_benchmark, fit_layer_cost, prepare
 
-Z90 = intervals.z_value(0.9)  # the one interval definition
 #: HELP's published Spearman at 20 measurements (docs/background/help.md, "Published results")
 PUBLISHED = {
     "nasbench201": {"titan_rtx_256": 0.987, "gold_6226": 0.989, "fpga": 0.985, "pixel2": 0.802,
@@ -188,7 +187,7 @@ def _run_split(space_name: str, on: str, ns: list[int], draws: int, table: pd.Da
                 rho, tau = score(mean, y[query])
                 res["rho"].append(rho)
                 res["tau"].append(tau)
-                res["cov"].append(float(np.mean(np.abs(mean - y[query]) <= Z90 * std)))
+                res["cov"].append(intervals.coverage(y[query], mean, std, log=False))
                 res["ridge"].append(score(ridge_baseline(measured_known, y, rows)[query],
                                           y[query])[0])
                 res["proxy"].append(score(best_proxy(proxies, rows, y[rows])[1][query],

@@ -61,13 +61,13 @@ def score(bench, prepared: Prepared, hole: np.ndarray) -> list[dict]:
         _, std0 = bench.predict_transformed(choices, [target], plain)[target]
         no_unit = {**ood, "ood_unit": np.zeros(len(choices))}
         _, std_unit = bench.predict_transformed(choices, [target], no_unit)[target]
-        err = np.abs(y - mean[ok])
         rows.append({"target": target, "n": int(ok.sum()), "flagged": float(frame["ood"].mean()),
                      "hole_std": bench.support.hole_std_.get(target, 0.0),
                      "coverage90": intervals.coverage(y, mean[ok], std[ok], log=False),
-                     "sharpness": float(np.median(std[ok]) / np.median(err)),
+                     "sharpness": intervals.sharpness(y, mean[ok], std[ok], log=False)[0],
                      "coverage90_no_widening": intervals.coverage(y, mean[ok], std0[ok], log=False),
-                     "sharpness_no_widening": float(np.median(std0[ok]) / np.median(err)),
+                     "sharpness_no_widening": intervals.sharpness(y, mean[ok], std0[ok],
+                                                                  log=False)[0],
                      "unit_std": bench.support.unit_std_.get(target, 0.0),
                      "coverage90_no_unit": intervals.coverage(y, mean[ok], std_unit[ok], log=False),
                      "example": frame["ood_reason"][frame["ood"]].iloc[0]

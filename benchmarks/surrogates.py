@@ -21,6 +21,7 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse
+import dataclasses
 import statistics
 import time
 from pathlib import Path
@@ -77,7 +78,7 @@ def extrapolation_check(prepared, config) -> pd.DataFrame:
     low, high = macs <= cut, macs > cut
     masks = {"train": low & prepared.masks["train"], "val": low & prepared.masks["val"],
              "test": np.zeros(len(macs), dtype=bool)}
-    sub = type(prepared)(prepared.frame, prepared.choices, masks, prepared.labels)
+    sub = dataclasses.replace(prepared, masks=masks)
     bench = fit_benchmark(sub, config, progress=False)
     out = bench.query(prepared.choices[high])
     inside = bench.query(prepared.choices[masks["val"]])
@@ -197,7 +198,8 @@ def main() -> None:
               f"our noise term {bench.models['val_top1'].noise_std_:.3f} pp")
 
     print("\n== observation noise (what noise=True draws; model space) vs model noise term ==")
-    print(pd.DataFrame({t: {"observation_std": m.observation_std_, "model_noise_std": m.noise_std_}
+    print(pd.DataFrame({t: {"observation_std": m.std_terms_.observation_std,
+                            "model_noise_std": m.noise_std_}
                         for t, m in bench.models.items()}).T.round(5).to_string())
 
     # ---------------------------------------------------------------- extrapolation

@@ -85,8 +85,13 @@ def test_shared_part_is_one_when_every_row_is_off_the_same_way(shift):
     rows = np.ones(4, dtype=bool)
     biased = pd.DataFrame({"val_top1": y + [0.5, 1.0, 0.2, 0.3], "val_top1_std": 1.0})
     assert shift.scores(biased, prepared, rows, "val_top1")["shared"] == pytest.approx(1.0)
+    assert shift.scores(biased, prepared, rows, "val_top1")["bias"] == pytest.approx(0.5)
     mixed = pd.DataFrame({"val_top1": y + [0.5, -0.5, 1.0, -1.0], "val_top1_std": 1.0})
     assert shift.scores(mixed, prepared, rows, "val_top1")["shared"] == pytest.approx(0.0)
+    assert shift.scores(mixed, prepared, rows, "val_top1")["bias"] == pytest.approx(0.0)
+    labels["latency_zcu102"] = labels["val_top1"]  # device metric: the bias in % of the label
+    slow = pd.DataFrame({"latency_zcu102": 1.1 * y, "latency_zcu102_std": 0.1 * y})
+    assert shift.scores(slow, prepared, rows, "latency_zcu102")["bias"] == pytest.approx(10.0)
     table = _table().assign(shared=[0.0, 0.9, 0.0, 0.3, 0.0, 0.5])
     bands = shift.shared_by_band(table)
     assert bands.loc[("stage", "under")].tolist() == [1, 0.3]
