@@ -759,6 +759,7 @@ def test_the_token_is_read_stripped_from_a_user_path_and_16_bytes_at_least(tmp_p
     assert str(err.value) == "error: the token in ~/token is shorter than 16 bytes"
 
 
+@pytest.mark.timeout(60)
 def test_main_serves_its_options_until_ctrl_c(tmp_path, capsys):
     """``main`` in this process: it listens where it says, with the token and payload limit
     of its options, and Ctrl-C (a real SIGINT) ends it with status 0 and the port closed."""
@@ -789,11 +790,17 @@ def test_main_serves_its_options_until_ctrl_c(tmp_path, capsys):
         finally:
             os.kill(os.getpid(), signal.SIGINT)
 
-    thread = threading.Thread(target=use_it, daemon=True)
-    thread.start()
-    assert main(["--port", str(port), "--token-file", str(tmp_path / "token"),
-                 "--max-payload", "20", "--idle-timeout", "5"]) == 0
-    thread.join()
+    # Python's own Ctrl-C handler, also where this process was started with SIGINT ignored
+    # (a background job of a non-interactive shell)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        thread = threading.Thread(target=use_it, daemon=True)
+        thread.start()
+        assert main(["--port", str(port), "--token-file", str(tmp_path / "token"),
+                     "--max-payload", "20", "--idle-timeout", "5"]) == 0
+        thread.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert capsys.readouterr().out == f"anb target server listening on 127.0.0.1:{port}\n"
     assert seen == {"stats": {}, "error": (
         f"device 'resident-a', step 'load_model' (rejected): malformed message: payload of "
