@@ -680,6 +680,9 @@ def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model):
         assert _ask(sock, {"type": "INPUTS"}, _npy(TINY_INPUTS)) == {
             "type": "OK", "shape": [2, 1, 2, 3, 3], "size": 0}
         assert _ask(sock, {"type": "STATS"}) == {"type": "OK", "stats": {}, "size": 0}
+        assert _ask(sock, {"type": "RUN", "mode": "outputs", "runtime": "abacus"}) == {
+            "type": "ERROR", "step": "job", "kind": "command", "size": 0,
+            "error": "runtime='abacus' is invalid; allowed: onnxruntime, openvino, tvm"}
         reply = _ask(sock, {"type": "RUN", "mode": "outputs"})  # defaults: onnxruntime, 1 thread
         assert reply["type"] == "OK" and "outputs" not in reply["result"]
         assert reply["result"]["ok"] is True
@@ -734,14 +737,36 @@ def test_the_board_times_and_computes_outputs_in_process(tiny_model):
     np.testing.assert_array_equal(outputs, np.maximum(TINY_INPUTS, 0) * 2)
 
 
-def test_the_command_line_defaults_are_the_documented_ones():
+def test_the_command_line_defaults_are_the_documented_ones(capsys):
     from anb.collect_throughput.board.server import options
 
     assert vars(options(["--token-file", "t"])) == {
         "host": "127.0.0.1", "port": 7341, "token_file": "t", "max_payload": 1 << 30,
         "idle_timeout": 120.0, "sample_interval": 0.1}
+    assert vars(options(["--token-file", "t", "--host", "::1", "--port", "0", "--max-payload",
+                         "10", "--idle-timeout", "5", "--sample-interval", "0.05"])) == {
+        "host": "::1", "port": 0, "token_file": "t", "max_payload": 10, "idle_timeout": 5.0,
+        "sample_interval": 0.05}
     with pytest.raises(SystemExit):  # argparse: --token-file is required
         options([])
+    with pytest.raises(SystemExit):
+        options(["--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    assert "anb target server (see the module docstring)" in usage
+    assert "--port PORT 0: any free port" in usage
+
+
+def test_the_server_takes_its_settings_from_the_options(tmp_path):
+    from anb.collect_throughput.board.server import options, server_from
+
+    (tmp_path / "token").write_bytes(TOKEN)
+    server = server_from(options([
+        "--port", "0", "--token-file", str(tmp_path / "token"), "--max-payload", "10",
+        "--idle-timeout", "5", "--sample-interval", "0.05"]))
+    with server:
+        assert server.server_address[0] == "127.0.0.1" and server.server_address[1] > 0
+        assert (server.token, server.max_payload, server.idle_timeout,
+                server.sample_interval) == (TOKEN, 10, 5.0, 0.05)
 
 
 def test_the_token_is_read_stripped_from_a_user_path_and_16_bytes_at_least(tmp_path,
@@ -760,28 +785,26 @@ def test_the_token_is_read_stripped_from_a_user_path_and_16_bytes_at_least(tmp_p
 
 
 @pytest.mark.timeout(60)
-def test_main_serves_its_options_until_ctrl_c(tmp_path, capsys):
-    """``main`` in this process: it listens where it says, with the token and payload limit
-    of its options, and Ctrl-C (a real SIGINT) ends it with status 0 and the port closed."""
+def test_main_serves_its_options_until_ctrl_c(tmp_path, monkeypatch):
+    """``main`` in this process: it says where it listens at once (flushed, as a host reading
+    its pipe needs), serves with the token and payload limit of its options, and Ctrl-C (a
+    real SIGINT) ends it with status 0 and the port closed."""
     import threading
 
     from anb.collect_throughput.board.server import main
-    from tests.realservers import free_port
 
     (tmp_path / "token").write_bytes(TOKEN + b"\n")
-    port, seen = free_port(), {}
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr(sys, "stdout", open(write_end, "w"))  # a pipe: block-buffered
+    seen = {}
 
     def use_it() -> None:
-        for _ in range(100):
-            try:
-                client = _client(port, timeout=10)
-                break
-            except TransportError:
-                time.sleep(0.1)
-        else:
-            return  # main never served: the test's timeout reports it
+        with open(read_end) as pipe:
+            seen["line"] = pipe.readline()
+        port = int(seen["line"].rsplit(":", 1)[1])
+        seen["port"] = port
         try:
-            with client:
+            with _client(port, timeout=10) as client:
                 seen["stats"] = client.stats()
             with _client(port, timeout=10) as client:
                 client.load_model(tmp_path / "token")  # 28 bytes, over --max-payload 20
@@ -796,14 +819,16 @@ def test_main_serves_its_options_until_ctrl_c(tmp_path, capsys):
     try:
         thread = threading.Thread(target=use_it, daemon=True)
         thread.start()
-        assert main(["--port", str(port), "--token-file", str(tmp_path / "token"),
+        assert main(["--port", "0", "--token-file", str(tmp_path / "token"),
                      "--max-payload", "20", "--idle-timeout", "5"]) == 0
         thread.join()
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert capsys.readouterr().out == f"anb target server listening on 127.0.0.1:{port}\n"
-    assert seen == {"stats": {}, "error": (
-        f"device 'resident-a', step 'load_model' (rejected): malformed message: payload of "
-        f"{len(TOKEN) + 1} bytes exceeds the limit of 20")}
+        sys.stdout.close()
+    port = seen.pop("port")
+    assert seen == {"line": f"anb target server listening on 127.0.0.1:{port}\n", "stats": {},
+                    "error": f"device 'resident-a', step 'load_model' (rejected): malformed "
+                             f"message: payload of {len(TOKEN) + 1} bytes exceeds the limit "
+                             "of 20"}
     with pytest.raises(ConnectionRefusedError):  # the listening socket is closed
         socket.create_connection(("127.0.0.1", port), timeout=5).close()

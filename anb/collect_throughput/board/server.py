@@ -297,12 +297,16 @@ def serve(server):
         server.server_close()
 
 
+def server_from(args):
+    """The :class:`TargetServer` that :func:`options`' ``args`` ask for, bound and listening."""
+    return TargetServer((args.host, args.port), read_token(args.token_file),
+                        args.max_payload, args.idle_timeout, args.sample_interval)
+
+
 def main(argv=None):
-    args = options(argv)
-    server = TargetServer((args.host, args.port), read_token(args.token_file),
-                          args.max_payload, args.idle_timeout, args.sample_interval)
-    print("anb target server listening on %s:%d" % (args.host, server.server_address[1]),
-          flush=True)
+    server = server_from(options(argv))
+    host, port = server.server_address[:2]
+    print("anb target server listening on %s:%d" % (host, port), flush=True)
     serve(server)
     return 0
 
