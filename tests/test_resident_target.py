@@ -660,7 +660,8 @@ def _closed(sock: socket.socket) -> bool:
     return False
 
 
-def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model):
+def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model, tmp_path,
+                                                                   monkeypatch):
     """Bug class: RUN without a model or inputs, or OUTPUTS before an outputs run, crashing
     the connection or answering without the step and kind the host's retry logic reads."""
     import hashlib
@@ -669,6 +670,7 @@ def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model):
     load = {"type": "LOAD_MODEL", "sha256": hashlib.sha256(model).hexdigest()}
     before = {"type": "ERROR", "step": "run", "kind": "command", "size": 0,
               "error": "LOAD_MODEL and INPUTS come before RUN"}
+    monkeypatch.chdir(tmp_path)  # the session's files go to its own folder, never here
     with local_server() as port:
         sock = _raw_session(port)
         assert _ask(sock, {"type": "RUN", "mode": "outputs"}) == before
@@ -691,8 +693,18 @@ def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model):
         assert environment["ort_intra_op_threads"] == 1
         assert "utilisation" not in reply["result"]  # it went to STATS
         assert _ask(sock, {"type": "STATS"})["stats"]["samples"]
+        reply = _ask(sock, {"type": "RUN", "mode": "outputs", "threads": 2})
+        assert reply["result"]["environment"]["ort_intra_op_threads"] == 2
+        # the runtime and its settings named by the host reach the board's runner
+        reply = _ask(sock, {"type": "RUN", "mode": "outputs", "runtime": "openvino",
+                            "openvino_config": {"INFERENCE_NUM_THREADS": 1}})
+        environment = reply["result"]["environment"]
+        assert environment["runtime"] == "openvino"
+        assert {k: str(v) for k, v in environment["openvino_settings"].items()} == {
+            "INFERENCE_NUM_THREADS": "1"}
         assert _ask(sock, {"type": "BYE"}) == {"type": "OK", "size": 0}
         assert _closed(sock)
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("request_, error", [
