@@ -693,6 +693,13 @@ def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model, t
         assert environment["ort_intra_op_threads"] == 1
         assert "utilisation" not in reply["result"]  # it went to STATS
         assert _ask(sock, {"type": "STATS"})["stats"]["samples"]
+        protocol = _protocol(budget=0.1)
+        rules = {"warmup": dataclasses.asdict(protocol.warmup),
+                 "stopping": dataclasses.asdict(protocol.stopping)}
+        assert _ask(sock, {"type": "RUN", **rules})["result"]["times_s"]  # the wall clock
+        assert _ask(sock, {"type": "RUN", "clock": "sundial", **rules}) == {
+            "type": "ERROR", "step": "job", "kind": "command", "size": 0,
+            "error": "clock='sundial' is invalid; allowed: wall, cpu"}
         reply = _ask(sock, {"type": "RUN", "mode": "outputs", "threads": 2})
         assert reply["result"]["environment"]["ort_intra_op_threads"] == 2
         # the runtime and its settings named by the host reach the board's runner
