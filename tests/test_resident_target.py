@@ -284,14 +284,15 @@ def test_resident_config_errors_are_clear():
 
 # -- the handshake and the model payload, against a real server in this process ----------------
 @contextmanager
-def local_server(idle_timeout: float = 10.0):
+def local_server(idle_timeout: float = 10.0, sample_interval: float = 0.1):
     """A TargetServer on 127.0.0.1 served by a thread of this process (so that mutation
     testing sees what it runs); yields its port."""
     import threading
 
     from anb.collect_throughput.board.server import TargetServer, serve
 
-    target = TargetServer(("127.0.0.1", 0), TOKEN, max_payload=1000, idle_timeout=idle_timeout)
+    target = TargetServer(("127.0.0.1", 0), TOKEN, max_payload=1000, idle_timeout=idle_timeout,
+                          sample_interval=sample_interval)
     thread = threading.Thread(target=serve, args=(target,), daemon=True)
     thread.start()
     try:
@@ -671,7 +672,7 @@ def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model, t
     before = {"type": "ERROR", "step": "run", "kind": "command", "size": 0,
               "error": "LOAD_MODEL and INPUTS come before RUN"}
     monkeypatch.chdir(tmp_path)  # the session's files go to its own folder, never here
-    with local_server() as port:
+    with local_server(sample_interval=0.25) as port:
         sock = _raw_session(port)
         assert _ask(sock, {"type": "RUN", "mode": "outputs"}) == before
         assert _ask(sock, {"type": "OUTPUTS"}) == {
@@ -692,7 +693,8 @@ def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model, t
         assert environment["runtime"] == "onnxruntime"
         assert environment["ort_intra_op_threads"] == 1
         assert "utilisation" not in reply["result"]  # it went to STATS
-        assert _ask(sock, {"type": "STATS"})["stats"]["samples"]
+        stats = _ask(sock, {"type": "STATS"})["stats"]
+        assert stats["samples"] and stats["interval_s"] == 0.25  # the server's own setting
         protocol = _protocol(budget=0.1)
         rules = {"warmup": dataclasses.asdict(protocol.warmup),
                  "stopping": dataclasses.asdict(protocol.stopping)}
