@@ -168,3 +168,16 @@ def test_read_csv_passes_its_options_to_pandas(tmp_path):
     (tmp_path / "t.csv").write_text("a;b\n1;x\n")
     table = io.read_csv(tmp_path / "t.csv", sep=";", dtype={"a": str})
     assert list(table.columns) == ["a", "b"] and table["a"].tolist() == ["1"]
+
+
+def test_text_is_written_as_utf8_whatever_the_locale(tmp_path):
+    """Bug class: text written in the locale's encoding (ASCII in the C locale, Latin-1 on
+    some systems) instead of UTF-8, which every reader here expects."""
+    import locale
+
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")  # an ASCII codeset (no UTF-8 mode in tests)
+    try:
+        assert io.atomic_write_text(tmp_path / "a.txt", "é\n").read_bytes() == "é\n".encode()
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
