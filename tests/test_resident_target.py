@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -772,9 +773,9 @@ def test_the_command_line_defaults_are_the_documented_ones(capsys):
         options([])
     with pytest.raises(SystemExit):
         options(["--help"])
-    usage = " ".join(capsys.readouterr().out.split())
-    assert "anb target server (see the module docstring)" in usage
-    assert "--port PORT 0: any free port" in usage
+    usage = capsys.readouterr().out
+    assert re.search(r"^anb target server \(see the module docstring\)$", usage, re.M)
+    assert re.search(r"^  --port PORT +0: any free port$", usage, re.M)
 
 
 def test_the_server_takes_its_settings_from_the_options(tmp_path):

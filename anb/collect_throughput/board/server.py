@@ -305,7 +305,7 @@ def server_from(args):
 
 def main(argv=None):
     server = server_from(options(argv))
-    host, port = server.server_address[:2]
+    host, port = server.server_address  # AF_INET: (host, port)
     print("anb target server listening on %s:%d" % (host, port), flush=True)
     serve(server)
     return 0
