@@ -632,6 +632,14 @@ def tiny_model(tmp_path_factory) -> Path:
     return path
 
 
+def _npy(array: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
 TINY_INPUTS = np.linspace(-1, 1, 2 * 18, dtype=np.float32).reshape(2, 1, 2, 3, 3)
 
 
@@ -640,14 +648,6 @@ def _ask(sock: socket.socket, header: dict, payload: bytes = b"") -> dict:
 
     send_frame(sock, header, payload)
     return _reply(sock)
-
-
-def _npy(array: np.ndarray) -> bytes:
-    import io
-
-    buffer = io.BytesIO()
-    np.save(buffer, array)
-    return buffer.getvalue()
 
 
 def _closed(sock: socket.socket) -> bool:
@@ -725,6 +725,10 @@ def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model, t
     ({"type": "RUN", "warmup": [], "stopping": {}},
      "RUN mode=time needs 'warmup' and 'stopping' objects"),
     ({"type": "INPUTS", "payload": b"not an array"}, "inputs are not a .npy array: "),
+    ({"type": "INPUTS", "payload": _npy(np.array([{"a": 1}], dtype=object))},  # a pickle
+     "inputs are not a .npy array: Object arrays cannot be loaded when allow_pickle=False"),
+    ({"type": "FORMAT_DISK"},
+     "type='FORMAT_DISK' is unknown; allowed: LOAD_MODEL, INPUTS, RUN, OUTPUTS, STATS, BYE"),
 ])
 def test_a_malformed_run_or_inputs_gets_an_error_and_the_connection_closes(
         tiny_model, request_, error):
