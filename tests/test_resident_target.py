@@ -858,3 +858,21 @@ def test_main_serves_its_options_until_ctrl_c(tmp_path, monkeypatch):
                              "of 20"}
     with pytest.raises(ConnectionRefusedError):  # the listening socket is closed
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_a_malformed_frame_after_the_handshake_gets_an_error_in_process():
+    """The in-process twin of the slow subprocess test above (mutation runs skip slow tests):
+    a header that is not JSON, or a payload over ``max_payload``, answered ERROR and closed."""
+    with local_server() as port:
+        sock = _raw_session(port)
+        sock.sendall(struct.pack(">I", 5) + b"{oops")
+        assert _reply(sock) == {"type": "ERROR", "size": 0, "error": (
+            "malformed message: header is not JSON: Expecting property name enclosed in double "
+            "quotes: line 1 column 2 (char 1)")}
+        assert _closed(sock)
+        sock = _raw_session(port)
+        body = json.dumps({"type": "INPUTS", "size": 1001}).encode()  # the bytes never follow
+        sock.sendall(struct.pack(">I", len(body)) + body)
+        assert _reply(sock) == {"type": "ERROR", "size": 0, "error": (
+            "malformed message: payload of 1001 bytes exceeds the limit of 1000")}
+        assert _closed(sock)
