@@ -876,3 +876,21 @@ def test_a_malformed_frame_after_the_handshake_gets_an_error_in_process():
         assert _reply(sock) == {"type": "ERROR", "size": 0, "error": (
             "malformed message: payload of 1001 bytes exceeds the limit of 1000")}
         assert _closed(sock)
+
+
+def test_a_session_keeps_its_files_in_its_own_folder_and_removes_it(tmp_path, monkeypatch,
+                                                                    tiny_model):
+    """Bug class: a session's model and inputs left on the board's disk after it ends."""
+    import hashlib
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = tiny_model.read_bytes()
+    with local_server() as port:
+        sock = _raw_session(port)
+        _ask(sock, {"type": "LOAD_MODEL", "sha256": hashlib.sha256(model).hexdigest()}, model)
+        (folder,) = tmp_path.iterdir()
+        assert folder.name.startswith("anb-target-") and (folder / "model.onnx").exists()
+        assert _ask(sock, {"type": "BYE"})["type"] == "OK"
+        assert _closed(sock)  # the handler has returned, its session closed
+    assert list(tmp_path.iterdir()) == []
