@@ -894,3 +894,20 @@ def test_a_session_keeps_its_files_in_its_own_folder_and_removes_it(tmp_path, mo
         assert _ask(sock, {"type": "BYE"})["type"] == "OK"
         assert _closed(sock)  # the handler has returned, its session closed
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_whose_folder_vanished_still_ends_quietly(tmp_path, monkeypatch, capsys):
+    """Bug class: the clean-up failing (a board's tmp cleaner removed the folder first) and
+    the handler thread ending in a traceback instead of a plain close."""
+    import shutil
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with local_server() as port:
+        sock = _raw_session(port)
+        assert _ask(sock, {"type": "STATS"})["type"] == "OK"
+        (folder,) = tmp_path.iterdir()
+        shutil.rmtree(folder)
+        assert _ask(sock, {"type": "BYE"})["type"] == "OK"
+        assert _closed(sock)
+    assert "Traceback" not in capsys.readouterr().err
