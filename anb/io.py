@@ -57,7 +57,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> Path:
-    return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False) + "\n")
+    return atomic_write_text(path, json.dumps(obj, indent=indent) + "\n")
 
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:

@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -284,22 +285,23 @@ def test_resident_config_errors_are_clear():
 
 # -- the handshake and the model payload, against a real server in this process ----------------
 @contextmanager
-def local_server(idle_timeout: float = 10.0):
+def local_server(idle_timeout: float = 10.0, sample_interval: float = 0.1):
     """A TargetServer on 127.0.0.1 served by a thread of this process (so that mutation
     testing sees what it runs); yields its port."""
     import threading
 
-    from anb.collect_throughput.board.server import TargetServer
+    from anb.collect_throughput.board.server import TargetServer, serve
 
-    target = TargetServer(("127.0.0.1", 0), TOKEN, max_payload=1000, idle_timeout=idle_timeout)
-    thread = threading.Thread(target=target.serve_forever, daemon=True)
+    target = TargetServer(("127.0.0.1", 0), TOKEN, max_payload=1000, idle_timeout=idle_timeout,
+                          sample_interval=sample_interval)
+    thread = threading.Thread(target=serve, args=(target,), daemon=True)
     thread.start()
     try:
         yield target.server_address[1]
     finally:
         target.shutdown()
-        target.server_close()
         thread.join()
+        assert target.socket.fileno() == -1  # serve() closed the listening socket
 
 
 def _hello(port: int) -> tuple[socket.socket, str]:
@@ -608,3 +610,304 @@ def test_load_model_keeps_the_suffix_asked_for_and_refuses_others():
                                              "suffix": ".exe"}, payload)
     finally:
         session.close()
+
+
+# -- RUN, the command line and the token, in this process ---------------------------------------
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory) -> Path:
+    """A real ONNX model small enough for the in-process server's 1000-byte payload limit:
+    y = relu(x) * 2 on one 1x2x3x3 batch."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mul", ["r", "two"], ["y"])]
+    shape = [1, 2, 3, 3]
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path_factory.mktemp("tiny") / "tiny.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _npy(array: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+TINY_INPUTS = np.linspace(-1, 1, 2 * 18, dtype=np.float32).reshape(2, 1, 2, 3, 3)
+
+
+def _ask(sock: socket.socket, header: dict, payload: bytes = b"") -> dict:
+    from anb.collect_throughput.board.server import send_frame
+
+    send_frame(sock, header, payload)
+    return _reply(sock)
+
+
+def _closed(sock: socket.socket) -> bool:
+    """True when the server has closed the connection (a further request gets no reply)."""
+    from anb.collect_throughput.board.server import send_frame
+
+    try:
+        send_frame(sock, {"type": "STATS"})
+        _reply(sock)
+    except OSError:
+        return True
+    return False
+
+
+def test_requests_out_of_order_are_refused_and_the_session_goes_on(tiny_model, tmp_path,
+                                                                   monkeypatch):
+    """Bug class: RUN without a model or inputs, or OUTPUTS before an outputs run, crashing
+    the connection or answering without the step and kind the host's retry logic reads."""
+    import hashlib
+
+    model = tiny_model.read_bytes()
+    load = {"type": "LOAD_MODEL", "sha256": hashlib.sha256(model).hexdigest()}
+    before = {"type": "ERROR", "step": "run", "kind": "command", "size": 0,
+              "error": "LOAD_MODEL and INPUTS come before RUN"}
+    monkeypatch.chdir(tmp_path)  # the session's files go to its own folder, never here
+    with local_server(sample_interval=0.25) as port:
+        sock = _raw_session(port)
+        assert _ask(sock, {"type": "RUN", "mode": "outputs"}) == before
+        assert _ask(sock, {"type": "OUTPUTS"}) == {
+            "type": "ERROR", "step": "outputs", "kind": "command", "size": 0,
+            "error": "no outputs: RUN mode=outputs first"}
+        assert _ask(sock, load, model)["type"] == "OK"
+        assert _ask(sock, {"type": "RUN", "mode": "outputs"}) == before  # inputs still missing
+        assert _ask(sock, {"type": "INPUTS"}, _npy(TINY_INPUTS)) == {
+            "type": "OK", "shape": [2, 1, 2, 3, 3], "size": 0}
+        assert _ask(sock, {"type": "STATS"}) == {"type": "OK", "stats": {}, "size": 0}
+        assert _ask(sock, {"type": "RUN", "mode": "outputs", "runtime": "abacus"}) == {
+            "type": "ERROR", "step": "job", "kind": "command", "size": 0,
+            "error": "runtime='abacus' is invalid; allowed: onnxruntime, openvino, tvm"}
+        reply = _ask(sock, {"type": "RUN", "mode": "outputs"})  # defaults: onnxruntime, 1 thread
+        assert reply["type"] == "OK" and "outputs" not in reply["result"]
+        assert reply["result"]["ok"] is True
+        environment = reply["result"]["environment"]
+        assert environment["runtime"] == "onnxruntime"
+        assert environment["ort_intra_op_threads"] == 1
+        assert "utilisation" not in reply["result"]  # it went to STATS
+        stats = _ask(sock, {"type": "STATS"})["stats"]
+        assert stats["samples"] and stats["interval_s"] == 0.25  # the server's own setting
+        protocol = _protocol(budget=0.1)
+        rules = {"warmup": dataclasses.asdict(protocol.warmup),
+                 "stopping": dataclasses.asdict(protocol.stopping)}
+        assert _ask(sock, {"type": "RUN", **rules})["result"]["times_s"]  # the wall clock
+        assert _ask(sock, {"type": "RUN", "clock": "sundial", **rules}) == {
+            "type": "ERROR", "step": "job", "kind": "command", "size": 0,
+            "error": "clock='sundial' is invalid; allowed: wall, cpu"}
+        reply = _ask(sock, {"type": "RUN", "mode": "outputs", "threads": 2})
+        assert reply["result"]["environment"]["ort_intra_op_threads"] == 2
+        # the runtime and its settings named by the host reach the board's runner
+        reply = _ask(sock, {"type": "RUN", "mode": "outputs", "runtime": "openvino",
+                            "openvino_config": {"INFERENCE_NUM_THREADS": 1}})
+        environment = reply["result"]["environment"]
+        assert environment["runtime"] == "openvino"
+        assert {k: str(v) for k, v in environment["openvino_settings"].items()} == {
+            "INFERENCE_NUM_THREADS": "1"}
+        assert _ask(sock, {"type": "BYE"}) == {"type": "OK", "size": 0}
+        assert _closed(sock)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("request_, error", [
+    ({"type": "RUN", "mode": "fast"}, "mode='fast' is invalid; allowed: time, outputs"),
+    ({"type": "RUN"}, "RUN mode=time needs 'warmup' and 'stopping' objects"),
+    ({"type": "RUN", "warmup": {}, "stopping": None},
+     "RUN mode=time needs 'warmup' and 'stopping' objects"),
+    ({"type": "RUN", "warmup": [], "stopping": {}},
+     "RUN mode=time needs 'warmup' and 'stopping' objects"),
+    ({"type": "INPUTS", "payload": b"not an array"}, "inputs are not a .npy array: "),
+    ({"type": "INPUTS", "payload": _npy(np.array([{"a": 1}], dtype=object))},  # a pickle
+     "inputs are not a .npy array: Object arrays cannot be loaded when allow_pickle=False"),
+    ({"type": "FORMAT_DISK"},
+     "type='FORMAT_DISK' is unknown; allowed: LOAD_MODEL, INPUTS, RUN, OUTPUTS, STATS, BYE"),
+])
+def test_a_malformed_run_or_inputs_gets_an_error_and_the_connection_closes(
+        tiny_model, request_, error):
+    import hashlib
+
+    model = tiny_model.read_bytes()
+    with local_server() as port:
+        sock = _raw_session(port)
+        _ask(sock, {"type": "LOAD_MODEL", "sha256": hashlib.sha256(model).hexdigest()}, model)
+        if request_["type"] == "RUN":
+            _ask(sock, {"type": "INPUTS"}, _npy(TINY_INPUTS))
+        header = {k: v for k, v in request_.items() if k != "payload"}
+        reply = _ask(sock, header, request_.get("payload", b""))
+        assert reply == {"type": "ERROR", "size": 0, "error": reply["error"]}
+        assert reply["error"].startswith("malformed message: " + error)
+        assert _closed(sock)
+
+
+def test_the_board_times_and_computes_outputs_in_process(tiny_model):
+    """The positive path through the host's client and a server thread of this process:
+    timing under the protocol's rules, statistics, outputs equal to relu(x) * 2."""
+    protocol = _protocol(budget=0.2)
+    with local_server() as port, _client(port, timeout=60) as client:
+        assert client.load_model(tiny_model)
+        client.send_inputs(TINY_INPUTS)
+        result = client.time(protocol)
+        assert result["ok"] and result["stop_reason"] in ("converged", "budget", "max_reps")
+        assert len(result["warmup_times_s"]) >= protocol.warmup.min_steps
+        assert "utilisation" not in result
+        assert client.stats()["samples"]
+        outputs = client.outputs(threads=2)
+    np.testing.assert_array_equal(outputs, np.maximum(TINY_INPUTS, 0) * 2)
+
+
+def test_the_command_line_defaults_are_the_documented_ones(capsys):
+    from anb.collect_throughput.board.server import options
+
+    assert vars(options(["--token-file", "t"])) == {
+        "host": "127.0.0.1", "port": 7341, "token_file": "t", "max_payload": 1 << 30,
+        "idle_timeout": 120.0, "sample_interval": 0.1}
+    assert vars(options(["--token-file", "t", "--host", "::1", "--port", "0", "--max-payload",
+                         "10", "--idle-timeout", "5", "--sample-interval", "0.05"])) == {
+        "host": "::1", "port": 0, "token_file": "t", "max_payload": 10, "idle_timeout": 5.0,
+        "sample_interval": 0.05}
+    with pytest.raises(SystemExit):  # argparse: --token-file is required
+        options([])
+    with pytest.raises(SystemExit):
+        options(["--help"])
+    usage = capsys.readouterr().out
+    assert re.search(r"^anb target server \(see the module docstring\)$", usage, re.M)
+    assert re.search(r"^  --port PORT +0: any free port$", usage, re.M)
+
+
+def test_the_server_takes_its_settings_from_the_options(tmp_path):
+    from anb.collect_throughput.board.server import options, server_from
+
+    (tmp_path / "token").write_bytes(TOKEN)
+    server = server_from(options([
+        "--port", "0", "--token-file", str(tmp_path / "token"), "--max-payload", "10",
+        "--idle-timeout", "5", "--sample-interval", "0.05"]))
+    with server:
+        assert server.server_address[0] == "127.0.0.1" and server.server_address[1] > 0
+        assert (server.token, server.max_payload, server.idle_timeout,
+                server.sample_interval) == (TOKEN, 10, 5.0, 0.05)
+
+
+def test_the_token_is_read_stripped_from_a_user_path_and_16_bytes_at_least(tmp_path,
+                                                                         monkeypatch):
+    from anb.collect_throughput.board.server import read_token
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "token").write_bytes(b"  " + TOKEN + b"\n")
+    assert read_token("~/token") == TOKEN
+    (tmp_path / "token").write_bytes(b"0123456789abcdef\n")  # exactly 16 bytes: enough
+    assert read_token("~/token") == b"0123456789abcdef"
+    (tmp_path / "token").write_bytes(b"0123456789abcde \n")
+    with pytest.raises(SystemExit) as err:
+        read_token("~/token")
+    assert str(err.value) == "error: the token in ~/token is shorter than 16 bytes"
+
+
+@pytest.mark.timeout(60)
+def test_main_serves_its_options_until_ctrl_c(tmp_path, monkeypatch):
+    """``main`` in this process: it says where it listens at once (flushed, as a host reading
+    its pipe needs), serves with the token and payload limit of its options, and Ctrl-C (a
+    real SIGINT) ends it with status 0 and the port closed."""
+    import threading
+
+    from anb.collect_throughput.board.server import main
+
+    (tmp_path / "token").write_bytes(TOKEN + b"\n")
+    read_end, write_end = os.pipe()
+    monkeypatch.setattr(sys, "stdout", open(write_end, "w"))  # a pipe: block-buffered
+    seen = {}
+
+    def use_it() -> None:
+        with open(read_end) as pipe:
+            seen["line"] = pipe.readline()
+        port = int(seen["line"].rsplit(":", 1)[1])
+        seen["port"] = port
+        try:
+            with _client(port, timeout=10) as client:
+                seen["stats"] = client.stats()
+            with _client(port, timeout=10) as client:
+                client.load_model(tmp_path / "token")  # 28 bytes, over --max-payload 20
+        except TransportError as err:
+            seen["error"] = str(err)
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    # Python's own Ctrl-C handler, also where this process was started with SIGINT ignored
+    # (a background job of a non-interactive shell)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        thread = threading.Thread(target=use_it, daemon=True)
+        thread.start()
+        assert main(["--port", "0", "--token-file", str(tmp_path / "token"),
+                     "--max-payload", "20", "--idle-timeout", "5"]) == 0
+        thread.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.stdout.close()
+    port = seen.pop("port")
+    assert seen == {"line": f"anb target server listening on 127.0.0.1:{port}\n", "stats": {},
+                    "error": f"device 'resident-a', step 'load_model' (rejected): malformed "
+                             f"message: payload of {len(TOKEN) + 1} bytes exceeds the limit "
+                             "of 20"}
+    with pytest.raises(ConnectionRefusedError):  # the listening socket is closed
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_a_malformed_frame_after_the_handshake_gets_an_error_in_process():
+    """The in-process twin of the slow subprocess test above (mutation runs skip slow tests):
+    a header that is not JSON, or a payload over ``max_payload``, answered ERROR and closed."""
+    with local_server() as port:
+        sock = _raw_session(port)
+        sock.sendall(struct.pack(">I", 5) + b"{oops")
+        assert _reply(sock) == {"type": "ERROR", "size": 0, "error": (
+            "malformed message: header is not JSON: Expecting property name enclosed in double "
+            "quotes: line 1 column 2 (char 1)")}
+        assert _closed(sock)
+        sock = _raw_session(port)
+        body = json.dumps({"type": "INPUTS", "size": 1001}).encode()  # the bytes never follow
+        sock.sendall(struct.pack(">I", len(body)) + body)
+        assert _reply(sock) == {"type": "ERROR", "size": 0, "error": (
+            "malformed message: payload of 1001 bytes exceeds the limit of 1000")}
+        assert _closed(sock)
+
+
+def test_a_session_keeps_its_files_in_its_own_folder_and_removes_it(tmp_path, monkeypatch,
+                                                                    tiny_model):
+    """Bug class: a session's model and inputs left on the board's disk after it ends."""
+    import hashlib
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    model = tiny_model.read_bytes()
+    with local_server() as port:
+        sock = _raw_session(port)
+        _ask(sock, {"type": "LOAD_MODEL", "sha256": hashlib.sha256(model).hexdigest()}, model)
+        (folder,) = tmp_path.iterdir()
+        assert folder.name.startswith("anb-target-") and (folder / "model.onnx").exists()
+        assert _ask(sock, {"type": "BYE"})["type"] == "OK"
+        assert _closed(sock)  # the handler has returned, its session closed
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_whose_folder_vanished_still_ends_quietly(tmp_path, monkeypatch, capsys):
+    """Bug class: the clean-up failing (a board's tmp cleaner removed the folder first) and
+    the handler thread ending in a traceback instead of a plain close."""
+    import shutil
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with local_server() as port:
+        sock = _raw_session(port)
+        assert _ask(sock, {"type": "STATS"})["type"] == "OK"
+        (folder,) = tmp_path.iterdir()
+        shutil.rmtree(folder)
+        assert _ask(sock, {"type": "BYE"})["type"] == "OK"
+        assert _closed(sock)
+    assert "Traceback" not in capsys.readouterr().err

@@ -59,6 +59,8 @@ MAX_HEADER = 64 * 1024
 MAX_AUTH_HEADER = 1024
 HEADER = struct.Struct(">I")
 MODEL_SUFFIXES = (".onnx", ".so")
+#: The defaults of the server's options (``--port`` etc.).
+PORT, MAX_PAYLOAD, IDLE_TIMEOUT, SAMPLE_INTERVAL = 7341, 1 << 30, 120.0, 0.1
 
 
 class ProtocolError(Exception):
@@ -257,8 +259,8 @@ class TargetServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address, token, max_payload=1 << 30, idle_timeout=120.0,
-                 sample_interval=0.1):
+    def __init__(self, address, token, max_payload=MAX_PAYLOAD, idle_timeout=IDLE_TIMEOUT,
+                 sample_interval=SAMPLE_INTERVAL):
         socketserver.TCPServer.__init__(self, address, Handler)
         self.token, self.max_payload = token, max_payload
         self.idle_timeout, self.sample_interval = idle_timeout, sample_interval
@@ -273,25 +275,39 @@ def read_token(path):
     return token
 
 
-def main(argv=None):
+def options(argv=None):
+    """The command line's options (``argv``: without the program name; None: ``sys.argv``)."""
     parser = argparse.ArgumentParser(description="anb target server (see the module docstring)")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=7341, help="0: any free port")
+    parser.add_argument("--port", type=int, default=PORT, help="0: any free port")
     parser.add_argument("--token-file", required=True)
-    parser.add_argument("--max-payload", type=int, default=1 << 30)
-    parser.add_argument("--idle-timeout", type=float, default=120.0)
-    parser.add_argument("--sample-interval", type=float, default=0.1)
-    args = parser.parse_args(argv)
-    server = TargetServer((args.host, args.port), read_token(args.token_file),
-                          args.max_payload, args.idle_timeout, args.sample_interval)
-    print("anb target server listening on %s:%d" % (args.host, server.server_address[1]),
-          flush=True)
+    parser.add_argument("--max-payload", type=int, default=MAX_PAYLOAD)
+    parser.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT)
+    parser.add_argument("--sample-interval", type=float, default=SAMPLE_INTERVAL)
+    return parser.parse_args(argv)
+
+
+def serve(server):
+    """Serve until Ctrl-C or ``server.shutdown()``; the listening socket is closed either way."""
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+
+
+def server_from(args):
+    """The :class:`TargetServer` that :func:`options`' ``args`` ask for, bound and listening."""
+    return TargetServer((args.host, args.port), read_token(args.token_file),
+                        args.max_payload, args.idle_timeout, args.sample_interval)
+
+
+def main(argv=None):
+    server = server_from(options(argv))
+    host, port = server.server_address  # AF_INET: (host, port)
+    print("anb target server listening on %s:%d" % (host, port), flush=True)
+    serve(server)
     return 0
 
 
