@@ -69,6 +69,7 @@ from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
+from anb.surrogates.adapt import anchored
 from anb.surrogates.adapt.board_prior import device_of, prior_components
 from anb.surrogates.adapt.choice import rank_choice, rank_selected_rmse, selected_rmse
 from anb.surrogates.adapt.embed import EmbedModel, arch_features
@@ -253,7 +254,11 @@ class AdaptedModel:
             raise ValueError("the own per-layer model needs out-of-fold errors: "
                              "leave_one_out=False takes no choices")
         own_weights, own_floor, own_residuals = np.zeros(0), 0.0, np.zeros(len(y))
-        if choices is not None and len(values) >= OWN_MIN_POINTS:
+        anchored_fit = anchored.fit(target, choices, values, space) \
+            if choices is not None and len(values) >= anchored.MIN_POINTS else None
+        if anchored_fit is not None:  # a board with an analytic prior: its own model on it
+            own_weights, own_floor, own_residuals = anchored_fit
+        elif choices is not None and len(values) >= OWN_MIN_POINTS:
             own = _fit_own(target, choices, values, space)
             own_weights, own_floor = own.weights_[0], float(own.floors_[0])
             own_residuals = _own_residuals(target, choices, values, y, space)
