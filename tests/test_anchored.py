@@ -17,7 +17,8 @@ from anb.surrogates.adapt import anchored
 from anb.surrogates.adapt.board_prior import prior_components, unit_table
 from anb.surrogates.layer_cost import LayerCostModel, layer_design
 
-BOARD = "latency_tpuv3"
+BOARD = "latency_tpuv3"  # synthetic boards' prior
+BOARD_REAL = "latency_zcu102"
 
 
 def _archs(n: int, seed: int) -> np.ndarray:
@@ -127,3 +128,57 @@ def test_the_fit_is_its_weights_and_its_errors_are_held_out():
     error, loo, _ = anchored._loo([b @ b.T for b in blocks], lambdas)
     np.testing.assert_allclose(loo, held, rtol=1e-9)
     assert error == pytest.approx(np.mean(held**2))
+
+
+@pytest.fixture(scope="module")
+def fpga_board():
+    """The released dataset with the ZCU102 hidden: the other devices' additive layer-cost
+    models (fitted on the train split) are what the adapted model transfers from."""
+    from anb import resources
+    from anb.surrogates.adapt.model import op_components
+    from anb.surrogates.fit import prepare
+
+    data = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
+    train = data.masks["train"]
+    known = [t for t in data.labels if t.startswith(("throughput_", "latency_"))
+             and not t.endswith("_zcu102")]
+    costs = LayerCostModel(trim=3.0).fit(
+        data.choices[train], {t: (data.labels[t].values[train], data.labels[t].present[train])
+                              for t in known}, ANB_SPACE).transform(data.choices)
+    sign = np.array([-1.0 if t.startswith("throughput_") else 1.0 for t in known])
+    return data, known, costs * sign, op_components(data.choices, ANB_SPACE)
+
+
+def test_a_board_with_a_prior_has_its_anchored_own_model_from_twenty_rows(fpga_board,
+                                                                         monkeypatch):
+    """From anchored.MIN_POINTS rows the own part of the blend is the anchored model: its
+    weights are the own model's and predict through it, and its leave-one-out errors are
+    what the blend choice weighs (a perfect own part takes the whole blend, a useless one
+    none); one row fewer, no own part."""
+    from anb.surrogates.adapt.model import AdaptedModel
+
+    data, known, K, ops = fpga_board
+    lab = data.labels[BOARD_REAL]
+    rows = np.flatnonzero(lab.present & data.masks["train"])[:anchored.MIN_POINTS]
+
+    def fit(choices):
+        return AdaptedModel.fit(BOARD_REAL, known, K[rows], ops[rows], lab.values[rows],
+                                choices=choices, space=ANB_SPACE)
+
+    model = fit(data.choices[rows])
+    weights, floor, residuals = anchored.fit(BOARD_REAL, data.choices[rows], lab.values[rows],
+                                             ANB_SPACE)
+    assert model.has_own and model.own_floor == floor
+    np.testing.assert_array_equal(model.own_weights, weights)
+    test = np.flatnonzero(lab.present & data.masks["test"])[:100]
+    np.testing.assert_allclose(model.own_log_cost(data.choices[test], ANB_SPACE),
+                               np.log(np.maximum(layer_design(data.choices[test], ANB_SPACE)
+                                                 @ weights, floor)))
+    for errors, own_blend in ((np.zeros_like(residuals), 1.0), (residuals + 3.0, 0.0)):
+        monkeypatch.setattr(anchored, "fit", lambda *args, e=errors: (weights, floor, e))
+        assert fit(data.choices[rows]).own_blend == own_blend
+    monkeypatch.undo()
+    fewer = AdaptedModel.fit(BOARD_REAL, known, K[rows[1:]], ops[rows[1:]],
+                             lab.values[rows[1:]], choices=data.choices[rows[1:]],
+                             space=ANB_SPACE)
+    assert not fewer.has_own
