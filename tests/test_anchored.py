@@ -154,12 +154,13 @@ def test_a_board_with_a_prior_has_its_anchored_own_model_from_twenty_rows(fpga_b
     """From anchored.MIN_POINTS rows the own part of the blend is the anchored model: its
     weights are the own model's and predict through it, and its leave-one-out errors are
     what the blend choice weighs (a perfect own part takes the whole blend, a useless one
-    none); one row fewer, no own part."""
+    none); one row fewer, or a metric of the same board known, no own part."""
     from anb.surrogates.adapt.model import AdaptedModel
 
     data, known, K, ops = fpga_board
     lab = data.labels[BOARD_REAL]
-    rows = np.flatnonzero(lab.present & data.masks["train"])[:anchored.MIN_POINTS]
+    both = lab.present & data.labels["throughput_zcu102"].present  # for the sibling below
+    rows = np.flatnonzero(both & data.masks["train"])[:anchored.MIN_POINTS]
 
     def fit(choices):
         return AdaptedModel.fit(BOARD_REAL, known, K[rows], ops[rows], lab.values[rows],
@@ -182,3 +183,10 @@ def test_a_board_with_a_prior_has_its_anchored_own_model_from_twenty_rows(fpga_b
                              lab.values[rows[1:]], choices=data.choices[rows[1:]],
                              space=ANB_SPACE)
     assert not fewer.has_own
+    # not a new board: a metric of the ZCU102 itself is known (its measured throughput)
+    sibling = np.log(data.labels["throughput_zcu102"].values[rows])[:, None] * -1.0
+    known_board = AdaptedModel.fit(BOARD_REAL, [*known, "throughput_zcu102"],
+                                   np.concatenate([K[rows], sibling], axis=1), ops[rows],
+                                   lab.values[rows], choices=data.choices[rows],
+                                   space=ANB_SPACE)
+    assert not known_board.has_own

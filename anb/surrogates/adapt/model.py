@@ -254,9 +254,11 @@ class AdaptedModel:
             raise ValueError("the own per-layer model needs out-of-fold errors: "
                              "leave_one_out=False takes no choices")
         own_weights, own_floor, own_residuals = np.zeros(0), 0.0, np.zeros(len(y))
+        new_board = all(device_of(k) != device_of(target) for k in known)
         anchored_fit = anchored.fit(target, choices, values, space) \
-            if choices is not None and len(values) >= anchored.MIN_POINTS else None
-        if anchored_fit is not None:  # a board with an analytic prior: its own model on it
+            if choices is not None and new_board and len(values) >= anchored.MIN_POINTS \
+            else None
+        if anchored_fit is not None:  # a new board with an analytic prior: its own model on it
             own_weights, own_floor, own_residuals = anchored_fit
         elif choices is not None and len(values) >= OWN_MIN_POINTS:
             own = _fit_own(target, choices, values, space)
