@@ -20,7 +20,9 @@ Given the measured architectures themselves (``choices``), a third model joins t
   layers, so that a few rows fix a handful of speeds and more rows the per-layer detail. It
   owes nothing to the known devices: where none of them is a stand-in for the new one (an
   FPGA or a TPU whose whole board is new), it is what lifts the blend above the transfer
-  ceiling as measurements come in (``benchmarks/new_device.py --protocol board``).
+  ceiling as measurements come in (``benchmarks/new_device.py --protocol board``). On a new
+  board with an analytic prior it is anchored on the prior's per-layer parts and joins from
+  20 rows (:mod:`anb.surrogates.adapt.anchored`).
 
 From :data:`EMBED_MIN_POINTS` measured rows a fourth part joins the blend:
 
