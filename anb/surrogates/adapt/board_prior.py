@@ -98,37 +98,57 @@ def layers(space: SearchSpace, choices: np.ndarray, resolution: int) -> list[Lay
     choices = np.asarray(choices, dtype=np.int64)
     space.ordinal(choices)  # validates shape and values
     one = np.ones(len(choices))
-    size = (resolution - 1) // space.stem_stride + 1
-    out = [Layer("conv", 3 * one, space.stem_channels * one, size, size, resolution**2,
-                 3 * one, one)]
-    for s, spec in enumerate(space.stages):
+    out, size = _stem(space, resolution, one)
+    for s in range(space.num_stages):
         e, k, depth, se = (choices[:, s, f].astype(np.float64) for f in range(4))
-        for first in (True, False):
-            c_in = spec.in_channels if first else spec.out_channels
-            stride = spec.stride if first else 1
-            size_out = (size - 1) // stride + 1
-            count = one if first else depth - 1
-            mid, squeeze = c_in * e, max(1, c_in // 4) * one
-            out += [Layer("conv", c_in * one, mid, size, size, size**2, one, count * (e != 1)),
-                    Layer("depthwise", mid, mid, size_out, size_out, size**2, k, count),
-                    Layer("elementwise", mid, mid, size_out, size_out, size_out**2, one,
-                          count * se),
-                    Layer("conv", mid, squeeze, 1, 1, 1, one, count * se),
-                    Layer("conv", squeeze, mid, 1, 1, 1, one, count * se),
-                    Layer("elementwise", mid, mid, size_out, size_out, size_out**2, one,
-                          count * se),
-                    Layer("conv", mid, spec.out_channels * one, size_out, size_out,
-                          size_out**2, one, count)]
-            if stride == 1 and c_in == spec.out_channels:
-                out.append(Layer("elementwise", c_in * one, c_in * one, size_out, size_out,
-                                 size_out**2, one, count))
-            size = size_out
+        stage, size = _stage(space, s, size, e, k, se, (one, depth - 1))
+        out += stage
+    return out + _head(space, size, one)
+
+
+def _stem(space: SearchSpace, resolution: int, one: np.ndarray) -> tuple[list[Layer], int]:
+    """The stem convolution and the size of the map it outputs."""
+    size = (resolution - 1) // space.stem_stride + 1
+    return [Layer("conv", 3 * one, space.stem_channels * one, size, size, resolution**2,
+                  3 * one, one)], size
+
+
+def _stage(space: SearchSpace, s: int, size: int, e: np.ndarray, k: np.ndarray,
+           se: np.ndarray, counts: tuple[np.ndarray, np.ndarray]) -> tuple[list[Layer], int]:
+    """Stage ``s``'s layers on a ``size`` input map, its first layer ``counts[0]`` times and
+    its later layers ``counts[1]`` times (expansion ``e``, kernel ``k``, squeeze-excite
+    ``se`` per row), and the size of the map it outputs."""
+    spec, one = space.stages[s], np.ones(len(e))
+    out = []
+    for first, count in zip((True, False), counts, strict=True):
+        c_in = spec.in_channels if first else spec.out_channels
+        stride = spec.stride if first else 1
+        size_out = (size - 1) // stride + 1
+        mid, squeeze = c_in * e, max(1, c_in // 4) * one
+        out += [Layer("conv", c_in * one, mid, size, size, size**2, one, count * (e != 1)),
+                Layer("depthwise", mid, mid, size_out, size_out, size**2, k, count),
+                Layer("elementwise", mid, mid, size_out, size_out, size_out**2, one,
+                      count * se),
+                Layer("conv", mid, squeeze, 1, 1, 1, one, count * se),
+                Layer("conv", squeeze, mid, 1, 1, 1, one, count * se),
+                Layer("elementwise", mid, mid, size_out, size_out, size_out**2, one,
+                      count * se),
+                Layer("conv", mid, spec.out_channels * one, size_out, size_out,
+                      size_out**2, one, count)]
+        if stride == 1 and c_in == spec.out_channels:
+            out.append(Layer("elementwise", c_in * one, c_in * one, size_out, size_out,
+                             size_out**2, one, count))
+        size = size_out
+    return out, size
+
+
+def _head(space: SearchSpace, size: int, one: np.ndarray) -> list[Layer]:
+    """The head convolution, the pool and the classifier on a ``size`` map."""
     head = space.head_channels * one
-    out += [Layer("conv", space.stages[-1].out_channels * one, head, size, size, size**2, one,
+    return [Layer("conv", space.stages[-1].out_channels * one, head, size, size, size**2, one,
                   one),
             Layer("elementwise", head, head, size, size, size**2, one, one),
             Layer("conv", head, space.task.num_classes * one, 1, 1, 1, one, one)]
-    return out
 
 
 def compute_time(spec: dict[str, Any], layer: Layer) -> np.ndarray:
@@ -199,8 +219,41 @@ def prior_components(target: str, choices: np.ndarray, space: Space) -> np.ndarr
         return None
     spec = board_spec(target)
     assert spec is not None and isinstance(space, SearchSpace)
-    out = np.zeros((len(choices), len(COMPONENTS)))
-    for layer in layers(space, choices, spec["resolution"]):
+    return _components(spec, layers(space, choices, spec["resolution"]), len(choices))
+
+
+def unit_table(target: str, space: Space) -> np.ndarray | None:
+    """The prior's parts per layer: ``(slots x units + 1, len(COMPONENTS))`` in the layout of
+    :func:`anb.surrogates.layer_cost.layer_design` (per slot of ``space.cost_units``, each
+    unit's parts for one layer; the last row the stem's and head's), so that
+    ``layer_design(choices, space) @ unit_table(target, space)`` is
+    :func:`prior_components`; None where :func:`has_prior` is false."""
+    if not has_prior(target, space):
+        return None
+    spec = board_spec(target)
+    assert spec is not None and isinstance(space, SearchSpace)
+    one = np.ones(1)
+    rows, size = [], _stem(space, spec["resolution"], one)[1]
+    fixed = _stem(space, spec["resolution"], one)[0]
+    for s, stage in enumerate(space.stages):
+        radix_e, radix_k, _, radix_se = stage.radices
+        unit = np.arange(radix_e * radix_k * radix_se)  # cost_units' order
+        e = np.asarray(stage.expansions, dtype=np.float64)[unit // (radix_k * radix_se)]
+        k = np.asarray(stage.kernels, dtype=np.float64)[unit // radix_se % radix_k]
+        se = np.asarray(stage.se, dtype=np.float64)[unit % radix_se]
+        ones, zeros = np.ones(len(unit)), np.zeros(len(unit))
+        for counts in ((ones, zeros), (zeros, ones)):  # the first layer, then a later one
+            rows.append(_components(spec, _stage(space, s, size, e, k, se, counts)[0],
+                                    len(unit)))
+        size = _stage(space, s, size, e[:1], k[:1], se[:1], (one, one))[1]
+    rows.append(_components(spec, fixed + _head(space, size, one), 1))
+    return np.concatenate(rows)
+
+
+def _components(spec: dict[str, Any], layer_list: list[Layer], n: int) -> np.ndarray:
+    """``(n, len(COMPONENTS))``: the prior's parts of ``layer_list`` on the board ``spec``."""
+    out = np.zeros((n, len(COMPONENTS)))
+    for layer in layer_list:
         column = OPS.index(layer.op)
         if layer.op == "elementwise" and spec["kind"] != "dpu":
             out[:, column] += layer.count * memory_time(spec, layer)

@@ -20,7 +20,9 @@ Given the measured architectures themselves (``choices``), a third model joins t
   layers, so that a few rows fix a handful of speeds and more rows the per-layer detail. It
   owes nothing to the known devices: where none of them is a stand-in for the new one (an
   FPGA or a TPU whose whole board is new), it is what lifts the blend above the transfer
-  ceiling as measurements come in (``benchmarks/new_device.py --protocol board``).
+  ceiling as measurements come in (``benchmarks/new_device.py --protocol board``). On a new
+  board with an analytic prior it is anchored on the prior's per-layer parts and joins from
+  20 rows (:mod:`anb.surrogates.adapt.anchored`).
 
 From :data:`EMBED_MIN_POINTS` measured rows a fourth part joins the blend:
 
@@ -69,6 +71,7 @@ from anb.io import atomic_write_json, sha256_file
 from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
+from anb.surrogates.adapt import anchored
 from anb.surrogates.adapt.board_prior import device_of, prior_components
 from anb.surrogates.adapt.choice import rank_choice, rank_selected_rmse, selected_rmse
 from anb.surrogates.adapt.embed import EmbedModel, arch_features
@@ -253,7 +256,13 @@ class AdaptedModel:
             raise ValueError("the own per-layer model needs out-of-fold errors: "
                              "leave_one_out=False takes no choices")
         own_weights, own_floor, own_residuals = np.zeros(0), 0.0, np.zeros(len(y))
-        if choices is not None and len(values) >= OWN_MIN_POINTS:
+        new_board = all(device_of(k) != device_of(target) for k in known)
+        anchored_fit = anchored.fit(target, choices, values, space) \
+            if choices is not None and new_board and len(values) >= anchored.MIN_POINTS \
+            else None
+        if anchored_fit is not None:  # a new board with an analytic prior: its own model on it
+            own_weights, own_floor, own_residuals = anchored_fit
+        elif choices is not None and len(values) >= OWN_MIN_POINTS:
             own = _fit_own(target, choices, values, space)
             own_weights, own_floor = own.weights_[0], float(own.floors_[0])
             own_residuals = _own_residuals(target, choices, values, y, space)
