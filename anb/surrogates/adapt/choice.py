@@ -11,6 +11,8 @@ choice saw them), so the std's error scores each row under the candidate chosen 
 rows."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -65,3 +67,35 @@ def rank_selected_rmse(residuals: np.ndarray, y: np.ndarray, margin: float) -> f
         rest = np.arange(len(y)) != i
         errors[i] = residuals[i, rank_choice(residuals[rest], y[rest], margin)]
     return float(np.sqrt(np.mean(errors**2)))
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What an out-of-fold choice picked: a column of the candidates (the blend weightings,
+    then the proxies) and the std's error (the choice itself scored out of fold)."""
+
+    column: int
+    rmse: float
+
+
+def choose(blends: np.ndarray, proxies: np.ndarray, y: np.ndarray, fallback: int,
+           *, choice_min: int, rank_from: int, rank_below: int, margin: float) -> Choice:
+    """The candidate that predicts, among ``blends`` (``(n, g)`` out-of-fold errors of the
+    blend weightings) and ``proxies`` (``(n, p)``, of the analytic proxies' lines) on log
+    costs ``y``: below ``choice_min`` rows column ``fallback`` (no choice); from
+    ``rank_from`` up to ``rank_below`` rows :func:`rank_choice` among all; otherwise the
+    blend of least squared error, replaced by the proxy of least such error where that is
+    lower. The std's error scores each row under the candidate chosen without it."""
+    n = len(y)
+    if n < choice_min:
+        return Choice(fallback, float(np.sqrt(np.mean(blends**2, axis=0))[fallback]))
+    candidates = np.column_stack([blends, proxies])
+    if rank_from <= n < rank_below:
+        return Choice(rank_choice(candidates, y, margin),
+                      rank_selected_rmse(candidates, y, margin))
+    errors = np.mean(candidates**2, axis=0)
+    blend = int(np.argmin(errors[:blends.shape[1]]))
+    if proxies.shape[1] and np.nanmin(errors[blends.shape[1]:]) < errors[blend]:
+        return Choice(blends.shape[1] + int(np.argmin(errors[blends.shape[1]:])),
+                      selected_rmse(proxies))
+    return Choice(blend, selected_rmse(blends))

@@ -70,9 +70,9 @@ from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.surrogates.adapt.board_prior import device_of, prior_components
-from anb.surrogates.adapt.choice import rank_choice, rank_selected_rmse, selected_rmse
+from anb.surrogates.adapt.choice import Choice, choose
 from anb.surrogates.adapt.embed import EmbedModel, arch_features
-from anb.surrogates.adapt.proxy import choose_proxy, fit_line, log_proxies, log_proxy
+from anb.surrogates.adapt.proxy import fit_line, log_proxies, log_proxy
 from anb.surrogates.adapt.proxy import loo_residuals as proxy_loo_residuals
 from anb.surrogates.intervals import LEVEL, z_value
 from anb.surrogates.layer_cost import LayerCostModel
@@ -262,40 +262,31 @@ class AdaptedModel:
             features, block = arch_features(space, choices)
             embed, embed_residuals = EmbedModel.fit(known_log, features, block, y)
         residuals = np.column_stack([residuals, own_residuals, embed_residuals])
-        choose = leave_one_out and len(y) >= CHOICE_MIN_POINTS
-        if not select_blend:
-            grid = [(0.5, 0.0, 0.0)]
-        elif choose or not leave_one_out:
-            grid = _blend_grid(len(own_weights) > 0, embed is not None)
-        else:
-            grid = [(0.0, 0.0, 0.0)]  # too few rows to choose on: the additive model alone
+        grid = (_blend_grid(len(own_weights) > 0, embed is not None) if select_blend
+                else [(0.5, 0.0, 0.0)])
         blended = np.column_stack([residuals @ [r, 1 - r - o - e, o, e] for r, o, e in grid])
         errors = np.sqrt(np.mean(blended**2, axis=0))
-        blend, own_blend, embed_blend = grid[int(np.argmin(errors))]
-        transfer_rmse = float(errors.min())
-        # the std: the out-of-fold error of the choice itself (in-sample: the winner's)
-        std_rmse = selected_rmse(blended) if leave_one_out else transfer_rmse
-        proxy, proxy_coef, proxy_rmse = "", np.zeros(2), float("nan")
-        proxy_range = np.zeros(2)
         logs = log_proxies(space, choices) if choices is not None else {}
-        by_rank = choose and RANK_MIN_POINTS <= len(y) < OWN_MIN_POINTS
-        if logs:
-            name, line, proxy_rmse, proxy_selected = choose_proxy(logs, y)
-            if choose and not by_rank and proxy_rmse < transfer_rmse:
-                x = logs[name]
-                proxy, proxy_coef, proxy_range = name, line, np.array([x.min(), x.max()])
-                std_rmse = proxy_selected
-        if by_rank:
-            candidates = np.column_stack([blended, *(proxy_loo_residuals(x, y)
-                                                     for x in logs.values())])
-            pick = rank_choice(candidates, y, RANK_MARGIN)
-            std_rmse = rank_selected_rmse(candidates, y, RANK_MARGIN)
-            if pick < len(grid):
-                blend, own_blend, embed_blend = grid[pick]
-            else:
-                proxy = list(logs)[pick - len(grid)]
-                x = logs[proxy]
-                proxy_coef, proxy_range = fit_line(x, y), np.array([x.min(), x.max()])
+        proxies = np.column_stack([proxy_loo_residuals(x, y) for x in logs.values()]
+                                  ) if logs else np.zeros((len(y), 0))
+        if leave_one_out:  # the std: the out-of-fold error of the choice itself
+            picked = choose(blended, proxies, y, _fallback(grid),
+                            choice_min=CHOICE_MIN_POINTS, rank_from=RANK_MIN_POINTS,
+                            rank_below=OWN_MIN_POINTS, margin=RANK_MARGIN)
+        else:  # in-sample errors, no proxies: the winner's
+            picked = Choice(int(np.argmin(errors)), float(errors.min()))
+        proxy, proxy_coef, proxy_range = "", np.zeros(2), np.zeros(2)
+        if picked.column < len(grid):
+            blend, own_blend, embed_blend = grid[picked.column]
+            transfer_rmse = float(errors[picked.column])
+        else:
+            blend, own_blend, embed_blend = grid[int(np.argmin(errors))]
+            transfer_rmse = float(errors.min())
+            proxy = list(logs)[picked.column - len(grid)]
+            x = logs[proxy]
+            proxy_coef, proxy_range = fit_line(x, y), np.array([x.min(), x.max()])
+        proxy_rmse = float(np.sqrt(np.min(np.mean(proxies**2, axis=0)))) if logs else float("nan")
+        std_rmse = picked.rmse
         if leave_one_out:
             std_factor = std_factor * small_sample_factor(len(y))
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
@@ -457,6 +448,12 @@ def _blend_grid(own: bool, embed: bool = False) -> list[tuple[float, float, floa
     owns = BLENDS if own else (0.0,)
     embeds = BLENDS if embed else (0.0,)
     return [(r, o, e) for e in embeds for o in owns for r in BLENDS if r + o + e <= 1.0 + 1e-9]
+
+
+def _fallback(grid: list[tuple[float, float, float]]) -> int:
+    """The column of ``grid`` that predicts without a choice: the additive model alone (the
+    only column where blend selection is off)."""
+    return grid.index((0.0, 0.0, 0.0)) if (0.0, 0.0, 0.0) in grid else 0
 
 
 def _fit_own(target: str, choices: np.ndarray, values: np.ndarray, space: Space
