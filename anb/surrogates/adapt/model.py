@@ -70,7 +70,7 @@ from anb.outputs import Kind, has_manifest_format, replace_folder
 from anb.records import PERF_KINDS, is_perf_metric
 from anb.searchspace.base import Space
 from anb.surrogates.adapt.board_prior import device_of, prior_components
-from anb.surrogates.adapt.choice import Choice, choose
+from anb.surrogates.adapt.choice import Choice, ChoiceRule, choose
 from anb.surrogates.adapt.embed import EmbedModel, arch_features
 from anb.surrogates.adapt.proxy import fit_line, log_proxies, log_proxy
 from anb.surrogates.adapt.proxy import loo_residuals as proxy_loo_residuals
@@ -141,6 +141,28 @@ RANK_MIN_POINTS = 20
 #: times the least error, as the choice without a row jumped to a simpler, worse-fitting part.
 RANK_MARGIN = 0.005
 
+#: A pick of the out-of-fold choice (a richer blend or a proxy) below OWN_MIN_POINTS rows
+#: predicts only where its squared out-of-fold error is under this share of the additive
+#: transfer's: the richer blends' errors are optimistic (the embedding ridge's shrinkage
+#: and the weights are chosen on the same rows), and where they win narrowly the additive
+#: transfer ranks better. Chosen with benchmarks/adapt_calibration.py on the settings
+#: splits (valid, lomo, family_valid; 32 device cells, 4 draws): see CHOICE_RULE.
+FALLBACK_RATIO = 0.8
+#: The out-of-fold choice (:class:`~anb.surrogates.adapt.choice.ChoiceRule`).
+CHOICE_RULE = ChoiceRule(CHOICE_MIN_POINTS, RANK_MIN_POINTS, OWN_MIN_POINTS, RANK_MARGIN,
+                         FALLBACK_RATIO)
+#: The std's multiplier of the small-sample t factor by the regime of the choice: no choice
+#: (below CHOICE_MIN_POINTS rows), squared error, rank agreement (up to OWN_MIN_POINTS; from
+#: there 1: STD_FACTOR was chosen there). Chosen with benchmarks/adapt_calibration.py on the
+#: settings splits at n = 5 / 10 / 20 (32 device cells, 4 draws each: HELP's rows, then
+#: rows drawn from the pool): among the multipliers whose mean 90 % coverage lies in
+#: 0.85-0.95, the one with most fits inside that band. Below 10 rows the leave-one-out
+#: error of a fit on 4 rows overstates the 5-row fit's (mean coverage 0.946 with t alone,
+#: 0.887 with 0.65); with a choice, the chosen candidate's error understates (0.826 ->
+#: 0.860 at 10 rows, 0.887 -> 0.898 at 20). A fit's error scale is known only to a factor
+#: of about 1.7 (the log of the multiplier each fit would need has sd 0.83 / 0.55 / 0.58 at
+#: n = 5 / 10 / 20), so most single devices stay outside 0.85-0.95 either way.
+CHOICE_STD_FACTORS = (0.65, 1.15, 1.05)
 
 class KnownDevices(Protocol):
     """Predicted log costs of the devices a surrogate already knows."""
@@ -270,9 +292,7 @@ class AdaptedModel:
         proxies = np.column_stack([proxy_loo_residuals(x, y) for x in logs.values()]
                                   ) if logs else np.zeros((len(y), 0))
         if leave_one_out:  # the std: the out-of-fold error of the choice itself
-            picked = choose(blended, proxies, y, _fallback(grid),
-                            choice_min=CHOICE_MIN_POINTS, rank_from=RANK_MIN_POINTS,
-                            rank_below=OWN_MIN_POINTS, margin=RANK_MARGIN)
+            picked = choose(blended, proxies, y, _fallback(grid), CHOICE_RULE)
         else:  # in-sample errors, no proxies: the winner's
             picked = Choice(int(np.argmin(errors)), float(errors.min()))
         proxy, proxy_coef, proxy_range = "", np.zeros(2), np.zeros(2)
@@ -288,7 +308,7 @@ class AdaptedModel:
         proxy_rmse = float(np.sqrt(np.min(np.mean(proxies**2, axis=0)))) if logs else float("nan")
         std_rmse = picked.rmse
         if leave_one_out:
-            std_factor = std_factor * small_sample_factor(len(y))
+            std_factor = std_factor * small_sample_factor(len(y)) * choice_std_factor(len(y))
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
                    np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),
                    level, std_rmse, known_log.min(0),
@@ -435,6 +455,18 @@ def small_sample_factor(n_points: int) -> float:
     from scipy.stats import t  # fitting only
 
     return float(t.ppf(0.5 + LEVEL / 2, max(n_points - 1, 1)) / z_value(LEVEL))
+
+
+def choice_std_factor(n_points: int) -> float:
+    """The multiplier of :func:`small_sample_factor` for a fit on ``n_points`` rows: one of
+    :data:`CHOICE_STD_FACTORS` by the regime of the out-of-fold choice (:data:`CHOICE_RULE`),
+    1 from :data:`OWN_MIN_POINTS` rows."""
+    no_choice, squared_error, rank = CHOICE_STD_FACTORS
+    if n_points < CHOICE_RULE.choice_min:
+        return no_choice
+    if n_points < CHOICE_RULE.rank_from:
+        return squared_error
+    return rank if n_points < CHOICE_RULE.rank_below else 1.0
 
 
 def _log_cost_sign(target: str) -> float:
