@@ -38,8 +38,9 @@ won (the ridge on the known devices alone is the blend weight 1 of the ridge). F
 :data:`RANK_MIN_POINTS` rows (below :data:`OWN_MIN_POINTS`) every blend weighting and proxy
 competes instead on how well its held-out predictions order the measured rows
 (:func:`~anb.surrogates.adapt.choice.rank_choice`): squared error does not order the
-candidates by rank where they differ. The std's
-error scores the choice itself out of fold (each row under the weights or proxy chosen
+candidates by rank where they differ. Below :data:`OWN_MIN_POINTS` rows the pick predicts
+only where its squared error is under :data:`FALLBACK_RATIO` times the additive model's. The
+std's error scores the whole choice out of fold (each row under the weights or proxy chosen
 without it: :mod:`anb.surrogates.adapt.choice`), as the winner's own error is optimistic. Below
 :data:`CHOICE_MIN_POINTS` measured rows no choice is made: the additive model alone predicts,
 as a leave-one-out choice among candidates on 5 rows is noise.
@@ -48,8 +49,9 @@ It joins from :data:`OWN_MIN_POINTS` measured rows. The blend weights (multiples
 to 1) are those of lowest leave-one-out error (the own model: :data:`OWN_FOLDS`-fold beyond
 that many rows). The std is that error combined with the disagreement of the models (their
 spread about the blend, weighted by it), times a factor chosen on the validation split of the
-leave-one-device-out benchmark (``benchmarks/new_device.py``) and the small-sample widening of
-:func:`small_sample_factor` (an error estimated from n rows). Architectures whose known-device
+leave-one-device-out benchmark (``benchmarks/new_device.py``), the small-sample widening of
+:func:`small_sample_factor` (an error estimated from n rows) and the choice's regime
+(:func:`choice_std_factor`). Architectures whose known-device
 costs lie outside the measured range carry an ``ood`` flag and a wider std.
 """
 from __future__ import annotations
