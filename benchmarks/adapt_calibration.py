@@ -1,8 +1,8 @@
 """How the adapted model's choice and std were chosen per n, on the settings splits only.
 
-    .venv/bin/python benchmarks/adapt_calibration.py collect --cache DIR
+    .venv/bin/python benchmarks/adapt_calibration.py collect --out DIR
         [--on valid,lomo,family_valid] [--spaces nasbench201,fbnet] [--n 5,10,20] [--draws 4]
-    .venv/bin/python benchmarks/adapt_calibration.py score --cache DIR
+    .venv/bin/python benchmarks/adapt_calibration.py score --out DIR
 
 ``collect`` fits ``anb adapt``'s model (:class:`~anb.surrogates.adapt.model.AdaptedModel`, as
 ``benchmarks/help_transfer.py`` does) on every unseen device of the splits meant for choosing
@@ -44,8 +44,9 @@ from anb.surrogates.adapt.embed import arch_features
 from anb.surrogates.adapt.model import AdaptedModel, op_components
 from anb.surrogates.adapt.proxy import analytic_proxies, best_proxy, fit_line, log_proxies
 
+#: The splits meant for choosing settings (help_tables.SPLITS; never a reported one).
 SETTINGS_SPLITS = ("valid", "lomo", "family_valid")
-#: The rule ``anb adapt`` applies (its constants), replayed by ``score`` beside alternatives.
+#: The coverage band each device should lie in.
 LOW, HIGH = 0.85, 0.95
 
 
@@ -112,12 +113,12 @@ def measured(proto: ht.Protocol, latency: np.ndarray, n: int, draw: int) -> np.n
 
 
 def collect(splits: list[str], spaces: list[str], ns: list[int], draws: int,
-            cache: Path) -> None:
+            out: Path) -> None:
     """Fit every (split, space, unseen device, n, draw) and keep its candidates in
-    ``cache/<split>-<space>.npz`` (arrays ``<cell>.<name>``) and ``.json`` (the cells)."""
+    ``<out>/<split>-<space>.npz`` (arrays ``<cell>.<name>``) and ``.json`` (the cells)."""
     from help_transfer import fit_known, ridge_baseline, score
 
-    cache.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     for split in splits:
         for space_name in spaces:
             proto, space = ht.protocol(space_name), get_space(space_name)
@@ -159,14 +160,14 @@ def collect(splits: list[str], spaces: list[str], ns: list[int], draws: int,
                                                 ("truth", y[query])):
                                 arrays[f"{key}.{name}"] = np.asarray(value, np.float64)
                     print(f"{split} {space_name} {device}: {len(cells)} fits", flush=True)
-            np.savez_compressed(cache / f"{split}-{space_name}.npz", **arrays)
-            (cache / f"{split}-{space_name}.json").write_text(json.dumps(cells))
+            np.savez_compressed(out / f"{split}-{space_name}.npz", **arrays)
+            (out / f"{split}-{space_name}.json").write_text(json.dumps(cells))
 
 
-def load_cells(cache: Path) -> list[dict[str, Any]]:
+def load_cells(folder: Path) -> list[dict[str, Any]]:
     """Every cell ``collect`` kept, its arrays loaded (``split``, ``space`` added)."""
     out = []
-    for index in sorted(cache.glob("*.json")):
+    for index in sorted(folder.glob("*.json")):
         split, _, space_name = index.stem.partition("-")
         with np.load(index.with_suffix(".npz")) as data:
             for key, cell in enumerate(json.loads(index.read_text())):
@@ -268,6 +269,7 @@ def summary(scored: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
 
 
 def t_factor(n: int) -> float:
+    """The small-sample t factor the std multipliers multiply."""
     return adapt_model.small_sample_factor(n)
 
 
@@ -318,7 +320,8 @@ def score_cells(cells: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("step", choices=("collect", "score"))
-    parser.add_argument("--cache", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True,
+                        help="the folder collect writes the candidates to and score reads")
     parser.add_argument("--on", default=",".join(SETTINGS_SPLITS))
     parser.add_argument("--spaces", default="nasbench201,fbnet")
     parser.add_argument("--n", default="5,10,20")
@@ -331,10 +334,13 @@ def main() -> None:
                      f"{', '.join(SETTINGS_SPLITS)}")
     if args.step == "collect":
         collect(splits, args.spaces.split(","), [int(v) for v in args.n.split(",")],
-                args.draws, args.cache)
+                args.draws, args.out)
     else:
-        score_cells(load_cells(args.cache))
+        score_cells(load_cells(args.out))
 
 
 if __name__ == "__main__":
-    main()
+    from publish import published
+
+    with published(__file__):
+        main()
