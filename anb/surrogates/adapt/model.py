@@ -217,11 +217,11 @@ class AdaptedModel:
     proxy: str = ""
     proxy_coef: np.ndarray = field(default_factory=lambda: np.zeros(2))
     proxy_range: np.ndarray = field(default_factory=lambda: np.zeros(2))
-    #: the out-of-fold RMSE of the transfer blend and of the proxy of least such error (what
-    #: the squared-error choice compares; nan where not compared; from RANK_MIN_POINTS rows
-    #: the rank choice may pick another). ``loo_rmse``, the std's error, is the winner's
-    #: choice scored out of fold (:func:`~anb.surrogates.adapt.choice.selected_rmse`: each
-    #: row under the blend weights / proxy chosen without it), at least the winner's RMSE
+    #: the out-of-fold RMSE of the transfer blend that predicts (the least where a proxy
+    #: won) and of the proxy of least such error (nan where not compared). ``loo_rmse``, the
+    #: std's error, is the whole choice scored out of fold
+    #: (:func:`~anb.surrogates.adapt.choice.choose`: each row under the blend weights /
+    #: proxy chosen without it), at least the winner's RMSE up to rounding
     transfer_rmse: float = float("nan")
     proxy_rmse: float = float("nan")
     #: the board whose analytic prior (:mod:`anb.surrogates.adapt.board_prior`) extends the
