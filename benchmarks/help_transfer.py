@@ -38,9 +38,12 @@ grid were chosen on ``--on family_valid`` and ``--on valid``, never on a reporte
 "NASFLAT rho" is NASFLAT's published mean on HELP's split at n = 20 (:data:`NASFLAT`); "HELP
 rerun rho" HELP re-run by NASFLAT's authors, per device (:data:`RERUN`). Below
 ``CHOICE_MIN_POINTS`` (10) measurements the additive transfer alone predicts (no out-of-fold
-choice); every std is widened by the small-sample t quantile; from ``RANK_MIN_POINTS`` (20)
-the choice compares the rank agreement of held-out predictions instead of squared error; all
-chosen on ``--on valid``, ``lomo`` and ``family_valid``.
+choice); every std is widened by the small-sample t quantile times a factor per regime of the
+choice (``CHOICE_STD_FACTORS``); from ``RANK_MIN_POINTS`` (20) the choice compares the rank
+agreement of held-out predictions instead of squared error; a pick replaces the additive
+transfer only where its squared error is under ``FALLBACK_RATIO`` (0.8) times the
+transfer's; all chosen on ``--on valid``, ``lomo`` and ``family_valid``
+(``benchmarks/adapt_calibration.py`` replays the last two).
 
 What was tried and measured to choose these settings:
 docs/decisions/help-transfer.md (the site's "How the numbers were chosen").

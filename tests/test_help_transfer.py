@@ -175,5 +175,8 @@ def test_the_rank_choice_keeps_a_device_above_the_ridge(monkeypatch):
         return spearmanr(mean, y[query])[0]
 
     assert "titanx_32" in unseen and rho() > ridge
-    monkeypatch.setattr(adapt_model, "RANK_MIN_POINTS", adapt_model.RANK_MIN_POINTS + 1)
+    from dataclasses import replace
+
+    monkeypatch.setattr(adapt_model, "CHOICE_RULE", replace(  # squared error would choose
+        adapt_model.CHOICE_RULE, rank_from=adapt_model.RANK_MIN_POINTS + 1))
     assert rho() < ridge - 0.02  # squared error would choose: the rule broken

@@ -11,6 +11,8 @@ choice saw them), so the std's error scores each row under the candidate chosen 
 rows."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -56,12 +58,63 @@ def rank_choice(residuals: np.ndarray, y: np.ndarray, margin: float) -> int:
     return int(near[np.argmin(np.mean(residuals[:, near] ** 2, axis=0))])
 
 
-def rank_selected_rmse(residuals: np.ndarray, y: np.ndarray, margin: float) -> float:
-    """RMSE over the rows of row ``i``'s error under the column :func:`rank_choice` picks on
-    the other rows (the rank choice scored out of fold)."""
-    residuals = np.asarray(residuals, dtype=np.float64)
-    errors = np.empty(len(y))
-    for i in range(len(y)):
-        rest = np.arange(len(y)) != i
-        errors[i] = residuals[i, rank_choice(residuals[rest], y[rest], margin)]
-    return float(np.sqrt(np.mean(errors**2)))
+@dataclass(frozen=True)
+class Choice:
+    """What an out-of-fold choice picked: a column of the candidates (the blend weightings,
+    then the proxies) and the std's error (the choice itself scored out of fold)."""
+
+    column: int
+    rmse: float
+
+
+@dataclass(frozen=True)
+class ChoiceRule:
+    """How the candidate that predicts is chosen from ``n`` measured rows: below
+    ``choice_min`` none is (the fallback predicts); from ``rank_from`` up to ``rank_below``
+    by :func:`rank_choice` (``margin``) among all; otherwise the blend of least squared
+    error, replaced by the proxy of least such error where that is lower. From
+    ``choice_min`` up to ``rank_below`` rows the pick then predicts only where its squared
+    error is under ``fallback_ratio`` times the fallback's (``None``: always)."""
+
+    choice_min: int
+    rank_from: int
+    rank_below: int
+    margin: float
+    fallback_ratio: float | None = None
+
+    def pick(self, blends: np.ndarray, proxies: np.ndarray, y: np.ndarray, fallback: int,
+             n: int) -> int:
+        """The column picked on these rows under the regime of ``n`` measured rows."""
+        if n < self.choice_min:
+            return fallback
+        candidates = np.column_stack([blends, proxies])
+        errors = np.mean(candidates**2, axis=0)
+        if self.rank_from <= n < self.rank_below:
+            column = rank_choice(candidates, y, self.margin)
+        else:
+            column = int(np.argmin(errors[:blends.shape[1]]))
+            if proxies.shape[1] and np.min(errors[blends.shape[1]:]) < errors[column]:
+                column = blends.shape[1] + int(np.argmin(errors[blends.shape[1]:]))
+        if (self.fallback_ratio is not None and n < self.rank_below
+                and not errors[column] < self.fallback_ratio * errors[fallback]):
+            return fallback
+        return column
+
+
+def choose(blends: np.ndarray, proxies: np.ndarray, y: np.ndarray, fallback: int,
+           rule: ChoiceRule) -> Choice:
+    """The candidate that predicts under ``rule``, among ``blends`` (``(n, g)`` out-of-fold
+    errors of the blend weightings; ``fallback`` the one that predicts without a choice) and
+    ``proxies`` (``(n, p)``, of the analytic proxies' lines) on log costs ``y``. The std's
+    error scores the whole choice out of fold: each row under the column the rule picks on
+    the other rows (in the regime of all ``n``)."""
+    n = len(y)
+    column = rule.pick(blends, proxies, y, fallback, n)
+    candidates = np.column_stack([blends, proxies])
+    keep = np.ones(n, dtype=bool)
+    errors = np.empty(n)
+    for i in range(n):
+        keep[i] = False
+        errors[i] = candidates[i, rule.pick(blends[keep], proxies[keep], y[keep], fallback, n)]
+        keep[i] = True
+    return Choice(column, float(np.sqrt(np.mean(errors**2))))
