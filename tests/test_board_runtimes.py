@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from anb.collect_throughput.board import RUNNER
+from anb.collect_throughput.records.anchors import anchor_path, read_anchor_rows
 from anb.collect_throughput.targets.remote import RemoteSpec, RemoteTarget, remote_spec
 from anb.collect_throughput.timing.protocol import device_from_mapping
 from anb.searchspace.arch import Arch
@@ -40,10 +41,15 @@ def _measure(tmp_path: Path, config: Path) -> dict:
 
     from anb.cli import app
 
+    # ARCH is its own anchor: the anchor block runs on the board too, without compiling
+    # the default anchors (the largest network of the space)
     result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
-                                      str(tmp_path / "out"), "--no-progress"])
+                                      str(tmp_path / "out"), "--anchors", str(ARCH),
+                                      "--no-progress"])
     assert result.exit_code == 0, result.output
     name = config.stem
+    anchors = read_anchor_rows(anchor_path(tmp_path / "out", name))
+    assert [(a["arch_id"], a["key"]) for a in anchors] == [(ARCH.id, f"latency_{name}")]
     record = json.loads((tmp_path / "out" / name / f"{ARCH.id}.json").read_text())
     assert list(record["platform_perf"]) == [f"latency_{name}"]  # the latency kind only
     entry = record["platform_perf"][f"latency_{name}"]

@@ -116,3 +116,27 @@ def test_dpu_scheme_loses_more_than_per_channel_for_real(tmp_path):
     # convolution (its input is exact in both) already shows it
     stem = dpu.set_index("tensor").loc["/stem/stem.2/Relu_output_0", "sqnr_db"]
     assert stem < per_channel.loc[0, "sqnr_db"] - 3
+
+
+@pytest.mark.slow
+def test_digits_network_is_fitted_once_a_process_and_every_call_gets_a_copy(monkeypatch):
+    import torch
+
+    import anb.searchspace.model as model_module
+    from anb.collect_throughput.timing.digits import fit_digits
+    from anb.searchspace import as_arch
+    from anb.searchspace.space import ANB_SPACE
+
+    built = []
+    build_model = model_module.build_model
+    monkeypatch.setattr(model_module, "build_model",
+                        lambda *a, **k: built.append(a[0]) or build_model(*a, **k))
+    first = fit_digits(as_arch(ARCH, ANB_SPACE))
+    weights = {k: v.clone() for k, v in first.state_dict().items()}
+    with torch.no_grad():
+        first.classifier.weight.zero_()
+    second = fit_digits(as_arch(ARCH, ANB_SPACE))  # an equal architecture, another object
+    assert len(built) <= 1, "the second call fits again"
+    assert second is not first
+    assert all(torch.equal(v, weights[k]) for k, v in second.state_dict().items()), \
+        "a caller's change to its network reached the next caller"

@@ -5,6 +5,9 @@ fitted to it in seconds, see :func:`fit_digits`).
 """
 from __future__ import annotations
 
+import copy
+import functools
+
 import numpy as np
 
 
@@ -27,7 +30,16 @@ def fit_digits(arch, resolution: int = 32, seed: int = 0, batch: int = 128):
     train split, and its classifier is a multinomial logistic regression fitted on the pooled
     features (standardisation folded into the linear layer). Every layer is used, so int8
     quantization of the whole network shows up as a change of its test accuracy.
+
+    The fit is deterministic, so a process fits each set of arguments once (reports of one
+    architecture on several paths); every call gets its own copy of the network.
     """
+    return copy.deepcopy(_fit_digits_once(arch, resolution, seed, batch))
+
+
+@functools.lru_cache(maxsize=4)
+def _fit_digits_once(arch, resolution: int, seed: int, batch: int):
+    """:func:`fit_digits` itself; the cached network is never handed out."""
     import torch
     from sklearn.linear_model import LogisticRegression
 
