@@ -27,8 +27,6 @@ from anb.surrogates.uncertainty.holes import (
     edge_extremes,
     hole_folds,
     hole_std,
-    learn_hole_std,
-    region_hole_std,
     unit_folds,
 )
 from anb.surrogates.uncertainty.support import MIN_COUNT, Support
@@ -176,43 +174,6 @@ def test_hole_std_is_the_smallest_that_covers_the_level():
     assert hole_std(errors, std, np.full(10, 0.5)) == pytest.approx(2 * np.sort(needed)[8])
     assert hole_std(errors, std, np.zeros(10)) == 0.0
     assert hole_std(0.1 * errors[:9], std[:9], np.ones(9)) == 0.0  # covered already
-
-
-def test_region_hole_std_covers_every_region_on_its_own():
-    """A region of 10 rows, 2 of them off by one offset, beside 90 clean rows: pooled, the 2
-    are 2 % of the rows and set nothing; on its own the region needs them inside."""
-    z = 1.6448536269514722
-    errors = np.full(100, 0.05 * z)
-    errors[[95, 96]] = 3.0 * z
-    std, hole = np.full(100, 0.1), np.ones(100)
-    region = np.repeat([0, 1], [90, 10])
-    assert hole_std(errors, std, hole) == 0.0
-    assert region_hole_std(errors, std, hole, region) == pytest.approx(np.sqrt(9 - 0.01))
-    assert region_hole_std(errors, std, hole, np.zeros(100)) == 0.0  # one region: pooled
-    assert region_hole_std(errors[:0], std[:0], hole[:0], region[:0]) == 0.0
-
-
-def test_learned_hole_std_covers_each_fold_not_only_the_pool(mnasnet):
-    """Two folds of a real fit's rows, a stand-in refit answering known errors: 12 % of the
-    second fold's rows off by 0.5 (under 10 % of both folds' rows) set the hole std."""
-    z = 1.6448536269514722
-    seen = mnasnet.masks["train"] | mnasnet.masks["val"]
-    calls: list[int] = []
-
-    def refit(masks, held, targets):
-        n = int(held.sum())
-        error = np.full(n, 0.01)
-        if calls:  # the second fold
-            error[: int(0.12 * n)] = 0.5
-        calls.append(n)
-        zero = np.zeros(n)
-        result = (np.ones(n, dtype=bool), error, np.full(n, 0.001), zero, np.ones(n), zero)
-        return {"val_top1": result}, {"ood_cost": zero, "reach": zero}
-
-    hole_sd, *_ = learn_hole_std(mnasnet.choices, mnasnet.masks, mnasnet.space, 2, refit,
-                                 np.log(np.arange(1, len(seen) + 1.0)), seed=0)
-    assert len(calls) == 2 and 0.12 * calls[1] < 0.1 * sum(calls)
-    assert hole_sd["val_top1"] == pytest.approx(np.sqrt((0.5 / z) ** 2 - 0.001**2))
 
 
 def test_cost_extremes_alternate_the_most_and_the_fewest_macs():

@@ -6,15 +6,8 @@ train/val row that uses one of them, until about ``HOLE_SHARE`` of the rows are 
 benchmark is refitted on the rest and predicts the removed rows, whose units it has never seen.
 Per target, the hole std is the smallest that, added in quadrature to the refit's own std
 (times the rows' hole measure: the part of the prediction resting on units in holes,
-``SurrogateBenchmark.hole_measure``), puts ``LEVEL`` of each fold's removed rows inside their
-90 % interval (0 when they are inside already): the largest of the folds' stds, so that every
-held-out region is covered on its own (:func:`region_hole_std`). Pooled over both folds and
-weighted by the measure, as before, a fold whose rows were off by one shared offset was
-outvoted by the other: chosen on the stage hold-outs of each stage's 2nd and 3rd most common
-``(e, k)`` (``benchmarks/shift.py --stage-rank 2`` and ``3``, one member, never the reported
-1st), pooled coverage per target within 0.85-0.95 on 9 of 10 targets (was 5; A100 throughput
-0.68 -> 0.81, top-1 0.80 -> 0.91), in distribution unchanged; pooled but unweighted 8,
-the largest fold's weighted std 6. A stage-0 unit on an FPGA
+``SurrogateBenchmark.hole_measure``), puts ``LEVEL`` of the removed rows, weighted by that
+measure, inside their 90 % interval (0 when they are inside already). A stage-0 unit on an FPGA
 carries a large part of the cost and a late-stage one little: a constant per hole left the
 first under-covered and the others twice too wide (``benchmarks/shift.py``, stage family: coverage
 within 0.85-0.95 on 19 -> 32 of 70 cells). Each fold also cuts one cost extreme, alternately the
@@ -124,16 +117,6 @@ def hole_std(errors: np.ndarray, std: np.ndarray, hole: np.ndarray,
     return float(needed[order][min(k, len(order) - 1)])
 
 
-def region_hole_std(errors: np.ndarray, std: np.ndarray, hole: np.ndarray,
-                    region: np.ndarray) -> float:
-    """The hole std that covers ``LEVEL`` of every ``region``'s rows on its own: the largest
-    over the regions (a fold's held-out units) of :func:`hole_std` (unweighted). Pooled, the
-    regions whose errors share one offset were outvoted by the rest (see the module
-    docstring)."""
-    return max((hole_std(errors[region == r], std[region == r], hole[region == r])
-                for r in np.unique(region)), default=0.0)
-
-
 #: Refits the benchmark on the given masks (of the given targets; ``None``: all) and returns,
 #: for the rows of ``held`` (a boolean mask), per target ``(label present, error, std without
 #: the cost and base terms, base excess, hole measure, edge excess)`` in model space plus the
@@ -189,20 +172,19 @@ def learn_hole_std(choices: np.ndarray, masks: dict[str, np.ndarray], space: Spa
     seen = masks["train"] | masks["val"]
     pooled: dict[str, list[tuple[np.ndarray, ...]]] = {}
     holes = hole_folds(choices[seen], space, n_folds, seed)
-    for i, (fold, extreme) in enumerate(zip(holes, cost_extremes(log_macs[seen], len(holes)),
-                                            strict=True)):
+    for fold, extreme in zip(holes, cost_extremes(log_macs[seen], len(holes)), strict=True):
         results, ood = _refit_without(refit, masks, fold | extreme)
         cost, reach = ood["ood_cost"], ood["reach"]
         for target, (present, error, std, excess, hole, _) in results.items():
             pooled.setdefault(target, []).append(
                 (error[present], std[present], hole[present], cost[present], excess[present],
-                 reach[present], np.full(int(present.sum()), i)))
+                 reach[present]))
     hole_out, base_out, reach_out, cost_out = {}, {}, {}, {}
     for t, rows in pooled.items():
-        error, std, hole, cost, excess, reach, fold_of = (
-            np.concatenate(parts) for parts in zip(*rows, strict=True))
+        error, std, hole, cost, excess, reach = (np.concatenate(parts)
+                                                 for parts in zip(*rows, strict=True))
         inside = (cost == 0) & (excess == 0)
-        hole_out[t] = region_hole_std(error[inside], std[inside], hole[inside], fold_of[inside])
+        hole_out[t] = hole_std(error[inside], std[inside], hole[inside], weighted=True)
         widened = np.sqrt(std**2 + (hole_out[t] * hole) ** 2)
         base_out[t] = hole_std(error, widened, excess, weighted=True)
         widened = np.sqrt(widened**2 + (base_out[t] * excess) ** 2)
