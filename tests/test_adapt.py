@@ -232,8 +232,19 @@ def test_leave_one_out_errors_set_the_blend_and_its_rmse():
     rmse = {b: float(np.sqrt(np.mean((held @ [b, 1 - b] - y) ** 2))) for b in BLENDS}
     assert loo.blend == min(rmse, key=rmse.__getitem__)
     # the std's error scores the choice out of fold: row i under the weight chosen without it
-    chosen_without = [min(BLENDS, key=lambda b: np.sum(np.delete(held @ [b, 1 - b] - y, i) ** 2))
-                      for i in range(len(y))]
+    # (40 rows: the rank choice, the additive model (weight 0) held unless the weight it picks
+    # lowers the squared errors by more than HOLD_SE standard errors)
+    from anb.surrogates.adapt.choice import rank_choice
+    from anb.surrogates.adapt.model import HOLD_SE, RANK_MARGIN
+
+    errors = np.column_stack([held @ [b, 1 - b] - y for b in BLENDS])
+    chosen_without = []
+    for i in range(len(y)):
+        rest = np.delete(errors, i, axis=0)
+        best = rank_choice(rest, np.delete(y, i), RANK_MARGIN)
+        gain = rest[:, 0] ** 2 - rest[:, best] ** 2
+        clear = gain.mean() > HOLD_SE * gain.std(ddof=1) / np.sqrt(len(gain))
+        chosen_without.append(BLENDS[best] if clear else 0.0)
     selected = [held[i] @ [b, 1 - b] - y[i] for i, b in enumerate(chosen_without)]
     assert loo.loo_rmse == pytest.approx(float(np.sqrt(np.mean(np.square(selected)))))
     assert loo.loo_rmse >= rmse[loo.blend] > fast.loo_rmse
