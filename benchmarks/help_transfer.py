@@ -39,8 +39,9 @@ grid were chosen on ``--on family_valid`` and ``--on valid``, never on a reporte
 rerun rho" HELP re-run by NASFLAT's authors, per device (:data:`RERUN`). Below
 ``CHOICE_MIN_POINTS`` (10) measurements the additive transfer alone predicts (no out-of-fold
 choice); every std is widened by the small-sample t quantile; from ``RANK_MIN_POINTS`` (20)
-the choice compares the rank agreement of held-out predictions instead of squared error; all
-chosen on ``--on valid``, ``lomo`` and ``family_valid``.
+the choice compares the rank agreement of held-out predictions instead of squared error and
+the additive transfer is held unless that choice beats it clearly (``HOLD_SE``); all chosen on
+``--on valid``, ``lomo`` and ``family_valid``.
 
 What was tried and measured to choose these settings:
 docs/decisions/help-transfer.md (the site's "How the numbers were chosen").

@@ -152,11 +152,11 @@ RANK_MARGIN = 0.005
 #: benchmarks/help_transfer.py (valid, lomo, family_valid, both spaces; 32 device cells, 5
 #: draws at n = 20): mean Spearman 0.926 for the rank choice alone, 0.929 / 0.931 / 0.929 /
 #: 0.910 held at 1 / 1.5 / 2 / 3, no cell more than 0.02 below the best simple candidate up
-#: to 2 (one at 3: family_valid FBNet, where the architecture-aware ridge must win, 0.905 /
-#: 0.905 / 0.905 / 0.884 / 0.698); holding the half ridge, half additive blend instead 0.927 /
-#: 0.928 / 0.927 / 0.923. Below 20 rows (squared-error choice) not applied: at n = 10 it
-#: gained on average (0.907 to 0.913 at 1.5, 3 cells broken either way) but lost on the
-#: cross-family split (family_valid NAS-Bench-201 0.949 to 0.931).
+#: to 2 (one at 3: family_valid FBNet, where the architecture-aware ridge must win: 0.905
+#: alone, 0.905 / 0.905 / 0.884 / 0.698 held); holding the half ridge, half additive blend
+#: instead 0.927 / 0.928 / 0.927 / 0.923. Below 20 rows (squared-error choice) it is not
+#: applied: at n = 10 it gained on average (0.907 to 0.913 at 1.5, 3 cells broken either
+#: way) but lost on a cross-family split (family_valid NAS-Bench-201 0.949 to 0.931).
 HOLD_SE = 1.5
 
 
