@@ -40,7 +40,8 @@ rerun rho" HELP re-run by NASFLAT's authors, per device (:data:`RERUN`). Below
 ``CHOICE_MIN_POINTS`` (10) measurements the additive transfer alone predicts (no out-of-fold
 choice); every std is widened by the small-sample t quantile times a factor per regime of the
 choice (``CHOICE_STD_FACTORS``); from ``RANK_MIN_POINTS`` (20) the choice compares the rank
-agreement of held-out predictions instead of squared error; a pick replaces the additive
+agreement of held-out predictions instead of squared error and the additive transfer is held
+unless that choice beats it clearly (``HOLD_SE``); below that a pick replaces the additive
 transfer only where its squared error is under ``FALLBACK_RATIO`` (0.8) times the
 transfer's; all chosen on ``--on valid``, ``lomo`` and ``family_valid``
 (``benchmarks/adapt_calibration.py`` replays the last two).

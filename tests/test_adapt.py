@@ -238,7 +238,8 @@ def test_leave_one_out_errors_set_the_blend_and_its_rmse():
     rmse = {b: float(np.sqrt(np.mean((held @ [b, 1 - b] - y) ** 2))) for b in BLENDS}
     assert loo.blend == min(rmse, key=rmse.__getitem__)
     # the std's error scores the choice out of fold: row i under the weight the rule picks
-    # without it (choice.choose on these held-out errors; the additive model the fallback)
+    # without it (choice.choose on these held-out errors, the hold included; the additive
+    # model the fallback)
     blended = np.column_stack([held @ [b, 1 - b] - y for b in BLENDS])
     picked = choose(blended, np.zeros((len(y), 0)), y, BLENDS.index(0.0), CHOICE_RULE)
     assert BLENDS[picked.column] == loo.blend and loo.loo_rmse == pytest.approx(picked.rmse)

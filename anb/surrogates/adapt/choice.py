@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from anb.surrogates.adapt.hold import held
+
 
 def selected_rmse(residuals: np.ndarray) -> float:
     """RMSE over the rows of ``residuals`` (``(n, k)``: each column a candidate's out-of-fold
@@ -72,15 +74,19 @@ class ChoiceRule:
     """How the candidate that predicts is chosen from ``n`` measured rows: below
     ``choice_min`` none is (the fallback predicts); from ``rank_from`` up to ``rank_below``
     by :func:`rank_choice` (``margin``) among all; otherwise the blend of least squared
-    error, replaced by the proxy of least such error where that is lower. From
-    ``choice_min`` up to ``rank_below`` rows the pick then predicts only where its squared
-    error is under ``fallback_ratio`` times the fallback's (``None``: always)."""
+    error, replaced by the proxy of least such error where that is lower. In the rank
+    regime the fallback is held unless the pick lowers the squared errors by more than
+    ``hold_se`` standard errors of the per-row difference (:func:`~anb.surrogates.adapt.hold.held`;
+    ``None``: no hold); below ``rank_from`` rows (and in the rank regime without a hold) the
+    pick predicts only where its squared error is under ``fallback_ratio`` times the
+    fallback's (``None``: always)."""
 
     choice_min: int
     rank_from: int
     rank_below: int
     margin: float
     fallback_ratio: float | None = None
+    hold_se: float | None = None
 
     def pick(self, blends: np.ndarray, proxies: np.ndarray, y: np.ndarray, fallback: int,
              n: int) -> int:
@@ -91,6 +97,8 @@ class ChoiceRule:
         errors = np.mean(candidates**2, axis=0)
         if self.rank_from <= n < self.rank_below:
             column = rank_choice(candidates, y, self.margin)
+            if self.hold_se is not None:
+                return held(candidates, fallback, column, self.hold_se)
         else:
             column = int(np.argmin(errors[:blends.shape[1]]))
             if proxies.shape[1] and np.min(errors[blends.shape[1]:]) < errors[column]:
