@@ -16,6 +16,7 @@ from anb.searchspace.space import ANB_SPACE
 from anb.surrogates.adapt import anchored
 from anb.surrogates.adapt.board_prior import prior_components, unit_table
 from anb.surrogates.layer_cost import LayerCostModel, layer_design
+from tests.adapt_helpers import known_device_costs
 
 BOARD = "latency_tpuv3"  # synthetic boards' prior
 BOARD_REAL = "latency_zcu102"
@@ -134,19 +135,7 @@ def test_the_fit_is_its_weights_and_its_errors_are_held_out():
 def fpga_board():
     """The released dataset with the ZCU102 hidden: the other devices' additive layer-cost
     models (fitted on the train split) are what the adapted model transfers from."""
-    from anb import resources
-    from anb.surrogates.adapt.model import op_components
-    from anb.surrogates.fit import prepare
-
-    data = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
-    train = data.masks["train"]
-    known = [t for t in data.labels if t.startswith(("throughput_", "latency_"))
-             and not t.endswith("_zcu102")]
-    costs = LayerCostModel(trim=3.0).fit(
-        data.choices[train], {t: (data.labels[t].values[train], data.labels[t].present[train])
-                              for t in known}, ANB_SPACE).transform(data.choices)
-    sign = np.array([-1.0 if t.startswith("throughput_") else 1.0 for t in known])
-    return data, known, costs * sign, op_components(data.choices, ANB_SPACE)
+    return known_device_costs(("latency_zcu102", "throughput_zcu102"))
 
 
 def test_a_board_with_a_prior_has_its_anchored_own_model_from_twenty_rows(fpga_board,

@@ -21,6 +21,7 @@ from anb.surrogates.adapt.board_prior import (
     memory_time,
     prior_components,
 )
+from tests.adapt_helpers import known_device_costs
 
 
 def _layer(c_in, c_out, size, k, op="conv") -> Layer:
@@ -140,20 +141,7 @@ def test_a100_reads_its_resolution_from_its_device_config():
 def gpu_board():
     """The released dataset with the GPUs hidden: the other devices' additive layer-cost
     models (fitted on the train split) are what the adapted model transfers from."""
-    from anb import resources
-    from anb.surrogates.adapt.model import op_components
-    from anb.surrogates.fit import prepare
-    from anb.surrogates.layer_cost import LayerCostModel
-
-    data = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
-    train = data.masks["train"]
-    known = [t for t in data.labels if t.startswith(("throughput_", "latency_"))
-             and t not in ("throughput_a100", "throughput_3090")]
-    costs = LayerCostModel(trim=3.0).fit(
-        data.choices[train], {t: (data.labels[t].values[train], data.labels[t].present[train])
-                              for t in known}, ANB_SPACE).transform(data.choices)
-    sign = np.array([-1.0 if t.startswith("throughput_") else 1.0 for t in known])
-    return data, known, costs * sign, op_components(data.choices, ANB_SPACE)
+    return known_device_costs(("throughput_a100", "throughput_3090"))
 
 
 def _adapted_tau(gpu_board, target: str, seeds) -> float:

@@ -145,41 +145,51 @@ def test_cross_family_splits_keep_a_family_unseen(nb201):
         assert not {ht.family(c) for c in known} & {ht.family(c) for c in unseen}
 
 
+def _twenty_rows(space_name: str, device: str, draw: int):
+    """A settings-split (``valid``) device measured on ``RANK_MIN_POINTS`` rows of draw
+    ``draw``: whether it is unseen, the ridge on the known devices' query-row Spearman, and a
+    fit of the adapted model returning (its query-row Spearman, the model)."""
+    import anb.surrogates.adapt.model as adapt_model
+
+    script = _script()
+    proto, table = ht.protocol(space_name), ht.read_table(DATA, space_name)
+    space, choices = get_space(space_name), ht.choices(table, space_name)
+    known, unseen = proto.split("valid")
+    base = script.fit_known(table, space_name, known)
+    latency = table[device].to_numpy(np.float64)
+    rows = ht.measured_rows(proto, latency, adapt_model.RANK_MIN_POINTS,
+                            np.random.default_rng(draw))
+    query, y = ht.query_rows(proto, latency), np.log(latency)
+    K, ops = base.log_costs(choices), op_components(choices, space)
+    ridge = spearmanr(script.ridge_baseline(np.log(table[list(known)].to_numpy(np.float64)),
+                                            y, rows)[query], y[query])[0]
+
+    def fitted() -> tuple[float, AdaptedModel]:
+        model = AdaptedModel.fit(ht.target(device), base.targets, K[rows], ops[rows],
+                                 latency[rows], known_source=base.source,
+                                 choices=choices[rows], space=space)
+        mean = model.predict_log_cost(K[query], ops[query],
+                                      **model.design_inputs(choices[query], space))[0]
+        return spearmanr(mean, y[query])[0], model
+
+    return device in unseen, ridge, fitted
+
+
 @pytest.mark.slow
 def test_the_rank_choice_keeps_a_device_above_the_ridge(monkeypatch):
     """Never worse than simple at 20 rows, on a settings-split device (FBNet Titan X, batch
     32, meta-valid unseen, draw 2): the blend of least squared out-of-fold error ranks its
     query rows 0.09 below the ridge on the known devices; the blend whose held-out
     predictions order the measured rows best ranks them above it."""
-    import anb.surrogates.adapt.model as adapt_model
-
-    script = _script()
-    proto, table = ht.protocol("fbnet"), ht.read_table(DATA, "fbnet")
-    space, choices = get_space("fbnet"), ht.choices(table, "fbnet")
-    known, unseen = proto.split("valid")
-    base = script.fit_known(table, "fbnet", known)
-    latency = table["titanx_32"].to_numpy(np.float64)
-    rows = ht.measured_rows(proto, latency, adapt_model.RANK_MIN_POINTS,
-                            np.random.default_rng(2))
-    query, y = ht.query_rows(proto, latency), np.log(latency)
-    K, ops = base.log_costs(choices), op_components(choices, space)
-    ridge = spearmanr(script.ridge_baseline(np.log(table[list(known)].to_numpy(np.float64)),
-                                            y, rows)[query], y[query])[0]
-
-    def rho():
-        model = AdaptedModel.fit(ht.target("titanx_32"), base.targets, K[rows], ops[rows],
-                                 latency[rows], known_source=base.source,
-                                 choices=choices[rows], space=space)
-        mean = model.predict_log_cost(K[query], ops[query],
-                                      **model.design_inputs(choices[query], space))[0]
-        return spearmanr(mean, y[query])[0]
-
-    assert "titanx_32" in unseen and rho() > ridge
     from dataclasses import replace
 
+    import anb.surrogates.adapt.model as adapt_model
+
+    unseen, ridge, fitted = _twenty_rows("fbnet", "titanx_32", 2)
+    assert unseen and fitted()[0] > ridge
     monkeypatch.setattr(adapt_model, "CHOICE_RULE", replace(  # squared error would choose
         adapt_model.CHOICE_RULE, rank_from=adapt_model.RANK_MIN_POINTS + 1))
-    assert rho() < ridge - 0.02  # squared error would choose: the rule broken
+    assert fitted()[0] < ridge - 0.02  # squared error would choose: the rule broken
 
 
 @pytest.mark.slow
@@ -192,29 +202,9 @@ def test_holding_the_additive_transfer_keeps_a_device_above_the_ridge(monkeypatc
 
     import anb.surrogates.adapt.model as adapt_model
 
-    script = _script()
-    proto, table = ht.protocol("nasbench201"), ht.read_table(DATA, "nasbench201")
-    space, choices = get_space("nasbench201"), ht.choices(table, "nasbench201")
-    known, unseen = proto.split("valid")
-    base = script.fit_known(table, "nasbench201", known)
-    latency = table["gold_6240"].to_numpy(np.float64)
-    rows = ht.measured_rows(proto, latency, adapt_model.RANK_MIN_POINTS,
-                            np.random.default_rng(3))
-    query, y = ht.query_rows(proto, latency), np.log(latency)
-    K, ops = base.log_costs(choices), op_components(choices, space)
-    ridge = spearmanr(script.ridge_baseline(np.log(table[list(known)].to_numpy(np.float64)),
-                                            y, rows)[query], y[query])[0]
-
-    def fitted() -> tuple[float, AdaptedModel]:
-        model = AdaptedModel.fit(ht.target("gold_6240"), base.targets, K[rows], ops[rows],
-                                 latency[rows], known_source=base.source,
-                                 choices=choices[rows], space=space)
-        mean = model.predict_log_cost(K[query], ops[query],
-                                      **model.design_inputs(choices[query], space))[0]
-        return spearmanr(mean, y[query])[0], model
-
+    unseen, ridge, fitted = _twenty_rows("nasbench201", "gold_6240", 3)
     rho, model = fitted()
-    assert "gold_6240" in unseen and rho > ridge
+    assert unseen and rho > ridge
     assert (model.blend, model.embed_blend, model.proxy) == (0.0, 0.0, "")  # the additive
     monkeypatch.setattr(adapt_model, "CHOICE_RULE",
                         replace(adapt_model.CHOICE_RULE, hold_se=-np.inf))
