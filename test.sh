@@ -5,22 +5,10 @@ cd "$(dirname "$0")"
 # ANB_SKIP_SETUP=1: the environment is set up already (.ci/run has just run scripts/setup.sh,
 # whose pip resolves every requirement again even when nothing is missing).
 if [ "${ANB_SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
-# The TPU back-end's tests need their own torch-xla environment (~/.cache/anb/venv-xla, ~4 GB
-# download once per machine, reused by every clone); tests/test_xla_env.py runs them there.
-# ANB_SKIP_XLA=1 skips both. It builds beside the suite (about 2 minutes of mostly I/O on a
-# fresh machine, seconds once cached) at nice 19, so that it takes no core from a test worker,
-# and writes its exit status to build/setup_xla.status, which tests/test_xla_env.py waits for.
-if [ "${ANB_SKIP_XLA:-0}" != 1 ]; then
-  mkdir -p build
-  export ANB_XLA_SETUP_STATUS="$PWD/build/setup_xla.status"
-  rm -f "$ANB_XLA_SETUP_STATUS"
-  rm -f build/setup_xla.phase
-  ( status=0
-    nice -n 19 bash scripts/timed.sh build/setup_xla.phase setup_xla_env \
-      bash scripts/setup_xla_env.sh > build/setup_xla.log 2>&1 || status=$?
-    echo "$status" > "$ANB_XLA_SETUP_STATUS.tmp" && mv "$ANB_XLA_SETUP_STATUS.tmp" "$ANB_XLA_SETUP_STATUS"
-  ) &
-fi
+# The TPU back-end's tests need their own torch-xla environment (~/.cache/anb/venv-xla, reused
+# by every clone); tests/test_xla_env.py runs them there. It builds beside the suite (many
+# minutes of mostly downloads on a fresh machine, seconds once cached); ANB_SKIP_XLA=1 skips both.
+source scripts/xla_env_background.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 WANDB_MODE=offline
 # One pytest worker per core (pytest-xdist), each test file whole on one worker so that its
 # module fixtures are built once; ANB_TEST_WORKERS=0 runs in this process. Every test pins

@@ -24,11 +24,15 @@ SNPE_STANDINS = Path(__file__).parent / "standins" / "snpe"
 #: collection order, so the longest start first and the suite does not end on one long file
 #: while the other worker sits idle.
 FILE_SECONDS = REPO / "tests" / "durations.json"
+#: Files that wait for a build test.sh starts beside the suite (the torch-xla environment: many
+#: minutes on a fresh machine): handed out last, so that no worker waits idle for it.
+WAIT_FOR_BACKGROUND_BUILD = frozenset({"test_xla_env.py"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
-    items.sort(key=lambda item: -seconds.get(item.path.name, 0.0))  # stable: order kept within
+    items.sort(key=lambda item: (item.path.name in WAIT_FOR_BACKGROUND_BUILD,  # stable sort
+                                 -seconds.get(item.path.name, 0.0)))
 
 
 @pytest.fixture(scope="session")
