@@ -783,7 +783,8 @@ def test_a_proxy_that_beats_the_transfer_out_of_fold_predicts(base, data, tmp_pa
     bench = load_adapted(tmp_path / "model")
     model = bench.models["latency_paramsbox"]
     assert model.proxy == "params" and model.proxy_rmse < model.transfer_rmse
-    assert model.loo_rmse >= model.proxy_rmse  # the choice among proxies scored out of fold
+    # the choice among proxies scored out of fold: at least the winner's error (up to rounding)
+    assert model.loo_rmse >= model.proxy_rmse * (1 - 1e-12)
     test = _rows(data, "test", 0, 0)
     mean, std, _ = bench.predict_adapted(data.choices[test], "latency_paramsbox")
     x = np.log(params[test])
