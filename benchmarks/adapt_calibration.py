@@ -58,9 +58,9 @@ def recorded_choice() -> Iterator[dict[str, Any]]:
     original = adapt_model.choose
 
     def spy(blends: np.ndarray, proxies: np.ndarray, y: np.ndarray, fallback: int,
-            **rule: Any) -> choice.Choice:
+            rule: choice.ChoiceRule) -> choice.Choice:
         seen.update(blends=blends, proxies=proxies, y=y, fallback=fallback)
-        return original(blends, proxies, y, fallback, **rule)
+        return original(blends, proxies, y, fallback, rule)
 
     adapt_model.choose = spy  # type: ignore[assignment]
     try:

@@ -94,3 +94,26 @@ def test_from_rank_from_rows_the_rank_choice_picks_among_all():
     assert picked.rmse == pytest.approx(_whole_choice_rmse(blends, proxies, y, 0, RULE))
     beyond = choose(blends, proxies, y, 0, replace(RULE, rank_below=20))
     assert beyond.column == int(np.argmin(np.mean(candidates**2, axis=0)))
+
+
+def test_the_calibration_study_records_the_choice_the_model_makes():
+    """``benchmarks/adapt_calibration.py collect`` keeps what the model's out-of-fold choice
+    saw through one seam into the fit: called as the model calls it, the seam records the
+    arguments, answers as :func:`choose` does, and is removed afterwards."""
+    import importlib.util
+
+    import anb.surrogates.adapt.model as adapt_model
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location(
+        "anb_benchmarks_adapt_calibration", REPO / "benchmarks" / "adapt_calibration.py")
+    assert spec is not None and spec.loader is not None
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    blends, proxies, y = _errors(12, 0, (0.3, 0.1)), _errors(12, 1, (0.05,)), np.arange(12.0)
+    with study.recorded_choice() as seen:
+        picked = adapt_model.choose(blends, proxies, y, 1, RULE)
+    assert picked == choose(blends, proxies, y, 1, RULE)
+    assert seen["blends"] is blends and seen["proxies"] is proxies and seen["y"] is y
+    assert seen["fallback"] == 1
+    assert adapt_model.choose is choose
