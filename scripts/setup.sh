@@ -30,10 +30,16 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
   fi
 fi
+# Stage-specific system set-up (apt packages, services' accounts) beside the Python installs:
+# both are mostly downloads, in one process each, so on a fresh machine they overlap.
+mkdir -p build
+( for script in scripts/ci/*.sh; do bash "$script" --system; done ) > build/setup_system.log 2>&1 &
+system=$!
 .venv/bin/python -m pip install --quiet --upgrade pip 2>/dev/null || true
 .venv/bin/python -m pip install --quiet -r requirements.txt
+wait "$system" || { cat build/setup_system.log; echo "setup: system packages failed"; exit 1; }
 
-# Stage-specific system set-up (apt packages, optional extras), each script idempotent.
+# Then what needs both (optional extras built against apt libraries), each script idempotent.
 for script in scripts/ci/*.sh; do
   [ -e "$script" ] || continue
   echo "setup: $script"

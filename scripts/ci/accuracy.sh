@@ -2,7 +2,10 @@
 # Install what the accuracy-collection tests need beyond requirements.txt (idempotent):
 # SLURM + munge for the single-node cluster test, and FFCV (built against libturbojpeg/OpenCV).
 # Usage: scripts/ci/accuracy.sh [path/to/venv]   (default: .venv)
+#        scripts/ci/accuracy.sh --system         (the apt packages only)
 set -euo pipefail
+system_only=0
+if [[ "${1:-}" == --system ]]; then system_only=1; shift; fi
 VENV=${1:-.venv}
 PIP="$VENV/bin/pip"
 APT_PACKAGES=(slurm-wlm munge libopencv-dev libturbojpeg0-dev pkg-config)
@@ -18,6 +21,7 @@ if ((${#missing[@]})); then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
+if ((system_only)); then exit 0; fi
 
 # FFCV 1.0.2 builds from source against numpy 2.x / Python 3.11 (checked with numpy 2.4.6).
 # These pins must satisfy the `ffcv` extra of pyproject.toml (FFCV itself requires

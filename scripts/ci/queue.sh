@@ -2,7 +2,7 @@
 # Install what the job-queue and remote-board tests need beyond requirements.txt (idempotent):
 # PostgreSQL (initdb/pg_ctl, started by the tests on 127.0.0.1) and OpenSSH's server (a real sshd
 # on 127.0.0.1 plays the board), and the unprivileged account the tests run them as.
-# Usage: scripts/ci/queue.sh
+# Usage: scripts/ci/queue.sh [--system]   (all of it is system-wide: --system changes nothing)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 APT_PACKAGES=(postgresql openssh-server openssh-client)
