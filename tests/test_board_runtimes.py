@@ -42,9 +42,11 @@ def _measure(tmp_path: Path, config: Path) -> dict:
     from anb.cli import app
 
     # ARCH is its own anchor: the anchor block runs on the board too, without compiling
-    # the default anchors (the largest network of the space)
+    # the default anchors (the largest network of the space). The models stay in
+    # tmp_path/models, where the tests compare the board's outputs: each is built once.
     result = CliRunner().invoke(app, ["measure", str(config), "--archs", str(ARCH), "--out",
                                       str(tmp_path / "out"), "--anchors", str(ARCH),
+                                      "--workdir", str(tmp_path / "models"), "--keep-work",
                                       "--no-progress"])
     assert result.exit_code == 0, result.output
     name = config.stem

@@ -28,7 +28,7 @@ from anb.collect_throughput.timing.protocol import (
     load_device,
     protocol_difference,
 )
-from anb.searchspace.arch import EFFICIENTNET_B0
+from anb.searchspace.arch import EFFICIENTNET_B0, as_arch
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
 
@@ -221,7 +221,8 @@ def test_latency_synchronises_every_request(tmp_path):
 
 @pytest.mark.slow
 def test_anchors_are_measured_per_block_and_stored_with_results(tmp_path):
-    anchors = (EFFICIENTNET_B0, ARCHS[2])
+    # two small anchors: what is checked is where they are measured and stored, not their size
+    anchors = (as_arch("e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1", ANB_SPACE), ARCHS[2])
     summary = LocalTarget(_device(), Schedule(anchors=anchors, anchor_every=1)).measure(
         ARCHS[:2], tmp_path, RunSettings(progress=False))
     assert len(summary.anchor_sessions) == 2  # one before each architecture

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -54,11 +55,19 @@ def test_digits_are_the_trainers_images_and_split():
     np.testing.assert_allclose(pixels, trainer, atol=1e-3)
 
 
-@pytest.mark.slow
-def test_static_int8_model_is_qdq_per_channel_and_close_to_float(tmp_path):
+@pytest.fixture(scope="module")
+def arch_models(tmp_path_factory) -> tuple[Path, Path]:
+    """ARCH's fp32 model at 64 px and its default-scheme int8 model (32 calibration images),
+    shared read-only by the tests below."""
+    work = tmp_path_factory.mktemp("arch64")
     calibration, _ = digits_images(64, "train")
-    float_path = float_onnx(ARCH, tmp_path, 64, space=ANB_SPACE)
-    int8_path = quantize_int8(float_path, tmp_path / "int8.onnx", calibration[:32])
+    float_path = float_onnx(ARCH, work, 64, space=ANB_SPACE)
+    return float_path, quantize_int8(float_path, work / "int8.onnx", calibration[:32])
+
+
+@pytest.mark.slow
+def test_static_int8_model_is_qdq_per_channel_and_close_to_float(arch_models):
+    float_path, int8_path = arch_models
     ops = [n.op_type for n in onnx.load(str(int8_path)).graph.node]
     assert ops.count("QuantizeLinear") > 10 and ops.count("DequantizeLinear") > 10
     weight_scales = [i for i in onnx.load(str(int8_path)).graph.initializer
@@ -135,6 +144,44 @@ def test_cpu_int8_scheme_is_u8s8_and_onnxruntime_fuses_all_of_it(tmp_path):
     assert "Conv" in _fused_ops(old, tmp_path)  # what the test tells apart
 
 
+SMALL = "e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1-e1k3l1"
+
+
+@pytest.mark.slow
+def test_a_float_model_is_preprocessed_once_a_process(tmp_path, monkeypatch):
+    """Catches: onnxruntime's pre-processing (symbolic shape inference, seconds a network)
+    run again for a float model already pre-processed (a report quantizes the export it has
+    just pre-processed; a mixed-precision sweep quantizes it once per K), or a model whose
+    weights live in a file beside it served from that cache (its bytes are not the model)."""
+    import onnxruntime.quantization.shape_inference as shape_inference
+
+    from anb.collect_throughput.backends import int8_quantize
+
+    calls = []
+    real = shape_inference.quant_pre_process
+    monkeypatch.setattr(shape_inference, "quant_pre_process",
+                        lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    int8_quantize._preprocessed.cache_clear()
+    float_path = float_onnx(SMALL, tmp_path, 32, space=ANB_SPACE)
+    prepared = int8_quantize.preprocess_float(float_path, tmp_path / "prep.onnx")
+    copy = tmp_path / "copy" / "float.onnx"  # the same model under another name
+    copy.parent.mkdir()
+    copy.write_bytes(float_path.read_bytes())
+    calibration, _ = digits_images(32, "train")
+    nodes = [n.name for n in onnx.load(str(prepared)).graph.node]
+    for scheme in ("u8s8", "dpu"):
+        quantize_int8(copy, tmp_path / f"{scheme}.onnx", calibration[:4], scheme,
+                      exclude=nodes[-1:])  # names of the one pre-processing
+    assert len(calls) == 1
+    external = tmp_path / "external" / "float.onnx"
+    external.parent.mkdir()
+    onnx.save(onnx.load(str(float_path)), str(external), save_as_external_data=True,
+              size_threshold=0, location="weights.bin")
+    again = int8_quantize.preprocess_float(external, tmp_path / "prep_external.onnx")
+    assert len(calls) == 2  # pre-processed where its weights are
+    assert [n.name for n in onnx.load(str(again)).graph.node] == nodes
+
+
 def test_sqnr_and_cosine():
     x = np.linspace(-1, 1, 100)
     assert sqnr_db(x, x) == float("inf") and cosine(x, x) == pytest.approx(1.0)
@@ -186,11 +233,11 @@ def _zero_points(path) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
-def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
+def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(arch_models, tmp_path):
     """Issue 12 item 6: the DPU's fix_point scheme (symmetric: every zero-point 0), beside the
     per-channel one."""
     calibration, _ = digits_images(64, "train")
-    float_path = float_onnx(ARCH, tmp_path, 64, space=ANB_SPACE)
+    float_path, per_channel_path = arch_models
     dpu = quantize_int8(float_path, tmp_path / "dpu.onnx", calibration[:32], scheme="dpu")
     scales = _scales(dpu)
     assert len(scales) > 20
@@ -202,7 +249,7 @@ def test_dpu_scheme_is_per_tensor_power_of_two_and_close_to_float(tmp_path):
     assert len(zero_points) > 20
     for name, zero_point in zero_points.items():
         assert not zero_point.any(), (name, zero_point)  # symmetric: 0 for every tensor
-    per_channel = _scales(quantize_int8(float_path, tmp_path / "pc.onnx", calibration[:32]))
+    per_channel = _scales(per_channel_path)
     assert any(s.size > 1 for s in per_channel.values())
     images, _ = digits_images(64, "test")
     f, q = run_model(float_path, images[:16]), run_model(dpu, images[:16])
@@ -331,17 +378,25 @@ def _checkpoint_top1(model, folder, resolution, evaluation, calibration=8, seed=
     return top1(logits, np.asarray([y for _, y in items]))
 
 
+@pytest.fixture(scope="module")
+def trained_on_folder(tmp_path_factory):
+    """``(folder, model, top1)``: an image folder, the network fitted to it
+    (:func:`_trained_model`) and its top-1 on the 16 images the reports below score; shared
+    read-only."""
+    folder = _image_folder(tmp_path_factory.mktemp("trained") / "val")
+    model = _trained_model(folder)
+    return folder, model, _checkpoint_top1(model, folder, 32, 16)
+
+
 @pytest.mark.slow
-def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
+def test_quant_report_scores_trained_weights_on_an_image_folder(trained_on_folder, tmp_path):
     """A trainer checkpoint + an image folder; the FPGA target uses the DPU scheme. The
     report's top-1 is the checkpoint's own on the same images (a fresh network's is not)."""
     import torch
 
     from anb.searchspace.model import build_model
 
-    folder = _image_folder(tmp_path / "val")
-    model = _trained_model(folder)
-    expected = _checkpoint_top1(model, folder, 32, 16)
+    folder, model, expected = trained_on_folder
     torch.manual_seed(2)
     fresh = _checkpoint_top1(build_model(ARCH, space=ANB_SPACE).eval(), folder, 32, 16)
     assert expected >= 90 and fresh <= 50  # the checkpoint differs clearly from an init
@@ -372,13 +427,13 @@ def test_quant_report_scores_trained_weights_on_an_image_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_quant_report_reads_an_artifact_folder_and_refuses_another_architecture(tmp_path):
+def test_quant_report_reads_an_artifact_folder_and_refuses_another_architecture(
+        trained_on_folder, tmp_path):
     """The trainer's wandb artifact (weights.pt + record.json) gives the weights and names the
     architecture; weights of another architecture are refused, naming both."""
     import torch
 
-    folder = _image_folder(tmp_path / "val")
-    model = _trained_model(folder)
+    folder, model, expected = trained_on_folder
     artifact = tmp_path / "artifact"
     artifact.mkdir()
     torch.save(model.state_dict(), artifact / "weights.pt")
@@ -390,7 +445,7 @@ def test_quant_report_reads_an_artifact_folder_and_refuses_another_architecture(
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["weights"] == f"trained weights from {artifact}"
-    assert summary["torch_top1"] == _checkpoint_top1(model, folder, 32, 16) >= 90
+    assert summary["torch_top1"] == expected >= 90
 
     other = next(a for a in Sampler(7, space=ANB_SPACE).sample(5) if a.id != ARCH.id)
     bad = runner.invoke(app, ["quant-report", str(other), "--out", str(tmp_path / "b"), *args])

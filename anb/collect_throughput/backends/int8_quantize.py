@@ -22,13 +22,14 @@ scheme="dpu")``.
 """
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from anb.io import atomic_write
+from anb.io import atomic_write, atomic_write_bytes
 
 
 class ArrayReader:
@@ -54,10 +55,38 @@ class ArrayReader:
 
 
 def preprocess_float(float_path: str | Path, out_path: str | Path) -> Path:
-    """Shape inference + graph optimisation (BN folding) before quantization."""
+    """Shape inference + graph optimisation (BN folding) before quantization.
+
+    A process pre-processes each float model once (:func:`_preprocessed`): a report writes the
+    pre-processed model it compares against and quantizes the same export, a mixed-precision
+    sweep quantizes it once per K, and onnxruntime's symbolic shape inference takes seconds."""
+    model = Path(float_path).read_bytes()
+    if _external_data(model):  # its bytes do not hold the whole model: nothing to key on
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+
+        return atomic_write(out_path, lambda tmp: quant_pre_process(str(float_path), str(tmp)))
+    return atomic_write_bytes(out_path, _preprocessed(model))
+
+
+def _external_data(model: bytes) -> bool:
+    """Whether the serialised ONNX ``model`` keeps weights in files beside it."""
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    return any(map(uses_external_data, onnx.load_from_string(model).graph.initializer))
+
+
+@functools.lru_cache(maxsize=8)
+def _preprocessed(model: bytes) -> bytes:
+    """The pre-processed bytes of the serialised ONNX ``model`` (deterministic, so cached: the
+    node names quantization reports stay those of one pre-processing)."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    return atomic_write(out_path, lambda tmp: quant_pre_process(str(float_path), str(tmp)))
+    with tempfile.TemporaryDirectory(prefix="anb-prep-") as tmp:
+        source, target = Path(tmp) / "float.onnx", Path(tmp) / "prep.onnx"
+        source.write_bytes(model)
+        quant_pre_process(str(source), str(target))
+        return target.read_bytes()
 
 
 SCHEMES = {
