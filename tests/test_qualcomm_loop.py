@@ -4,7 +4,7 @@ tool missing, tool error and no device ending as the worker does for any device)
 
 As in ``tests/test_qualcomm.py`` the SDK tools are STAND-INS (tests/standins/snpe/) and the
 board is this machine through the ``local://`` transport (an ``adb`` stand-in with no board
-attached for "no device"); 32 px models, 1 s throughput runs.
+attached for "no device"); 32 px models, 1 s throughput runs (0.2 s of the stand-in's time).
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from anb.jobs.queue import JobSpec, open_queue
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
+from tests.qualcomm_helpers import STANDIN_SECOND, STANDINS
 
-STANDINS = Path(__file__).parent / "standins" / "snpe"
 KEYS = ("throughput_qc-32", "latency_qc-32")
 CONFIG = """# a small SNPE DSP config for tests: the board is this machine (local://)
 name = "{name}"
@@ -61,10 +61,12 @@ def _path(*first: Path) -> str:
 
 @pytest.fixture
 def sdk_path(monkeypatch):
-    """The SNPE stand-ins first on PATH (with this interpreter's python3)."""
+    """The SNPE stand-ins first on PATH (with this interpreter's python3), a throughput
+    second of theirs 0.2 s long."""
     monkeypatch.setenv("PATH", _path(STANDINS))
     monkeypatch.delenv("SNPE_ROOT", raising=False)
     monkeypatch.delenv("ANB_STANDIN_SNPE_RUNTIMES", raising=False)
+    monkeypatch.setenv("ANB_STANDIN_SNPE_SECOND", STANDIN_SECOND)
 
 
 def _record(folder: Path, arch_id: str) -> dict:
