@@ -8,6 +8,9 @@ from pathlib import Path
 from anb.collect_throughput.transports.local import LocalTransport
 
 STANDINS = Path(__file__).parent / "standins" / "snpe"
+#: How long a second of the stand-in ``snpe-throughput-net-run --duration`` lasts in these tests
+#: (``ANB_STANDIN_SNPE_SECOND``): a few inferences per run are all they need.
+STANDIN_SECOND = "0.2"
 ARCH = "e1k3l1-e6k3l2-e6k5l2-e6k3l3-e6k5l1-e6k5l4-e6k3l1"
 
 

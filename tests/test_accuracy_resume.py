@@ -32,7 +32,7 @@ def test_sigterm_mid_architecture_then_rerun_resumes(tmp_path):
     folder = tmp_path / "out"
     cmd = [sys.executable, "-m", "anb.collect_accuracy.train", "--config", str(CONFIG),
            "--folder", str(folder), "--num_models", "2", "--seed", "5", "--progress", "false",
-           "--epochs", "4", "--eval_epochs", "1", "--batch_size", "16", "--max_steps", "3",
+           "--epochs", "4", "--eval_epochs", "1", "--batch_size", "16", "--max_steps", "2",
            "--val_batch_size", "60", "--wandb_mode", "offline"]
     first, second = [a.id for a in Sampler(5, space=ANB_SPACE).sample(2)]
     proc = subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.PIPE,

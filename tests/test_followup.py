@@ -38,7 +38,8 @@ def test_retrain_measure_and_front_report(tmp_path):
     search = _search_folder(tmp_path / "search")
     result = runner.invoke(app, ["retrain", str(search / "pareto.csv"), "--out",
                                  str(tmp_path / "rt"), "--config", "digits_full_tiny.ini",
-                                 "--trainval.max_steps", "4"])  # passed to the trainer: a short run
+                                 # passed to the trainer: a short run
+                                 "--trainval.max_steps", "4", "--trainval.max_val_steps", "1"])
     assert result.exit_code == 0, result.output
     trained = pd.read_csv(tmp_path / "rt" / "accuracy.csv").set_index("arch_id")
     assert sorted(trained.index) == sorted(as_arch(a, ANB_SPACE).id for a in ARCHS)

@@ -119,19 +119,17 @@ def test_trials_start_on_the_ticks_of_the_simulated_clock(released):
     assert (np.minimum(offset, 1000.0 - offset) < 1.0).all(), starts
 
 
-def test_example_script_runs_both_methods(released, tmp_path):
-    import os
-    import subprocess
-    import sys
+def test_example_script_runs_both_methods(released, tmp_path, monkeypatch, capsys):
+    """The script as ``python examples/syne_tune_moo.py ...`` runs it, in this process."""
+    import runpy
 
     from anb.surrogates import save
     from tests.trainer_helpers import REPO
 
     folder = save(released, tmp_path / "bench")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SYNETUNE_FOLDER": str(tmp_path / "st")}
-    done = subprocess.run([sys.executable, str(REPO / "examples" / "syne_tune_moo.py"),
-                           "--benchmark", str(folder), "--hours", "15", "--seeds", "0"],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = [line for line in done.stdout.splitlines() if "hypervolume" in line]
+    script = REPO / "examples" / "syne_tune_moo.py"
+    monkeypatch.setattr("sys.argv", [str(script), "--benchmark", str(folder), "--hours", "15",
+                                     "--seeds", "0"])
+    runpy.run_path(str(script), run_name="__main__")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "hypervolume" in line]
     assert [line.split(":")[0].strip() for line in lines] == ["morea", "random"]

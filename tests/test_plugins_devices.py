@@ -3,9 +3,11 @@
 ``tests/plugins/anb_tiny_device`` is pip-installed into a folder of its own and found only
 through its entry points (``anb.backends``, ``anb.runtimes``, ``anb.transports``,
 ``anb.devices``), in fresh processes: its back-end measures through ``anb measure``, the queue
-(``anb queue submit`` + ``anb worker``) and ``anb search --measure``; its board runtime and
-transport measure a ``[remote]`` board (this machine). The registries themselves, and the
-errors ``anb measure`` gives for each kind of config, are checked in this process.
+(``anb queue submit`` + ``anb worker``) and ``anb search --measure`` (these commands one after
+another in one interpreter, through the console entry's wrapper); its board runtime and
+transport measure a ``[remote]`` board (this machine) from the ``anb`` console. The registries
+themselves, and the errors ``anb measure`` gives for each kind of config (without the
+plug-in), are checked in this process.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from anb.collect_throughput.timing.protocol import Protocol
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
+from tests.console_fixtures import run_console
 from tests.plugin_helpers import pip_install
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,18 +42,47 @@ def site(tmp_path_factory) -> Path:
     return pip_install(PLUGIN, tmp_path_factory.mktemp("site"))
 
 
-def _anb(args: list[str], cwd: Path, site: Path | None, check: bool = True,
-         env: dict | None = None) -> subprocess.CompletedProcess:
-    path = os.pathsep.join(str(p) for p in (site, REPO) if p)
-    full = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": path,
+def _env(site: Path, extra: dict | None = None) -> dict[str, str]:
+    """A child's environment: ``site`` and the checkout on its path."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "PYTHONPATH": os.pathsep.join([str(site), str(REPO)]),
             # the board runner's python3: this interpreter (numpy + onnxruntime)
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
-            **(env or {})}
-    done = subprocess.run([sys.executable, "-m", "anb", *args], cwd=cwd, env=full,
+            **(extra or {})}
+
+
+def _anb(args: list[str], cwd: Path, site: Path, env: dict | None = None
+         ) -> subprocess.CompletedProcess:
+    """``python -m anb args`` with ``site`` on its path; it must succeed."""
+    done = subprocess.run([sys.executable, "-m", "anb", *args], cwd=cwd, env=_env(site, env),
                           capture_output=True, text=True, timeout=600)
-    if check:
-        assert done.returncode == 0, f"anb {' '.join(args)}\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"anb {' '.join(args)}\n{done.stdout}\n{done.stderr}"
     return done
+
+
+#: Runs the ``anb`` command lines given as JSON one after another through the console entry's
+#: wrapper (tests/console_fixtures.py) and prints their exit codes and output as JSON.
+_SEQUENCE = """
+import json, sys
+from pathlib import Path
+from tests.console_fixtures import run_console
+runs = [run_console(argv, Path.cwd()) for argv in json.loads(sys.argv[1])]
+print(json.dumps([[r.returncode, r.stdout, r.stderr] for r in runs]))
+"""
+
+
+def _anb_sequence(commands: list[list[str]], cwd: Path, site: Path
+                  ) -> list[subprocess.CompletedProcess]:
+    """``anb`` ``commands`` in turn in one fresh interpreter with ``site`` on its path (one
+    start-up for them all); each must succeed."""
+    done = subprocess.run([sys.executable, "-c", _SEQUENCE, json.dumps(commands)], cwd=cwd,
+                          env=_env(site), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = [subprocess.CompletedProcess(["anb", *args], code, out, err)
+            for args, (code, out, err) in zip(commands, json.loads(done.stdout), strict=True)]
+    for one in runs:
+        assert one.returncode == 0, f"{' '.join(one.args)}\n{one.stdout}\n{one.stderr}"
+    return runs
 
 
 def _perf(folder: Path, device: str, arch: str) -> dict:
@@ -61,33 +93,30 @@ def _perf(folder: Path, device: str, arch: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_an_installed_back_end_measures_through_measure_queue_and_search(site, tmp_path):
-    # without the package the names are unknown, and the error says where more come from
-    done = _anb(["measure", "tiny-cpu", "--archs", ARCHS[0], "--out", "r"], tmp_path, None,
-                check=False)
+    # without the package (this process) the names are unknown
+    done = run_console(["measure", "tiny-cpu", "--archs", ARCHS[0], "--out", "r"], tmp_path)
     assert done.returncode == 2 and "device='tiny-cpu' is invalid" in done.stderr
-    # 1. anb measure
-    _anb(["measure", "tiny-cpu", "--archs", ",".join(ARCHS), "--out", "m", *FAST], tmp_path,
-         site)
+    # 1. anb measure, twice; 2. the queue: submit carries the config's table, a worker
+    # measures and publishes; 3. anb search --measure
+    measure = ["measure", "tiny-cpu", "--archs", ",".join(ARCHS), "--out", "m", *FAST]
+    _, again, *_ = _anb_sequence([
+        measure, measure,
+        ["queue", "submit", "--queue", "q.db", "--archs", ARCHS[0], "--device", "tiny-cpu",
+         "--stages", "convert,measure"],
+        ["worker", "--queue", "q.db", "--stages", "convert,measure", "--device", "tiny-cpu",
+         "--store", "store", "--out", "w", "--idle-exit", "--poll", "0.1"],
+        ["search", "--measure", "tiny-cpu", "-o", "throughput_tiny-cpu:max", "-o",
+         "params:min", "--algorithm", "random", "--budget", "20", "--max-measurements", "2",
+         "--seed", "1", "--out", "found"]], tmp_path, site)
     for arch in ARCHS:
         perf = _perf(tmp_path / "m", "tiny-cpu", arch)
         assert set(perf) == {"latency_tiny-cpu", "throughput_tiny-cpu"}
         for entry in perf.values():
             assert entry["protocol"]["backend"] == "tiny-ort"
             assert entry["environment"]["graph_optimization"] == "disabled"  # the plug-in ran
-    again = _anb(["measure", "tiny-cpu", "--archs", ",".join(ARCHS), "--out", "m", *FAST],
-                 tmp_path, site)
     assert "measured 0, skipped 2" in again.stdout
-    # 2. the queue: submit carries the config's table, a worker measures and publishes
-    _anb(["queue", "submit", "--queue", "q.db", "--archs", ARCHS[0], "--device", "tiny-cpu",
-          "--stages", "convert,measure"], tmp_path, site)
-    _anb(["worker", "--queue", "q.db", "--stages", "convert,measure", "--device", "tiny-cpu",
-          "--store", "store", "--out", "w", "--idle-exit", "--poll", "0.1"], tmp_path, site)
     perf = _perf(tmp_path / "w", "tiny-cpu", ARCHS[0])
     assert perf["throughput_tiny-cpu"]["environment"]["graph_optimization"] == "disabled"
-    # 3. anb search --measure
-    _anb(["search", "--measure", "tiny-cpu", "-o", "throughput_tiny-cpu:max", "-o",
-          "params:min", "--algorithm", "random", "--budget", "20", "--max-measurements", "2",
-          "--seed", "1", "--out", "found"], tmp_path, site)
     history = pd.read_csv(tmp_path / "found" / "history.csv")
     assert history["measured"].sum() == 2
     for row in history[history["measured"]].itertuples():
@@ -170,11 +199,11 @@ def test_measure_errors_say_what_kind_of_config_was_given(tmp_path, capsys, monk
 
 
 @pytest.mark.slow
-def test_measure_takes_a_qualcomm_config_by_name(tmp_path, monkeypatch):
+def test_measure_takes_a_qualcomm_config_by_name(tmp_path):
     """`anb measure snpe-dsp` (refused with "device='snpe-dsp' is invalid" before) reaches the
     device: here no board is attached, and the error names device and step."""
-    monkeypatch.setenv("PATH", str(tmp_path))  # no SDK, no adb: the first step says so
-    done = _anb(["measure", "snpe-dsp", "--archs", ARCHS[0], "--out", "o", "--no-progress"],
-                tmp_path, None, check=False, env={"PATH": str(Path(sys.executable).parent)})
+    # no SDK, no adb: the first step says so
+    done = run_console(["measure", "snpe-dsp", "--archs", ARCHS[0], "--out", "o",
+                        "--no-progress"], tmp_path, env={"PATH": str(Path(sys.executable).parent)})
     assert done.returncode == 2, done.stderr
     assert "device 'snpe-dsp', step " in done.stderr and "invalid" not in done.stderr

@@ -34,7 +34,12 @@ from anb.collect_throughput.targets.qualcomm.stages import build_dlc, measure_qu
 from anb.collect_throughput.targets.qualcomm.tools import ToolFailed, ToolMissing
 from anb.searchspace.arch import as_arch
 from anb.searchspace.space import ANB_SPACE
-from tests.qualcomm_helpers import ARCH, STANDINS, CountingLocal
+from tests.qualcomm_helpers import ARCH, STANDIN_SECOND, STANDINS, CountingLocal
+
+
+@pytest.fixture(autouse=True)
+def _short_standin_seconds(monkeypatch):
+    monkeypatch.setenv("ANB_STANDIN_SNPE_SECOND", STANDIN_SECOND)
 
 
 def small(device, tmp_path, **changes):

@@ -4,7 +4,7 @@ tool missing, tool error and no device ending as the worker does for any device)
 
 As in ``tests/test_qualcomm.py`` the SDK tools are STAND-INS (tests/standins/snpe/) and the
 board is this machine through the ``local://`` transport (an ``adb`` stand-in with no board
-attached for "no device"); 32 px models, 1 s throughput runs.
+attached for "no device"); 32 px models, 1 s throughput runs (0.2 s of the stand-in's time).
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from anb.jobs.queue import JobSpec, open_queue
 from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
+from tests.qualcomm_helpers import STANDIN_SECOND, STANDINS
 
-STANDINS = Path(__file__).parent / "standins" / "snpe"
 KEYS = ("throughput_qc-32", "latency_qc-32")
 CONFIG = """# a small SNPE DSP config for tests: the board is this machine (local://)
 name = "{name}"
@@ -61,10 +61,12 @@ def _path(*first: Path) -> str:
 
 @pytest.fixture
 def sdk_path(monkeypatch):
-    """The SNPE stand-ins first on PATH (with this interpreter's python3)."""
+    """The SNPE stand-ins first on PATH (with this interpreter's python3), a throughput
+    second of theirs 0.2 s long."""
     monkeypatch.setenv("PATH", _path(STANDINS))
     monkeypatch.delenv("SNPE_ROOT", raising=False)
     monkeypatch.delenv("ANB_STANDIN_SNPE_RUNTIMES", raising=False)
+    monkeypatch.setenv("ANB_STANDIN_SNPE_SECOND", STANDIN_SECOND)
 
 
 def _record(folder: Path, arch_id: str) -> dict:
@@ -88,17 +90,17 @@ def test_search_measure_qualcomm_end_to_end(tmp_path, sdk_path):
     out = tmp_path / "search"
     result = CliRunner().invoke(app, [
         "search", "--measure", str(config), "-o", f"{KEYS[0]}:max", "-o", "params:min",
-        "--algorithm", "random", "--budget", "40", "--max-measurements", "3", "--seed", "2",
+        "--algorithm", "random", "--budget", "40", "--max-measurements", "2", "--seed", "2",
         "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "qc-32 in the loop" in result.output and "3 measurements" in result.output
+    assert "qc-32 in the loop" in result.output and "2 measurements" in result.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["device"] == "qc-32" and summary["measurements"] == 3
-    assert summary["stopped"] == "3 measurements spent" and summary["failed"] == {}
+    assert summary["device"] == "qc-32" and summary["measurements"] == 2
+    assert summary["stopped"] == "2 measurements spent" and summary["failed"] == {}
     history = pd.read_csv(out / "history.csv")
-    assert len(history) == 3 and history["measured"].all()
+    assert len(history) == 2 and history["measured"].all()
     records = out / "measurements"
-    assert len(list((records / "qc-32").glob("*.json"))) == 3
+    assert len(list((records / "qc-32").glob("*.json"))) == 2
     for row in history.itertuples():
         record = _record(records, row.arch_id)
         for key in KEYS:  # the values the search used are measure_qualcomm's records

@@ -193,7 +193,7 @@ from anb.collect_throughput.timing.protocol import device_from_mapping
 from anb.searchspace.space import ANB_SPACE
 device = device_from_mapping({"name": "resident-a", "backend": "onnxruntime", "resolution": 32,
     "threads": 1, "latency": {"batch": 1}, "warmup": {"max_seconds": 1.0},
-    "stopping": {"budget_seconds": 8, "min_reps": 10000, "max_reps": 100000, "rel_ci": 1e-9}},
+    "stopping": {"budget_seconds": 4, "min_reps": 10000, "max_reps": 100000, "rel_ci": 1e-9}},
     space=ANB_SPACE.name)
 client = TargetClient("resident-a", "127.0.0.1", int(sys.argv[1]), sys.argv[3].encode())
 client.load_model(sys.argv[2])
@@ -215,7 +215,7 @@ def test_the_server_survives_a_client_killed_mid_run(tmp_path, model):
         time.sleep(1.0)
         victim.send_signal(signal.SIGKILL)
         victim.wait()
-        # the orphaned run finishes its 8 s budget at most, then the board is free again
+        # the orphaned run finishes its 4 s budget at most, then the board is free again
         with _client(port, timeout=120) as client:
             client.load_model(model)
             client.send_inputs(_inputs(protocol))

@@ -177,7 +177,7 @@ def test_supported_only_reaches_the_measured_search(tmp_path, monkeypatch):
     monkeypatch.setitem(search.ALGORITHMS, "capture", capture)
     for flag in ([], ["--supported-only"]):
         result = CliRunner().invoke(app, ["search", "--measure", str(DEVICE), "-o", f"{KEY}:max",
-                                          "--algorithm", "capture", "--budget", "4", "--out",
+                                          "--algorithm", "capture", "--budget", "2", "--out",
                                           str(tmp_path / str(len(flag))), *flag])
         assert result.exit_code == 0, result.output
     assert seen == [False, True]

@@ -1,6 +1,6 @@
 """The sbatch template on a real single-node SLURM cluster on localhost (slurmctld + slurmd +
-munge, started and stopped here): a 2-process CPU run on the bundled digits, and a requeue
-(what preemption does) in the middle of the stream that the job resumes from."""
+munge, started and stopped here): a 2-process CPU run on the bundled digits, requeued (what
+preemption does) in the middle of the stream, which the job resumes from."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -80,16 +81,6 @@ class Cluster:
     def job_state(self, job_id: str) -> str:
         return self.run("scontrol", "show", "job", job_id).stdout.split("JobState=")[1].split()[0]
 
-    def wait(self, job_id: str, timeout: float = 400) -> str:
-        """The job's final state, polled every 0.2 s (``sbatch --wait`` polls at 2, 4, 8, then
-        every 10 s: up to 10 s late)."""
-        deadline = time.time() + timeout
-        while (state := self.job_state(job_id)) in ("PENDING", "CONFIGURING", "RUNNING",
-                                                    "COMPLETING"):
-            assert time.time() < deadline, state
-            time.sleep(0.2)
-        return state
-
     def stop(self) -> None:
         for pid_file in reversed(self.pids):  # only the daemons this fixture started
             if pid_file.exists():
@@ -113,7 +104,7 @@ def cluster(tmp_path_factory):
         cluster.stop()
 
 
-def submit(cluster: Cluster, folder: Path, *extra: str, wait: bool) -> str:
+def submit(cluster: Cluster, folder: Path, *extra: str) -> str:
     env = {"ANB_CONFIG": str(CONFIG), "ANB_TORCHRUN": str(TORCHRUN),
            "ANB_NPROC_PER_NODE": "2", "ANB_RDZV_PORT": str(free_port()),
            "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
@@ -122,11 +113,7 @@ def submit(cluster: Cluster, folder: Path, *extra: str, wait: bool) -> str:
     proc = subprocess.run(cmd, env={**cluster.env, **env}, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr + _logs(folder)
-    job = proc.stdout.strip().split(";")[0]
-    if wait:
-        state = cluster.wait(job)
-        assert state == "COMPLETED", state + _logs(folder)
-    return job
+    return proc.stdout.strip().split(";")[0]
 
 
 def _logs(folder: Path) -> str:
@@ -137,31 +124,33 @@ def _records(folder: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in (folder / "records").glob("*.json")}
 
 
-@pytest.mark.slow
-def test_sbatch_template_runs_two_processes(cluster, tmp_path):
-    job = submit(cluster, tmp_path, "--num_models", "2", wait=True)
-    ids = [a.id for a in Sampler(3, space=ANB_SPACE).sample(2)]
-    found = _records(tmp_path)
-    assert sorted(found) == sorted(ids), _logs(tmp_path)
-    for record in found.values():
-        assert record["provenance"]["world_size"] == 2
-        assert record["provenance"]["job_ids"] == [f"slurm-{job}-r0"]
-    logs = _logs(tmp_path)
-    assert f"anb: job {job} restart 0 on 1 node(s) x 2 process(es), 2 CPU(s) per node" in logs
-    assert "\r" not in logs and "it/s" not in logs  # no progress bars in batch logs
-    assert "images_per_s=" in logs and "data_wait_s=" in logs
+@dataclass(frozen=True)
+class Requeued:
+    """A finished job of the template and what it left."""
+
+    job: str
+    folder: Path
+    ids: list[str]
+    """The stream's architectures, in order."""
+    first_log: str
+    """The log as it was when the job was requeued."""
 
 
-@pytest.mark.slow
-def test_requeue_mid_stream_resumes_without_loss_or_repeat(cluster, tmp_path):
+@pytest.fixture(scope="module")
+def requeued(cluster, tmp_path_factory) -> Requeued:
+    """One 2-process job of the template over three architectures, requeued (what preemption
+    does) while the second one is mid-training, then run to completion: the tests below share
+    it (each sbatch run starts a launcher and two trainers)."""
+    folder = tmp_path_factory.mktemp("requeued")
     ids = [a.id for a in Sampler(3, space=ANB_SPACE).sample(3)]
-    job = submit(cluster, tmp_path, "--num_models", "3", wait=False)
-    ckpt = tmp_path / "checkpoints" / f"{ids[1]}.pt"
+    job = submit(cluster, folder, "--num_models", "3")
+    ckpt = folder / "checkpoints" / f"{ids[1]}.pt"
     deadline = time.time() + 300
     while not ckpt.exists():  # second architecture mid-training
         assert time.time() < deadline and cluster.job_state(job) in ("PENDING", "RUNNING"), \
-            _logs(tmp_path)
+            _logs(folder)
         time.sleep(0.1)
+    first_log = _logs(folder)
     requeue = cluster.run("scontrol", "requeue", job)
     assert requeue.returncode == 0, requeue.stderr
     while cluster.job_state(job) != "COMPLETED":
@@ -169,14 +158,34 @@ def test_requeue_mid_stream_resumes_without_loss_or_repeat(cluster, tmp_path):
         if state == "PENDING":  # SLURM holds requeued jobs ~2 min; release it now
             cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
         assert time.time() < deadline + 300 and state not in ("FAILED", "CANCELLED"), \
-            state + _logs(tmp_path)
+            state + _logs(folder)
         time.sleep(1)
-    found = _records(tmp_path)
-    assert sorted(found) == sorted(ids), _logs(tmp_path)
+    return Requeued(job, folder, ids, first_log)
+
+
+@pytest.mark.slow
+def test_sbatch_template_runs_two_processes(requeued):
+    job, folder = requeued.job, requeued.folder
+    found = _records(folder)
+    assert sorted(found) == sorted(requeued.ids), _logs(folder)
+    for record in found.values():
+        assert record["provenance"]["world_size"] == 2
+    logs = requeued.first_log + _logs(folder)
+    assert f"anb: job {job} restart 0 on 1 node(s) x 2 process(es), 2 CPU(s) per node" in \
+        requeued.first_log
+    assert "\r" not in logs and "it/s" not in logs  # no progress bars in batch logs
+    assert "images_per_s=" in logs and "data_wait_s=" in logs
+
+
+@pytest.mark.slow
+def test_requeue_mid_stream_resumes_without_loss_or_repeat(requeued):
+    job, folder, ids = requeued.job, requeued.folder, requeued.ids
+    found = _records(folder)
+    assert sorted(found) == sorted(ids), _logs(folder)
     assert found[ids[0]]["provenance"]["job_ids"] == [f"slurm-{job}-r0"]
     assert found[ids[1]]["provenance"]["job_ids"] == [f"slurm-{job}-r0", f"slurm-{job}-r1"]
     assert found[ids[2]]["provenance"]["job_ids"] == [f"slurm-{job}-r1"]
-    logs = _logs(tmp_path)
+    logs = _logs(folder)
     assert f"{ids[0]} already done" in logs and f"{ids[1]} resuming from epoch 1" in logs
 
 

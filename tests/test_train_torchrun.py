@@ -17,10 +17,13 @@ from anb.searchspace.space import ANB_SPACE
 from tests.trainer_helpers import ARGS, CONFIG, NUM_MODELS, REPO, TORCHRUN, child_env, torchrun_cmd
 
 pytestmark = pytest.mark.timeout(600)  # a hung collective fails the test, not the suite
+#: Every run here: two steps an epoch and one validation batch a rank (the stream, resume and
+#: ranks are what is tested; each rank's batch is still reduced over both)
+SHORT = ("--max_steps", "2", "--max_val_steps", "1")
 
 
 def run_torchrun(folder: Path, *extra: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(torchrun_cmd(folder, *extra), env=child_env(), cwd=REPO,
+    proc = subprocess.run(torchrun_cmd(folder, *SHORT, *extra), env=child_env(), cwd=REPO,
                           capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
@@ -94,7 +97,7 @@ def kill_tree(proc: subprocess.Popen) -> None:
 def test_kill_minus_9_mid_stream_then_rerun_resumes(uninterrupted, tmp_path):
     ids = expected_ids()
     folder = tmp_path / "killed"
-    proc = subprocess.Popen(torchrun_cmd(folder), env=child_env(), cwd=REPO,
+    proc = subprocess.Popen(torchrun_cmd(folder, *SHORT), env=child_env(), cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt = folder / "checkpoints" / f"{ids[1]}.pt"
     deadline = time.time() + 300
@@ -121,6 +124,9 @@ def test_kill_minus_9_mid_stream_then_rerun_resumes(uninterrupted, tmp_path):
     reference = records(uninterrupted[0])
     for arch_id in ids:
         assert done[arch_id]["metrics"]["val_top1"] == reference[arch_id]["metrics"]["val_top1"]
+        assert [h["val_loss"] for h in done[arch_id]["provenance"]["val_history"]] == \
+            pytest.approx([h["val_loss"] for h in reference[arch_id]["provenance"]["val_history"]],
+                          rel=1e-6)
     assert not list((folder / "checkpoints").glob("*"))
 
 
@@ -132,7 +138,7 @@ def test_two_nodes_with_c10d_rendezvous_use_global_ranks(tmp_path):
     cmd = [str(TORCHRUN), "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
            "--rdzv_endpoint", f"127.0.0.1:{port}", "--rdzv_id", "anb-test", "-m",
            "anb.collect_accuracy.train", "--config", str(CONFIG), "--folder", str(folder),
-           *ARGS, "--num_models", "1", "--epochs", "1", "--eval_epochs", "1"]
+           *ARGS, *SHORT, "--num_models", "1", "--epochs", "1", "--eval_epochs", "1"]
     nodes = [subprocess.Popen(cmd, env=child_env(), cwd=REPO, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for _ in range(2)]
     outputs = [node.communicate(timeout=300)[0] for node in nodes]

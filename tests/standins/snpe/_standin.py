@@ -3,12 +3,12 @@
 STAND-IN, not the SDK: a stand-in "DLC" is the ONNX model itself (quantized models are
 onnxruntime QDQ models), run with onnxruntime, so the files, flags and printed formats of the
 real tools are exercised with real numbers. ``ANB_STANDIN_SNPE_RUNTIMES`` (default
-``cpu,gpu_fp16,dsp``) lists the runtimes the pretend board has.
+``cpu,gpu_fp16,dsp``) lists the runtimes the pretend board has; ``ANB_STANDIN_SNPE_SECOND``
+how long a second of ``snpe-throughput-net-run --duration`` lasts. NumPy and onnx are imported
+where used: ``snpe-diagview`` starts without them.
 """
 import json
 import sys
-
-import numpy as np
 
 
 def fail(tool, message, code=1):
@@ -36,6 +36,8 @@ def is_quantized(model):
 
 def read_nhwc(tool, path, shape):
     """A native raw file of the NCHW ``shape`` model input, stored NHWC -> NCHW array."""
+    import numpy as np
+
     n, c, h, w = shape
     data = np.fromfile(path, dtype=np.float32)
     if data.size != n * c * h * w:
