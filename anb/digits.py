@@ -4,11 +4,13 @@ it; the throughput stage calibrates int8 models on its train part and scores the
 validation part (:func:`anb.collect_throughput.timing.digits.digits_images`)."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from anb.extras import require
+from anb.extras import MissingExtra, message, require
 
 if TYPE_CHECKING:
     import torch
@@ -26,13 +28,28 @@ def digits_tensors(image_size: int) -> tuple[Part, Part]:
     ``image_size``, RGB uint8 NCHW tensors and int64 labels, cut by the fixed split."""
     torch = require("torch", "measure", "the bundled digits")
     F = require("torch.nn.functional", "measure", "the bundled digits")
-    load_digits = require("sklearn.datasets", "measure", "the bundled digits").load_digits
-
-    digits = load_digits()
-    x = torch.from_numpy(digits.images.astype(np.float32) * (255.0 / 16.0))[:, None]
+    images, labels = digits_table()
+    x = torch.from_numpy(images.astype(np.float32) * (255.0 / 16.0))[:, None]
     x = F.interpolate(x, size=(image_size, image_size), mode="bilinear", align_corners=False)
     x = x.clamp(0, 255).round().to(torch.uint8).expand(-1, 3, -1, -1).contiguous()
-    y = torch.from_numpy(digits.target.astype(np.int64))
+    y = torch.from_numpy(labels)
     order = torch.from_numpy(np.random.default_rng(SPLIT_SEED).permutation(len(y)))
     cut = int(TRAIN_FRACTION * len(y))
     return (x[order[:cut]], y[order[:cut]]), (x[order[cut:]], y[order[cut:]])
+
+
+def digits_table() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's digits: ``(images, labels)``, (1797, 8, 8) float64 in 0-16 and int64.
+
+    Read from the file ``sklearn.datasets.load_digits`` reads, without importing
+    ``sklearn.datasets`` (over a second of CPU in every trainer process); through
+    ``load_digits`` where the installed release keeps it elsewhere."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or spec.origin is None:
+        raise MissingExtra(message("sklearn", "measure", "the bundled digits"))
+    path = Path(spec.origin).parent / "datasets" / "data" / "digits.csv.gz"
+    if path.is_file():
+        table = np.loadtxt(path, delimiter=",")
+        return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
+    digits = require("sklearn.datasets", "measure", "the bundled digits").load_digits()
+    return digits.images, digits.target.astype(np.int64)
