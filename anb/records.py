@@ -44,6 +44,7 @@ import json
 import re
 import tarfile
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ import pandas as pd
 
 from anb.extras import require
 from anb.formats import VERSION_FIELD, NewerFormat, check, stamp
-from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text
+from anb.io import atomic_write_json, parse_json, read_csv, read_json, read_text, sha256_file
 from anb.searchspace.base import Space
 from anb.searchspace.registry import DEFAULT_SPACE, SpaceMismatch, check_same_space
 
@@ -467,7 +468,19 @@ def _clean(value: Any) -> Any:
 
 def load_dataset(path: str | Path, space: Space) -> pd.DataFrame:
     """Load any dataset form (tarball, folder, JSON, JSONL, CSV, Parquet) as the flat table
-    (each record validated once)."""
+    (each record validated once). A file read before in this process, byte for byte the
+    same, is not read again: its table is copied (:func:`_file_table`)."""
+    path = Path(path)
+    if not path.is_file():
+        return _to_frame(_load_checked(path, space), space)
+    check_merge_report(path.parent)
+    return _file_table(path, sha256_file(path), space).copy()
+
+
+@lru_cache(maxsize=4)
+def _file_table(path: Path, sha256: str, space: Space) -> pd.DataFrame:
+    """The table of the file ``path`` whose bytes hash to ``sha256`` (part of the key only:
+    a changed file is read again); callers copy it."""
     return _to_frame(_load_checked(path, space), space)
 
 

@@ -150,24 +150,37 @@ def test_two_jobs_on_one_folder_and_shard_never_train_an_architecture_twice(tmp_
     assert not _held(folder) and not list((folder / "checkpoints").glob("*.pt"))
 
 
-def _probe(rank: int, port: int, folders: list[str], hosts: list[str], queue) -> None:
+#: A case of the probe test: each rank's folder, each rank's host name.
+Case = tuple[list[str], list[str]]
+
+
+def _probe(rank: int, port: int, cases: list[Case], queue) -> None:
+    """Run the probe in each case in turn (every rank of one process group), putting
+    ``(case, rank, outcome)`` on ``queue``."""
     import torch
     import torch.distributed as dist
 
     from anb.collect_accuracy.distributed import DistInfo
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=len(hosts))
-    info = DistInfo(rank, len(hosts), 0, torch.device("cpu"), "probe-test")
+    world = len(cases[0][1])
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    info = DistInfo(rank, world, 0, torch.device("cpu"), "probe-test")
     try:
-        queue.put((rank, claims.probe_global(Path(folders[rank]), info, host=hosts[rank])))
-    except ConfigError as err:
-        queue.put((rank, str(err)))
+        for case, (folders, hosts) in enumerate(cases):
+            try:
+                outcome: object = claims.probe_global(Path(folders[rank]), info,
+                                                      host=hosts[rank])
+            except ConfigError as err:
+                outcome = str(err)
+            queue.put((case, rank, outcome))
     finally:
         dist.destroy_process_group()
 
 
-def _run_probe(folders: list[Path], hosts: list[str]) -> dict[int, object]:
+def _run_probe(cases: list[Case]) -> list[dict[int, object]]:
+    """Each case's outcome by rank, from one set of processes (one per rank) that runs them
+    all in turn."""
     import socket
 
     import torch.multiprocessing as mp
@@ -177,11 +190,14 @@ def _run_probe(folders: list[Path], hosts: list[str]) -> dict[int, object]:
         port = sock.getsockname()[1]
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_probe, args=(r, port, [str(f) for f in folders], hosts, queue))
-             for r in range(len(hosts))]
+    ranks = len(cases[0][1])
+    procs = [ctx.Process(target=_probe, args=(r, port, cases, queue)) for r in range(ranks)]
     for proc in procs:
         proc.start()
-    out = dict(queue.get(timeout=120) for _ in procs)
+    out: list[dict[int, object]] = [{} for _ in cases]
+    for _ in range(ranks * len(cases)):
+        case, rank, outcome = queue.get(timeout=120)
+        out[case][rank] = outcome
     for proc in procs:
         proc.join(timeout=30)
     return out
@@ -192,18 +208,21 @@ def _run_probe(folders: list[Path], hosts: list[str]) -> dict[int, object]:
 def test_cross_host_probe_refuses_node_local_locks(tmp_path):
     """Three ranks on "two hosts" (host names given to the probe). Global locks: every rank
     sees one folder, the lock of rank 0 is taken for node-b. Node-local locks are stood in by
-    node-b seeing its own copy of the folder, where rank 0's lock does not exist."""
-    shared = tmp_path / "shared"
-    hosts = ["node-a", "node-a", "node-b"]
-    assert _run_probe([shared] * 3, hosts) == {0: True, 1: True, 2: True}
-    local_b = tmp_path / "node-b-view"
-    out = _run_probe([shared, shared, local_b], hosts)
+    node-b seeing its own copy of the folder, where rank 0's lock does not exist. The three
+    cases run in turn in one set of rank processes."""
+    shared, local_b = str(tmp_path / "shared"), str(tmp_path / "node-b-view")
+    two_hosts = ["node-a", "node-a", "node-b"]
+    global_locks, local_locks, one_host = _run_probe([
+        ([shared] * 3, two_hosts), ([shared, shared, local_b], two_hosts),
+        ([shared] * 3, ["node-a"] * 3)])
+    assert global_locks == {0: True, 1: True, 2: True}
     for rank in range(3):
-        assert "has node-local locks (a lock taken on node-a was free on ['node-b'])" in out[rank]
-        assert "claims.backend" in out[rank]
+        assert "has node-local locks (a lock taken on node-a was free on ['node-b'])" in \
+            local_locks[rank]
+        assert "claims.backend" in local_locks[rank]
     # one host: nothing to probe
-    assert _run_probe([shared] * 2, ["node-a", "node-a"]) == {0: False, 1: False}
-    assert not list((shared / "locks").glob(".probe-*"))
+    assert one_host == {0: False, 1: False, 2: False}
+    assert not list((tmp_path / "shared" / "locks").glob(".probe-*"))
 
 
 @pytest.mark.slow

@@ -40,29 +40,31 @@ def fbnet():
     return anb.load("help-fbnet", quiet=True)
 
 
-@pytest.mark.parametrize("name", resources.HELP_BENCHMARKS)
-def test_load_by_name_in_a_fresh_process_without_xgboost(name, tmp_path):
+def test_load_by_name_in_a_fresh_process_without_xgboost(tmp_path):
     """A light install loads either by name from the shipped folder: no fit, no cache, no
-    xgboost; 27 latency targets, one per HELP column."""
+    xgboost; 27 latency targets, one per HELP column (both loaded in one fresh process)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "ANB_CACHE_DIR": str(tmp_path / "cache"),
            "OMP_NUM_THREADS": "1"}
+    probes = {name: _table(name)["arch"][7] for name in resources.HELP_BENCHMARKS}
     code = BLOCKER + textwrap.dedent(f"""
         import json, sys
         import anb
-        bench = anb.load({name!r})
-        frame = bench.query([{_table(name)["arch"][7]!r}])
-        print(json.dumps({{"metrics": bench.metrics, "measured": bool(frame["measured"][0]),
-                          "xgboost": "xgboost" in sys.modules}}))
+        for name, arch in {probes!r}.items():
+            bench = anb.load(name)
+            frame = bench.query([arch])
+            print(json.dumps({{"metrics": bench.metrics, "measured": bool(frame["measured"][0]),
+                              "xgboost": "xgboost" in sys.modules}}))
     """)
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.splitlines()[-1])
-    space = help_benchmark.SPACES[name]
-    assert out == {"metrics": sorted(help_tables.target(c)
-                                     for c in help_tables.TABLE_COLUMNS[space]),
-                   "measured": True, "xgboost": False}
-    assert f"loaded the packaged benchmark {name!r}" in proc.stderr
+    outs = [json.loads(line) for line in proc.stdout.splitlines()[-len(probes):]]
+    for name, out in zip(probes, outs, strict=True):
+        space = help_benchmark.SPACES[name]
+        assert out == {"metrics": sorted(help_tables.target(c)
+                                         for c in help_tables.TABLE_COLUMNS[space]),
+                       "measured": True, "xgboost": False}
+        assert f"loaded the packaged benchmark {name!r}" in proc.stderr
     assert not (tmp_path / "cache").exists()
 
 

@@ -89,14 +89,14 @@ def test_published_split_sizes(prepared):
 @pytest.mark.slow
 def test_random_and_kfold_splits_are_reproducible_across_processes(prepared):
     masks = random_split(prepared.frame, seed=3)
-    code = ("import sys, numpy as np; from anb.surrogates.fit import prepare; "
-            "from anb.surrogates.data import random_split; "
-            "from anb.searchspace import ANB_SPACE; "
-            f"p = prepare({str(TARBALL)!r}, ['val_top1'], space=ANB_SPACE); "
+    # the other process splits the same architecture ids (given on stdin)
+    code = ("import sys, pandas as pd; from anb.surrogates.data import random_split; "
+            "frame = pd.DataFrame({'arch_id': sys.stdin.read().split()}); "
             "sys.stdout.write(''.join('1' if v else '0' "
-            "for v in random_split(p.frame, 3)['test']))")
+            "for v in random_split(frame, 3)['test']))")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           check=True, env={**os.environ, "PYTHONHASHSEED": "123"}).stdout
+                           input="\n".join(prepared.frame["arch_id"]), check=True,
+                           env={**os.environ, "PYTHONHASHSEED": "123"}).stdout
     assert other == "".join("1" if v else "0" for v in masks["test"])
     assert 0.07 < masks["test"].mean() < 0.13
     # duplicates (same architecture trained twice) never straddle train and test

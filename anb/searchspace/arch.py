@@ -10,6 +10,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -37,26 +38,34 @@ class StageChoice(NamedTuple):
         return f"e{self.e}k{self.k}l{self.l}{'se' if self.se else ''}"
 
 
-def _as_int(value: Any, where: str) -> int:
+def _as_int(value: Any, stage: int, field: str) -> int:
+    if type(value) is int:
+        return value
     if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{where} must be an integer, got {value!r}")
+        raise ValueError(f"stage {stage} field '{field}' must be an integer, got {value!r}")
     if isinstance(value, (int, np.integer)):
         return int(value)
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return int(value)
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         return int(value)
-    raise ValueError(f"{where} must be an integer, got {value!r}")
+    raise ValueError(f"stage {stage} field '{field}' must be an integer, got {value!r}")
 
 
-def _as_bool(value: Any, where: str) -> bool:
+def _as_bool(value: Any, stage: int, field: str) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
     if isinstance(value, (int, np.integer, float, np.floating)) and value in (0, 1):
         return bool(value)
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "0", "1"):
         return value.strip().lower() in ("true", "1")
-    raise ValueError(f"{where} must be true or false, got {value!r}")
+    raise ValueError(f"stage {stage} field '{field}' must be true or false, got {value!r}")
+
+
+@cache
+def _key_slots(num_stages: int) -> dict[str, tuple[int, str]]:
+    """``block{i}_{field}`` -> ``(i, field)`` for every stage of a space of ``num_stages``."""
+    return {f"block{i}_{f}": (i, f) for i in range(num_stages) for f in FIELDS}
 
 
 @dataclass(frozen=True)
@@ -89,10 +98,10 @@ class Arch:
                 raise ValueError(f"stage {i}: unknown field(s) {unknown}; expected {list(FIELDS)}")
             built.append(
                 StageChoice(
-                    e=_as_int(values["e"], f"stage {i} field 'e'"),
-                    k=_as_int(values["k"], f"stage {i} field 'k'"),
-                    l=_as_int(values["l"], f"stage {i} field 'l'"),
-                    se=_as_bool(values["se"], f"stage {i} field 'se'"),
+                    e=_as_int(values["e"], i, "e"),
+                    k=_as_int(values["k"], i, "k"),
+                    l=_as_int(values["l"], i, "l"),
+                    se=_as_bool(values["se"], i, "se"),
                 )
             )
         return space.check(cls(tuple(built)))
@@ -104,7 +113,12 @@ class Arch:
             raise ValueError(f"architecture must be a mapping of block{{i}}_{{e,k,l,se}} keys, "
                              f"got {type(d).__name__}")
         stages: list[dict[str, Any]] = [{} for _ in range(space.num_stages)]
+        slots = _key_slots(space.num_stages)
         for key, value in d.items():
+            slot = slots.get(key) if type(key) is str else None
+            if slot is not None:  # the canonical key: no pattern to match
+                stages[slot[0]][slot[1]] = value
+                continue
             match = _KEY.fullmatch(str(key))
             if not match:
                 raise ValueError(
@@ -126,26 +140,11 @@ class Arch:
 
     @classmethod
     def from_string(cls, text: str, space: SearchSpace) -> Arch:
-        """Parse the compact string form (see module docstring)."""
+        """Parse the compact string form (see module docstring); the strings parsed last are
+        remembered, so a string read again (a table loaded twice) is not parsed again."""
         if not isinstance(text, str):
             raise ValueError(f"architecture string must be a str, got {type(text).__name__}")
-        tokens = text.strip().split("-")
-        if len(tokens) != space.num_stages:
-            raise ValueError(
-                f"architecture string {text!r} has {len(tokens)} stage token(s); space "
-                f"{space.name} needs {space.num_stages} tokens like 'e6k5l2se' joined by '-'"
-            )
-        stages = []
-        for i, token in enumerate(tokens):
-            match = _TOKEN.fullmatch(token)
-            if not match:
-                raise ValueError(
-                    f"stage {i}: malformed token {token!r} in {text!r}; expected "
-                    "'e<expansion>k<kernel>l<layers>' with an optional 'se' suffix, e.g. 'e6k5l2se'"
-                )
-            e, k, layers, se = match.groups()
-            stages.append((int(e), int(k), int(layers), se is not None))
-        return cls.from_stages(stages, space)
+        return _parse(str(text), space)
 
     @classmethod
     def from_choices(cls, row: np.ndarray, space: SearchSpace) -> Arch:
@@ -191,6 +190,28 @@ class Arch:
 
     def __repr__(self) -> str:
         return f"Arch('{self}')"
+
+
+@lru_cache(maxsize=8192)
+def _parse(text: str, space: SearchSpace) -> Arch:
+    """:meth:`Arch.from_string` of a ``str`` (an error is raised anew each time)."""
+    tokens = text.strip().split("-")
+    if len(tokens) != space.num_stages:
+        raise ValueError(
+            f"architecture string {text!r} has {len(tokens)} stage token(s); space "
+            f"{space.name} needs {space.num_stages} tokens like 'e6k5l2se' joined by '-'"
+        )
+    stages = []
+    for i, token in enumerate(tokens):
+        match = _TOKEN.fullmatch(token)
+        if not match:
+            raise ValueError(
+                f"stage {i}: malformed token {token!r} in {text!r}; expected "
+                "'e<expansion>k<kernel>l<layers>' with an optional 'se' suffix, e.g. 'e6k5l2se'"
+            )
+        e, k, layers, se = match.groups()
+        stages.append((int(e), int(k), int(layers), se is not None))
+    return Arch.from_stages(stages, space)
 
 
 #: EfficientNet-B0's own choices, a handy reference point in the space.

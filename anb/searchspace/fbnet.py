@@ -168,6 +168,11 @@ def _head_cost(resolution: int, num_classes: int) -> dict[str, int]:
     return cost
 
 
+#: One variable per searchable layer (``layer00`` ...): its op.
+_VARIABLES = tuple(Variable(f"layer{i:02d}", tuple(range(len(OPS))), OPS)
+                   for i in range(len(LAYERS)))
+
+
 class FBNetSpace(OpSpace):
     """HW-NAS-Bench's FBNet space on CIFAR-100: 22 layers, 9 ops each (9^22 architectures)."""
 
@@ -178,7 +183,7 @@ class FBNetSpace(OpSpace):
 
     @property
     def variables(self) -> tuple[Variable, ...]:
-        return tuple(Variable(name, tuple(range(len(OPS))), OPS) for name in self.block_names())
+        return _VARIABLES
 
     def allowed_text(self, variable: Variable) -> str:
         return f"0-{len(OPS) - 1} ({', '.join(OPS)})"
@@ -219,7 +224,7 @@ class FBNetSpace(OpSpace):
                          tuple(self.block_names()))
 
     def block_names(self) -> list[str]:
-        return [f"layer{i:02d}" for i in range(len(LAYERS))]
+        return [v.name for v in _VARIABLES]
 
     def build(self, arch: Any, num_classes: int | None = None, **options: Any) -> nn.Module:
         """HW-NAS-Bench's ``FBNet_Infer``; options ``in_channels`` and ``dropout`` (default

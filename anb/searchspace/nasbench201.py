@@ -89,6 +89,11 @@ def _reduction(cin: int, cout: int, area_in: int, area_out: int) -> dict[str, in
                 pool, _cost(shortcut, shortcut, cin * cout, cin * area_out + cout * area_out))
 
 
+#: One variable per edge: its op.
+_VARIABLES = tuple(Variable(f"edge_{node}_{src}", tuple(range(len(OPS))), OPS)
+                   for node, src in EDGES)
+
+
 class NASBench201Space(OpSpace):
     """NAS-Bench-201's 15,625 cells in the CIFAR ``TinyNetwork`` skeleton (C=16, N=5)."""
 
@@ -99,8 +104,7 @@ class NASBench201Space(OpSpace):
 
     @property
     def variables(self) -> tuple[Variable, ...]:
-        return tuple(Variable(f"edge_{node}_{src}", tuple(range(len(OPS))), OPS)
-                     for node, src in EDGES)
+        return _VARIABLES
 
     def format(self, row: np.ndarray) -> str:
         ops = self.positions(np.asarray(row).reshape(1, -1))[0]

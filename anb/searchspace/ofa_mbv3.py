@@ -139,6 +139,20 @@ def _column(stage: int, layer: int | None = None, field: str = "d") -> int:
     return base if layer is None else base + 1 + 2 * layer + (field == "e")
 
 
+def _variables() -> tuple[Variable, ...]:
+    out = [Variable("r", RESOLUTIONS)]
+    for s in range(NUM_STAGES):
+        out.append(Variable(f"d{s}", DEPTHS))
+        for j in range(MAX_DEPTH):
+            i = s * MAX_DEPTH + j
+            out += [Variable(f"ks{i}", KERNELS), Variable(f"e{i}", EXPANSIONS)]
+    return tuple(out)
+
+
+#: The resolution, then per stage its depth and each layer's kernel and expansion.
+_VARIABLES = _variables()
+
+
 class OFAMobileNetV3Space(Space):
     """The OFA MobileNetV3 space (see the module docstring)."""
 
@@ -151,13 +165,7 @@ class OFAMobileNetV3Space(Space):
     # -- variables ---------------------------------------------------------------------
     @property
     def variables(self) -> tuple[Variable, ...]:
-        out = [Variable("r", RESOLUTIONS)]
-        for s in range(NUM_STAGES):
-            out.append(Variable(f"d{s}", DEPTHS))
-            for j in range(MAX_DEPTH):
-                i = s * MAX_DEPTH + j
-                out += [Variable(f"ks{i}", KERNELS), Variable(f"e{i}", EXPANSIONS)]
-        return tuple(out)
+        return _VARIABLES
 
     @property
     def choice_shape(self) -> tuple[int, ...]:

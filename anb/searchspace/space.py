@@ -18,6 +18,7 @@ Extents:
 """
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -88,9 +89,7 @@ class SearchSpace(Space):
     # -- the Space interface -------------------------------------------------------------
     @property
     def variables(self) -> tuple[Variable, ...]:
-        return tuple(Variable(f"block{i}_{f}", tuple(int(v) for v in spec.allowed(f)),
-                              tuple(str(v) for v in spec.allowed(f)) if f == "se" else None)
-                     for i, spec in enumerate(self.stages) for f in FIELDS)
+        return _variables(self)
 
     @property
     def choice_shape(self) -> tuple[int, ...]:
@@ -285,13 +284,18 @@ class SearchSpace(Space):
         return True
 
     def check(self, arch: Arch) -> Arch:
-        """Return ``arch`` unchanged, or raise a ValueError saying what is outside the space."""
+        """Return ``arch`` unchanged, or raise a ValueError saying what is outside the space.
+
+        A stage of plain ``int`` values and a ``bool`` is looked up in the stage's allowed
+        combinations; any other stage is checked value by value (:meth:`validate_values`)."""
         if len(arch.stages) != self.num_stages:
             raise ValueError(
                 f"{self.name}: expected {self.num_stages} stages, got {len(arch.stages)}"
             )
-        for i, stage in enumerate(arch.stages):
-            self.validate_values(i, stage.as_dict())
+        for i, (stage, allowed) in enumerate(zip(arch.stages, _stage_combos(self),
+                                                 strict=True)):
+            if tuple(map(type, stage)) != _PLAIN or stage not in allowed:
+                self.validate_values(i, stage.as_dict())
         return arch
 
     # -- mixed-radix indexing (vectorised) ------------------------------------------------
@@ -348,6 +352,25 @@ class SearchSpace(Space):
                 f"allowed values are {allowed}"
             )
         return out
+
+
+@cache
+def _variables(space: SearchSpace) -> tuple[Variable, ...]:
+    """:attr:`SearchSpace.variables`, built once per space (read per row and label)."""
+    return tuple(Variable(f"block{i}_{f}", tuple(int(v) for v in spec.allowed(f)),
+                          tuple(str(v) for v in spec.allowed(f)) if f == "se" else None)
+                 for i, spec in enumerate(space.stages) for f in FIELDS)
+
+
+#: The value types of a stage the fast path of :meth:`SearchSpace.check` takes.
+_PLAIN = (int, int, int, bool)
+
+
+@cache
+def _stage_combos(space: SearchSpace) -> tuple[frozenset[tuple[int, int, int, bool]], ...]:
+    """Per stage, every allowed ``(e, k, l, se)`` as plain ints and a bool."""
+    return tuple(frozenset(itertools.product(*(spec.allowed(f) for f in FIELDS)))
+                 for spec in space.stages)
 
 
 @cache
