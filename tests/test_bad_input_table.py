@@ -26,7 +26,9 @@ HANG_SECONDS = 300
 @pytest.mark.timeout(1800)
 def test_every_bad_input_of_the_table_is_refused_clearly(tmp_path):
     out = tmp_path / "cases.tsv"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    # this checkout's anb, whatever the environment's install points at (a worktree's .venv may
+    # be another checkout's, whose editable install would otherwise be the one tested)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "bad_input_table.py"),
                            "--out", str(out), "--hang", str(HANG_SECONDS)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1700)

@@ -4,10 +4,9 @@ it, the HTML report), a rerun resumes, and bad input stops it before any work.""
 import base64
 import html.parser
 import json
-import os
 import re
 import subprocess
-import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -70,9 +69,9 @@ def first_table(page: str) -> pd.DataFrame:
 
 
 def run_pipeline(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "anb", "pipeline", *args],
-                          capture_output=True, text=True, env=env, timeout=900)
+    """``anb pipeline args`` in this process through the console entry's wrapper
+    (tests/console_fixtures.py): the run, without an interpreter's start-up."""
+    return run_console(["pipeline", *args], Path.cwd(), {"OMP_NUM_THREADS": "1"})
 
 
 @pytest.fixture(scope="module")

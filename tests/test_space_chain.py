@@ -5,13 +5,13 @@ count -> ONNX -> measure cpu-ort (real onnxruntime timing) -> merge -> fit -> qu
 The shipped spaces' chains run each command in this process through the console entry's
 wrapper (tests/console_fixtures.py). The third-party space (``tests/plugins/anb_tiny_space``)
 is pip-installed into a folder of its own and found only through its ``anb.spaces`` entry
-point, in a fresh process for each command."""
+point, in a fresh process with that folder on its path that runs the chain's commands in turn
+(tests/console_process.py)."""
 from __future__ import annotations
 
 import io
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +23,7 @@ import pytest
 from anb.records import model_info
 from anb.searchspace.registry import get_space
 from tests.console_fixtures import run_console
+from tests.console_process import ConsoleProcess
 from tests.plugin_helpers import pip_install
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,13 +46,10 @@ def anb_here(args: list[str], cwd: Path) -> str:
     return done.stdout
 
 
-def anb_process(extra_path: Path) -> Anb:
-    """``anb`` in a fresh process with ``extra_path`` on its path (where a plug-in is)."""
+def anb_process(process: ConsoleProcess) -> Anb:
+    """``anb`` in ``process`` (a fresh one, where a plug-in is on the path)."""
     def anb(args: list[str], cwd: Path) -> str:
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONPATH": os.pathsep.join((str(extra_path), str(REPO)))}
-        done = subprocess.run([sys.executable, "-m", "anb", *args], cwd=cwd, env=env,
-                              capture_output=True, text=True, timeout=600)
+        done = process.run(args, cwd)
         assert done.returncode == 0, f"anb {' '.join(args)}\n{done.stdout}\n{done.stderr}"
         return done.stdout
     return anb
@@ -121,14 +119,17 @@ def test_whole_chain_on_a_shipped_space(space_name, tmp_path):
 def test_whole_chain_on_a_third_party_space(tmp_path):
     """Installed with pip (no anb file touched); anb finds it by its entry point."""
     target = pip_install(PLUGIN, tmp_path / "site")
-    anb = anb_process(target)
-    listed = anb(["space", "list"], tmp_path)
-    assert "tiny-chain v1: 27 architectures" in listed
-    sys.path.insert(0, str(target))
-    try:
-        from anb_tiny_space import SPACE  # the same object the entry point names
-    finally:
-        sys.path.remove(str(target))
-    work = tmp_path / "work"
-    work.mkdir()
-    run_chain("tiny-chain", work, SPACE, anb)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join((str(target), str(REPO)))}
+    with ConsoleProcess(env) as process:
+        anb = anb_process(process)
+        listed = anb(["space", "list"], tmp_path)
+        assert "tiny-chain v1: 27 architectures" in listed
+        sys.path.insert(0, str(target))
+        try:
+            from anb_tiny_space import SPACE  # the same object the entry point names
+        finally:
+            sys.path.remove(str(target))
+        work = tmp_path / "work"
+        work.mkdir()
+        run_chain("tiny-chain", work, SPACE, anb)

@@ -95,8 +95,12 @@ def installed(built):
               "--report", str(root / "resolved.json"), requirement, *constraints], root, env)
         resolved = {_norm(item["metadata"]["name"]): item["metadata"]["version"]
                     for item in json.loads((root / "resolved.json").read_text())["install"]}
-        linked = subprocess.run(["cp", "-al", sys.prefix, str(venv)], capture_output=True)
+        # the prefix resolved: a checkout whose .venv is a link to another's would get a copy of
+        # the link, and the uninstall below would then empty that other environment
+        linked = subprocess.run(["cp", "-al", str(Path(sys.prefix).resolve()), str(venv)],
+                                capture_output=True)
         if linked.returncode == 0:
+            assert not venv.is_symlink(), venv
             # Scripts name the environment they were installed in; pip's rewritten copies do not
             # touch the shared inodes (pip uninstall unlinks, and nothing below writes in place).
             python = venv / "bin" / "python"
