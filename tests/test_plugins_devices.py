@@ -28,6 +28,7 @@ from anb.searchspace.arch import as_arch
 from anb.searchspace.sampler import Sampler
 from anb.searchspace.space import ANB_SPACE
 from tests.console_fixtures import run_console
+from tests.console_process import ConsoleProcess
 from tests.plugin_helpers import pip_install
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,26 +61,12 @@ def _anb(args: list[str], cwd: Path, site: Path, env: dict | None = None
     return done
 
 
-#: Runs the ``anb`` command lines given as JSON one after another through the console entry's
-#: wrapper (tests/console_fixtures.py) and prints their exit codes and output as JSON.
-_SEQUENCE = """
-import json, sys
-from pathlib import Path
-from tests.console_fixtures import run_console
-runs = [run_console(argv, Path.cwd()) for argv in json.loads(sys.argv[1])]
-print(json.dumps([[r.returncode, r.stdout, r.stderr] for r in runs]))
-"""
-
-
 def _anb_sequence(commands: list[list[str]], cwd: Path, site: Path
                   ) -> list[subprocess.CompletedProcess]:
     """``anb`` ``commands`` in turn in one fresh interpreter with ``site`` on its path (one
     start-up for them all); each must succeed."""
-    done = subprocess.run([sys.executable, "-c", _SEQUENCE, json.dumps(commands)], cwd=cwd,
-                          env=_env(site), capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    runs = [subprocess.CompletedProcess(["anb", *args], code, out, err)
-            for args, (code, out, err) in zip(commands, json.loads(done.stdout), strict=True)]
+    with ConsoleProcess(_env(site)) as anb:
+        runs = [anb.run(args, cwd) for args in commands]
     for one in runs:
         assert one.returncode == 0, f"{' '.join(one.args)}\n{one.stdout}\n{one.stderr}"
     return runs
