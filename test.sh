@@ -12,7 +12,7 @@ source scripts/xla_env_background.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 WANDB_MODE=offline
 # One pytest worker per core (pytest-xdist), each test file whole on one worker so that its
 # module fixtures are built once; ANB_TEST_WORKERS=0 runs in this process. Every test pins
-# one thread, so two workers on two cores take about 30 instead of 40 minutes.
+# one thread, so two workers on two cores take about 16 instead of 31 minutes.
 workers="${ANB_TEST_WORKERS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}"  # nproc obeys both
 parallel=()
 if [ "$workers" -gt 1 ]; then parallel=(-n "$workers" --dist loadfile); fi
