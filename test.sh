@@ -6,8 +6,8 @@ cd "$(dirname "$0")"
 # whose pip resolves every requirement again even when nothing is missing).
 if [ "${ANB_SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
 # The TPU back-end's tests need their own torch-xla environment (~/.cache/anb/venv-xla, reused
-# by every clone); tests/test_xla_env.py runs them there. It builds beside the suite (many
-# minutes of mostly downloads on a fresh machine, seconds once cached); ANB_SKIP_XLA=1 skips both.
+# by every clone); tests/test_xla_env.py runs them there. It builds in the background, started
+# here unless .ci/run started it before its set-up; ANB_SKIP_XLA=1 skips both.
 source scripts/xla_env_background.sh
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 WANDB_MODE=offline
 # One pytest worker per core (pytest-xdist), each test file whole on one worker so that its
