@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/adapt_calibration.py collect --out DIR
         [--on valid,lomo,family_valid] [--spaces nasbench201,fbnet] [--n 5,10,20] [--draws 4]
+    .venv/bin/python benchmarks/adapt_calibration.py collect-released --out DIR [--n 10,20]
+        [--draws 3]
     .venv/bin/python benchmarks/adapt_calibration.py score --out DIR
 
 ``collect`` fits ``anb adapt``'s model (:class:`~anb.surrogates.adapt.model.AdaptedModel`, as
@@ -14,10 +16,15 @@ the device's query rows (each blend weighting, each analytic proxy's line), with
 the protocol measures its fixed reference rows, the further draws measure n rows drawn from
 the pool, so that a rule is chosen on more than one row set per device.
 
+``collect-released`` keeps the same for the other settings dataset, the released dataset's
+validation split, as ``benchmarks/new_device.py --on val`` fits it (both protocols, random and
+active rows; it reproduces that script's coverage exactly).
+
 ``score`` replays choice rules and std factors on what ``collect`` kept (seconds) and prints,
 per n, the mean Spearman, the device cells more than 0.02 below the best simple candidate and
 the device cells with 90 % coverage (:func:`anb.surrogates.intervals.coverage`) outside
-0.85-0.95.
+0.85-0.95; then, under the model's rule, the errors a std can scale
+(:mod:`anb.surrogates.adapt.interval`) with CRPS and NLL.
 """
 from __future__ import annotations
 
@@ -39,7 +46,7 @@ from anb.resources import HELP_DIR
 from anb.searchspace import get_space
 from anb.surrogates import help_tables as ht
 from anb.surrogates import intervals
-from anb.surrogates.adapt import choice
+from anb.surrogates.adapt import choice, interval
 from anb.surrogates.adapt.embed import arch_features
 from anb.surrogates.adapt.model import AdaptedModel, op_components
 from anb.surrogates.adapt.proxy import analytic_proxies, best_proxy, fit_line, log_proxies
@@ -79,13 +86,13 @@ def candidate_predictions(model: AdaptedModel, K: np.ndarray, ops: np.ndarray,
     rows' choices, ``y_measured`` their log costs (the proxies' lines)."""
     grid = adapt_model._blend_grid(model.has_own, model.embed is not None)
     features = arch_features(space, choices)[0] if model.embed is not None else None
-    prior = model.prior_parts(choices, space)
+    prior, own = model.prior_parts(choices, space), model.own_log_cost(choices, space)
     means, widen, spread = [], [], []
     for r, o, e in grid:
         part = replace(model, blend=r, own_blend=o, embed_blend=e, proxy="", std_factor=1.0)
         mean, with_error, _ = replace(part, loo_rmse=1.0).predict_log_cost(
-            K, ops, prior=prior, features=features)
-        without = replace(part, loo_rmse=0.0).predict_log_cost(K, ops, prior=prior,
+            K, ops, own=own, prior=prior, features=features)
+        without = replace(part, loo_rmse=0.0).predict_log_cost(K, ops, own=own, prior=prior,
                                                                features=features)[1]
         means.append(mean)
         widen.append(np.sqrt(np.maximum(with_error**2 - without**2, 0.0)))
@@ -125,6 +132,7 @@ def collect(splits: list[str], spaces: list[str], ns: list[int], draws: int,
             table = ht.read_table(HELP_DIR, space_name)
             choices = ht.choices(table, space_name)
             ops, proxies = op_components(choices, space), analytic_proxies(space, choices)
+            logs = np.column_stack(list(log_proxies(space, choices).values()))
             cells: list[dict[str, Any]] = []
             arrays: dict[str, np.ndarray] = {}
             for known, unseen in proto.splits(split):
@@ -157,11 +165,92 @@ def collect(splits: list[str], spaces: list[str], ns: list[int], draws: int,
                                                 ("proxies", seen["proxies"]),
                                                 ("y", seen["y"]), ("mean", mean),
                                                 ("widen", widen), ("spread", spread),
-                                                ("truth", y[query])):
+                                                ("truth", y[query]),
+                                                ("known_rows", K[rows]),
+                                                ("known_query", K[query]),
+                                                ("logs_rows", logs[rows]),
+                                                ("logs_query", logs[query])):
                                 arrays[f"{key}.{name}"] = np.asarray(value, np.float64)
                     print(f"{split} {space_name} {device}: {len(cells)} fits", flush=True)
             np.savez_compressed(out / f"{split}-{space_name}.npz", **arrays)
             (out / f"{split}-{space_name}.json").write_text(json.dumps(cells))
+
+
+#: The arrays ``collect`` keeps per fit: the candidates' out-of-fold errors on the measured
+#: rows and their query predictions (:func:`candidate_predictions`), the log costs, and where
+#: the rows lie (known-device log costs, log proxies, measured and query rows).
+ARRAYS = ("blends", "proxies", "y", "mean", "widen", "spread", "truth", "known_rows",
+          "known_query", "logs_rows", "logs_query")
+
+
+def collect_released(protocols: list[str], ns: list[int], reps: int, out: Path) -> None:
+    """The same per fit for the released dataset's validation split, as
+    ``benchmarks/new_device.py --on val`` fits it (``--protocol metric``: each device metric
+    hidden in turn; ``board``: each board's metrics at once; random and active rows, ``reps``
+    each), into ``<out>/released_<protocol>-anb.npz`` / ``.json`` (no ridge or proxy
+    yardstick: ``ridge`` and ``proxy`` are -1)."""
+    from new_device import BOARDS, _value
+
+    from anb import resources
+    from anb.records import is_perf_metric
+    from anb.searchspace.space import ANB_SPACE
+    from anb.surrogates.adapt.select import design_features, select
+    from anb.surrogates.fit import prepare
+    from anb.surrogates.layer_cost import LayerCostModel
+
+    out.mkdir(parents=True, exist_ok=True)
+    prepared = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
+    train, val = prepared.masks["train"], prepared.masks["val"]
+    devices = [t for t in prepared.labels if is_perf_metric(t)]
+    choices, labels = prepared.choices, prepared.labels
+    ops = op_components(choices, ANB_SPACE)
+    logs = np.column_stack(list(log_proxies(ANB_SPACE, choices).values()))
+    y_all = {t: np.where(labels[t].present, adapt_model.log_cost(
+        t, np.where(labels[t].present, labels[t].values, 1.0)), np.nan) for t in devices}
+    for protocol in protocols:
+        groups = ({t: [t] for t in devices} if protocol == "metric"
+                  else {b: [t for t in ts if t in devices] for b, ts in BOARDS.items()})
+        cells: list[dict[str, Any]] = []
+        arrays: dict[str, np.ndarray] = {}
+        for hidden in groups.values():
+            others = [d for d in devices if d not in hidden]
+            KL = LayerCostModel(trim=3.0).fit(
+                choices[train], {t: (labels[t].values[train], labels[t].present[train])
+                                 for t in others}, ANB_SPACE).transform(choices) * np.array(
+                [-1.0 if d.startswith("throughput_") else 1.0 for d in others])
+            feats = design_features(KL, ops)
+            pool_all = np.flatnonzero(np.all([np.isfinite(y_all[t]) for t in hidden], 0) & train)
+            for n in ns:
+                for rep in range(reps):
+                    rng = np.random.default_rng(1000 * rep + n)
+                    picks = {"random": rng.choice(pool_all, n, replace=False)}
+                    pool = rng.choice(pool_all, min(1000, len(pool_all)), replace=False)
+                    picks["active"] = pool[select(feats[pool], n, seed=rep)]
+                    for t in hidden:
+                        y, ev = y_all[t], np.flatnonzero(np.isfinite(y_all[t]) & val)
+                        for mode, rows in picks.items():
+                            with recorded_choice() as seen:
+                                model = AdaptedModel.fit(t, others, KL[rows], ops[rows],
+                                                         _value(t, y[rows]), choices=choices[rows],
+                                                         space=ANB_SPACE)
+                            mean, widen, spread = candidate_predictions(
+                                model, KL[ev], ops[ev], choices[ev], choices[rows], y[rows],
+                                ANB_SPACE)
+                            key = str(len(cells))
+                            cells.append({"device": t, "n": n, "draw": 2 * rep + (mode == "active"),
+                                          "fallback": seen["fallback"], "ridge": -1.0,
+                                          "proxy": -1.0})
+                            for name, value in (("blends", seen["blends"]),
+                                                ("proxies", seen["proxies"]), ("y", seen["y"]),
+                                                ("mean", mean), ("widen", widen),
+                                                ("spread", spread), ("truth", y[ev]),
+                                                ("known_rows", KL[rows]), ("known_query", KL[ev]),
+                                                ("logs_rows", logs[rows]),
+                                                ("logs_query", logs[ev])):
+                                arrays[f"{key}.{name}"] = np.asarray(value, np.float64)
+            print(f"released {protocol} {'/'.join(hidden)}: {len(cells)} fits", flush=True)
+        np.savez_compressed(out / f"released_{protocol}-anb.npz", **arrays)
+        (out / f"released_{protocol}-anb.json").write_text(json.dumps(cells))
 
 
 def load_cells(folder: Path) -> list[dict[str, Any]]:
@@ -172,9 +261,8 @@ def load_cells(folder: Path) -> list[dict[str, Any]]:
         with np.load(index.with_suffix(".npz")) as data:
             for key, cell in enumerate(json.loads(index.read_text())):
                 out.append({**cell, "split": split, "space": space_name,
-                            **{name: data[f"{key}.{name}"] for name in
-                               ("blends", "proxies", "y", "mean", "widen", "spread",
-                                "truth")}})
+                            **{name: data[f"{key}.{name}"] for name in ARRAYS
+                               if f"{key}.{name}" in data.files}})
     return out
 
 
@@ -216,10 +304,22 @@ def proxy_by_rank(margin: float, base: choice.ChoiceRule) -> Rule:
     return run
 
 
-def replay(cells: list[dict[str, Any]], rule: Rule) -> list[dict[str, Any]]:
+#: The error a std scales, from the choice's out-of-fold RMSE, the additive transfer's and
+#: the measured log costs.
+StdError = Callable[[float, float, np.ndarray], float]
+
+
+def shipped_error(choice_rmse: float, transfer_rmse: float, y: np.ndarray) -> float:
+    """The model's: :func:`anb.surrogates.adapt.interval.std_error` under its choice rule."""
+    return interval.std_error(choice_rmse, transfer_rmse, y, adapt_model.CHOICE_RULE)
+
+
+def replay(cells: list[dict[str, Any]], rule: Rule, error: StdError = shipped_error
+           ) -> list[dict[str, Any]]:
     """Spearman of every cell under ``rule``, and each query row's error over its std before
     the factor per n (``scaled``: coverage at factor ``f`` is the share of
-    ``scaled <= z * f``)."""
+    ``scaled <= z * f``), the std's error given by ``error`` (multiplying the whole std, as
+    the model's ``std_factor`` does)."""
     from scipy.stats import spearmanr
 
     out = []
@@ -227,12 +327,29 @@ def replay(cells: list[dict[str, Any]], rule: Rule) -> list[dict[str, Any]]:
         picked = rule(c["blends"], c["proxies"], c["y"], c["fallback"])
         column, rmse = picked.column, picked.rmse
         mean = c["mean"][:, column]
-        std = np.hypot(rmse * c["widen"][:, column], c["spread"][:, column])
+        transfer = float(np.sqrt(np.mean(c["blends"][:, c["fallback"]] ** 2)))
+        ratio = error(rmse, transfer, c["y"]) / rmse if rmse > 0 else 1.0
+        std = ratio * np.hypot(rmse * c["widen"][:, column], c["spread"][:, column])
         out.append({**{k: c[k] for k in ("split", "space", "device", "n", "draw", "ridge",
                                          "proxy")},
                     "rho": float(spearmanr(mean, c["truth"])[0]),
                     "scaled": np.abs(c["truth"] - mean) / std,
+                    "error": c["truth"] - mean, "std": std,
                     "picked_proxy": column >= c["blends"].shape[1]})
+    return out
+
+
+def proper_scores(scored: list[dict[str, Any]], factor: Callable[[int], float]
+                  ) -> dict[int, tuple[float, float]]:
+    """Per n: mean CRPS and NLL of the fits (log cost) under the std factor per n."""
+    out: dict[int, tuple[float, float]] = {}
+    for n in sorted({r["n"] for r in scored}):
+        rows = [r for r in scored if r["n"] == n]
+        zeros = [np.zeros(len(r["error"])) for r in rows]
+        out[n] = (float(np.mean([intervals.crps(r["error"], o, factor(n) * r["std"], False)
+                                 for r, o in zip(rows, zeros, strict=True)])),
+                  float(np.mean([intervals.nll(r["error"], o, factor(n) * r["std"], False)
+                                 for r, o in zip(rows, zeros, strict=True)])))
     return out
 
 
@@ -317,9 +434,38 @@ def score_cells(cells: list[dict[str, Any]]) -> None:
                       flush=True)
 
 
+def score_std_errors(cells: list[dict[str, Any]]) -> None:
+    """Print, under the model's choice rule, the errors a std can scale (the multiplier per
+    n re-chosen for each): per n the device cells under / over 0.85-0.95 coverage, the
+    single fits inside, mean coverage, CRPS and NLL."""
+    errors: list[tuple[str, StdError]] = [
+        ("per regime (shipped)", shipped_error),
+        ("the choice's at every n", lambda choice_rmse, transfer_rmse, y: choice_rmse),
+        ("the transfer's at every n", lambda choice_rmse, transfer_rmse, y: transfer_rmse)]
+    for weight in (0.3, 0.5, 0.7):
+        errors.append((f"the transfer's shrunk ({weight}) at every n",
+                       lambda choice_rmse, transfer_rmse, y, weight=weight:
+                       interval.error_scale(transfer_rmse, y, weight)))
+    print("| std error | n | multiplier of t | cov < 0.85 | cov > 0.95 | devices | "
+          "fits in 0.85-0.95 | mean cov | CRPS | NLL |")
+    print("|" + "---|" * 10)
+    for name, error in errors:
+        scored = replay(cells, ruled(adapt_model.CHOICE_RULE), error)
+        chosen = {n: best_factor(scored, n) for n in sorted({r["n"] for r in scored})}
+
+        def factor(m: int, chosen: dict[int, float] = chosen) -> float:
+            return chosen[m] * t_factor(m)
+
+        scores = proper_scores(scored, factor)
+        for n, s in summary(with_coverage(scored, factor)).items():
+            print(f"| {name} | {n} | {chosen[n]:.2f} | {s['cov_low']} | {s['cov_high']} | "
+                  f"{s['devices']} | {s['fits_in']:.2f} | {s['cov']:.3f} | "
+                  f"{scores[n][0]:.4f} | {scores[n][1]:.3f} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("step", choices=("collect", "score"))
+    parser.add_argument("step", choices=("collect", "collect-released", "score"))
     parser.add_argument("--out", type=Path, required=True,
                         help="the folder collect writes the candidates to and score reads")
     parser.add_argument("--on", default=",".join(SETTINGS_SPLITS))
@@ -332,11 +478,16 @@ def main() -> None:
     if reported:
         parser.error(f"--on {','.join(reported)}: settings are chosen only on "
                      f"{', '.join(SETTINGS_SPLITS)}")
-    if args.step == "collect":
+    if args.step == "collect-released":  # the released dataset's val split, n 10 and 20
+        collect_released(["metric", "board"], [int(v) for v in args.n.split(",")],
+                         args.draws, args.out)
+    elif args.step == "collect":
         collect(splits, args.spaces.split(","), [int(v) for v in args.n.split(",")],
                 args.draws, args.out)
     else:
-        score_cells(load_cells(args.out))
+        cells = load_cells(args.out)
+        score_cells(cells)
+        score_std_errors(cells)
 
 
 if __name__ == "__main__":

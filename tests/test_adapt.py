@@ -809,6 +809,7 @@ def test_below_choice_min_points_the_additive_transfer_predicts_alone(base, data
     the parameter-bound device of the test above, whose proxy wins from CHOICE_MIN_POINTS
     rows, is predicted by the additive transfer alone even though the proxy's leave-one-out
     error is lower; the std is the transfer's error."""
+    from anb.surrogates.adapt.interval import error_scale
     from anb.surrogates.adapt.model import (
         CHOICE_MIN_POINTS,
         choice_std_factor,
@@ -832,20 +833,24 @@ def test_below_choice_min_points_the_additive_transfer_predicts_alone(base, data
     few = fit(CHOICE_MIN_POINTS - 1)
     assert few.proxy == "" and (few.blend, few.own_blend, few.embed_blend) == (0.0, 0.0, 0.0)
     assert few.loo_rmse == pytest.approx(few.transfer_rmse) and few.loo_rmse > few.proxy_rmse
+    shrunk = error_scale(few.loo_rmse, np.log(latency[rows[:CHOICE_MIN_POINTS - 1]]))
     assert few.std_factor == pytest.approx(STD_FACTOR
                                            * small_sample_factor(CHOICE_MIN_POINTS - 1)
-                                           * choice_std_factor(CHOICE_MIN_POINTS - 1))
+                                           * choice_std_factor(CHOICE_MIN_POINTS - 1)
+                                           * shrunk / few.loo_rmse)
 
 
 def test_the_std_is_widened_by_the_t_quantile_of_its_sample_size():
     """The std of a fit on n rows is its leave-one-out error times Student's t quantile (n - 1
     degrees of freedom) over the normal one for the 90 % interval, times the multiplier of
-    the choice's regime (:func:`choice_std_factor`). On 40 draws of 5 rows of a device the
+    the choice's regime (:func:`choice_std_factor`) and the shrinkage of that error below
+    CHOICE_MIN_POINTS rows (tests/test_adapt_interval.py). On 40 draws of 5 rows of a device the
     transfer explains up to 5 % noise, the t part alone leaves fewer draws covering fresh
     rows below 0.85 (4 against 10 without it) and coverage nearer 0.9 on average. In-sample
     fits (thousands of rows) keep the plain factor."""
     from scipy.stats import t
 
+    from anb.surrogates.adapt.interval import error_scale
     from anb.surrogates.adapt.model import choice_std_factor, small_sample_factor
     from anb.surrogates.intervals import z_value
 
@@ -861,13 +866,14 @@ def test_the_std_is_widened_by_the_t_quantile_of_its_sample_size():
     fresh_known, fresh_ops, fresh = device(4000, 99)
     widened, plain = [], []
     for seed in range(40):
-        model = AdaptedModel.fit("latency_x", ["a", "b", "c"], *device(5, seed),
-                                 space=ANB_SPACE)
+        rows = device(5, seed)
+        model = AdaptedModel.fit("latency_x", ["a", "b", "c"], *rows, space=ANB_SPACE)
+        shrunk = error_scale(model.loo_rmse, np.log(rows[2])) / model.loo_rmse
         assert model.std_factor == pytest.approx(STD_FACTOR * small_sample_factor(5)
-                                                 * choice_std_factor(5))
+                                                 * choice_std_factor(5) * shrunk)
         mean, std, _ = model.predict_log_cost(fresh_known, fresh_ops)
         error = np.abs(mean - np.log(fresh))
-        std = std / choice_std_factor(5)  # the t part alone
+        std = std / (choice_std_factor(5) * shrunk)  # the t part alone
         widened.append(np.mean(error <= z_value() * std))
         plain.append(np.mean(error <= z_value() * std / small_sample_factor(5)))
     widened, plain = np.array(widened), np.array(plain)

@@ -55,7 +55,9 @@ that many rows). The std is that error combined with the disagreement of the mod
 spread about the blend, weighted by it), times a factor chosen on the validation split of the
 leave-one-device-out benchmark (``benchmarks/new_device.py``), the small-sample widening of
 :func:`small_sample_factor` (an error estimated from n rows) and the choice's regime
-(:func:`choice_std_factor`). Architectures whose known-device
+(:func:`choice_std_factor`); below :data:`OWN_MIN_POINTS` rows the error is the one
+:func:`~anb.surrogates.adapt.interval.std_error` picks for that regime (at 5 rows shrunk
+towards the spread of the measured costs). Architectures whose known-device
 costs lie outside the measured range carry an ``ood`` flag and a wider std.
 """
 from __future__ import annotations
@@ -79,6 +81,7 @@ from anb.surrogates.adapt import anchored
 from anb.surrogates.adapt.board_prior import device_of, prior_components
 from anb.surrogates.adapt.choice import Choice, ChoiceRule, choose
 from anb.surrogates.adapt.embed import EmbedModel, arch_features
+from anb.surrogates.adapt.interval import std_error
 from anb.surrogates.adapt.proxy import fit_line, log_proxies, log_proxy
 from anb.surrogates.adapt.proxy import loo_residuals as proxy_loo_residuals
 from anb.surrogates.intervals import LEVEL, z_value
@@ -175,16 +178,15 @@ CHOICE_RULE = ChoiceRule(CHOICE_MIN_POINTS, RANK_MIN_POINTS, OWN_MIN_POINTS, RAN
                          FALLBACK_RATIO, HOLD_SE)
 #: The std's multiplier of the small-sample t factor by the regime of the choice: no choice
 #: (below CHOICE_MIN_POINTS rows), squared error, rank agreement (up to OWN_MIN_POINTS; from
-#: there 1: STD_FACTOR was chosen there). Chosen with benchmarks/adapt_calibration.py on the
-#: settings splits at n = 5 / 10 / 20 (32 device cells, 4 draws each: HELP's rows, then
-#: rows drawn from the pool): among the multipliers whose mean 90 % coverage lies in
-#: 0.85-0.95, the one with most fits inside that band. Below 10 rows the leave-one-out
-#: error of a fit on 4 rows overstates the 5-row fit's (mean coverage 0.946 with t alone,
-#: 0.887 with 0.65); with a choice, the chosen candidate's error understates (0.826 ->
-#: 0.860 at 10 rows, 0.887 -> 0.898 at 20). A fit's error scale is known only to a factor
-#: of about 1.7 (the log of the multiplier each fit would need has sd 0.83 / 0.55 / 0.58 at
-#: n = 5 / 10 / 20), so most single devices stay outside 0.85-0.95 either way.
-CHOICE_STD_FACTORS = (0.65, 1.15, 1.05)
+#: there 1: STD_FACTOR was chosen there), of the error
+#: :func:`~anb.surrogates.adapt.interval.std_error` picks for that regime. Chosen with
+#: benchmarks/adapt_calibration.py on the settings splits at n = 5 / 10 / 20 (32 device
+#: cells, 4 draws each: HELP's rows, then rows drawn from the pool): among the multipliers
+#: whose mean 90 % coverage lies in 0.85-0.95, the one with most fits inside that band
+#: (0.29 / 0.27 / 0.31 of the fits, 0.15 / 0.25 / 0.31 before the error per regime, at 0.65 /
+#: 1.15 / 1.05); most single devices still lie outside 0.85-0.95
+#: (docs/decisions/help-transfer.md).
+CHOICE_STD_FACTORS = (0.50, 0.85, 1.05)
 
 class KnownDevices(Protocol):
     """Predicted log costs of the devices a surrogate already knows."""
@@ -337,6 +339,9 @@ class AdaptedModel:
         std_rmse = picked.rmse
         if leave_one_out:
             std_factor = std_factor * small_sample_factor(len(y)) * choice_std_factor(len(y))
+            if std_rmse > 0:  # the error the std scales, by regime (adapt.interval)
+                std_factor *= std_error(std_rmse, float(errors[_fallback(grid)]), y,
+                                        CHOICE_RULE) / std_rmse
         return cls(target, list(known), coef, float(intercept), float(alpha), weights,
                    np.asarray(known_scale, dtype=np.float64), np.asarray(op_scale, np.float64),
                    level, std_rmse, known_log.min(0),
