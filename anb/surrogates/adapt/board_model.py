@@ -20,12 +20,13 @@ fit collapses into one weight per (slot, unit) plus a bias
 Chosen on the validation split of ``benchmarks/new_device.py --protocol board`` (each board
 hidden in turn, random rows, 30 draws; mean Kendall tau of the adapted model over the 8
 metrics): at n = 10, 0.854 without it, 0.858 with it (7 of the 8 metrics up, TPU v3 0.682 ->
-0.702); with the traffic as one part instead of two, 0.854. At n = 20 it replaced the anchored
-model at no gain (0.905 both, 10 draws), and at 50 it lost (0.910 vs 0.923): the per-layer
-detail needs the rows. Alone (the prior's parts at speeds fitted on 20 rows, 10 draws) it
-ranks the validation rows below the transfer on every metric: DPU metrics 0.85-0.90 (all
-train rows: 0.86-0.91, while a free weight per layer reaches 0.95-0.99),
-TPU v2 0.86, TPU v3 0.78, A100 0.98, 3090 0.97 (docs/decisions/new-device.md).
+0.702); with the prior as before (its traffic one part, padded to 128 lanes on a TPU),
+0.854. At n = 20 it replaced the anchored model at no gain (0.905 both, 10 draws), and at 50
+it lost (0.910 vs 0.923): the per-layer detail needs the rows. Alone (the prior's parts at
+speeds fitted on 20 rows, 10 draws) it ranks the validation rows below the transfer on every
+metric: DPU metrics 0.85-0.90 (all train rows: 0.86-0.91, while a free weight per layer
+reaches 0.95-0.99), TPU v2 0.86, TPU v3 0.78, A100 0.98, 3090 0.97
+(docs/decisions/new-device.md).
 """
 from __future__ import annotations
 
