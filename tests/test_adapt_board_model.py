@@ -63,14 +63,15 @@ def test_the_calibrated_prior_is_its_weights_and_its_errors_are_held_out():
     np.testing.assert_allclose(throughput[0], weights)
 
 
-def test_ten_rows_calibrate_a_board_whose_cost_follows_its_prior():
+@pytest.mark.statistical
+def test_ten_rows_calibrate_a_board_whose_cost_follows_its_prior(statistical_seed):
     """10 rows of a board bound by its weight traffic, with a host floor: its calibrated
-    prior ranks 400 others near the noise (measured 0.945 over 3 draws); with the traffic as
-    one part (weights and activations at one speed), 0.676."""
+    prior ranks 400 others near the noise (measured 0.945 over 3 draws at seed 0); with the
+    traffic as one part (weights and activations at one speed), 0.676."""
     taus, merged_taus = [], []
     test = _archs(400, 200)
     truth = _time(test, 200)
-    for seed in range(3):
+    for seed in range(3 * statistical_seed, 3 * statistical_seed + 3):
         choices = _archs(10, seed)
         cost = _time(choices, seed)
         weights, _, _ = board_model.fit(BOARD, choices, 1.0 / cost, ANB_SPACE)
@@ -108,11 +109,12 @@ def tpu_labels():
     return data, data.labels[BOARD]
 
 
-def test_split_traffic_ranks_the_real_tpu_v2_from_twenty_rows(tpu_labels):
+@pytest.mark.statistical
+def test_split_traffic_ranks_the_real_tpu_v2_from_twenty_rows(tpu_labels, statistical_seed):
     """TPU v2's measured throughput (released dataset), the calibrated prior alone on 20 random
     train rows, 3 draws, Kendall tau on the validation rows: weight and activation traffic
     apart 0.865, as one part 0.817, one part in channels padded to 128 lanes (before) 0.637
-    (10 draws: 0.865 / 0.819 / 0.664)."""
+    at seed 0 (10 draws: 0.865 / 0.819 / 0.664)."""
     data, lab = tpu_labels
     pool = np.flatnonzero(lab.present & data.masks["train"])
     val = np.flatnonzero(lab.present & data.masks["val"])
@@ -122,7 +124,7 @@ def test_split_traffic_ranks_the_real_tpu_v2_from_twenty_rows(tpu_labels):
     merged = np.column_stack([parts[:, :3], parts[:, 3] + parts[:, 4], np.ones(len(parts))])
     cost = 1.0 / np.where(lab.present, lab.values, 1.0)
     taus: dict[str, list[float]] = {"split": [], "merged": []}
-    for seed in range(3):
+    for seed in range(3 * statistical_seed, 3 * statistical_seed + 3):
         rows = np.random.default_rng(seed).choice(pool, 20, replace=False)
         for name, design in (("split", split), ("merged", merged)):
             speeds = board_model.speeds(design[rows], cost[rows])
