@@ -18,8 +18,8 @@ from anb.surrogates.adapt.board_prior import (
     boards,
     compute_time,
     layers,
-    memory_time,
     prior_components,
+    traffic,
 )
 from tests.adapt_helpers import known_device_costs
 
@@ -94,9 +94,10 @@ def test_tpu_pads_channels_to_128_lanes():
     assert one == pytest.approx(2 * 128 * 128 * 49 / 61.5e12)
     # a depthwise convolution takes one 128-lane group per pass, whatever its channels
     assert compute_time(spec, _layer(40, 40, 7, 3, op="depthwise"))[0] == 9 * one
-    # traffic counts padded channels too: input, output, weights (bf16)
-    assert memory_time(spec, _layer(3, 3, 7, 1))[0] == pytest.approx(
-        (128 * 49 + 128 * 49 + 9) * 2 / 450e9)
+    # traffic counts the layer's own channels (bf16): weights, then input and output
+    weights, activations = traffic(spec, _layer(3, 5, 7, 3))
+    assert weights[0] == pytest.approx(5 * 9 * 3 * 2 / 450e9)
+    assert activations[0] == pytest.approx((3 * 49 + 5 * 49) * 2 / 450e9)
 
 
 def test_gpu_depthwise_runs_at_the_non_tensor_peak():

@@ -28,28 +28,32 @@ these penalties, 0.897 / 0.896 with all of them 10 times larger / smaller, 0.898
 prior's speeds penalised like the per-slot ones, 0.891 without the anchored model; block
 penalties chosen per fit by leave-one-out error instead lost (0.890): the choice overfits 20
 rows. From 10 rows it lost (0.848 vs 0.850, 3 draws), at 50 it beat the own model without the
-prior (0.922 vs 0.919), hence :data:`MIN_POINTS`. It joins only for a new board: where
+prior (0.922 vs 0.919), hence :data:`BACKOFF_MIN_POINTS`. It joins only for a new board: where
 another metric of the same board is known (the metric protocol of that benchmark), the ridge
 on it ranks the board already, and the extra candidate only made the choice noisier
 (validation split, n = 20, 10 draws: ZCU102 and VCK190 metrics 0.002-0.004 lower with it).
+
+From :data:`MIN_POINTS` to :data:`BACKOFF_MIN_POINTS` rows no back-off is fitted: the prior's
+parts alone are calibrated at non-negative speeds (:mod:`anb.surrogates.adapt.board_model`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from anb.searchspace.base import Space
+from anb.surrogates.adapt import board_model
 from anb.surrogates.adapt.board_prior import unit_table
 from anb.surrogates.layer_cost import LayerCostModel, backoff_map, layer_design, to_cost
 
-#: Fewest measured rows the anchored model is fitted from; from there it is the own model
-#: of a new board with a prior (none of its metrics known) (the plain own model needs
-#: :data:`~anb.surrogates.adapt.model.OWN_MIN_POINTS`).
-MIN_POINTS = 20
+#: Fewest measured rows a new board with a prior (none of its metrics known) has its own
+#: model from (the plain own model needs :data:`~anb.surrogates.adapt.model.OWN_MIN_POINTS`):
+#: the calibrated prior (:mod:`~anb.surrogates.adapt.board_model`) up to
+#: :data:`BACKOFF_MIN_POINTS` rows, the anchored model from there.
+MIN_POINTS = 10
+#: Fewest measured rows the anchored model's back-off is fitted from.
+BACKOFF_MIN_POINTS = 20
 #: The bias's penalty (in effect free; the layer-cost model's ``alpha``).
 BIAS_PENALTY = 1e-6
-#: A held-out row's predicted time is at least this share of its measured one (the log of a
-#: negative prediction has no error).
-_MIN_RATIO = 0.05
 
 
 def fit(target: str, choices: np.ndarray, values: np.ndarray, space: Space
@@ -58,7 +62,10 @@ def fit(target: str, choices: np.ndarray, values: np.ndarray, space: Space
     weights plus bias (:func:`~anb.surrogates.layer_cost.layer_design`'s layout), its cost
     floor (a tenth of the fastest measured time, as the layer-cost model's) and the rows'
     leave-one-out log-cost errors (prediction minus measurement); None where ``target``'s
-    board has no prior in ``space``."""
+    board has no prior in ``space``. Below :data:`BACKOFF_MIN_POINTS` rows, the calibrated
+    prior (:func:`anb.surrogates.adapt.board_model.fit`)."""
+    if len(values) < BACKOFF_MIN_POINTS:
+        return board_model.fit(target, choices, values, space)
     table = unit_table(target, space)
     if table is None:
         return None
@@ -89,5 +96,5 @@ def _loo(grams: list[np.ndarray], penalties: np.ndarray
     dual = inverse @ np.ones(n)
     # a kernel ridge's held-out residual: dual weight over the inverse's diagonal
     ratio = 1.0 - dual / np.diag(inverse)
-    residuals = np.log(np.maximum(ratio, _MIN_RATIO))
+    residuals = np.log(np.maximum(ratio, board_model.MIN_RATIO))
     return float(np.mean(residuals**2)), residuals, dual

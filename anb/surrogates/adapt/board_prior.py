@@ -3,7 +3,7 @@
 What a board's hardware already says about an architecture's cost, before any measurement: each
 layer's compute from the accelerator's documented parallelism (``anb/configs/accelerators/
 boards.toml``, every constant with its public source) and its memory traffic, summed over the
-layers of the architecture's exact per-layer shapes into three parts (:data:`COMPONENTS`):
+layers of the architecture's exact per-layer shapes into parts (:data:`COMPONENTS`):
 
 - *dpu* (Xilinx DPUCZDX8G / DPUCVDX8G): a ``k x k`` convolution takes
   ``ceil(c_in / ICP) * ceil(c_out / OCP) * ceil(W / PP) * H * k^2`` cycles (channel and pixel
@@ -11,15 +11,26 @@ layers of the architecture's exact per-layer shapes into three parts (:data:`COM
 - *tpu*: the MXU multiplies 128 x 128 tiles, channels padded to 128 lanes:
   ``ceil(c_in / 128) * ceil(c_out / 128) * 128^2 * H * W * k^2`` MACs at the core's bf16 peak,
   a depthwise convolution one lane group per pass (``ceil(c / 128) * 128^2 * H * W * k^2``);
-  traffic in padded channels over the HBM bandwidth;
+  traffic in the layer's own channels over the HBM bandwidth;
 - *gpu*: FLOPs at the tensor-core peak (depthwise: the non-tensor peak), traffic over the
   memory bandwidth (the two sides of a roofline).
 
+Traffic is two parts, weights and activations: a batch reads a layer's weights once for all
+its images and each image's activations on its own, and an accelerator keeps weights on chip
+or streams them, so the two move at different speeds per image. Chosen on the validation
+split of the whole-board protocol (the prior's parts alone at speeds fitted on 20 random
+rows, :mod:`~anb.surrogates.adapt.board_model`, 10 draws, Kendall tau): one traffic part in
+channels padded to 128 lanes, as before, ranked TPU v2 / v3 at 0.665 / 0.658, unpadded 0.819
+/ 0.751, unpadded and split 0.865 / 0.776 (padded and split 0.659 / 0.649); the split lifts
+A100 0.909 -> 0.979 and 3090 0.915 -> 0.967; the DPUs move by at most 0.004.
+
 The prior fixes the shape of the cost (padding, parallelism), not its scale: in
 :class:`anb.surrogates.adapt.model.AdaptedModel` the parts join the additive model's non-negative
-components, so the ``n`` measurements weigh them, out of fold against the rest of the blend. It
-covers the 2-D MBConv macro spaces (:class:`anb.searchspace.space.SearchSpace`);
-elsewhere, or for a device the table does not hold, :func:`prior_components` returns None.
+components, so the ``n`` measurements weigh them, out of fold against the rest of the blend,
+and calibrated alone they are a new board's own model
+(:mod:`~anb.surrogates.adapt.board_model`). It covers the 2-D MBConv macro spaces
+(:class:`anb.searchspace.space.SearchSpace`); elsewhere, or for a device the table does not
+hold, :func:`prior_components` returns None.
 """
 from __future__ import annotations
 
@@ -45,8 +56,8 @@ KINDS = ("dpu", "tpu", "gpu")
 OPS = ("conv", "depthwise", "elementwise")
 #: What :func:`prior_components` returns per architecture: the compute of each of
 #: :data:`OPS` (an element-wise layer's on a TPU or a GPU: its traffic), and the
-#: convolutions' memory traffic.
-COMPONENTS = ("conv_compute", "depthwise_compute", "elementwise", "memory")
+#: convolutions' weight and activation traffic (:func:`traffic`).
+COMPONENTS = ("conv_compute", "depthwise_compute", "elementwise", "weights", "activations")
 _REQUIRED = {"dpu": ("pixel_parallel", "input_channel_parallel", "output_channel_parallel",
                      "depthwise_pixel_parallel"),
              "tpu": ("lanes", "mxu_flops", "memory_bandwidth", "bytes_per_element"),
@@ -154,7 +165,7 @@ def _head(space: SearchSpace, size: int, one: np.ndarray) -> list[Layer]:
 def compute_time(spec: dict[str, Any], layer: Layer) -> np.ndarray:
     """One convolution's (or, on a DPU, element-wise layer's) compute per architecture:
     cycles on a DPU, seconds at peak on a TPU or a GPU (see the module docstring); an
-    element-wise layer on a TPU or a GPU is all memory traffic (:func:`memory_time`)."""
+    element-wise layer on a TPU or a GPU is all memory traffic (:func:`traffic`)."""
     k2, area = layer.kernel**2, layer.height * layer.width
     if spec["kind"] == "dpu":
         in_groups = np.ceil(layer.c_in / spec["input_channel_parallel"])
@@ -175,20 +186,16 @@ def compute_time(spec: dict[str, Any], layer: Layer) -> np.ndarray:
     return 2 * macs / spec["vector_flops" if depthwise else "tensor_flops"]
 
 
-def memory_time(spec: dict[str, Any], layer: Layer) -> np.ndarray:
-    """One layer's memory traffic per architecture (input, output and weights): int8
-    elements on a DPU, seconds at the memory bandwidth on a TPU or a GPU (whose channels are
-    padded to the lanes on a TPU)."""
-    c_in, c_out = layer.c_in, layer.c_out
-    if spec["kind"] == "tpu":
-        c_in = np.ceil(c_in / spec["lanes"]) * spec["lanes"]
-        c_out = np.ceil(c_out / spec["lanes"]) * spec["lanes"]
-    weights = 0 if layer.op == "elementwise" else \
+def traffic(spec: dict[str, Any], layer: Layer) -> tuple[np.ndarray, np.ndarray]:
+    """One layer's memory traffic per architecture: its weights, and its input and output
+    activations; int8 elements on a DPU, seconds at the memory bandwidth on a TPU or a GPU."""
+    weights = np.zeros_like(layer.c_in) if layer.op == "elementwise" else \
         layer.c_out * layer.kernel**2 * (1 if layer.op == "depthwise" else layer.c_in)
-    elements = c_in * layer.in_pixels + c_out * layer.height * layer.width + weights
+    activations = layer.c_in * layer.in_pixels + layer.c_out * layer.height * layer.width
     if spec["kind"] == "dpu":
-        return elements
-    return elements * spec["bytes_per_element"] / spec["memory_bandwidth"]
+        return weights, activations
+    scale = spec["bytes_per_element"] / spec["memory_bandwidth"]
+    return weights * scale, activations * scale
 
 
 def board_spec(target: str) -> dict[str, Any] | None:
@@ -212,9 +219,10 @@ def has_prior(target: str, space: Space) -> bool:
 
 def prior_components(target: str, choices: np.ndarray, space: Space) -> np.ndarray | None:
     """``(n, len(COMPONENTS))`` prior cost parts of each architecture on ``target``'s board:
-    dense (and pointwise) convolution time, depthwise convolution time, and memory traffic (a
-    DPU's in cycles and int8 elements, a TPU's or a GPU's in seconds at peak); None where
-    :func:`has_prior` is false. The measurements weigh them (see the module docstring)."""
+    dense (and pointwise) convolution time, depthwise convolution time, element-wise time,
+    weight and activation traffic (a DPU's in cycles and int8 elements, a TPU's or a GPU's in
+    seconds at peak); None where :func:`has_prior` is false. The measurements weigh them (see
+    the module docstring)."""
     if not has_prior(target, space):
         return None
     spec = board_spec(target)
@@ -255,9 +263,11 @@ def _components(spec: dict[str, Any], layer_list: list[Layer], n: int) -> np.nda
     out = np.zeros((n, len(COMPONENTS)))
     for layer in layer_list:
         column = OPS.index(layer.op)
+        weights, activations = traffic(spec, layer)
         if layer.op == "elementwise" and spec["kind"] != "dpu":
-            out[:, column] += layer.count * memory_time(spec, layer)
+            out[:, column] += layer.count * (weights + activations)
             continue
         out[:, column] += layer.count * compute_time(spec, layer)
-        out[:, 3] += layer.count * memory_time(spec, layer)
+        out[:, 3] += layer.count * weights
+        out[:, 4] += layer.count * activations
     return out

@@ -21,8 +21,9 @@ Given the measured architectures themselves (``choices``), a third model joins t
   owes nothing to the known devices: where none of them is a stand-in for the new one (an
   FPGA or a TPU whose whole board is new), it is what lifts the blend above the transfer
   ceiling as measurements come in (``benchmarks/new_device.py --protocol board``). On a new
-  board with an analytic prior it is anchored on the prior's per-layer parts and joins from
-  20 rows (:mod:`anb.surrogates.adapt.anchored`).
+  board with an analytic prior it joins from 10 rows: the prior's parts calibrated alone
+  (:mod:`anb.surrogates.adapt.board_model`), from 20 rows anchored on them
+  (:mod:`anb.surrogates.adapt.anchored`).
 
 From :data:`EMBED_MIN_POINTS` measured rows a fourth part joins the blend:
 
