@@ -29,8 +29,12 @@ Every setting of the adapted model is anb's default, chosen on anb's own data; t
 tried for this benchmark (the known devices' source, finer operation totals per space) were
 compared with ``--on valid`` (HELP's meta-valid devices unseen, meta-train known) and by
 leaving each meta-train device out (meta-train + meta-valid known), never on a meta-test
-device. Goal: above HELP and the ridge baseline on every unseen device; mean Spearman >= 0.96
-(NAS-Bench-201) / 0.95 (FBNet) at n = 20; coverage 0.85-0.95.
+device. Goals (issue 47, printed met or missed under the table: :func:`goal_lines`): at n = 20
+mean Spearman >= :data:`GOAL_MEAN` on HELP's split and on the cross-family splits whose unseen
+devices are GPUs, an FPGA or an ASIC, each device at or above every published figure beside it;
+on every split and n, no device more than :data:`NEVER_WORSE_MARGIN` below the best simple
+candidate (the ridge or the best proxy) and 90 % coverage within :data:`COVERAGE_BAND`. What was
+tried against each miss: docs/decisions/help-transfer.md.
 
 The adapted model includes, from ``EMBED_MIN_POINTS`` (10) measurements, the
 architecture-aware ridge of :mod:`anb.surrogates.adapt.embed`; that threshold and its weight
@@ -204,6 +208,51 @@ def _run_split(space_name: str, on: str, ns: list[int], draws: int, table: pd.Da
     return out
 
 
+#: Mean Spearman goal at n = 20 per split (issue 47): HELP's split above NASFLAT's 0.959 /
+#: 0.961; cross-family splits whose unseen devices are GPUs, FPGAs or an ASIC.
+GOAL_MEAN = {"test": 0.965, "mobile_cpu-gpu": 0.80, "cpu_gpu-accelerator": 0.80}
+#: A device may rank at most this far below the best simple candidate (never worse than simple).
+NEVER_WORSE_MARGIN = 0.02
+#: Each device's 90 % interval coverage goal.
+COVERAGE_BAND = (0.85, 0.95)
+
+
+def goal_lines(rows: list[dict], on: str) -> list[str]:
+    """Issue 47's goals over the device rows of one run, each with ``met`` or ``missed`` and the
+    cells that miss it."""
+    lines = []
+    for n in sorted({r["n"] for r in rows}):
+        part = [r for r in rows if r["n"] == n]
+        worse = [r for r in part if r["rho"] < max(r["ridge"], r["proxy"]) - NEVER_WORSE_MARGIN]
+        low, high = COVERAGE_BAND
+        under = sum(r["cov"] < low for r in part)
+        over = sum(r["cov"] > high for r in part)
+        lines.append(f"n = {n}: never worse than simple (within {NEVER_WORSE_MARGIN}): "
+                     f"{_verdict(not worse)}" + "".join(
+                         f", {r['space']} {r['device']} {r['rho']:.3f} vs "
+                         f"{max(r['ridge'], r['proxy']):.3f}" for r in worse))
+        lines.append(f"n = {n}: coverage {low}-{high}: {_verdict(not under and not over)}, "
+                     f"{len(part) - under - over} of {len(part)} devices within, {under} under, "
+                     f"{over} over")
+    twenty = [r for r in rows if r["n"] == 20]
+    for space in dict.fromkeys(r["space"] for r in twenty):
+        part = [r for r in twenty if r["space"] == space]
+        if on in GOAL_MEAN:
+            mean = float(np.mean([r["rho"] for r in part]))
+            lines.append(f"n = 20: {space} mean Spearman >= {GOAL_MEAN[on]}: "
+                         f"{_verdict(mean >= GOAL_MEAN[on])} ({mean:.3f})")
+        below = [r for r in part if r["rho"] <= max(
+            [r["ridge"], r["proxy"]] + [r[k] for k in ("help", "rerun") if r.get(k) is not None])]
+        lines.append(f"n = 20: {space} above the ridge, the best proxy and every published "
+                     f"figure on every device: {_verdict(not below)}"
+                     + "".join(f", {r['device']} {r['rho']:.3f}" for r in below))
+    return lines
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "missed"
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -254,6 +303,7 @@ def main() -> None:
                          "help": PUBLISHED[space_name]["mean"] if test else None,
                          "rerun": RERUN[space_name]["mean"] if test else None,
                          "nasflat": NASFLAT[space_name] if test and n == 20 else None}))
+    print("\n".join(goal_lines(rows, args.on)))
     print(f"total {time.perf_counter() - began:.0f} s")
 
 

@@ -209,3 +209,26 @@ def test_holding_the_additive_transfer_keeps_a_device_above_the_ridge(monkeypatc
     monkeypatch.setattr(adapt_model, "CHOICE_RULE",
                         replace(adapt_model.CHOICE_RULE, hold_se=-np.inf))
     assert fitted()[0] < ridge - 0.02  # the rank choice alone: the rule broken
+
+
+def test_goal_lines_name_each_miss():
+    """The goals printed under the table: a device more than 0.02 below its best simple
+    candidate, coverage outside 0.85-0.95 and a mean under the split's goal are each missed,
+    naming the cell; a device 0.01 below is within the rule."""
+    rows = [{"space": "fbnet", "device": "fpga", "n": 20, "rho": 0.95, "ridge": 0.90,
+             "proxy": 0.96, "cov": 0.90, "help": 0.89, "rerun": 0.94},
+            {"space": "fbnet", "device": "raspi4", "n": 20, "rho": 0.90, "ridge": 0.93,
+             "proxy": 0.85, "cov": 0.97, "help": 0.88, "rerun": 0.95}]
+    lines = _script().goal_lines(rows, "test")
+    assert lines == [
+        "n = 20: never worse than simple (within 0.02): missed, fbnet raspi4 0.900 vs 0.930",
+        "n = 20: coverage 0.85-0.95: missed, 1 of 2 devices within, 0 under, 1 over",
+        "n = 20: fbnet mean Spearman >= 0.965: missed (0.925)",
+        "n = 20: fbnet above the ridge, the best proxy and every published figure on every "
+        "device: missed, fpga 0.950, raspi4 0.900"]
+    rows[1].update(rho=0.985, cov=0.90)
+    assert _script().goal_lines(rows, "mobile_cpu-gpu")[:3] == [
+        "n = 20: never worse than simple (within 0.02): met",
+        "n = 20: coverage 0.85-0.95: met, 2 of 2 devices within, 0 under, 0 over",
+        "n = 20: fbnet mean Spearman >= 0.8: met (0.968)"]
+    assert "mean Spearman" not in " ".join(_script().goal_lines(rows, "gpu-mobile_cpu"))
