@@ -22,8 +22,8 @@ n = 20 every device within 0.03 of its full-data tau, coverage 0.85-0.95.
 (throughput and latency), VCK190 (both), the TPUs (v2 and v3) and the GPUs (A100 and 3090). The
 known devices, their layer-cost models and the ridge baseline's surrogates are refitted without
 any of them, and the same n architectures are measured for each hidden metric (drawn from those
-labelled for all of them). Goal at n = 20: mean tau within 0.03 of full data, no metric more
-than 0.06 below, coverage 0.85-0.95. What was tried and measured to choose these settings:
+labelled for all of them). Goal at n = 20 (issue 47, :data:`TAU_GAP_GOALS`): mean tau within
+0.04 of full data, no metric more than 0.08 below, coverage 0.85-0.95. What was tried and measured to choose these settings:
 docs/decisions/new-device.md (the site's "How the numbers were chosen").
 
     .venv/bin/python benchmarks/new_device.py --real DIR --base MODEL [--n-adapt 20]
@@ -62,6 +62,9 @@ from anb.surrogates.layer_cost import LayerCostModel
 
 #: What :func:`log_scores` reports per adapted model.
 SCORES = ("cov", "crps", "nll", "interval", "sharp", "sharp_mean")
+#: Kendall tau goals per protocol: (mean gap to full data, largest gap). One metric hidden: the
+#: new-device issue's 0.03 / 0.06; a whole board hidden: issue 47's 0.04 / 0.08.
+TAU_GAP_GOALS = {"metric": (0.03, 0.06), "board": (0.04, 0.08)}
 
 
 def log_scores(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> dict[str, float]:
@@ -163,6 +166,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
               "adapt random tau (cov) | adapt active tau (cov) | goal met r/a: tau, cov |")
     print(f"{header}\n|" + "---|" * 10, flush=True)  # rows follow as each device is scored
     summary = {}
+    mean_goal, largest_goal = TAU_GAP_GOALS[args.protocol]
     for group, hidden in groups.items():
         others = [d for d in devices if d not in hidden]
         # Everything the baselines and the adapted model see is fitted without the hidden
@@ -212,7 +216,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
                 m["ceiling"] = ceilings[t]
                 summary[(t, n)] = (full_tau, m)
                 ok = ", ".join("/".join("yes" if good else "no" for good in pair) for pair in (
-                    [m[k] >= full_tau - 0.03 for k in ("random", "active")],
+                    [m[k] >= full_tau - mean_goal for k in ("random", "active")],
                     [0.85 <= m[k] <= 0.95 for k in ("cov_r", "cov_a")]))
                 print(f"| {group} | {t} | {n} | {full_tau:.3f} | {m['ceiling']:.3f} | "
                       f"{m['xgb']:.3f} | {m['ridge']:.3f} | "
@@ -230,10 +234,11 @@ def leave_one_out(args: argparse.Namespace) -> None:
         for mode, cov in (("random", "cov_r"), ("active", "cov_a")):
             gap = np.array([r[0] - r[1][mode] for r in rows])
             covs = np.array([r[1][cov] for r in rows])
-            goals.append(f"n = {n} {mode}: mean tau gap {gap.mean():.3f} (goal <= 0.03), "
-                         f"largest {gap.max():.3f} ({chosen[int(gap.argmax())]}; goal <= 0.06), "
-                         f"coverage {covs.min():.3f}-{covs.max():.3f} (goal 0.85-0.95): "
-                         + ("met" if gap.mean() <= 0.03 and gap.max() <= 0.06
+            goals.append(f"n = {n} {mode}: mean tau gap {gap.mean():.3f} (goal <= {mean_goal}), "
+                         f"largest {gap.max():.3f} ({chosen[int(gap.argmax())]}; goal <= "
+                         f"{largest_goal}), coverage {covs.min():.3f}-{covs.max():.3f} (goal "
+                         "0.85-0.95): "
+                         + ("met" if gap.mean() <= mean_goal and gap.max() <= largest_goal
                             and covs.min() >= 0.85 and covs.max() <= 0.95 else "missed"))
     print("\n".join(lines + goals))
     print("\nproper scores and sharpness (log cost; mean over the hidden metrics and reps; "
