@@ -19,11 +19,13 @@ HELP's known devices are fully measured). For each unseen (meta-test) device ``a
 of the known devices, exactly what ``anb adapt`` does) is fitted on the allowed measurements only:
 n = 20 (HELP's 10 reference architectures plus 10 drawn from the device's training pool, 10 draws),
 n = 10 (the reference architectures) and n = 5 (the first 5). Scores on the device's 800-row query
-set: Spearman rho (HELP's metric), Kendall tau and the fraction of measured latencies inside the
-adapted 90 % interval. Beside it, in the same run: the ridge baseline of docs/background/help.md
-(ridge of the log latency on the known devices' measured log latencies, fitted on the same
-measurements; shrinkage by scikit-learn's ``RidgeCV`` default, leave-one-out among 0.1, 1, 10) and
-HELP's published Spearman (20 measurements).
+set: Spearman rho (HELP's metric), Kendall tau, the fraction of measured latencies inside the
+adapted 90 % interval and two proper scores of the predictive distribution of the log latency
+(CRPS and NLL, lower is better: :mod:`anb.surrogates.intervals`). Beside it, in the same run:
+the ridge baseline of docs/background/help.md (ridge of the log latency on the known devices'
+measured log latencies, fitted on the same measurements; shrinkage by scikit-learn's
+``RidgeCV`` default, leave-one-out among 0.1, 1, 10) and HELP's published Spearman (20
+measurements).
 
 Every setting of the adapted model is anb's default, chosen on anb's own data; the settings
 tried for this benchmark (the known devices' source, finer operation totals per space) were
@@ -182,7 +184,8 @@ def _run_split(space_name: str, on: str, ns: list[int], draws: int, table: pd.Da
         latency = table[device].to_numpy(np.float64)
         y, query = np.log(latency), ht.query_rows(proto, latency)
         for n in ns:
-            res: dict[str, list[float]] = {k: [] for k in ("rho", "tau", "cov", "ridge", "proxy")}
+            res: dict[str, list[float]] = {k: [] for k in ("rho", "tau", "cov", "crps", "nll",
+                                                          "ridge", "proxy")}
             for draw in range(draws if n > len(proto.reference) else 1):
                 rows = (ht.measured_rows(proto, latency, n, np.random.default_rng(draw))
                         if selection == "random"
@@ -196,6 +199,8 @@ def _run_split(space_name: str, on: str, ns: list[int], draws: int, table: pd.Da
                 res["rho"].append(rho)
                 res["tau"].append(tau)
                 res["cov"].append(intervals.coverage(y[query], mean, std, log=False))
+                res["crps"].append(intervals.crps(y[query], mean, std, log=False))
+                res["nll"].append(intervals.nll(y[query], mean, std, log=False))
                 res["ridge"].append(score(ridge_baseline(measured_known, y, rows)[query],
                                           y[query])[0])
                 res["proxy"].append(score(best_proxy(proxies, rows, y[rows])[1][query],
@@ -264,7 +269,7 @@ def _line(r: dict) -> str:
     return (f"| {r['space']} | {r['device']} | {r['n']} | {_fmt(r['help'])} | "
             f"{_fmt(r.get('rerun'))} | {_fmt(r.get('nasflat'))} | "
             f"{_fmt(r['ridge'])} | {_fmt(r['proxy'])} | {_fmt(r['rho'])} | {_fmt(r['tau'])} | "
-            f"{_fmt(r['cov'])} | {beats} |")
+            f"{_fmt(r['cov'])} | {r['crps']:.4f} | {r['nll']:.2f} | {beats} |")
 
 
 def main() -> None:
@@ -288,16 +293,16 @@ def main() -> None:
     began = time.perf_counter()
     ns = [int(v) for v in args.n.split(",")]
     print("| space | device | n | HELP rho | HELP rerun rho | NASFLAT rho | ridge rho | "
-          "proxy rho | anb rho | anb tau | anb 90% cov | beats all |")
-    print("|" + "---|" * 12)
+          "proxy rho | anb rho | anb tau | anb 90% cov | anb CRPS | anb NLL | beats all |")
+    print("|" + "---|" * 14)
     rows = []
     for space_name in args.spaces.split(","):
         result = run_space(space_name, args.on, ns, args.draws, args.data, args.select)
         rows += result
         for n in ns:
             part = [r for r in result if r["n"] == n]
-            mean = {k: float(np.mean([r[k] for r in part])) for k in ("rho", "tau", "cov",
-                                                                       "ridge", "proxy")}
+            mean = {k: float(np.mean([r[k] for r in part]))
+                    for k in ("rho", "tau", "cov", "crps", "nll", "ridge", "proxy")}
             test = args.on == "test"
             print(_line({"space": space_name, "device": "mean", "n": n, **mean,
                          "help": PUBLISHED[space_name]["mean"] if test else None,

@@ -232,3 +232,12 @@ def test_goal_lines_name_each_miss():
         "n = 20: coverage 0.85-0.95: met, 2 of 2 devices within, 0 under, 0 over",
         "n = 20: fbnet mean Spearman >= 0.8: met (0.968)"]
     assert "mean Spearman" not in " ".join(_script().goal_lines(rows, "gpu-mobile_cpu"))
+
+
+def test_each_row_prints_the_proper_scores_beside_coverage():
+    """A device row carries CRPS and NLL of the log latency after its coverage."""
+    row = {"space": "fbnet", "device": "fpga", "n": 20, "rho": 0.95, "tau": 0.81, "ridge": 0.90,
+           "proxy": 0.96, "cov": 0.90, "crps": 0.01234, "nll": -1.5, "help": 0.89,
+           "rerun": 0.94}
+    assert _script()._line(row) == ("| fbnet | fpga | 20 | 0.890 | 0.940 | - | 0.900 | 0.960 | "
+                                    "0.950 | 0.810 | 0.900 | 0.0123 | -1.50 | no |")
