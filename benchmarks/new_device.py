@@ -23,8 +23,9 @@ n = 20 every device within 0.03 of its full-data tau, coverage 0.85-0.95.
 known devices, their layer-cost models and the ridge baseline's surrogates are refitted without
 any of them, and the same n architectures are measured for each hidden metric (drawn from those
 labelled for all of them). Goal at n = 20 (issue 47, :data:`TAU_GAP_GOALS`): mean tau within
-0.04 of full data, no metric more than 0.08 below, coverage 0.85-0.95. What was tried and measured to choose these settings:
-docs/decisions/new-device.md (the site's "How the numbers were chosen").
+0.04 of full data, no metric more than 0.08 below, coverage 0.85-0.95. What was tried and
+measured to choose these settings: docs/decisions/new-device.md (the site's "How the numbers
+were chosen").
 
     .venv/bin/python benchmarks/new_device.py --real DIR --base MODEL [--n-adapt 20]
 
