@@ -37,8 +37,8 @@ from anb.resources import RELEASED_DATASET as DATA
 from anb.searchspace.registry import get_space
 from anb.searchspace.space import ANB_SPACE
 from anb.surrogates import FitConfig, TargetConfig, fit_benchmark, intervals, prepare
-from anb.surrogates import support as support_module
 from anb.surrogates.fit import Prepared, to_model_space
+from anb.surrogates.uncertainty import support as support_module
 
 SMALL = TargetConfig("xgboost", {"n_estimators": 300, "learning_rate": 0.1, "n_jobs": 1}, 2)
 #: HELP devices of the ``nb201-op`` family: GPUs at batch 1 and 256, server CPU, phones,
