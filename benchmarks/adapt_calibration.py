@@ -119,6 +119,22 @@ def measured(proto: ht.Protocol, latency: np.ndarray, n: int, draw: int) -> np.n
     return rng.choice(ht.pool_rows(proto, latency), n, replace=False)
 
 
+#: The arrays ``collect`` keeps per fit: the candidates' out-of-fold errors on the measured
+#: rows and their query predictions (:func:`candidate_predictions`), the log costs, and where
+#: the rows lie (known-device log costs, log proxies, measured and query rows).
+ARRAYS = ("blends", "proxies", "y", "mean", "widen", "spread", "truth", "known_rows",
+          "known_query", "logs_rows", "logs_query")
+
+
+def keep_fit(arrays: dict[str, np.ndarray], key: str, seen: dict[str, Any],
+             **parts: np.ndarray) -> None:
+    """Store one fit's :data:`ARRAYS` in ``arrays`` under ``key``: the recorded choice's
+    ``blends``, ``proxies`` and ``y`` (:func:`recorded_choice`), and ``parts``, the rest."""
+    values = {"blends": seen["blends"], "proxies": seen["proxies"], "y": seen["y"], **parts}
+    for name in ARRAYS:
+        arrays[f"{key}.{name}"] = np.asarray(values[name], np.float64)
+
+
 def collect(splits: list[str], spaces: list[str], ns: list[int], draws: int,
             out: Path) -> None:
     """Fit every (split, space, unseen device, n, draw) and keep its candidates in
@@ -161,26 +177,12 @@ def collect(splits: list[str], spaces: list[str], ns: list[int], draws: int,
                                                y[query])[0],
                                 "proxy": score(best_proxy(proxies, rows, y[rows])[1][query],
                                                y[query])[0]})
-                            for name, value in (("blends", seen["blends"]),
-                                                ("proxies", seen["proxies"]),
-                                                ("y", seen["y"]), ("mean", mean),
-                                                ("widen", widen), ("spread", spread),
-                                                ("truth", y[query]),
-                                                ("known_rows", K[rows]),
-                                                ("known_query", K[query]),
-                                                ("logs_rows", logs[rows]),
-                                                ("logs_query", logs[query])):
-                                arrays[f"{key}.{name}"] = np.asarray(value, np.float64)
+                            keep_fit(arrays, key, seen, mean=mean, widen=widen, spread=spread,
+                                     truth=y[query], known_rows=K[rows], known_query=K[query],
+                                     logs_rows=logs[rows], logs_query=logs[query])
                     print(f"{split} {space_name} {device}: {len(cells)} fits", flush=True)
             np.savez_compressed(out / f"{split}-{space_name}.npz", **arrays)
             (out / f"{split}-{space_name}.json").write_text(json.dumps(cells))
-
-
-#: The arrays ``collect`` keeps per fit: the candidates' out-of-fold errors on the measured
-#: rows and their query predictions (:func:`candidate_predictions`), the log costs, and where
-#: the rows lie (known-device log costs, log proxies, measured and query rows).
-ARRAYS = ("blends", "proxies", "y", "mean", "widen", "spread", "truth", "known_rows",
-          "known_query", "logs_rows", "logs_query")
 
 
 def collect_released(protocols: list[str], ns: list[int], reps: int, out: Path) -> None:
@@ -189,14 +191,20 @@ def collect_released(protocols: list[str], ns: list[int], reps: int, out: Path) 
     hidden in turn; ``board``: each board's metrics at once; random and active rows, ``reps``
     each), into ``<out>/released_<protocol>-anb.npz`` / ``.json`` (no ridge or proxy
     yardstick: ``ridge`` and ``proxy`` are -1)."""
-    from new_device import BOARDS, _value
+    from new_device import (
+        ACTIVE_POOL,
+        BOARDS,
+        _value,
+        log_cost_labels,
+        measured_rows,
+        transfer_costs,
+    )
 
     from anb import resources
     from anb.records import is_perf_metric
     from anb.searchspace.space import ANB_SPACE
-    from anb.surrogates.adapt.select import design_features, select
+    from anb.surrogates.adapt.select import design_features
     from anb.surrogates.fit import prepare
-    from anb.surrogates.layer_cost import LayerCostModel
 
     out.mkdir(parents=True, exist_ok=True)
     prepared = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
@@ -205,8 +213,7 @@ def collect_released(protocols: list[str], ns: list[int], reps: int, out: Path) 
     choices, labels = prepared.choices, prepared.labels
     ops = op_components(choices, ANB_SPACE)
     logs = np.column_stack(list(log_proxies(ANB_SPACE, choices).values()))
-    y_all = {t: np.where(labels[t].present, adapt_model.log_cost(
-        t, np.where(labels[t].present, labels[t].values, 1.0)), np.nan) for t in devices}
+    y_all = log_cost_labels(labels, devices)
     for protocol in protocols:
         groups = ({t: [t] for t in devices} if protocol == "metric"
                   else {b: [t for t in ts if t in devices] for b, ts in BOARDS.items()})
@@ -214,18 +221,12 @@ def collect_released(protocols: list[str], ns: list[int], reps: int, out: Path) 
         arrays: dict[str, np.ndarray] = {}
         for hidden in groups.values():
             others = [d for d in devices if d not in hidden]
-            KL = LayerCostModel(trim=3.0).fit(
-                choices[train], {t: (labels[t].values[train], labels[t].present[train])
-                                 for t in others}, ANB_SPACE).transform(choices) * np.array(
-                [-1.0 if d.startswith("throughput_") else 1.0 for d in others])
+            KL = transfer_costs(choices, labels, train, others)
             feats = design_features(KL, ops)
             pool_all = np.flatnonzero(np.all([np.isfinite(y_all[t]) for t in hidden], 0) & train)
             for n in ns:
                 for rep in range(reps):
-                    rng = np.random.default_rng(1000 * rep + n)
-                    picks = {"random": rng.choice(pool_all, n, replace=False)}
-                    pool = rng.choice(pool_all, min(1000, len(pool_all)), replace=False)
-                    picks["active"] = pool[select(feats[pool], n, seed=rep)]
+                    picks = measured_rows(pool_all, n, rep, feats, ACTIVE_POOL)
                     for t in hidden:
                         y, ev = y_all[t], np.flatnonzero(np.isfinite(y_all[t]) & val)
                         for mode, rows in picks.items():
@@ -240,14 +241,9 @@ def collect_released(protocols: list[str], ns: list[int], reps: int, out: Path) 
                             cells.append({"device": t, "n": n, "draw": 2 * rep + (mode == "active"),
                                           "fallback": seen["fallback"], "ridge": -1.0,
                                           "proxy": -1.0})
-                            for name, value in (("blends", seen["blends"]),
-                                                ("proxies", seen["proxies"]), ("y", seen["y"]),
-                                                ("mean", mean), ("widen", widen),
-                                                ("spread", spread), ("truth", y[ev]),
-                                                ("known_rows", KL[rows]), ("known_query", KL[ev]),
-                                                ("logs_rows", logs[rows]),
-                                                ("logs_query", logs[ev])):
-                                arrays[f"{key}.{name}"] = np.asarray(value, np.float64)
+                            keep_fit(arrays, key, seen, mean=mean, widen=widen, spread=spread,
+                                     truth=y[ev], known_rows=KL[rows], known_query=KL[ev],
+                                     logs_rows=logs[rows], logs_query=logs[ev])
             print(f"released {protocol} {'/'.join(hidden)}: {len(cells)} fits", flush=True)
         np.savez_compressed(out / f"released_{protocol}-anb.npz", **arrays)
         (out / f"released_{protocol}-anb.json").write_text(json.dumps(cells))

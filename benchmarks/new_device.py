@@ -66,6 +66,8 @@ SCORES = ("cov", "crps", "nll", "interval", "sharp", "sharp_mean")
 #: Kendall tau goals per protocol: (mean gap to full data, largest gap). One metric hidden: the
 #: new-device issue's 0.03 / 0.06; a whole board hidden: issue 47's 0.04 / 0.08.
 TAU_GAP_GOALS = {"metric": (0.03, 0.06), "board": (0.04, 0.08)}
+#: Candidates the active rows are chosen from, per rep (``--active-pool``).
+ACTIVE_POOL = 1000
 
 
 def log_scores(y: np.ndarray, mean: np.ndarray, std: np.ndarray) -> dict[str, float]:
@@ -119,6 +121,41 @@ def tau(a: np.ndarray, b: np.ndarray) -> float:
     return float(kendalltau(a, b)[0])
 
 
+def layer_costs(choices: np.ndarray, labels: dict, train: np.ndarray,
+                targets: list[str]) -> np.ndarray:
+    """Additive layer-cost predictions of ``targets`` (each fitted on its own train labels
+    only), ``(n, len(targets))`` in model space."""
+    return LayerCostModel(trim=3.0).fit(
+        choices[train], {t: (labels[t].values[train], labels[t].present[train])
+                         for t in targets}, ANB_SPACE).transform(choices)
+
+
+def transfer_costs(choices: np.ndarray, labels: dict, train: np.ndarray,
+                   known: list[str]) -> np.ndarray:
+    """What ``anb adapt`` transfers from: the ``known`` devices' layer-cost columns, signed as
+    costs (a throughput's negated)."""
+    return layer_costs(choices, labels, train, known) * np.array(
+        [-1.0 if d.startswith("throughput_") else 1.0 for d in known])
+
+
+def log_cost_labels(labels: dict, devices: list[str]) -> dict[str, np.ndarray]:
+    """Each device's labels as log costs, NaN where unlabelled."""
+    return {t: np.where(labels[t].present,
+                        log_cost(t, np.where(labels[t].present, labels[t].values, 1.0)), np.nan)
+            for t in devices}
+
+
+def measured_rows(pool_all: np.ndarray, n: int, rep: int, feats: np.ndarray,
+                  active_pool: int) -> dict[str, np.ndarray]:
+    """Rep ``rep``'s ``n`` measured rows from ``pool_all``: drawn at random, and chosen by
+    ``anb adapt --suggest``'s selection from ``active_pool`` drawn candidates."""
+    rng = np.random.default_rng(1000 * rep + n)
+    rows = {"random": rng.choice(pool_all, n, replace=False)}
+    pool = rng.choice(pool_all, min(active_pool, len(pool_all)), replace=False)
+    rows["active"] = pool[select(feats[pool], n, seed=rep)]
+    return rows
+
+
 def leave_one_out(args: argparse.Namespace) -> None:
     began = time.perf_counter()
     prepared = prepare(resources.RELEASED_DATASET, space=ANB_SPACE)
@@ -130,13 +167,6 @@ def leave_one_out(args: argparse.Namespace) -> None:
     X = FeatureBuilder("features", space=ANB_SPACE).transform(choices)
     labels = {t: prepared.labels[t] for t in devices}
 
-    def layer_costs(targets: list[str]) -> np.ndarray:
-        """Additive layer-cost predictions of ``targets`` (each fitted on its own train labels
-        only), ``(n, len(targets))`` in model space."""
-        return LayerCostModel(trim=3.0).fit(
-            choices[train], {t: (labels[t].values[train], labels[t].present[train])
-                             for t in targets}, ANB_SPACE).transform(choices)
-
     def log_model(t: str) -> np.ndarray:
         lab = labels[t]
         return np.log(np.where(lab.present, lab.values, 1.0))
@@ -146,7 +176,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
         """Full-data surrogates (log cost) of ``fitted`` (default: every one of ``targets``)
         on the analytic features plus the layer-cost columns of ``targets`` only: nothing
         else's labels enter."""
-        Lt = layer_costs(targets)
+        Lt = layer_costs(choices, labels, train, targets)
         Xt = np.concatenate([X, Lt], axis=1)
         return {t: (-1.0 if t.startswith("throughput_") else 1.0)
                 * fit_device(Xt, Lt[:, i], log_model(t), labels[t].present & train,
@@ -157,9 +187,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
     # the hidden devices' full-data surrogates (the reference, all 8 layer-cost columns; only
     # the devices hidden in this run are fitted)
     full = surrogates(devices, [t for hidden in groups.values() for t in hidden])
-    y_all = {t: np.where(labels[t].present,
-                         log_cost(t, np.where(labels[t].present, labels[t].values, 1.0)), np.nan)
-             for t in devices}
+    y_all = log_cost_labels(labels, devices)
     ops = op_components(choices, space=ANB_SPACE)
     print(f"reference surrogates fitted in {time.perf_counter() - began:.0f} s; scoring on "
           f"{args.on} split, {args.reps} reps, {args.protocol} protocol", flush=True)
@@ -174,8 +202,7 @@ def leave_one_out(args: argparse.Namespace) -> None:
         # metrics: their labels enter only through the n measured rows (and their full-data
         # reference surrogates, which are what is compared against, not predictors).
         K = np.stack(list(surrogates(others).values()), axis=1)  # ridge baseline
-        KL = layer_costs(others) * np.array([-1.0 if d.startswith("throughput_") else 1.0
-                                             for d in others])  # what anb adapt transfers from
+        KL = transfer_costs(choices, labels, train, others)
         feats = design_features(KL, ops)
         # the same architectures are measured for every hidden metric (a board is measured
         # once per design): drawn from those labelled for all of them
@@ -185,13 +212,8 @@ def leave_one_out(args: argparse.Namespace) -> None:
                            y_all[t][ok])
                     for t in hidden for ok in [np.isfinite(y_all[t]) & score_on]}
         for n in args.n:
-            picks = []
-            for rep in range(args.reps):
-                rng = np.random.default_rng(1000 * rep + n)
-                rows = {"random": rng.choice(pool_all, n, replace=False)}
-                pool = rng.choice(pool_all, min(args.active_pool, len(pool_all)), replace=False)
-                rows["active"] = pool[select(feats[pool], n, seed=rep)]
-                picks.append(rows)
+            picks = [measured_rows(pool_all, n, rep, feats, args.active_pool)
+                     for rep in range(args.reps)]
             for t in hidden:
                 y = y_all[t]
                 ev = np.isfinite(y) & score_on
@@ -335,7 +357,7 @@ def main() -> None:
     parser.add_argument("--on", choices=["test", "val"], default="test")
     parser.add_argument("--devices", default=None)
     parser.add_argument("--protocol", choices=["metric", "board"], default="metric")
-    parser.add_argument("--active-pool", type=int, default=1000)
+    parser.add_argument("--active-pool", type=int, default=ACTIVE_POOL)
     parser.add_argument("--std-factor", type=float, default=STD_FACTOR)
     parser.add_argument("--real", default=None)
     parser.add_argument("--base", default=None)
