@@ -246,12 +246,18 @@ def goal_lines(rows: list[dict], on: str) -> list[str]:
             mean = float(np.mean([r["rho"] for r in part]))
             lines.append(f"n = 20: {space} mean Spearman >= {GOAL_MEAN[on]}: "
                          f"{_verdict(mean >= GOAL_MEAN[on])} ({mean:.3f})")
-        below = [r for r in part if r["rho"] <= max(
-            [r["ridge"], r["proxy"]] + [r[k] for k in ("help", "rerun") if r.get(k) is not None])]
+        below = [r for r in part if not _beats_all(r)]
         lines.append(f"n = 20: {space} above the ridge, the best proxy and every published "
                      f"figure on every device: {_verdict(not below)}"
                      + "".join(f", {r['device']} {r['rho']:.3f}" for r in below))
     return lines
+
+
+def _beats_all(r: dict) -> bool:
+    """Whether a row's Spearman is above its ridge, its best proxy and every published figure
+    beside it."""
+    published = [r[k] for k in ("help", "rerun", "nasflat") if r.get(k) is not None]
+    return r["rho"] > max(r["ridge"], r["proxy"], *published)
 
 
 def _verdict(met: bool) -> str:
@@ -263,9 +269,7 @@ def _fmt(value: float | None) -> str:
 
 
 def _line(r: dict) -> str:
-    published = [r[k] for k in ("help", "rerun", "nasflat") if r.get(k) is not None]
-    beats = "" if r["n"] != 20 else (
-        "yes" if r["rho"] > max(r["ridge"], r["proxy"], *published) else "no")
+    beats = "" if r["n"] != 20 else ("yes" if _beats_all(r) else "no")
     return (f"| {r['space']} | {r['device']} | {r['n']} | {_fmt(r['help'])} | "
             f"{_fmt(r.get('rerun'))} | {_fmt(r.get('nasflat'))} | "
             f"{_fmt(r['ridge'])} | {_fmt(r['proxy'])} | {_fmt(r['rho'])} | {_fmt(r['tau'])} | "
