@@ -361,6 +361,22 @@ def throughput_csv(tmp_path_factory, data, statistical_seed):
     return csv, rows
 
 
+def test_few_measurements_say_the_transfer_alone_predicts(base, data, tmp_path):
+    """Below CHOICE_MIN_POINTS rows ``anb adapt`` says that the additive transfer alone
+    predicts and how many rows a device unlike the known ones needs; from there it does not."""
+    from anb.surrogates.adapt.model import CHOICE_MIN_POINTS
+
+    said = f"below {CHOICE_MIN_POINTS} measurements the known devices' additive transfer"
+    for n, expected in ((CHOICE_MIN_POINTS - 1, True), (CHOICE_MIN_POINTS, False)):
+        csv = _write_csv(tmp_path / f"m{n}.csv", data, _rows(data, "train", n, 1))
+        result = runner.invoke(app, ["adapt", "--device", "zcu102", "--measured", str(csv),
+                                     "--base", str(base), "--out", str(tmp_path / f"o{n}")])
+        assert result.exit_code == 0, result.output
+        assert (said in result.output) is expected, result.output
+        model = load_adapted(tmp_path / f"o{n}").models[HIDDEN]
+        assert model.n_points == n
+
+
 def test_file_with_both_kinds_needs_metric(throughput_csv, base, tmp_path):
     csv, _ = throughput_csv
     out = tmp_path / "model"

@@ -39,6 +39,7 @@ def adapt_cmd(
     from anb.surrogates.adapt.api import adapt, base_space, check_suggest
     from anb.surrogates.adapt.api import submit as submit_jobs
     from anb.surrogates.adapt.api import suggest as suggest_archs
+    from anb.surrogates.adapt.model import CHOICE_MIN_POINTS
 
     if submit and not suggest:
         fail("--submit queues the suggested architectures: give --suggest K")
@@ -56,6 +57,11 @@ def adapt_cmd(
             typer.echo(f"{model.target}: adapted from {model.n_points} measured architectures"
                        f"{repeats} on {len(model.known)} known devices; leave-one-out log error "
                        f"{model.loo_rmse:.4f} -> {out}")
+            if model.n_points < CHOICE_MIN_POINTS:
+                typer.echo(f"{model.target}: below {CHOICE_MIN_POINTS} measurements the "
+                           "known devices' additive transfer alone predicts; a device unlike "
+                           f"every known one needs {CHOICE_MIN_POINTS} or more (anb adapt "
+                           "--suggest K chooses them)")
             if model.proxy:
                 typer.echo(f"{model.target}: the {model.proxy} proxy predicts (leave-one-out "
                            f"{model.proxy_rmse:.4f}), not the transfer "
