@@ -192,4 +192,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from publish import published
+
+    with published(__file__):
+        main()
