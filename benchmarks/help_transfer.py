@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/help_transfer.py [--spaces nasbench201,fbnet] [--on test|valid]
         [--n 5,10,20] [--draws 10] [--data anb/data/help] [--select random|active]
+        [--plot OUT.png]
         (--on valid: meta-valid unseen; --on lomo: each meta-train device left out in turn;
         --on mobile_cpu-gpu|gpu-mobile_cpu|cpu_gpu-accelerator: a device family none of the
         known devices belongs to, family_valid the one of them to choose settings on; device
@@ -276,6 +277,56 @@ def _line(r: dict) -> str:
             f"{_fmt(r['cov'])} | {r['crps']:.4f} | {r['nll']:.2f} | {beats} |")
 
 
+#: The mean curves :func:`plot` draws: label -> row key.
+CURVES = {"anb adapt": "rho", "ridge": "ridge", "best proxy": "proxy"}
+
+
+def mean_curves(rows: list[dict]) -> dict[str, list[float]]:
+    """Per :data:`CURVES` label, the mean over the devices of ``rows`` (one space) at each n,
+    in increasing n."""
+    ns = sorted({r["n"] for r in rows})
+    return {label: [float(np.mean([r[key] for r in rows if r["n"] == n])) for n in ns]
+            for label, key in CURVES.items()}
+
+
+def plot(rows: list[dict], on: str, path: Path) -> None:
+    """Mean Spearman against n per space: anb, the ridge and the best proxy, each unseen
+    device's anb line faint behind them; on HELP's split the published means of HELP, of its
+    re-run by NASFLAT's authors and of NASFLAT, drawn at n = 20."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spaces = list(dict.fromkeys(r["space"] for r in rows))
+    fig, axes = plt.subplots(1, len(spaces), figsize=(5.5 * len(spaces), 4.2), squeeze=False)
+    for ax, space_name in zip(axes[0], spaces, strict=True):
+        part = [r for r in rows if r["space"] == space_name]
+        ns = sorted({r["n"] for r in part})
+        for device in dict.fromkeys(r["device"] for r in part):
+            ax.plot(ns, [r["rho"] for r in part if r["device"] == device], color="C0",
+                    alpha=0.25, lw=1)
+        for (label, means), color in zip(mean_curves(part).items(), ("C0", "C1", "C2"),
+                                         strict=True):
+            ax.plot(ns, means, color=color, lw=2.5, marker="o", label=label)
+        if on == "test":
+            for value, label, marker in ((PUBLISHED[space_name]["mean"], "HELP, n = 20", "s"),
+                                         (RERUN[space_name]["mean"], "HELP re-run (n unstated)",
+                                          "D"),
+                                         (NASFLAT[space_name], "NASFLAT, n = 20", "*")):
+                ax.plot([20], [value], marker=marker, ms=9, ls="none", color="k",
+                        mfc="none" if marker != "*" else "k", label=label)
+        ax.set(title=f"{space_name}, split {on}", xlabel="measurements n", xticks=ns,
+               ylabel="mean Spearman on the query set")
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--spaces", default="nasbench201,fbnet")
@@ -290,6 +341,8 @@ def main() -> None:
                         help="fit a base benchmark of --spaces (one) on all of HELP's device "
                              "columns, save it to this folder and stop (a base for a device "
                              "HELP never measured, e.g. new_device.py --real)")
+    parser.add_argument("--plot", type=Path, default=None,
+                        help="also draw the mean Spearman against n per space (PNG)")
     args = parser.parse_args()
     if args.save_base is not None:
         save_base(args.spaces, args.data, args.save_base)
@@ -313,6 +366,9 @@ def main() -> None:
                          "rerun": RERUN[space_name]["mean"] if test else None,
                          "nasflat": NASFLAT[space_name] if test and n == 20 else None}))
     print("\n".join(goal_lines(rows, args.on)))
+    if args.plot is not None:
+        plot(rows, args.on, args.plot)
+        print(f"wrote {args.plot}")
     print(f"total {time.perf_counter() - began:.0f} s")
 
 

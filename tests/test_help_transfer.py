@@ -241,3 +241,17 @@ def test_each_row_prints_the_proper_scores_beside_coverage():
            "rerun": 0.94}
     assert _script()._line(row) == ("| fbnet | fpga | 20 | 0.890 | 0.940 | - | 0.900 | 0.960 | "
                                     "0.950 | 0.810 | 0.900 | 0.0123 | -1.50 | no |")
+
+
+def test_the_plot_draws_each_curve_as_the_mean_over_devices(tmp_path):
+    """``--plot``: per space, anb's, the ridge's and the best proxy's Spearman averaged over
+    the unseen devices at each n, in increasing n; the figure is written."""
+    rows = [{"space": "fbnet", "device": d, "n": n, "rho": rho, "ridge": 0.5, "proxy": p}
+            for d, n, rho, p in (("fpga", 20, 0.9, 0.7), ("fpga", 5, 0.4, 0.6),
+                                 ("raspi4", 20, 0.8, 0.9), ("raspi4", 5, 0.6, 0.8))]
+    curves = _script().mean_curves(rows)
+    assert list(curves) == ["anb adapt", "ridge", "best proxy"]
+    np.testing.assert_allclose(curves["anb adapt"], [0.5, 0.85])
+    np.testing.assert_allclose(curves["best proxy"], [0.7, 0.8])
+    _script().plot(rows, "test", tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
