@@ -77,6 +77,25 @@ def test_query_errors_exit_nonzero_with_one_line(fitted):
     assert result.exit_code != 0 and result.output.startswith("error:")
 
 
+def test_query_takes_one_architecture_string_as_its_argument(fitted, tmp_path):
+    """``anb query BENCH ARCH``: an argument that is no file but an architecture of the space
+    is answered as that one architecture, as from a file; one that is neither names both
+    readings; an unknown benchmark is named before the architectures are read."""
+    out, _ = fitted
+    arch = str(EFFICIENTNET_B0)
+    literal = runner.invoke(app, ["query", str(out), arch])
+    assert literal.exit_code == 0, literal.output
+    (tmp_path / "one.txt").write_text(arch + "\n")
+    from_file = runner.invoke(app, ["query", str(out), str(tmp_path / "one.txt")])
+    assert literal.stdout == from_file.stdout and arch in literal.stdout
+    result = runner.invoke(app, ["query", str(out), str(tmp_path / "missing.txt")])
+    assert result.exit_code == 2
+    assert f"'{tmp_path / 'missing.txt'}' is neither a file nor an architecture of space " \
+        "anb-mnasnet: architecture string" in result.output
+    result = runner.invoke(app, ["query", str(tmp_path / "nobench"), arch])
+    assert result.exit_code == 2 and "unknown packaged benchmark" in result.output
+
+
 @pytest.mark.slow
 def test_evaluate_writes_report_and_comparison(fitted, tmp_path):
     out, _ = fitted

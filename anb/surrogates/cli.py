@@ -124,8 +124,8 @@ def register(app: typer.Typer) -> None:
                                                "`anb adapt`, or a packaged name: accel-nasbench, "
                                                "help-nasbench201, help-fbnet"),
         archs: str = typer.Argument("-", help="file of architectures (strings, JSON, or a CSV "
-                                              "with 'arch' or block{i}_* columns), or '-' for "
-                                              "stdin"),
+                                              "with 'arch' or block{i}_* columns), one "
+                                              "architecture string, or '-' for stdin"),
         metrics: str | None = typer.Option(None, help="comma-separated metrics (default all)"),
         noise: bool = typer.Option(False, help="sample plausible observed values"),
         seed: int | None = typer.Option(None, min=0),
@@ -145,10 +145,9 @@ def register(app: typer.Typer) -> None:
         try:
             if out is not None:
                 check_file(out)
-            text = sys.stdin.read() if archs == "-" else read_text(archs)
             in_space = resolve_space(space, benchmark_space(model).name,
                                      f"benchmark {str(model)!r}")
-            items = read_archs(text, "stdin" if archs == "-" else archs, space=in_space)
+            items = _query_archs(archs, in_space)
             names = _split_list(metrics)
             if names:
                 check_distinct(names, "--metrics")
@@ -163,6 +162,20 @@ def register(app: typer.Typer) -> None:
             typer.echo(csv, nl=False)
         else:
             atomic_write_text(out, csv)
+
+
+def _query_archs(archs: str, space: Space) -> list[Any]:
+    """``anb query``'s architectures: stdin for ``-``, the file ``archs`` when it exists, else
+    ``archs`` itself as one architecture string of ``space`` (an error names both readings)."""
+    if archs == "-":
+        return read_archs(sys.stdin.read(), "stdin", space=space)
+    if Path(archs).exists():
+        return read_archs(read_text(archs), archs, space=space)
+    try:
+        return [space.format(space.parse_string(archs))]
+    except ValueError as err:
+        raise ValueError(f"{archs!r} is neither a file nor an architecture of space "
+                         f"{space.name}: {err}") from None
 
 
 def _split_list(text: str | None) -> list[str] | None:
