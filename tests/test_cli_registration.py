@@ -49,3 +49,18 @@ def test_no_module_spells_out_the_shared_values():
         for value, owner in owners.items():
             if value in literals:
                 assert str(path.relative_to(REPO)) == owner, (value, path)
+
+
+def test_no_help_text_holds_what_rich_would_take_as_markup():
+    """Bug class: ``[remote]`` in a command's help was read as a style tag by rich and vanished
+    from ``anb measure --help`` ("a board over , a Qualcomm SoC"). No command or option help
+    holds a bracketed word (``\\[`` escapes one)."""
+    import re
+
+    tag = re.compile(r"(?<!\\)\[[A-Za-z_./#-]+\]")
+    root = typer.main.get_command(cli.app)
+    found = []
+    for path, command in _commands(root):
+        texts = [command.help or ""] + [getattr(p, "help", None) or "" for p in command.params]
+        found += [(" ".join(path), m.group()) for text in texts for m in tag.finditer(text)]
+    assert not found

@@ -87,8 +87,9 @@ def measure_cmd(
     quality_images: int = quality_images_option("--quality"),
 ) -> None:
     """Measure latency/throughput of architectures of a search space on a device of any kind
-    (this host, a board over [remote], a Qualcomm SoC, a plug-in's; resumable, shardable); the
-    records name the space. With --quality, the trained network's accuracy on the device."""
+    (this host, a board over SSH, ADB or TCP, a Qualcomm SoC, a plug-in's; resumable,
+    shardable); the records name the space. With --quality, the trained network's accuracy on
+    the device."""
     from anb.collect_throughput.arch_lists import read_arch_list, shard_of
     from anb.collect_throughput.records.anchors import parse_anchors
     from anb.collect_throughput.records.folder import RESULTS
