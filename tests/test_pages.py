@@ -71,6 +71,16 @@ def test_docs_api_page_renders(site):
     assert_seen(check, "anb.searchspace", "Stable content hash")  # a docstring, rendered
 
 
+def test_docs_adapt_page_shows_its_figures(site):
+    """The adapt page's two HELP figures (``help_transfer.py --plot``) load in the browser."""
+    require_browser()
+    with serve(site) as base:
+        check = open_page(base + "builder/adapt/", SCREENSHOTS / "docs-builder-adapt.png",
+                          "article")
+    assert_seen(check, "Adapt", "External yardstick: HELP, NASFLAT, other device families")
+    assert check.images >= 2, check.images
+
+
 def test_measure_report_page_renders(tmp_path):
     """``anb measure --report`` on this CPU (one architecture, a short budget), its page opened."""
     require_browser()
