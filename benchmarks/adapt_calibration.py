@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -44,6 +44,7 @@ import numpy as np
 import anb.surrogates.adapt.model as adapt_model
 from anb.resources import HELP_DIR
 from anb.searchspace import get_space
+from anb.searchspace.base import Space
 from anb.surrogates import help_tables as ht
 from anb.surrogates import intervals
 from anb.surrogates.adapt import choice, interval
@@ -119,6 +120,18 @@ def measured(proto: ht.Protocol, latency: np.ndarray, n: int, draw: int) -> np.n
     return rng.choice(ht.pool_rows(proto, latency), n, replace=False)
 
 
+class FitData(NamedTuple):
+    """What a dataset gives every fit :func:`keep_fit` keeps, one row per architecture: the
+    known devices' log costs, the operation totals, the choices, the device's log costs and
+    the log proxies."""
+
+    known: np.ndarray
+    ops: np.ndarray
+    choices: np.ndarray
+    y: np.ndarray
+    logs: np.ndarray
+
+
 #: The arrays ``collect`` keeps per fit: the candidates' out-of-fold errors on the measured
 #: rows and their query predictions (:func:`candidate_predictions`), the log costs, and where
 #: the rows lie (known-device log costs, log proxies, measured and query rows).
@@ -126,11 +139,23 @@ ARRAYS = ("blends", "proxies", "y", "mean", "widen", "spread", "truth", "known_r
           "known_query", "logs_rows", "logs_query")
 
 
-def keep_fit(arrays: dict[str, np.ndarray], key: str, seen: dict[str, Any],
-             **parts: np.ndarray) -> None:
-    """Store one fit's :data:`ARRAYS` in ``arrays`` under ``key``: the recorded choice's
-    ``blends``, ``proxies`` and ``y`` (:func:`recorded_choice`), and ``parts``, the rest."""
-    values = {"blends": seen["blends"], "proxies": seen["proxies"], "y": seen["y"], **parts}
+def keep_fit(cells: list[dict[str, Any]], arrays: dict[str, np.ndarray], cell: dict[str, Any],
+             seen: dict[str, Any], model: AdaptedModel, data: FitData, rows: np.ndarray,
+             query: np.ndarray, space: Space) -> None:
+    """Keep one fit of ``model`` on ``rows``, scored on ``query``: ``cell`` with the recorded
+    choice's fallback (:func:`recorded_choice`) appended to ``cells``, and its
+    :data:`ARRAYS` in ``arrays`` under the cell's index: the recorded choice's ``blends``,
+    ``proxies`` and ``y``, the candidates' query predictions (:func:`candidate_predictions`)
+    and where the rows lie."""
+    known, ops, choices, y, logs = data
+    mean, widen, spread = candidate_predictions(model, known[query], ops[query], choices[query],
+                                                choices[rows], y[rows], space)
+    key = str(len(cells))
+    cells.append({**cell, "fallback": seen["fallback"]})
+    values = {"blends": seen["blends"], "proxies": seen["proxies"], "y": seen["y"],
+              "mean": mean, "widen": widen, "spread": spread, "truth": y[query],
+              "known_rows": known[rows], "known_query": known[query],
+              "logs_rows": logs[rows], "logs_query": logs[query]}
     for name in ARRAYS:
         arrays[f"{key}.{name}"] = np.asarray(values[name], np.float64)
 
@@ -166,20 +191,14 @@ def collect(splits: list[str], spaces: list[str], ns: list[int], draws: int,
                                     ht.target(device), base.targets, K[rows], ops[rows],
                                     latency[rows], known_source=base.source,
                                     choices=choices[rows], space=space)
-                            mean, widen, spread = candidate_predictions(
-                                model, K[query], ops[query], choices[query], choices[rows],
-                                y[rows], space)
-                            key = str(len(cells))
-                            cells.append({
+                            cell = {
                                 "device": device, "n": n, "draw": draw,
-                                "fallback": seen["fallback"],
                                 "ridge": score(ridge_baseline(measured_known, y, rows)[query],
                                                y[query])[0],
                                 "proxy": score(best_proxy(proxies, rows, y[rows])[1][query],
-                                               y[query])[0]})
-                            keep_fit(arrays, key, seen, mean=mean, widen=widen, spread=spread,
-                                     truth=y[query], known_rows=K[rows], known_query=K[query],
-                                     logs_rows=logs[rows], logs_query=logs[query])
+                                               y[query])[0]}
+                            keep_fit(cells, arrays, cell, seen, model,
+                                     FitData(K, ops, choices, y, logs), rows, query, space)
                     print(f"{split} {space_name} {device}: {len(cells)} fits", flush=True)
             np.savez_compressed(out / f"{split}-{space_name}.npz", **arrays)
             (out / f"{split}-{space_name}.json").write_text(json.dumps(cells))
@@ -234,16 +253,10 @@ def collect_released(protocols: list[str], ns: list[int], reps: int, out: Path) 
                                 model = AdaptedModel.fit(t, others, KL[rows], ops[rows],
                                                          _value(t, y[rows]), choices=choices[rows],
                                                          space=ANB_SPACE)
-                            mean, widen, spread = candidate_predictions(
-                                model, KL[ev], ops[ev], choices[ev], choices[rows], y[rows],
-                                ANB_SPACE)
-                            key = str(len(cells))
-                            cells.append({"device": t, "n": n, "draw": 2 * rep + (mode == "active"),
-                                          "fallback": seen["fallback"], "ridge": -1.0,
-                                          "proxy": -1.0})
-                            keep_fit(arrays, key, seen, mean=mean, widen=widen, spread=spread,
-                                     truth=y[ev], known_rows=KL[rows], known_query=KL[ev],
-                                     logs_rows=logs[rows], logs_query=logs[ev])
+                            cell = {"device": t, "n": n, "draw": 2 * rep + (mode == "active"),
+                                    "ridge": -1.0, "proxy": -1.0}
+                            keep_fit(cells, arrays, cell, seen, model,
+                                     FitData(KL, ops, choices, y, logs), rows, ev, ANB_SPACE)
             print(f"released {protocol} {'/'.join(hidden)}: {len(cells)} fits", flush=True)
         np.savez_compressed(out / f"released_{protocol}-anb.npz", **arrays)
         (out / f"released_{protocol}-anb.json").write_text(json.dumps(cells))
