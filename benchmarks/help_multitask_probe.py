@@ -111,23 +111,15 @@ def finetune(net: MultiTask, x: np.ndarray, rows: np.ndarray, y: np.ndarray,
 
 
 def block_ridge(blocks: list[np.ndarray], y: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The embedding ridge's fit (standardised blocks, one leave-one-out shrinkage each, the
-    same coordinate sweeps) on ``rows``; its prediction for every row."""
+    """The embedding ridge's fit (standardised blocks, each block's shrinkage by
+    :func:`~anb.surrogates.adapt.embed.choose_shrinkage`) on ``rows``; its prediction for every
+    row."""
     z = []
     for block in blocks:
         scale = block[rows].std(0)
         z.append((block - block[rows].mean(0)) / np.where(scale > 1e-9, scale, np.inf))
     grams = [b[rows] @ b[rows].T for b in z]
-    lambdas = np.full(len(z), embed.START_LAMBDA)
-    error = embed._loo(grams, lambdas, y[rows])[0]
-    for _ in range(embed.SWEEPS):
-        for b in range(len(z)):
-            for value in embed.LAMBDAS:
-                trial = lambdas.copy()
-                trial[b] = value
-                trial_error = embed._loo(grams, trial, y[rows])[0]
-                if trial_error < error - 1e-12:
-                    lambdas, error = trial, trial_error
+    lambdas = embed.choose_shrinkage(grams, y[rows])
     dual = embed._loo(grams, lambdas, y[rows])[2]
     return sum(b @ (b[rows].T @ dual) / lam for b, lam in zip(z, lambdas, strict=True)) \
         + embed._INTERCEPT_VAR * dual.sum()

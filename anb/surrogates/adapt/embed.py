@@ -91,16 +91,7 @@ class EmbedModel:
         scale = np.where(scale > 1e-9 * np.maximum(np.abs(mean), 1.0), scale, np.inf)
         Z = (X - mean) / scale
         grams = [Z[:, blocks == b] @ Z[:, blocks == b].T for b in range(len(BLOCKS))]
-        lambdas = np.full(len(BLOCKS), START_LAMBDA)
-        error = _loo(grams, lambdas, y)[0]
-        for _ in range(SWEEPS):
-            for b in range(len(BLOCKS)):
-                for value in LAMBDAS:
-                    trial = lambdas.copy()
-                    trial[b] = value
-                    trial_error = _loo(grams, trial, y)[0]
-                    if trial_error < error - 1e-12:
-                        lambdas, error = trial, trial_error
+        lambdas = choose_shrinkage(grams, y)
         residuals, dual = _loo(grams, lambdas, y)[1:]
         coef = Z.T @ dual / lambdas[blocks]
         model = cls(mean, np.where(np.isfinite(scale), scale, 0.0), coef,
@@ -122,6 +113,23 @@ class EmbedModel:
         """What an adapted artifact saves (with :attr:`intercept` as a scalar)."""
         return {"embed_mean": self.mean, "embed_scale": self.scale, "embed_coef": self.coef,
                 "embed_lambdas": self.lambdas}
+
+
+def choose_shrinkage(grams: list[np.ndarray], y: np.ndarray) -> np.ndarray:
+    """Each block's shrinkage for the ridge whose blocks have these Gram matrices on the
+    measured rows (log costs ``y``): from :data:`START_LAMBDA`, :data:`SWEEPS` coordinate
+    sweeps over :data:`LAMBDAS`, a change kept only where it lowers the leave-one-out error."""
+    lambdas = np.full(len(grams), START_LAMBDA)
+    error = _loo(grams, lambdas, y)[0]
+    for _ in range(SWEEPS):
+        for b in range(len(grams)):
+            for value in LAMBDAS:
+                trial = lambdas.copy()
+                trial[b] = value
+                trial_error = _loo(grams, trial, y)[0]
+                if trial_error < error - 1e-12:
+                    lambdas, error = trial, trial_error
+    return lambdas
 
 
 def _design(known_log: np.ndarray, features: np.ndarray, block: np.ndarray
