@@ -155,6 +155,10 @@ def active_rows(proto: ht.Protocol, latency: np.ndarray, n: int, features: np.nd
     return np.concatenate([reference, picked])
 
 
+#: What each (device, n) row scores, averaged over the draws and, in the mean rows, devices.
+SCORES = ("rho", "tau", "cov", "crps", "nll", "ridge", "proxy")
+
+
 def run_space(space_name: str, on: str, ns: list[int], draws: int, data: Path,
               selection: str = "random") -> list[dict]:
     """Every (unseen device, n) of one space: mean scores over the draws."""
@@ -185,8 +189,7 @@ def _run_split(space_name: str, on: str, ns: list[int], draws: int, table: pd.Da
         latency = table[device].to_numpy(np.float64)
         y, query = np.log(latency), ht.query_rows(proto, latency)
         for n in ns:
-            res: dict[str, list[float]] = {k: [] for k in ("rho", "tau", "cov", "crps", "nll",
-                                                          "ridge", "proxy")}
+            res: dict[str, list[float]] = {k: [] for k in SCORES}
             for draw in range(draws if n > len(proto.reference) else 1):
                 rows = (ht.measured_rows(proto, latency, n, np.random.default_rng(draw))
                         if selection == "random"
@@ -358,8 +361,7 @@ def main() -> None:
         rows += result
         for n in ns:
             part = [r for r in result if r["n"] == n]
-            mean = {k: float(np.mean([r[k] for r in part]))
-                    for k in ("rho", "tau", "cov", "crps", "nll", "ridge", "proxy")}
+            mean = {k: float(np.mean([r[k] for r in part])) for k in SCORES}
             test = args.on == "test"
             print(_line({"space": space_name, "device": "mean", "n": n, **mean,
                          "help": PUBLISHED[space_name]["mean"] if test else None,
